@@ -1,0 +1,325 @@
+//! Checks that go beyond the schema: ranges, consistency between tables, and what would make a design
+//! impossible to run. Every problem names its key and how to fix it.
+
+use crate::error::{DesignErrors, Problems};
+use crate::experiment::*;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+pub(crate) fn experiment(experiment: &Experiment, file: &Path) -> Result<(), DesignErrors> {
+    let mut p = Problems::new(file);
+    meta(experiment.meta(), &mut p);
+    match experiment {
+        Experiment::Conformity(e) => conformity(e, &mut p),
+        Experiment::MinimalGroup(e) => minimal_group(e, &mut p),
+    }
+    p.into_result()
+}
+
+fn meta(m: &ExperimentMeta, p: &mut Problems) {
+    let valid = !m.name.is_empty()
+        && m.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_' || c == '.');
+    if !valid {
+        p.push(
+            "experiment.name",
+            format!("`{}` is not a valid experiment name", m.name),
+            "use lower-case letters, digits, `-`, `_` or `.`, e.g. \"conformity-quick\"",
+        );
+    }
+}
+
+fn unique<T: Ord + Clone>(items: &[T]) -> bool {
+    items.iter().cloned().collect::<BTreeSet<_>>().len() == items.len()
+}
+
+fn non_empty_unique<T: Ord + Clone>(items: &[T], key: &str, what: &str, p: &mut Problems) {
+    if items.is_empty() {
+        p.push(key, format!("the list of {what} is empty"), format!("list at least one of the {what}"));
+    } else if !unique(items) {
+        p.push(key, format!("the list of {what} repeats an entry"), "list each entry once");
+    }
+}
+
+fn at_least(value: u64, min: u64, key: &str, p: &mut Problems) {
+    if value < min {
+        p.push(key, format!("{value} is out of range"), format!("use a value of at least {min}"));
+    }
+}
+
+fn conformity(e: &ConformityExperiment, p: &mut Problems) {
+    let tasks = &e.stimuli.tasks;
+    non_empty_unique(tasks, "stimuli.tasks", "tasks", p);
+    at_least(e.stimuli.general_pool_size.into(), 1, "stimuli.general_pool_size", p);
+    lines(&e.stimuli.lines, p);
+    color(&e.stimuli.color, p);
+    dots(&e.stimuli.dots, p);
+
+    let f = &e.baseline_filter;
+    if !(f.min_p_correct > 0.0 && f.min_p_correct <= 1.0) {
+        p.push("baseline_filter.min_p_correct", format!("{} is out of range", f.min_p_correct), "use a probability in (0, 1], e.g. 0.95");
+    }
+    at_least(f.max_candidates.into(), 1, "baseline_filter.max_candidates", p);
+
+    n_values(&e.trials.n_values, "trials.n_values", p);
+    trials_per_n(Some(e.trials.trials_per_n), "trials.trials_per_n", p);
+
+    let fam = &e.families;
+    let scoped: [(&str, Option<&dyn FamilyScope>); 9] = [
+        ("group_size", fam.group_size.as_ref().map(|f| f as &dyn FamilyScope)),
+        ("unanimity", fam.unanimity.as_ref().map(|f| f as &dyn FamilyScope)),
+        ("normative", fam.normative.as_ref().map(|f| f as &dyn FamilyScope)),
+        ("source_strength", fam.source_strength.as_ref().map(|f| f as &dyn FamilyScope)),
+        ("nationality", fam.nationality.as_ref().map(|f| f as &dyn FamilyScope)),
+        ("ethnicity", fam.ethnicity.as_ref().map(|f| f as &dyn FamilyScope)),
+        ("minimal_group", fam.minimal_group.as_ref().map(|f| f as &dyn FamilyScope)),
+        ("spatial", fam.spatial.as_ref().map(|f| f as &dyn FamilyScope)),
+        ("temporal", fam.temporal.as_ref().map(|f| f as &dyn FamilyScope)),
+    ];
+    if scoped.iter().all(|(_, f)| f.is_none()) && fam.difficulty.is_none() {
+        p.push("families", "no family is defined, so the experiment has no trials", "add at least one table such as [families.group_size]");
+    }
+    for (name, family) in scoped {
+        if let Some(family) = family {
+            scope(name, family.tasks(), family.n_values(), family.trials_per_n(), tasks, p);
+        }
+    }
+    if let Some(d) = &fam.difficulty {
+        scope("difficulty", d.tasks.as_deref(), d.n_values.as_deref(), None, tasks, p);
+        if let Some(n) = d.images_per_level {
+            at_least(n.into(), 1, "families.difficulty.images_per_level", p);
+        }
+    }
+    if let Some(u) = &fam.unanimity {
+        unanimity(u, p);
+    }
+    if let Some(perf) = &fam.performance {
+        if perf.derived_from != "difficulty" {
+            p.push("families.performance.derived_from", format!("`{}` cannot provide performance", perf.derived_from), "use \"difficulty\": performance is read from the difficulty pool's N = 0 trials");
+        } else if fam.difficulty.is_none() {
+            p.push("families.performance.derived_from", "the difficulty family is not defined", "add [families.difficulty] or remove [families.performance]");
+        }
+    }
+    if let Some(n) = &fam.normative {
+        at_least(n.paraphrases.into(), 1, "families.normative.paraphrases", p);
+        if n.n_values.as_deref().unwrap_or(&e.trials.n_values).iter().all(|&n| n == 0) {
+            p.push("families.normative.n_values", "framing only appears with confederates, but every N is 0", "include some N > 0");
+        }
+    }
+    if let Some(s) = &fam.source_strength {
+        non_empty_unique(&s.roles, "families.source_strength.roles", "roles", p);
+        if s.baseline_role.trim().is_empty() || s.roles.iter().any(|r| r.trim().is_empty()) {
+            p.push("families.source_strength.roles", "a role is empty", "give every role as a plural noun, e.g. \"scientists\"");
+        }
+    }
+    for (name, family) in [("nationality", &fam.nationality), ("ethnicity", &fam.ethnicity)] {
+        if let Some(f) = family {
+            let key = format!("families.{name}");
+            non_empty_unique(&f.values, &format!("{key}.values"), "values", p);
+            non_empty_unique(&f.relations, &format!("{key}.relations"), "relations", p);
+            if f.relations.contains(&Relation::Different) && f.values.len() < 2 {
+                p.push(format!("{key}.values"), "a different-group condition needs at least two values", "list at least two values");
+            }
+        }
+    }
+    if let Some(g) = &fam.minimal_group {
+        let letters: Vec<char> = g.letters.chars().collect();
+        if letters.len() < 2 || !unique(&letters) || letters.iter().any(|c| !c.is_alphanumeric()) {
+            p.push("families.minimal_group.letters", format!("`{}` is not a set of at least two distinct letters", g.letters), "give distinct letters, e.g. \"CDEFGHJKLMNPQRSTUVWXYZ\"");
+        }
+        if letters.iter().any(|c| matches!(c, 'A' | 'B' | 'a' | 'b')) {
+            p.push("families.minimal_group.letters", "A and B are the answer options and would be confused with group names", "remove A and B from the letters");
+        }
+        non_empty_unique(&g.relations, "families.minimal_group.relations", "relations", p);
+    }
+    for (name, family) in [("spatial", &fam.spatial), ("temporal", &fam.temporal)] {
+        if let Some(f) = family {
+            let key = format!("families.{name}.far");
+            non_empty_unique(&f.far, &key, "far annotations", p);
+            if f.near.trim().is_empty() {
+                p.push(format!("families.{name}.near"), "the near annotation is empty", "give it, e.g. \"right here\"");
+            }
+        }
+    }
+}
+
+fn n_values(values: &[u32], key: &str, p: &mut Problems) {
+    if values.is_empty() {
+        p.push(key, "no N value is given", "list the numbers of confederates, e.g. [0, 1, 2, 3]");
+    } else if !unique(values) {
+        p.push(key, "an N value is repeated", "list each N once");
+    }
+    for (i, &n) in values.iter().enumerate() {
+        if n > 100 {
+            p.push(format!("{key}[{i}]"), format!("N = {n} is out of range"), "use at most 100 confederates");
+        }
+    }
+}
+
+fn trials_per_n(value: Option<u32>, key: &str, p: &mut Problems) {
+    if let Some(t) = value {
+        if t == 0 || t % 2 == 1 {
+            p.push(key, format!("{t} is out of range"), "use a positive even number, so that A and B are the correct answer equally often");
+        }
+    }
+}
+
+fn scope(name: &str, family_tasks: Option<&[Task]>, family_n: Option<&[u32]>, trials: Option<u32>, tasks: &[Task], p: &mut Problems) {
+    if let Some(ft) = family_tasks {
+        non_empty_unique(ft, &format!("families.{name}.tasks"), "tasks", p);
+        for (i, t) in ft.iter().enumerate() {
+            if !tasks.contains(t) {
+                p.push(format!("families.{name}.tasks[{i}]"), format!("task `{t}` is not rendered by [stimuli]"), "add it to stimuli.tasks or remove it here");
+            }
+        }
+    }
+    if let Some(n) = family_n {
+        n_values(n, &format!("families.{name}.n_values"), p);
+    }
+    trials_per_n(trials, &format!("families.{name}.trials_per_n"), p);
+}
+
+fn unanimity(u: &UnanimityFamily, p: &mut Problems) {
+    if u.levels.is_empty() {
+        p.push("families.unanimity.levels", "no level is given", "add [[families.unanimity.levels]] entries");
+    }
+    let names: Vec<&str> = u.levels.iter().map(|l| l.name.as_str()).collect();
+    if !unique(&names) {
+        p.push("families.unanimity.levels", "two levels share a name", "give every level its own name");
+    }
+    for (i, level) in u.levels.iter().enumerate() {
+        let key = format!("families.unanimity.levels[{i}]");
+        if level.name.trim().is_empty() {
+            p.push(format!("{key}.name"), "the level has no name", "name it, e.g. \"wrong_80\"");
+        }
+        match level.rule() {
+            None => p.push(key.clone(), "a level needs exactly one of wrong_share, wrong_probability, allies", "keep exactly one of the three keys"),
+            Some(UnanimityRule::WrongShare(s)) if !(0.0..=1.0).contains(&s) => {
+                p.push(format!("{key}.wrong_share"), format!("{s} is out of range"), "use a share in [0, 1]");
+            }
+            Some(UnanimityRule::WrongProbability(q)) if !(0.0..=1.0).contains(&q) => {
+                p.push(format!("{key}.wrong_probability"), format!("{q} is out of range"), "use a probability in [0, 1]");
+            }
+            Some(UnanimityRule::Allies(a)) if a == 0 || a > 10 => {
+                p.push(format!("{key}.allies"), format!("{a} is out of range"), "use 1 to 10 allies");
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+fn spreads(values: &[u32], key: &str, max: u32, p: &mut Problems) {
+    if values.is_empty() {
+        p.push(key, "no difficulty level is given", "list one spread per level");
+    } else if !unique(values) {
+        p.push(key, "a spread is repeated", "list each spread once");
+    }
+    for (i, &v) in values.iter().enumerate() {
+        if v == 0 || v > max {
+            p.push(format!("{key}[{i}]"), format!("{v} is out of range"), format!("use a spread in 1..={max}"));
+        }
+    }
+}
+
+fn lines(l: &LinesConfig, p: &mut Problems) {
+    let k = "stimuli.lines";
+    if !(l.min_length >= 1 && l.min_length < l.reference_length && l.reference_length < l.max_length) {
+        p.push(format!("{k}.reference_length"), "lengths must satisfy 1 ≤ min_length < reference_length < max_length", "adjust min_length, reference_length and max_length");
+    }
+    if l.max_length > l.layout.baseline + 1 {
+        p.push(format!("{k}.max_length"), format!("a line of {} px does not fit above the baseline at row {}", l.max_length, l.layout.baseline), "lower max_length or move layout.baseline down");
+    }
+    let room_below = l.reference_length.saturating_sub(l.min_length);
+    let room_above = l.max_length.saturating_sub(l.reference_length);
+    if l.general_gap == 0 || (l.general_gap > room_below && l.general_gap > room_above) {
+        p.push(format!("{k}.general_gap"), format!("no distractor length is at least {} px from the reference", l.general_gap), "use a gap smaller than the room between the reference and min_length or max_length");
+    }
+    spreads(&l.difficulty_spreads, &format!("{k}.difficulty_spreads"), l.max_length, p);
+    at_least(l.images_per_level.into(), 1, &format!("{k}.images_per_level"), p);
+    let lay = &l.layout;
+    if lay.centres.iter().any(|&c| c + lay.line_width / 2 >= lay.width) || lay.baseline >= lay.height || lay.label_top >= lay.height || lay.line_width == 0 {
+        p.push(format!("{k}.layout"), "the line layout does not fit the canvas", "keep centres, baseline and label_top inside width × height");
+    }
+}
+
+fn boxes_layout(lay: &BoxesLayout, key: &str, p: &mut Problems) {
+    let right = lay.left + 2 * lay.pitch + lay.side;
+    if right > lay.width || lay.top + lay.side > lay.height || lay.pitch < lay.side || 2 * lay.edge >= lay.side || lay.label_top >= lay.height {
+        p.push(key, "the three boxes do not fit the canvas side by side", "keep left + 2·pitch + side ≤ width, top + side ≤ height and pitch ≥ side");
+    }
+}
+
+fn color(c: &ColorConfig, p: &mut Problems) {
+    let k = "stimuli.color";
+    if c.general_spread == 0 || c.general_spread > 127 {
+        p.push(format!("{k}.general_spread"), format!("{} is out of range", c.general_spread), "use a spread in 1..=127");
+    }
+    spreads(&c.difficulty_spreads, &format!("{k}.difficulty_spreads"), 127, p);
+    at_least(c.images_per_level.into(), 1, &format!("{k}.images_per_level"), p);
+    boxes_layout(&c.layout, &format!("{k}.layout"), p);
+}
+
+fn dots(d: &DotsConfig, p: &mut Problems) {
+    let k = "stimuli.dots";
+    boxes_layout(&d.layout, &format!("{k}.layout"), p);
+    if d.dot_radius == 0 {
+        p.push(format!("{k}.dot_radius"), "0 is out of range", "use a radius of at least 1 px");
+    }
+    if d.reference_count > d.max_count {
+        p.push(format!("{k}.reference_count"), "the reference has more dots than max_count allows", "raise max_count or lower reference_count");
+    }
+    // A dot occupies a square of side 2r + gap in the worst case; keep the box at most half full so that
+    // rejection sampling of positions always succeeds quickly.
+    let inner = d.layout.side.saturating_sub(2 * d.layout.edge + 2 * d.margin + 2 * d.dot_radius) as f64;
+    let cell = (2 * d.dot_radius + d.min_gap) as f64;
+    let capacity = ((inner / cell).floor() + 1.0).powi(2) / 2.0;
+    if (d.max_count as f64) > capacity {
+        p.push(format!("{k}.max_count"), format!("{} non-overlapping dots do not fit in the box (at most {} do)", d.max_count, capacity as u64), "lower max_count or dot_radius, or enlarge layout.side");
+    }
+    spreads(&d.difficulty_spreads, &format!("{k}.difficulty_spreads"), d.max_count, p);
+    at_least(d.images_per_level.into(), 1, &format!("{k}.images_per_level"), p);
+}
+
+fn minimal_group(e: &MinimalGroupExperiment, p: &mut Problems) {
+    let s = &e.society;
+    if s.size < 3 || s.size > 1000 {
+        p.push("society.size", format!("{} is out of range", s.size), "use a society of 3 to 1000 agents (the paper uses 20)");
+    }
+    non_empty_unique(&s.minority_sizes, "society.minority_sizes", "minority sizes", p);
+    for (i, &m) in s.minority_sizes.iter().enumerate() {
+        if m == 0 || m > s.size / 2 {
+            p.push(
+                format!("society.minority_sizes[{i}]"),
+                format!("a minority of {m} in a society of {} is not a minority", s.size),
+                format!("use 1 to {} (at most half the society)", s.size / 2),
+            );
+        }
+    }
+    at_least(s.pool.into(), 1, "society.pool", p);
+    if s.id_prefix.is_empty() || s.id_prefix.chars().any(|c| c.is_ascii_digit() || c.is_whitespace()) {
+        p.push("society.id_prefix", format!("`{}` cannot prefix agent ids", s.id_prefix), "use letters and `_`, e.g. \"agent_\"");
+    }
+    if s.id_width == 0 || s.id_width > 6 || 10u64.pow(s.id_width) <= u64::from(s.size) {
+        p.push("society.id_width", format!("{} digits cannot number {} agents", s.id_width, s.size), "use enough digits for the society size, e.g. 2 for 20 agents");
+    }
+    let d = &e.design;
+    non_empty_unique(&d.labels, "design.labels", "label conditions", p);
+    at_least(d.seeds.into(), 1, "design.seeds", p);
+    non_empty_unique(&d.reasoning, "design.reasoning", "reasoning modes", p);
+    let names: Vec<&str> = e.instruments.iter().map(|i| i.name.as_str()).collect();
+    non_empty_unique(&names, "instruments", "instruments", p);
+    for (i, inst) in e.instruments.iter().enumerate() {
+        if let Some(seeds) = inst.seeds {
+            if seeds == 0 || seeds > d.seeds {
+                p.push(format!("instruments[{i}].seeds"), format!("{seeds} is out of range"), format!("use 1 to design.seeds = {}", d.seeds));
+            }
+        }
+    }
+    let g = &e.generation;
+    if !(g.temperature.is_finite() && g.temperature >= 0.0) {
+        p.push("generation.temperature", format!("{} is out of range", g.temperature), "use a temperature ≥ 0, e.g. 0.7");
+    }
+    if !(g.top_p > 0.0 && g.top_p <= 1.0) {
+        p.push("generation.top_p", format!("{} is out of range", g.top_p), "use top_p in (0, 1]");
+    }
+    at_least(g.max_new_tokens.into(), 1, "generation.max_new_tokens", p);
+}

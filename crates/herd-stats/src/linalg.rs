@@ -1,0 +1,38 @@
+//! Shared linear-algebra checks.
+
+use nalgebra::DMatrix;
+
+use crate::error::StatsError;
+
+/// Numerical rank with numpy's `matrix_rank` tolerance (σ_max · max(n, p) · ε).
+pub(crate) fn numerical_rank(x: &DMatrix<f64>) -> usize {
+    let singular_values = x.clone().svd(false, false).singular_values;
+    let largest = singular_values.iter().copied().fold(0.0, f64::max);
+    let tolerance = largest * x.nrows().max(x.ncols()) as f64 * f64::EPSILON;
+    singular_values.iter().filter(|&&s| s > tolerance).count()
+}
+
+/// Errors unless `x` has full column rank.
+pub(crate) fn require_full_column_rank(x: &DMatrix<f64>) -> Result<(), StatsError> {
+    let rank = numerical_rank(x);
+    if rank < x.ncols() {
+        Err(StatsError::SingularDesign {
+            rank,
+            columns: x.ncols(),
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// Inverse of a symmetric positive-definite matrix (Cholesky), or a singular-design error.
+pub(crate) fn spd_inverse(a: &DMatrix<f64>) -> Result<DMatrix<f64>, StatsError> {
+    a.clone()
+        .cholesky()
+        .map(|c| c.inverse())
+        .or_else(|| a.clone().try_inverse())
+        .ok_or(StatsError::SingularDesign {
+            rank: numerical_rank(a),
+            columns: a.ncols(),
+        })
+}

@@ -1,0 +1,70 @@
+//! Image pools: the general pool and the difficulty pools of one task, and which image a trial shows.
+
+use crate::params::{Pool, Stimulus, StimulusError, generate, stimulus_key};
+use herd_design::rand::Rng;
+use herd_design::{
+    ConformityExperiment, ConformityTrial, ImageSelection, StimuliConfig, Task, UnitKey, difficulty_images_per_level,
+    difficulty_levels, factor,
+};
+
+/// `count` images of `pool`, image i drawn from its own stream.
+pub fn build_pool(
+    experiment: &str,
+    master_seed: u64,
+    task: Task,
+    config: &StimuliConfig,
+    pool: Pool,
+    count: u32,
+) -> Result<Vec<Stimulus>, StimulusError> {
+    (0..count)
+        .map(|index| {
+            let id = match pool {
+                Pool::General => format!("{task}-general-{index:04}"),
+                Pool::Difficulty(level) => format!("{task}-d{level:02}-{index:04}"),
+            };
+            generate(task, config, pool, &id, &mut stimulus_key(experiment, master_seed, task, pool, index).rng())
+        })
+        .collect()
+}
+
+/// The pools of one task. For a real run these are the images that passed a model's baseline filter;
+/// [`ImagePools::preview`] gives the unfiltered candidates, to show prompts before any model is involved.
+#[derive(Debug, Clone)]
+pub struct ImagePools {
+    pub task: Task,
+    pub general: Vec<Stimulus>,
+    /// `difficulty[level - 1]`.
+    pub difficulty: Vec<Vec<Stimulus>>,
+}
+
+impl ImagePools {
+    pub fn preview(experiment: &ConformityExperiment, task: Task) -> Result<Self, StimulusError> {
+        let (name, seed) = (&experiment.experiment.name, experiment.experiment.seed);
+        let stimuli = &experiment.stimuli;
+        let general = build_pool(name, seed, task, stimuli, Pool::General, stimuli.general_pool_size)?;
+        let per_level = difficulty_images_per_level(experiment, task);
+        let difficulty = (1..=difficulty_levels(experiment, task))
+            .map(|level| build_pool(name, seed, task, stimuli, Pool::Difficulty(level), per_level))
+            .collect::<Result<_, _>>()?;
+        Ok(ImagePools { task, general, difficulty })
+    }
+
+    /// The image a trial shows, or `None` when the pool has no image for it (e.g. no image with the trial's
+    /// correct answer survived the baseline filter). Balanced trials draw from a stream shared by every
+    /// level of the family at the same task, N and trial, so conditions are compared on the same images.
+    pub fn select(&self, key: &UnitKey, trial: &ConformityTrial) -> Option<&Stimulus> {
+        match trial.image {
+            ImageSelection::Balanced { correct } => {
+                let candidates: Vec<&Stimulus> = self.general.iter().filter(|s| s.correct == correct).collect();
+                if candidates.is_empty() {
+                    return None;
+                }
+                let pick = key.stream_over(&[factor::TASK, factor::N], "image").rng().random_range(0..candidates.len());
+                Some(candidates[pick])
+            }
+            ImageSelection::DifficultySlot { level, index } => {
+                self.difficulty.get(level.checked_sub(1)? as usize)?.get(index as usize)
+            }
+        }
+    }
+}
