@@ -1,1 +1,56 @@
-fn main() {}
+//! herd's automation, run as `cargo xtask <command>`.
+
+use anyhow::{Result, bail};
+use std::process::Command;
+
+mod bench_parse;
+mod bench_stimuli;
+
+const HELP: &str = "\
+cargo xtask <command>
+
+Commands:
+  bench stimuli    images per second for each task: a 500-image difficulty pool, rendered and PNG-encoded
+  bench parse      allocation parses per second on the fixture corpus, against serde_json on the same inputs
+  bench            both
+  test             the project's test suite (what CI runs)
+  demo [OUT]       the current main job: render sample stimuli of every task and print example prompts
+";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["bench", "stimuli"] => bench_stimuli::run(),
+        ["bench", "parse"] => bench_parse::run(),
+        ["bench"] => bench_stimuli::run().and_then(|()| bench_parse::run()),
+        ["test"] => cargo(&["test", "--workspace", "--locked"]),
+        ["demo"] => demo("out/demo"),
+        ["demo", out] => demo(out),
+        [] | ["help"] | ["--help"] | ["-h"] => {
+            print!("{HELP}");
+            Ok(())
+        }
+        other => bail!("unknown command `{}`\n\n{HELP}", other.join(" ")),
+    }
+}
+
+fn cargo(args: &[&str]) -> Result<()> {
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())).args(args).status()?;
+    if !status.success() {
+        bail!("cargo {} failed", args.join(" "));
+    }
+    Ok(())
+}
+
+/// Renders a few stimuli of each task and prints one prompt of each family of both studies.
+fn demo(out: &str) -> Result<()> {
+    for task in ["lines", "color", "dots"] {
+        cargo(&["run", "--quiet", "-p", "herd-cli", "--", "stimuli", "--task", task, "--count", "4", "--out", out])?;
+    }
+    for experiment in ["data/experiments/conformity.quick.toml", "data/experiments/minimal-group.quick.toml"] {
+        cargo(&["run", "--quiet", "-p", "herd-cli", "--", "expand", "--experiment", experiment])?;
+        cargo(&["run", "--quiet", "-p", "herd-cli", "--", "prompts", "--experiment", experiment, "--limit", "2", "--with-confederates"])?;
+    }
+    println!("stimuli written to {out}/ (PNG files and stimuli.jsonl)");
+    Ok(())
+}

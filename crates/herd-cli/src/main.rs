@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 mod expand_cmd;
+mod parse_cmd;
 mod prompts_cmd;
 mod stimuli_cmd;
 
@@ -22,6 +23,11 @@ enum Command {
     Prompts(prompts_cmd::PromptsArgs),
     /// Validate an experiment file and show its design grid: families, cells, seeds and units (per shard).
     Expand(expand_cmd::ExpandArgs),
+    /// Parse one raw model output (stdin, any bytes) into an allocation or an A/B answer, as JSON.
+    Parse {
+        #[command(subcommand)]
+        cmd: parse_cmd::ParseCommand,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -30,6 +36,7 @@ fn main() -> std::process::ExitCode {
         Command::Stimuli(args) => stimuli_cmd::run(args),
         Command::Prompts(args) => prompts_cmd::run(args),
         Command::Expand(args) => expand_cmd::run(args),
+        Command::Parse { cmd } => parse_cmd::run(cmd),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -155,7 +155,8 @@ pub struct LinesConfig {
     pub max_length: u32,
     /// General pool: the distractor differs from the reference by at least this many pixels.
     pub general_gap: u32,
-    /// Difficulty pool: one level per spread d; the distractor lies within d of the reference (≠ reference).
+    /// Difficulty pool: one level per spread d, easiest (widest) first; the distractor lies within d of the
+    /// reference (≠ reference).
     pub difficulty_spreads: Vec<u32>,
     pub images_per_level: u32,
     pub layout: LinesLayout,
@@ -168,7 +169,7 @@ impl Default for LinesConfig {
             min_length: 1,
             max_length: 580,
             general_gap: 150,
-            difficulty_spreads: (0..10).map(|i| 70 + 20 * i).collect(),
+            difficulty_spreads: (0..10).map(|i| 250 - 20 * i).collect(),
             images_per_level: 50,
             layout: LinesLayout::default(),
         }
@@ -219,7 +220,7 @@ impl Default for ColorConfig {
     fn default() -> Self {
         ColorConfig {
             general_spread: 50,
-            difficulty_spreads: (1..=10).map(|i| 10 * i).collect(),
+            difficulty_spreads: (1..=10).rev().map(|i| 10 * i).collect(),
             images_per_level: 50,
             layout: BoxesLayout::color(),
         }
@@ -231,6 +232,7 @@ impl Default for ColorConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct DotsConfig {
     pub reference_count: u32,
+    /// Most dots of a general-pool distractor. Difficulty levels go up to reference + spread.
     pub max_count: u32,
     pub difficulty_spreads: Vec<u32>,
     pub images_per_level: u32,
@@ -247,9 +249,9 @@ impl Default for DotsConfig {
         DotsConfig {
             reference_count: 10,
             max_count: 110,
-            difficulty_spreads: (1..=10).map(|i| 20 * i).collect(),
+            difficulty_spreads: (1..=10).rev().map(|i| 20 * i).collect(),
             images_per_level: 50,
-            dot_radius: 6,
+            dot_radius: 5,
             margin: 10,
             min_gap: 2,
             layout: BoxesLayout::dots(),

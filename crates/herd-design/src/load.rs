@@ -142,6 +142,14 @@ fn toml_error(file: &Path, e: &toml::de::Error, text: &str, key: &str) -> Design
     } else {
         "fix the TOML syntax at the place shown"
     };
-    let key = if key.is_empty() || key == "." { "<file>" } else { key };
+    let at_root = key.is_empty() || key == ".";
+    // serde reports a missing field at the table that lacks it; name the field itself.
+    let missing = message.strip_prefix("missing field `").and_then(|m| m.split('`').next());
+    let key = match (missing, at_root) {
+        (Some(field), true) => field.to_owned(),
+        (Some(field), false) => format!("{key}.{field}"),
+        (None, true) => "<file>".to_owned(),
+        (None, false) => key.to_owned(),
+    };
     DesignError::new(file, key, format!("{message}{location}"), fix)
 }

@@ -267,15 +267,15 @@ fn dots(d: &DotsConfig, p: &mut Problems) {
     if d.reference_count > d.max_count {
         p.push(format!("{k}.reference_count"), "the reference has more dots than max_count allows", "raise max_count or lower reference_count");
     }
-    // A dot occupies a square of side 2r + gap in the worst case; keep the box at most half full so that
-    // rejection sampling of positions always succeeds quickly.
+    // Random sequential placement jams at about 54.7% of the area covered by the exclusion disks; staying
+    // below 50% keeps rejection sampling of dot positions quick.
     let inner = d.layout.side.saturating_sub(2 * d.layout.edge + 2 * d.margin + 2 * d.dot_radius) as f64;
-    let cell = (2 * d.dot_radius + d.min_gap) as f64;
-    let capacity = ((inner / cell).floor() + 1.0).powi(2) / 2.0;
-    if (d.max_count as f64) > capacity {
-        p.push(format!("{k}.max_count"), format!("{} non-overlapping dots do not fit in the box (at most {} do)", d.max_count, capacity as u64), "lower max_count or dot_radius, or enlarge layout.side");
+    let distance = (2 * d.dot_radius + 1 + d.min_gap) as f64;
+    let capacity = (0.5 * (inner + distance).powi(2) / (std::f64::consts::PI * (distance / 2.0).powi(2))) as u32;
+    if d.max_count > capacity {
+        p.push(format!("{k}.max_count"), format!("{} non-overlapping dots do not fit in a box (at most {capacity} do)", d.max_count), "lower max_count or dot_radius, or enlarge layout.side");
     }
-    spreads(&d.difficulty_spreads, &format!("{k}.difficulty_spreads"), d.max_count, p);
+    spreads(&d.difficulty_spreads, &format!("{k}.difficulty_spreads"), capacity.saturating_sub(d.reference_count).max(1), p);
     at_least(d.images_per_level.into(), 1, &format!("{k}.images_per_level"), p);
 }
 

@@ -216,7 +216,7 @@ pub fn generate(
                 Pool::General => draw_from_union(rng, (0, r - 1), (r + 1, max)),
                 Pool::Difficulty(level) => {
                     let d = i64::from(spread(&c.difficulty_spreads, task, level)?);
-                    draw_from_union(rng, ((r - d).max(0), r - 1), (r + 1, (r + d).min(max)))
+                    draw_from_union(rng, ((r - d).max(0), r - 1), (r + 1, r + d))
                 }
             }
             .ok_or(StimulusError::NoDistractor { task })? as u32;

@@ -1,0 +1,55 @@
+//! `cargo xtask bench stimuli`: how fast difficulty pools are built. The peer is the rendering alone
+//! without PNG encoding, measured in the same run, so the printed ratio shows what encoding costs.
+
+use anyhow::Result;
+use herd_design::{StimuliConfig, Task};
+use herd_stimuli::{Pool, build_pool, render, render_png};
+use std::time::Instant;
+
+const IMAGES: u32 = 500;
+const LEVELS: u32 = 10;
+
+pub fn run() -> Result<()> {
+    let config = StimuliConfig {
+        tasks: Task::ALL.to_vec(),
+        general_pool_size: 0,
+        lines: Default::default(),
+        color: Default::default(),
+        dots: Default::default(),
+    };
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("{IMAGES}-image difficulty pool per task ({LEVELS} levels × {}), {workers} threads", IMAGES / LEVELS);
+    println!("{:<6} {:>12} {:>14} {:>14} {:>10}", "task", "pool (s)", "images/s", "draw-only/s", "ratio");
+    for task in Task::ALL {
+        let start = Instant::now();
+        let stimuli: Vec<_> = (1..=LEVELS)
+            .map(|level| build_pool("bench", 1, task, &config, Pool::Difficulty(level), IMAGES / LEVELS))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect();
+        let encode = |f: &(dyn Fn(&herd_stimuli::Stimulus) -> usize + Sync)| {
+            std::thread::scope(|scope| {
+                let chunks: Vec<_> = stimuli.chunks(stimuli.len().div_ceil(workers)).collect();
+                let handles: Vec<_> = chunks.into_iter().map(|c| scope.spawn(move || c.iter().map(f).sum::<usize>())).collect();
+                handles.into_iter().map(|h| h.join().unwrap_or(0)).sum::<usize>()
+            })
+        };
+        let bytes = encode(&|s| render_png(s).map_or(0, |p| p.len()));
+        let full = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let pixels = encode(&|s| render(s).as_bytes().len());
+        let draw_only = start.elapsed().as_secs_f64();
+        println!(
+            "{:<6} {:>12.3} {:>14.0} {:>14.0} {:>9.2}×   ({} KiB of PNG, {} MiB of pixels)",
+            task.as_str(),
+            full,
+            f64::from(IMAGES) / full,
+            f64::from(IMAGES) / draw_only,
+            full / draw_only,
+            bytes / 1024,
+            pixels / (1024 * 1024)
+        );
+    }
+    Ok(())
+}
