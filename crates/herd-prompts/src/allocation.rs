@@ -84,47 +84,34 @@ pub fn allocation_prompts(
                 others.shuffle(&mut key.stream_over(&[factor::MINORITY_SIZE], &purpose).rng());
             }
             let decider_id = society.ids[decider].as_str();
-            let values = |extra: &[(&'static str, &str)]| -> Vec<(&'static str, String)> {
-                let mut v = vec![
-                    ("decider", decider_id.to_owned()),
-                    ("society_size", size_text.clone()),
-                    ("others", others_text.clone()),
-                    ("pool", pool.clone()),
-                    ("group", society.group_name(decider).to_owned()),
-                ];
-                v.extend(extra.iter().map(|(k, x)| (*k, (*x).to_owned())));
-                v
-            };
-            let fill_with = |template: &str, extra: &[(&'static str, &str)]| {
-                let owned = values(extra);
-                let borrowed: Vec<(&str, &str)> = owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                fill(template, &borrowed)
-            };
-            let mut lines = vec![fill_with(&wording.intro, &[])?];
+            let decider_values = [
+                ("decider", decider_id),
+                ("society_size", size_text.as_str()),
+                ("others", others_text.as_str()),
+                ("pool", pool.as_str()),
+                ("group", society.group_name(decider)),
+            ];
+            let fill_with = |template: &str| fill(template, &decider_values);
+            let mut lines = vec![fill_with(&wording.intro)?];
             if visible {
-                lines.push(fill_with(&wording.own_group, &[])?);
+                lines.push(fill_with(&wording.own_group)?);
             }
-            lines.push(fill_with(&wording.task, &[])?);
+            lines.push(fill_with(&wording.task)?);
             if visible {
-                lines.push(fill_with(&wording.label_note, &[])?);
+                lines.push(fill_with(&wording.label_note)?);
             }
             lines.push(String::new());
-            lines.push(fill_with(&wording.roster_header, &[])?);
+            lines.push(fill_with(&wording.roster_header)?);
             let item = if visible { &wording.roster_item_visible } else { &wording.roster_item_hidden };
             let mut roster = Vec::with_capacity(others.len());
             for (position, &other) in others.iter().enumerate() {
                 let id = society.ids[other].as_str();
                 // `group` here is the listed participant's group, not the decider's.
-                let owned = [
-                    ("id", id.to_owned()),
-                    ("group", society.group_name(other).to_owned()),
-                ];
-                let borrowed: Vec<(&str, &str)> = owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                lines.push(fill(item, &borrowed)?);
+                lines.push(fill(item, &[("id", id), ("group", society.group_name(other))])?);
                 roster.push(RosterEntry { id: id.to_owned(), minority: society.minority[other], position: position as u32 + 1 });
             }
             lines.push(String::new());
-            lines.push(fill_with(&wording.answer_format, &[])?);
+            lines.push(fill_with(&wording.answer_format)?);
             Ok(AllocationPrompt {
                 decider: decider_id.to_owned(),
                 minority_decider: society.minority[decider],
