@@ -3,20 +3,14 @@
 
 use anyhow::Result;
 use herd_design::{StimuliConfig, Task};
-use herd_stimuli::{Pool, build_pool, render, render_png};
+use herd_stimuli::{Pool, build_pool, render, render_each, render_png};
 use std::time::Instant;
 
 const IMAGES: u32 = 500;
 const LEVELS: u32 = 10;
 
 pub fn run() -> Result<()> {
-    let config = StimuliConfig {
-        tasks: Task::ALL.to_vec(),
-        general_pool_size: 0,
-        lines: Default::default(),
-        color: Default::default(),
-        dots: Default::default(),
-    };
+    let config = StimuliConfig::protocol(Task::ALL.to_vec());
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("{IMAGES}-image difficulty pool per task ({LEVELS} levels × {}), {workers} threads", IMAGES / LEVELS);
     println!("{:<6} {:>12} {:>14} {:>14} {:>10}", "task", "pool (s)", "images/s", "draw-only/s", "ratio");
@@ -28,17 +22,10 @@ pub fn run() -> Result<()> {
             .into_iter()
             .flatten()
             .collect();
-        let encode = |f: &(dyn Fn(&herd_stimuli::Stimulus) -> usize + Sync)| {
-            std::thread::scope(|scope| {
-                let chunks: Vec<_> = stimuli.chunks(stimuli.len().div_ceil(workers)).collect();
-                let handles: Vec<_> = chunks.into_iter().map(|c| scope.spawn(move || c.iter().map(f).sum::<usize>())).collect();
-                handles.into_iter().map(|h| h.join().unwrap_or(0)).sum::<usize>()
-            })
-        };
-        let bytes = encode(&|s| render_png(s).map_or(0, |p| p.len()));
+        let bytes: usize = render_each(&stimuli, |s| render_png(s).map_or(0, |p| p.len())).into_iter().sum();
         let full = start.elapsed().as_secs_f64();
         let start = Instant::now();
-        let pixels = encode(&|s| render(s).as_bytes().len());
+        let pixels: usize = render_each(&stimuli, |s| render(s).as_bytes().len()).into_iter().sum();
         let draw_only = start.elapsed().as_secs_f64();
         println!(
             "{:<6} {:>12.3} {:>14.0} {:>14.0} {:>9.2}×   ({} KiB of PNG, {} MiB of pixels)",

@@ -1,6 +1,6 @@
 use anyhow::{Context, Result, bail};
 use herd_design::{ConformityExperiment, Experiment, StimuliConfig, Task, load_experiment};
-use herd_stimuli::{Pool, Stimulus, generate, render_png, stimulus_key};
+use herd_stimuli::{Pool, Stimulus, generate, render_each, render_png, stimulus_key};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -33,13 +33,7 @@ fn stimuli_config(experiment: Option<&Path>, task: Task) -> Result<StimuliConfig
             Experiment::Conformity(ConformityExperiment { stimuli, .. }) => Ok(stimuli),
             Experiment::MinimalGroup(_) => bail!("{} is a minimal-group experiment: it has no stimuli", path.display()),
         },
-        None => Ok(StimuliConfig {
-            tasks: vec![task],
-            general_pool_size: 0,
-            lines: Default::default(),
-            color: Default::default(),
-            dots: Default::default(),
-        }),
+        None => Ok(StimuliConfig::protocol(vec![task])),
     }
 }
 
@@ -55,46 +49,30 @@ pub fn run(args: StimuliArgs) -> Result<()> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_prefix(format!("rendering {}", args.task));
-    let render_one = |index: u32| -> Result<(Stimulus, String)> {
-        let id = match pool {
-            Pool::General => format!("{}-s{}-{index:04}", args.task, args.seed),
-            Pool::Difficulty(level) => format!("{}-s{}-d{level:02}-{index:04}", args.task, args.seed),
-        };
-        let mut rng = stimulus_key("herd-stimuli", args.seed, args.task, pool, index).rng();
-        let stimulus = generate(args.task, &config, pool, &id, &mut rng)?;
-        let file = format!("{id}.png");
-        let png = render_png(&stimulus)?;
-        std::fs::write(args.out.join(&file), png).with_context(|| format!("cannot write {}", args.out.join(&file).display()))?;
+    let stimuli: Vec<Stimulus> = (0..args.count)
+        .map(|index| {
+            let id = match pool {
+                Pool::General => format!("{}-s{}-{index:04}", args.task, args.seed),
+                Pool::Difficulty(level) => format!("{}-s{}-d{level:02}-{index:04}", args.task, args.seed),
+            };
+            let mut rng = stimulus_key("herd-stimuli", args.seed, args.task, pool, index).rng();
+            generate(args.task, &config, pool, &id, &mut rng)
+        })
+        .collect::<Result<_, _>>()?;
+    let files: Vec<Result<String>> = render_each(&stimuli, |stimulus| {
+        let file = format!("{}.png", stimulus.id);
+        let path = args.out.join(&file);
+        std::fs::write(&path, render_png(stimulus)?).with_context(|| format!("cannot write {}", path.display()))?;
         bar.inc(1);
-        Ok((stimulus, file))
-    };
-    // Images are independent: render them on every core, then write the index in order.
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(args.count.max(1) as usize);
-    let results: Vec<Result<(Stimulus, String)>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|w| {
-                let render_one = &render_one;
-                scope.spawn(move || {
-                    (0..args.count)
-                        .filter(|i| *i as usize % workers == w)
-                        .map(|i| (i, render_one(i)))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        let mut all: Vec<(u32, Result<(Stimulus, String)>)> =
-            handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect();
-        all.sort_by_key(|(i, _)| *i);
-        all.into_iter().map(|(_, r)| r).collect()
+        Ok(file)
     });
     bar.finish_and_clear();
     let index_path = args.out.join("stimuli.jsonl");
     let mut index = std::io::BufWriter::new(
         std::fs::File::create(&index_path).with_context(|| format!("cannot create {}", index_path.display()))?,
     );
-    for result in results {
-        let (stimulus, file) = result?;
-        writeln!(index, "{}", stimulus.record(&file))?;
+    for (stimulus, file) in stimuli.iter().zip(files) {
+        writeln!(index, "{}", stimulus.record(&file?))?;
     }
     index.flush()?;
     println!("wrote {} {} images and {}", args.count, args.task, index_path.display());

@@ -122,6 +122,36 @@ impl std::fmt::Display for Family {
     }
 }
 
+impl ConformityFamilies {
+    /// The scope of a family the experiment defines; `None` for absent families and for difficulty,
+    /// whose images come from the difficulty pools rather than a trial count.
+    pub(crate) fn scope(&self, family: Family) -> Option<&dyn FamilyScope> {
+        fn dynamic<T: FamilyScope>(f: &Option<T>) -> Option<&dyn FamilyScope> {
+            f.as_ref().map(|f| f as &dyn FamilyScope)
+        }
+        match family {
+            Family::GroupSize => dynamic(&self.group_size),
+            Family::Unanimity => dynamic(&self.unanimity),
+            Family::Difficulty => None,
+            Family::Normative => dynamic(&self.normative),
+            Family::SourceStrength => dynamic(&self.source_strength),
+            Family::Nationality => dynamic(&self.nationality),
+            Family::Ethnicity => dynamic(&self.ethnicity),
+            Family::MinimalGroup => dynamic(&self.minimal_group),
+            Family::Spatial => dynamic(&self.spatial),
+            Family::Temporal => dynamic(&self.temporal),
+        }
+    }
+
+    /// Whether the experiment defines `family`.
+    pub fn has(&self, family: Family) -> bool {
+        match family {
+            Family::Difficulty => self.difficulty.is_some(),
+            other => self.scope(other).is_some(),
+        }
+    }
+}
+
 /// Which image a conformity trial shows. Pools are per model (after the baseline filter), so the design
 /// only says which slot to take; the runner resolves it against the model's pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -427,19 +457,7 @@ pub fn family_names(experiment: &Experiment) -> Vec<&'static str> {
         Experiment::MinimalGroup(_) => vec!["allocation"],
         Experiment::Conformity(e) => {
             let f = &e.families;
-            let present = [
-                (Family::GroupSize, f.group_size.is_some()),
-                (Family::Unanimity, f.unanimity.is_some()),
-                (Family::Difficulty, f.difficulty.is_some()),
-                (Family::Normative, f.normative.is_some()),
-                (Family::SourceStrength, f.source_strength.is_some()),
-                (Family::Nationality, f.nationality.is_some()),
-                (Family::Ethnicity, f.ethnicity.is_some()),
-                (Family::MinimalGroup, f.minimal_group.is_some()),
-                (Family::Spatial, f.spatial.is_some()),
-                (Family::Temporal, f.temporal.is_some()),
-            ];
-            let mut names: Vec<&'static str> = present.iter().filter(|(_, p)| *p).map(|(f, _)| f.as_str()).collect();
+            let mut names: Vec<&'static str> = Family::ALL.iter().filter(|&&family| f.has(family)).map(|f| f.as_str()).collect();
             if f.performance.is_some() {
                 let at = names.iter().position(|n| *n == "difficulty").map_or(names.len(), |i| i + 1);
                 names.insert(at, "performance");

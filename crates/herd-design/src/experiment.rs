@@ -146,6 +146,19 @@ fn default_general_pool_size() -> u32 {
     100
 }
 
+impl StimuliConfig {
+    /// The protocol's stimulus parameters and layouts for `tasks`.
+    pub fn protocol(tasks: Vec<Task>) -> Self {
+        StimuliConfig {
+            tasks,
+            general_pool_size: default_general_pool_size(),
+            lines: LinesConfig::default(),
+            color: ColorConfig::default(),
+            dots: DotsConfig::default(),
+        }
+    }
+}
+
 /// Line-judgment task. Lengths are in pixels of the rendered image.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -2,6 +2,7 @@
 //! impossible to run. Every problem names its key and how to fix it.
 
 use crate::error::{DesignErrors, Problems};
+use crate::expand::Family;
 use crate::experiment::*;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -64,27 +65,16 @@ fn conformity(e: &ConformityExperiment, p: &mut Problems) {
     trials_per_n(Some(e.trials.trials_per_n), "trials.trials_per_n", p);
 
     let fam = &e.families;
-    let scoped: [(&str, Option<&dyn FamilyScope>); 9] = [
-        ("group_size", fam.group_size.as_ref().map(|f| f as &dyn FamilyScope)),
-        ("unanimity", fam.unanimity.as_ref().map(|f| f as &dyn FamilyScope)),
-        ("normative", fam.normative.as_ref().map(|f| f as &dyn FamilyScope)),
-        ("source_strength", fam.source_strength.as_ref().map(|f| f as &dyn FamilyScope)),
-        ("nationality", fam.nationality.as_ref().map(|f| f as &dyn FamilyScope)),
-        ("ethnicity", fam.ethnicity.as_ref().map(|f| f as &dyn FamilyScope)),
-        ("minimal_group", fam.minimal_group.as_ref().map(|f| f as &dyn FamilyScope)),
-        ("spatial", fam.spatial.as_ref().map(|f| f as &dyn FamilyScope)),
-        ("temporal", fam.temporal.as_ref().map(|f| f as &dyn FamilyScope)),
-    ];
-    if scoped.iter().all(|(_, f)| f.is_none()) && fam.difficulty.is_none() {
+    if !Family::ALL.iter().any(|&family| fam.has(family)) {
         p.push("families", "no family is defined, so the experiment has no trials", "add at least one table such as [families.group_size]");
     }
-    for (name, family) in scoped {
-        if let Some(family) = family {
-            scope(name, family.tasks(), family.n_values(), family.trials_per_n(), tasks, p);
+    for family in Family::ALL {
+        if let Some(scope) = fam.scope(family) {
+            scope_checks(family.as_str(), scope.tasks(), scope.n_values(), scope.trials_per_n(), tasks, p);
         }
     }
     if let Some(d) = &fam.difficulty {
-        scope("difficulty", d.tasks.as_deref(), d.n_values.as_deref(), None, tasks, p);
+        scope_checks("difficulty", d.tasks.as_deref(), d.n_values.as_deref(), None, tasks, p);
         if let Some(n) = d.images_per_level {
             at_least(n.into(), 1, "families.difficulty.images_per_level", p);
         }
@@ -163,7 +153,7 @@ fn trials_per_n(value: Option<u32>, key: &str, p: &mut Problems) {
     }
 }
 
-fn scope(name: &str, family_tasks: Option<&[Task]>, family_n: Option<&[u32]>, trials: Option<u32>, tasks: &[Task], p: &mut Problems) {
+fn scope_checks(name: &str, family_tasks: Option<&[Task]>, family_n: Option<&[u32]>, trials: Option<u32>, tasks: &[Task], p: &mut Problems) {
     if let Some(ft) = family_tasks {
         non_empty_unique(ft, &format!("families.{name}.tasks"), "tasks", p);
         for (i, t) in ft.iter().enumerate() {

@@ -183,10 +183,10 @@ impl Failure {
     }
 }
 
-fn ser_failure<S: serde::Serializer>(f: &Option<Failure>, s: S) -> Result<S::Ok, S::Error> {
-    match f {
-        Some(f) => s.serialize_some(f.code()),
-        None => s.serialize_none(),
+/// A failure serialises as its code, so trial rows and `herd parse` output carry a stable token.
+impl Serialize for Failure {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.code())
     }
 }
 
@@ -211,7 +211,6 @@ pub struct AllocationParse {
     /// Human-readable reason: the failure, or the repairs made; `None` when ok.
     pub reason: Option<String>,
     /// Machine-readable failure.
-    #[serde(serialize_with = "ser_failure")]
     pub failure: Option<Failure>,
     /// Machine-readable repairs, sorted.
     pub repairs: Vec<Repair>,

@@ -54,10 +54,10 @@ impl AnswerFailure {
     }
 }
 
-fn ser_failure<S: serde::Serializer>(f: &Option<AnswerFailure>, s: S) -> Result<S::Ok, S::Error> {
-    match f {
-        Some(f) => s.serialize_some(f.code()),
-        None => s.serialize_none(),
+/// A failure serialises as its code, so trial rows and `herd parse` output carry a stable token.
+impl Serialize for AnswerFailure {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.code())
     }
 }
 
@@ -73,7 +73,6 @@ pub struct AnswerParse {
     /// Human-readable reason; `None` when ok.
     pub reason: Option<String>,
     /// Machine-readable failure.
-    #[serde(serialize_with = "ser_failure")]
     pub failure: Option<AnswerFailure>,
 }
 

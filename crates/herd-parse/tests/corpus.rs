@@ -147,12 +147,7 @@ fn allocation_corpus() {
             failures.push(format!("{name}: {}", bad.join("; ")));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} case(s) failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_all_passed(&failures);
 }
 
 #[test]
@@ -183,12 +178,7 @@ fn answer_corpus() {
             failures.push(format!("{name}: {}", bad.join("; ")));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} case(s) failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_all_passed(&failures);
 }
 
 /// The corpus must cover what the issue lists; a fixture edit that drops a whole
@@ -223,4 +213,8 @@ fn corpus_covers_categories() {
             "no allocation fixture mentions {needle}"
         );
     }
+}
+
+fn assert_all_passed(failures: &[String]) {
+    assert!(failures.is_empty(), "{} case(s) failed:\n{}", failures.len(), failures.join("\n"));
 }

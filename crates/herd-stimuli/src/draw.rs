@@ -63,12 +63,8 @@ pub fn render(stimulus: &Stimulus) -> DynamicImage {
         }
         TaskParams::Color { reference_rgb, distractor_rgb } => {
             let mut canvas = RgbImage::from_pixel(stimulus.width, stimulus.height, Rgb([255, 255, 255]));
-            let fills = match stimulus.correct_slot() {
-                0 => [reference_rgb, reference_rgb, distractor_rgb],
-                _ => [distractor_rgb, reference_rgb, reference_rgb],
-            };
-            for (rect, fill) in stimulus.boxes.iter().zip(fills) {
-                draw_framed_box(&mut canvas, *rect, stimulus.box_edge, Rgb(*fill));
+            for (rect, fill) in stimulus.boxes.iter().zip(stimulus.by_option(*reference_rgb, *distractor_rgb)) {
+                draw_framed_box(&mut canvas, *rect, stimulus.box_edge, Rgb(fill));
             }
             draw_labels(&mut canvas, Rgb([0, 0, 0]), stimulus);
             DynamicImage::ImageRgb8(canvas)

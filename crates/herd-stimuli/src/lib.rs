@@ -10,7 +10,7 @@
 //! use herd_design::{StreamKey, StimuliConfig, Task};
 //! use herd_stimuli::{generate, render_png, text_rendering, Pool};
 //!
-//! let config: StimuliConfig = toml::from_str(r#"tasks = ["color"]"#).unwrap();
+//! let config = StimuliConfig::protocol(vec![Task::Color]);
 //! let mut rng = StreamKey::new("example", 1).with("image", 0).rng();
 //! let stimulus = generate(Task::Color, &config, Pool::General, "color-0000", &mut rng).unwrap();
 //! let png = render_png(&stimulus).unwrap();
@@ -25,5 +25,5 @@ mod text;
 
 pub use draw::{render, render_png};
 pub use params::{DotCentres, Pool, Rect, Stimulus, StimulusError, TaskParams, generate, stimulus_key};
-pub use pool::{ImagePools, build_pool};
+pub use pool::{ImagePools, build_pool, render_each};
 pub use text::text_rendering;

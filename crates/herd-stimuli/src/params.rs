@@ -85,12 +85,9 @@ impl Stimulus {
         value
     }
 
-    /// The option (0 = A, 2 = B) that matches the reference.
-    pub fn correct_slot(&self) -> usize {
-        match self.correct {
-            Answer::A => 0,
-            Answer::B => 2,
-        }
+    /// What A, REFERENCE and B show, given the reference and distractor values of some property.
+    pub fn by_option<T: Copy>(&self, reference: T, distractor: T) -> [T; 3] {
+        slots(self.correct, reference, distractor)
     }
 }
 

@@ -68,3 +68,18 @@ impl ImagePools {
         }
     }
 }
+
+/// Applies `f` to every stimulus on all cores and returns the results in input order. Images are
+/// independent, and drawing and PNG encoding dominate the cost of a pool.
+pub fn render_each<R: Send>(stimuli: &[Stimulus], f: impl Fn(&Stimulus) -> R + Sync) -> Vec<R> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = stimuli.len().div_ceil(workers).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> =
+            stimuli.chunks(chunk).map(|part| scope.spawn(|| part.iter().map(&f).collect::<Vec<R>>())).collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
+    })
+}

@@ -16,11 +16,7 @@ pub fn text_rendering(stimulus: &Stimulus) -> String {
             }
         }
         TaskParams::Color { reference_rgb, distractor_rgb } => {
-            let fills = match stimulus.correct_slot() {
-                0 => [reference_rgb, reference_rgb, distractor_rgb],
-                _ => [distractor_rgb, reference_rgb, reference_rgb],
-            };
-            for (name, [r, g, b]) in names.iter().zip(fills) {
+            for (name, [r, g, b]) in names.iter().zip(stimulus.by_option(*reference_rgb, *distractor_rgb)) {
                 out.push_str(&format!("{name}: a square of color RGB({r}, {g}, {b})\n"));
             }
         }

@@ -6,7 +6,7 @@ use image::{GrayImage, Luma};
 use imageproc::region_labelling::{Connectivity, connected_components};
 
 fn config() -> StimuliConfig {
-    StimuliConfig { tasks: Task::ALL.to_vec(), general_pool_size: 10, lines: Default::default(), color: Default::default(), dots: Default::default() }
+    StimuliConfig::protocol(Task::ALL.to_vec())
 }
 
 fn stimuli(task: Task, pool: Pool, count: u32) -> Vec<Stimulus> {
