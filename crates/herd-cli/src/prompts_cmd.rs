@@ -23,6 +23,9 @@ pub struct PromptsArgs {
     /// vision: the image is attached; text: the stimulus's text rendering stands in for it.
     #[arg(long, default_value = "vision")]
     modality: Modality,
+    /// Print one JSON object per prompt (unit id, image or decider, the chat messages) instead of text.
+    #[arg(long)]
+    jsonl: bool,
 }
 
 pub fn run(args: PromptsArgs) -> Result<()> {
@@ -54,6 +57,12 @@ pub fn run(args: PromptsArgs) -> Result<()> {
                 let image = pool.select(&unit.key, trial).with_context(|| format!("no image in the preview pool for {}", unit.key.id()))?;
                 let plan = prompter.plan(&unit.key, trial, image.correct)?;
                 let prompt = prompter.render_plan(trial, &plan, image, args.modality)?;
+                if args.jsonl {
+                    let line = serde_json::json!({"unit": unit.key.id(), "image": image.id, "correct": plan.correct.to_string(), "n": trial.n, "messages": prompt.messages});
+                    println!("{line}");
+                    shown += 1;
+                    continue;
+                }
                 println!(
                     "── {} · correct {} · confederates {} · image {}\n{}",
                     unit.key.id(),
@@ -75,6 +84,12 @@ pub fn run(args: PromptsArgs) -> Result<()> {
                 for decider in allocation_prompts(exp, &bank, &society, &unit.key, run)? {
                     if shown >= args.limit {
                         break 'units;
+                    }
+                    if args.jsonl {
+                        let line = serde_json::json!({"unit": unit.key.id(), "decider": decider.decider, "minority_decider": decider.minority_decider, "roster": decider.roster.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), "messages": decider.prompt.messages});
+                        println!("{line}");
+                        shown += 1;
+                        continue;
                     }
                     println!(
                         "── {} · decider {} ({}) · minority {} / majority {} · reasoning {}\n{}",

@@ -1,0 +1,445 @@
+//! The conformity paper's analyses over a `conformity_trials` table (one row per trial).
+//!
+//! Columns read (DESIGN.md's contract): `model`, `task`, `family`, `level` (empty for families
+//! without levels), `n` (number of confederates N), `seed` (trial index, which pairs the levels of a
+//! family), `p_wrong_full`, optionally `p_wrong_ab` (analysed as a second measure), `paraphrase`
+//! (normative family), `difficulty_level`, `difficulty_index`, `image_id`, `correct_label`,
+//! `logit_a`, `logit_b` (difficulty family).
+//!
+//! Tables:
+//! - `curves`: mean p_wrong per model × task × family × level × N, with sd (ddof 1), SE and a
+//!   normal 95% interval mean ± 1.959964·SE. In the difficulty family the level is the difficulty
+//!   level.
+//! - `auc`: trapezoid of the curve over N divided by the N range (the paper's AUC in [0, 1]).
+//! - `deltas`: AUC differences between conditions, per pairing unit (paraphrase for normative,
+//!   seed otherwise): public − private (one-tailed, greater), same − different, near − far, each
+//!   source − `participants` (two-sided); one-sample t test of the unit differences and z = mean/SE
+//!   with its normal p.
+//! - `difficulty_spearman`: Spearman ρ between difficulty level and AUC per model × task.
+//! - `difficulty_ols`: per task, pooled over models, OLS of min-max normalised (within model)
+//!   image AUC on normalised difficulty index and normalised performance (logit of the correct
+//!   answer at N = 0). Empty when the table lacks `image_id`, `difficulty_index`,
+//!   `correct_label`, `logit_a` or `logit_b`.
+
+use std::collections::BTreeMap;
+
+use herd_stats::{
+    Alternative, Formula, ols, sample_std, spearman, trapezoid, ttest_one_sample, z_test,
+};
+
+use crate::error::{AnalysisError, stats_context};
+use crate::table::{ResultTable, TableBuilder};
+
+/// One conformity trial.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConformityTrial {
+    pub model: String,
+    pub task: String,
+    pub family: String,
+    /// Condition level; empty for families without levels.
+    pub level: String,
+    pub n: u32,
+    pub seed: i64,
+    pub paraphrase: Option<String>,
+    pub p_wrong_full: f64,
+    pub p_wrong_ab: Option<f64>,
+    pub difficulty_level: Option<i64>,
+    pub difficulty_index: Option<f64>,
+    pub image_id: Option<String>,
+    pub correct_label: Option<String>,
+    pub logit_a: Option<f64>,
+    pub logit_b: Option<f64>,
+}
+
+/// Trials and where they came from.
+#[derive(Debug, Clone)]
+pub struct ConformityTable {
+    pub origin: String,
+    pub rows: Vec<ConformityTrial>,
+}
+
+/// Analysis parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConformityOptions {
+    /// Normal quantile of the curve intervals (norm.ppf(0.975) for 95%).
+    pub interval_z: f64,
+    /// The neutral source every source level is compared with.
+    pub source_base: String,
+}
+
+impl Default for ConformityOptions {
+    fn default() -> Self {
+        Self {
+            interval_z: 1.959_963_984_540_054,
+            source_base: "participants".into(),
+        }
+    }
+}
+
+/// The result tables.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConformityTables {
+    pub curves: ResultTable,
+    pub auc: ResultTable,
+    pub deltas: ResultTable,
+    pub difficulty_spearman: ResultTable,
+    pub difficulty_ols: ResultTable,
+}
+
+impl ConformityTables {
+    pub fn all(&self) -> [&ResultTable; 5] {
+        [
+            &self.curves,
+            &self.auc,
+            &self.deltas,
+            &self.difficulty_spearman,
+            &self.difficulty_ols,
+        ]
+    }
+}
+
+/// (model, task, family, level)
+type CurveKey = (String, String, String, String);
+
+fn curve_level(t: &ConformityTrial) -> String {
+    match (t.family.as_str(), t.level.is_empty(), t.difficulty_level) {
+        ("difficulty", true, Some(d)) => d.to_string(),
+        _ => t.level.clone(),
+    }
+}
+
+fn measures(table: &ConformityTable) -> Vec<(&'static str, fn(&ConformityTrial) -> f64)> {
+    let mut out: Vec<(&'static str, fn(&ConformityTrial) -> f64)> =
+        vec![("p_wrong_full", |t: &ConformityTrial| t.p_wrong_full)];
+    if table.rows.iter().all(|t| t.p_wrong_ab.is_some()) && !table.rows.is_empty() {
+        out.push(("p_wrong_ab", |t: &ConformityTrial| t.p_wrong_ab.unwrap_or(f64::NAN)));
+    }
+    out
+}
+
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
+/// Mean per N and the AUC of those means (trapezoid over N / N range).
+fn curve_auc(points: &BTreeMap<u32, Vec<f64>>) -> Option<f64> {
+    if points.len() < 2 {
+        return None;
+    }
+    let ns: Vec<f64> = points.keys().map(|&n| f64::from(n)).collect();
+    let means: Vec<f64> = points.values().map(|v| mean(v)).collect();
+    let range = ns[ns.len() - 1] - ns[0];
+    trapezoid(&means, &ns).ok().map(|a| a / range)
+}
+
+/// Runs every conformity analysis.
+pub fn analyze_conformity(
+    table: &ConformityTable,
+    options: &ConformityOptions,
+) -> Result<ConformityTables, AnalysisError> {
+    if table.rows.is_empty() {
+        return Err(AnalysisError::EmptyCell {
+            origin: table.origin.clone(),
+            cell: "the table".into(),
+            what: "trials".into(),
+            fix: "pass a conformity_trials table with at least one trial".into(),
+        });
+    }
+    let measures = measures(table);
+    let mut curves = TableBuilder::new(
+        "curves",
+        &[
+            ("model", 't'), ("task", 't'), ("family", 't'), ("level", 't'), ("measure", 't'),
+            ("n", 'i'), ("trials", 'i'), ("mean", 'f'), ("sd", 'f'), ("se", 'f'),
+            ("ci_low", 'f'), ("ci_high", 'f'),
+        ],
+    );
+    let mut auc = TableBuilder::new(
+        "auc",
+        &[
+            ("model", 't'), ("task", 't'), ("family", 't'), ("level", 't'), ("measure", 't'),
+            ("n_points", 'i'), ("auc", 'f'),
+        ],
+    );
+    // measure → curve → N → values
+    let mut level_auc: BTreeMap<(&str, CurveKey), f64> = BTreeMap::new();
+    for &(measure, pick) in &measures {
+        let mut by_curve: BTreeMap<CurveKey, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
+        for t in &table.rows {
+            by_curve
+                .entry((t.model.clone(), t.task.clone(), t.family.clone(), curve_level(t)))
+                .or_default()
+                .entry(t.n)
+                .or_default()
+                .push(pick(t));
+        }
+        for (key, points) in by_curve {
+            for (&n, values) in &points {
+                let k = values.len();
+                let m = mean(values);
+                let sd = if k >= 2 { sample_std(values).unwrap_or(f64::NAN) } else { f64::NAN };
+                let se = sd / (k as f64).sqrt();
+                curves.push(vec![
+                    key.0.as_str().into(), key.1.as_str().into(), key.2.as_str().into(),
+                    key.3.as_str().into(), measure.into(), n.into(), k.into(), m.into(), sd.into(),
+                    se.into(), (m - options.interval_z * se).into(), (m + options.interval_z * se).into(),
+                ]);
+            }
+            let Some(area) = curve_auc(&points) else {
+                return Err(AnalysisError::EmptyCell {
+                    origin: table.origin.clone(),
+                    cell: format!("curve (model={}, task={}, family={}, level={:?})", key.0, key.1, key.2, key.3),
+                    what: "second value of N".into(),
+                    fix: "an AUC needs trials at two or more values of N".into(),
+                });
+            };
+            auc.push(vec![
+                key.0.as_str().into(), key.1.as_str().into(), key.2.as_str().into(),
+                key.3.as_str().into(), measure.into(), points.len().into(), area.into(),
+            ]);
+            level_auc.insert((measure, key), area);
+        }
+    }
+    let deltas = deltas_table(table, options, &measures, &level_auc)?;
+    let difficulty_spearman = spearman_table(table, &level_auc)?;
+    let difficulty_ols = ols_table(table, &measures)?;
+    Ok(ConformityTables {
+        curves: curves.finish(),
+        auc: auc.finish(),
+        deltas,
+        difficulty_spearman,
+        difficulty_ols,
+    })
+}
+
+/// The contrasts of one family: (level a, level b, pairing unit, alternative).
+fn contrasts(family: &str, levels: &[String], options: &ConformityOptions) -> Vec<(String, String, &'static str, Alternative)> {
+    let pair = |a: &str, b: &str, unit, alt| {
+        (levels.iter().any(|l| l == a) && levels.iter().any(|l| l == b))
+            .then(|| (a.to_owned(), b.to_owned(), unit, alt))
+    };
+    match family {
+        "normative" => pair("public", "private", "paraphrase", Alternative::Greater).into_iter().collect(),
+        "nationality" | "ethnicity" | "minimal_group" => {
+            pair("same", "different", "seed", Alternative::TwoSided).into_iter().collect()
+        }
+        "spatial" | "temporal" => pair("near", "far", "seed", Alternative::TwoSided).into_iter().collect(),
+        "source_strength" => levels
+            .iter()
+            .filter(|l| **l != options.source_base)
+            .filter_map(|l| pair(l.as_str(), options.source_base.as_str(), "seed", Alternative::TwoSided))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn deltas_table(
+    table: &ConformityTable,
+    options: &ConformityOptions,
+    measures: &[(&'static str, fn(&ConformityTrial) -> f64)],
+    level_auc: &BTreeMap<(&str, CurveKey), f64>,
+) -> Result<ResultTable, AnalysisError> {
+    let mut out = TableBuilder::new(
+        "deltas",
+        &[
+            ("model", 't'), ("task", 't'), ("family", 't'), ("measure", 't'), ("level_a", 't'),
+            ("level_b", 't'), ("pairing", 't'), ("alternative", 't'), ("n_pairs", 'i'),
+            ("auc_a", 'f'), ("auc_b", 'f'), ("delta", 'f'), ("se", 'f'), ("t", 'f'), ("df", 'f'),
+            ("t_p", 'f'), ("z", 'f'), ("z_p", 'f'),
+        ],
+    );
+    // (model, task, family) → level list
+    let mut families: BTreeMap<(String, String, String), Vec<String>> = BTreeMap::new();
+    for t in &table.rows {
+        let levels = families.entry((t.model.clone(), t.task.clone(), t.family.clone())).or_default();
+        if !levels.contains(&t.level) {
+            levels.push(t.level.clone());
+        }
+    }
+    for ((model, task, family), mut levels) in families {
+        levels.sort();
+        for (a, b, unit, alternative) in contrasts(&family, &levels, options) {
+            if unit == "paraphrase"
+                && table.rows.iter().any(|t| t.family == family && t.paraphrase.is_none())
+            {
+                return Err(AnalysisError::MissingColumn {
+                    origin: table.origin.clone(),
+                    column: "paraphrase".into(),
+                    fix: "the normative contrast pairs public and private by paraphrase: add the paraphrase id of every normative trial".into(),
+                });
+            }
+            for &(measure, pick) in measures {
+                // level → unit → N → values
+                let mut units: BTreeMap<&str, BTreeMap<String, BTreeMap<u32, Vec<f64>>>> = BTreeMap::new();
+                for t in table.rows.iter().filter(|t| {
+                    t.model == model && t.task == task && t.family == family && (t.level == a || t.level == b)
+                }) {
+                    let id = if unit == "paraphrase" { t.paraphrase.clone().unwrap_or_default() } else { t.seed.to_string() };
+                    let side = if t.level == a { "a" } else { "b" };
+                    units.entry(side).or_default().entry(id).or_default().entry(t.n).or_default().push(pick(t));
+                }
+                let (Some(ua), Some(ub)) = (units.get("a"), units.get("b")) else { continue };
+                let mut differences = Vec::new();
+                for (id, curve_a) in ua {
+                    let Some(curve_b) = ub.get(id) else { continue };
+                    if let (Some(x), Some(y)) = (curve_auc(curve_a), curve_auc(curve_b)) {
+                        differences.push(x - y);
+                    }
+                }
+                let cell = || format!("{family} {a} − {b} (model={model}, task={task}, {measure})");
+                if differences.len() < 2 {
+                    return Err(AnalysisError::EmptyCell {
+                        origin: table.origin.clone(),
+                        cell: cell(),
+                        what: format!("two {unit}s with trials of both levels at two or more N"),
+                        fix: format!("the contrast pairs {a} and {b} by {unit}: run both levels for the same {unit}s"),
+                    });
+                }
+                let test = ttest_one_sample(&differences, 0.0, alternative)
+                    .map_err(stats_context(&table.origin, || format!("t test of {}", cell())))?;
+                let z = test.mean / test.se;
+                let z_p = z_test(z, alternative).map_err(stats_context(&table.origin, cell))?;
+                let key = |level: &str| (measure, (model.clone(), task.clone(), family.clone(), level.to_owned()));
+                let auc_a = level_auc.get(&key(&a)).copied().unwrap_or(f64::NAN);
+                let auc_b = level_auc.get(&key(&b)).copied().unwrap_or(f64::NAN);
+                out.push(vec![
+                    model.as_str().into(), task.as_str().into(), family.as_str().into(), measure.into(),
+                    a.as_str().into(), b.as_str().into(), unit.into(),
+                    match alternative { Alternative::Greater => "greater", Alternative::Less => "less", Alternative::TwoSided => "two-sided" }.into(),
+                    differences.len().into(), auc_a.into(), auc_b.into(), test.mean.into(), test.se.into(),
+                    test.t.into(), test.df.into(), test.p_value.into(), z.into(), z_p.into(),
+                ]);
+            }
+        }
+    }
+    Ok(out.finish())
+}
+
+fn spearman_table(
+    table: &ConformityTable,
+    level_auc: &BTreeMap<(&str, CurveKey), f64>,
+) -> Result<ResultTable, AnalysisError> {
+    let mut out = TableBuilder::new(
+        "difficulty_spearman",
+        &[("model", 't'), ("task", 't'), ("measure", 't'), ("n_levels", 'i'), ("rho", 'f'), ("p", 'f')],
+    );
+    let mut groups: BTreeMap<(&str, &str, &str), Vec<(f64, f64)>> = BTreeMap::new();
+    for ((measure, (model, task, family, level)), &area) in level_auc {
+        if family.as_str() != "difficulty" {
+            continue;
+        }
+        let Ok(x) = level.parse::<f64>() else {
+            return Err(AnalysisError::InvalidValue {
+                origin: table.origin.clone(),
+                column: "difficulty_level".into(),
+                row: 0,
+                problem: format!("difficulty level {level:?} is not a number"),
+                fix: "give every difficulty-family trial a numeric difficulty_level".into(),
+            });
+        };
+        groups.entry((model.as_str(), task.as_str(), *measure)).or_default().push((x, area));
+    }
+    for ((model, task, measure), mut points) in groups {
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let x: Vec<f64> = points.iter().map(|p| p.0).collect();
+        let y: Vec<f64> = points.iter().map(|p| p.1).collect();
+        let r = spearman(&x, &y, Alternative::TwoSided).map_err(stats_context(&table.origin, || {
+            format!("Spearman of AUC on difficulty (model={model}, task={task}, {measure})")
+        }))?;
+        out.push(vec![model.into(), task.into(), measure.into(), x.len().into(), r.rho.into(), r.p_value.into()]);
+    }
+    Ok(out.finish())
+}
+
+fn min_max(values: &mut [f64]) -> bool {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if hi <= lo {
+        return false;
+    }
+    for v in values.iter_mut() {
+        *v = (*v - lo) / (hi - lo);
+    }
+    true
+}
+
+fn ols_table(
+    table: &ConformityTable,
+    measures: &[(&'static str, fn(&ConformityTrial) -> f64)],
+) -> Result<ResultTable, AnalysisError> {
+    let mut out = TableBuilder::new(
+        "difficulty_ols",
+        &[
+            ("task", 't'), ("measure", 't'), ("term", 't'), ("coef", 'f'), ("se", 'f'), ("t", 'f'),
+            ("p", 'f'), ("r_squared", 'f'), ("n", 'i'),
+        ],
+    );
+    let difficulty: Vec<&ConformityTrial> = table.rows.iter().filter(|t| t.family == "difficulty").collect();
+    let complete = difficulty.iter().all(|t| {
+        t.image_id.is_some() && t.difficulty_index.is_some() && t.correct_label.is_some()
+            && t.logit_a.is_some() && t.logit_b.is_some()
+    });
+    if difficulty.is_empty() || !complete {
+        return Ok(out.finish());
+    }
+    let formula = Formula::parse("conformity ~ difficulty + performance").map_err(stats_context(&table.origin, || "OLS formula".into()))?;
+    for &(measure, pick) in measures {
+        // task → model → image → (N → values, difficulty indices, N=0 correct logits)
+        type Image = (BTreeMap<u32, Vec<f64>>, Vec<f64>, Vec<f64>);
+        let mut tasks: BTreeMap<&str, BTreeMap<&str, BTreeMap<&str, Image>>> = BTreeMap::new();
+        for t in &difficulty {
+            let image = tasks.entry(t.task.as_str()).or_default().entry(t.model.as_str()).or_default()
+                .entry(t.image_id.as_deref().unwrap_or_default()).or_default();
+            image.0.entry(t.n).or_default().push(pick(t));
+            image.1.push(t.difficulty_index.unwrap_or(f64::NAN));
+            if t.n == 0 {
+                let correct = if t.correct_label.as_deref() == Some("A") { t.logit_a } else { t.logit_b };
+                image.2.push(correct.unwrap_or(f64::NAN));
+            }
+        }
+        for (task, models) in tasks {
+            let (mut conformity, mut difficulty_index, mut performance) = (Vec::new(), Vec::new(), Vec::new());
+            for (model, images) in models {
+                let (mut c, mut d, mut p) = (Vec::new(), Vec::new(), Vec::new());
+                for (image, (curve, indices, logits)) in images {
+                    let (Some(area), false) = (curve_auc(&curve), logits.is_empty()) else {
+                        return Err(AnalysisError::EmptyCell {
+                            origin: table.origin.clone(),
+                            cell: format!("image {image} (model={model}, task={task})"),
+                            what: "trials at N = 0 and a second N".into(),
+                            fix: "the regression needs each difficulty image at N = 0 (performance) and over N (conformity)".into(),
+                        });
+                    };
+                    c.push(area);
+                    d.push(mean(&indices));
+                    p.push(mean(&logits));
+                }
+                for (values, what) in [(&mut c, "conformity"), (&mut d, "difficulty index"), (&mut p, "performance")] {
+                    if !min_max(values) {
+                        return Err(AnalysisError::EmptyCell {
+                            origin: table.origin.clone(),
+                            cell: format!("difficulty family (model={model}, task={task})"),
+                            what: format!("variation in {what}"),
+                            fix: "min-max normalisation needs at least two distinct values per model".into(),
+                        });
+                    }
+                }
+                conformity.extend(c);
+                difficulty_index.extend(d);
+                performance.extend(p);
+            }
+            let context = || format!("OLS of conformity on difficulty and performance (task={task}, {measure})");
+            let (design, y) = formula
+                .build(&[("conformity", conformity.as_slice()), ("difficulty", difficulty_index.as_slice()), ("performance", performance.as_slice())])
+                .map_err(stats_context(&table.origin, context))?;
+            let fit = ols(&design, &y).map_err(stats_context(&table.origin, context))?;
+            for c in &fit.coefficients {
+                out.push(vec![
+                    task.into(), measure.into(), c.name.as_str().into(), c.estimate.into(), c.se.into(),
+                    c.t.into(), c.p_value.into(), fit.r_squared.into(), fit.n_obs.into(),
+                ]);
+            }
+        }
+    }
+    Ok(out.finish())
+}

@@ -1,0 +1,463 @@
+//! Reading trial tables and writing result tables, CSV or Parquet (polars). The only module of
+//! herd-analysis that touches files or polars; the analyses themselves take and return plain
+//! structs.
+
+use std::path::{Path, PathBuf};
+
+use polars::prelude::*;
+
+use crate::conformity::{ConformityTable, ConformityTrial};
+use crate::error::AnalysisError;
+use crate::minimal_group::{DESIGN_COLUMNS, DesignKey, Dyad, DyadTable, Labels};
+use crate::table::{ColumnValues, ResultTable};
+
+/// File formats herd reads and writes, chosen by extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableFormat {
+    Csv,
+    Parquet,
+}
+
+impl TableFormat {
+    pub fn of(path: &Path) -> Result<Self, AnalysisError> {
+        match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+            Some("csv") => Ok(Self::Csv),
+            Some("parquet" | "pq") => Ok(Self::Parquet),
+            _ => Err(AnalysisError::Io {
+                file: path.display().to_string(),
+                problem: "unknown table format\n  fix: give a .csv or .parquet file".into(),
+            }),
+        }
+    }
+}
+
+fn io_error(path: &Path, e: impl std::fmt::Display) -> AnalysisError {
+    AnalysisError::Io {
+        file: path.display().to_string(),
+        problem: e.to_string(),
+    }
+}
+
+/// Reads a CSV (header row; types inferred from every row) or Parquet file.
+pub fn read_frame(path: &Path) -> Result<DataFrame, AnalysisError> {
+    match TableFormat::of(path)? {
+        TableFormat::Csv => CsvReadOptions::default()
+            .with_has_header(true)
+            .with_infer_schema_length(None)
+            .try_into_reader_with_file_path(Some(path.to_path_buf()))
+            .and_then(|r| r.finish())
+            .map_err(|e| io_error(path, e)),
+        TableFormat::Parquet => {
+            let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+            ParquetReader::new(file).finish().map_err(|e| io_error(path, e))
+        }
+    }
+}
+
+/// Typed access to the columns of a frame read from `origin`, with errors naming file, column and
+/// fix.
+pub struct Columns<'a> {
+    frame: &'a DataFrame,
+    origin: String,
+}
+
+impl<'a> Columns<'a> {
+    pub fn new(frame: &'a DataFrame, origin: impl Into<String>) -> Self {
+        Self {
+            frame,
+            origin: origin.into(),
+        }
+    }
+
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    pub fn height(&self) -> usize {
+        self.frame.height()
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.frame.column(name).is_ok()
+    }
+
+    fn get(&self, name: &str, what: &str) -> Result<&Column, AnalysisError> {
+        self.frame.column(name).map_err(|_| AnalysisError::MissingColumn {
+            origin: self.origin.clone(),
+            column: name.to_owned(),
+            fix: format!(
+                "add a `{name}` column ({what}); the file has {}",
+                self.frame
+                    .get_column_names()
+                    .iter()
+                    .map(|c| format!("`{c}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
+    }
+
+    fn wrong_type(&self, name: &str, column: &Column, expected: &str, what: &str) -> AnalysisError {
+        AnalysisError::WrongType {
+            origin: self.origin.clone(),
+            column: name.to_owned(),
+            expected: expected.to_owned(),
+            found: column.dtype().to_string(),
+            fix: format!("write `{name}` as {expected} ({what}); check for stray text in the column"),
+        }
+    }
+
+    fn no_nulls<T>(&self, name: &str, values: Vec<Option<T>>) -> Result<Vec<T>, AnalysisError> {
+        values
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.ok_or_else(|| AnalysisError::InvalidValue {
+                    origin: self.origin.clone(),
+                    column: name.to_owned(),
+                    row: i + 1,
+                    problem: "missing value".into(),
+                    fix: format!("give `{name}` a value in every row"),
+                })
+            })
+            .collect()
+    }
+
+    /// A text column; integer and boolean columns are accepted and written as text.
+    pub fn text(&self, name: &str, what: &str) -> Result<Vec<String>, AnalysisError> {
+        let column = self.get(name, what)?;
+        let dtype = column.dtype();
+        if !(matches!(dtype, DataType::String) || dtype.is_integer() || dtype.is_bool()) {
+            return Err(self.wrong_type(name, column, "text", what));
+        }
+        let cast = column
+            .cast(&DataType::String)
+            .map_err(|_| self.wrong_type(name, column, "text", what))?;
+        let values: Vec<Option<String>> = cast
+            .str()
+            .map_err(|_| self.wrong_type(name, column, "text", what))?
+            .iter()
+            .map(|v| v.map(str::to_owned))
+            .collect();
+        self.no_nulls(name, values)
+    }
+
+    /// A text column whose missing values read as "" (e.g. `level` of a family without levels).
+    pub fn text_or_empty(&self, name: &str, what: &str) -> Result<Vec<String>, AnalysisError> {
+        let column = self.get(name, what)?;
+        let dtype = column.dtype();
+        if !(matches!(dtype, DataType::String | DataType::Null) || dtype.is_integer()) {
+            return Err(self.wrong_type(name, column, "text", what));
+        }
+        let cast = column
+            .cast(&DataType::String)
+            .map_err(|_| self.wrong_type(name, column, "text", what))?;
+        Ok(cast
+            .str()
+            .map_err(|_| self.wrong_type(name, column, "text", what))?
+            .iter()
+            .map(|v| v.unwrap_or_default().to_owned())
+            .collect())
+    }
+
+    /// An integer column.
+    pub fn integer(&self, name: &str, what: &str) -> Result<Vec<i64>, AnalysisError> {
+        let column = self.get(name, what)?;
+        if !column.dtype().is_integer() {
+            return Err(self.wrong_type(name, column, "integers", what));
+        }
+        let cast = column
+            .cast(&DataType::Int64)
+            .map_err(|_| self.wrong_type(name, column, "integers", what))?;
+        let values: Vec<Option<i64>> = cast
+            .i64()
+            .map_err(|_| self.wrong_type(name, column, "integers", what))?
+            .iter()
+            .collect();
+        self.no_nulls(name, values)
+    }
+
+    /// A numeric column (integers widened).
+    pub fn float(&self, name: &str, what: &str) -> Result<Vec<f64>, AnalysisError> {
+        let column = self.get(name, what)?;
+        if !column.dtype().is_primitive_numeric() {
+            return Err(self.wrong_type(name, column, "numbers", what));
+        }
+        let cast = column
+            .cast(&DataType::Float64)
+            .map_err(|_| self.wrong_type(name, column, "numbers", what))?;
+        let values: Vec<Option<f64>> = cast
+            .f64()
+            .map_err(|_| self.wrong_type(name, column, "numbers", what))?
+            .iter()
+            .collect();
+        let values = self.no_nulls(name, values)?;
+        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+            return Err(AnalysisError::InvalidValue {
+                origin: self.origin.clone(),
+                column: name.to_owned(),
+                row: i + 1,
+                problem: format!("{} is not a finite number", values[i]),
+                fix: format!("`{name}` must be finite in every row"),
+            });
+        }
+        Ok(values)
+    }
+
+    /// A text column that may have missing values (integers accepted and written as text).
+    pub fn text_nullable(&self, name: &str, what: &str) -> Result<Vec<Option<String>>, AnalysisError> {
+        let column = self.get(name, what)?;
+        let dtype = column.dtype();
+        if !(matches!(dtype, DataType::String | DataType::Null) || dtype.is_integer()) {
+            return Err(self.wrong_type(name, column, "text", what));
+        }
+        let cast = column
+            .cast(&DataType::String)
+            .map_err(|_| self.wrong_type(name, column, "text", what))?;
+        Ok(cast
+            .str()
+            .map_err(|_| self.wrong_type(name, column, "text", what))?
+            .iter()
+            .map(|v| v.map(str::to_owned))
+            .collect())
+    }
+
+    /// A numeric column that may have missing values.
+    pub fn float_nullable(&self, name: &str, what: &str) -> Result<Vec<Option<f64>>, AnalysisError> {
+        let column = self.get(name, what)?;
+        if !(column.dtype().is_primitive_numeric() || matches!(column.dtype(), DataType::Null)) {
+            return Err(self.wrong_type(name, column, "numbers", what));
+        }
+        let cast = column
+            .cast(&DataType::Float64)
+            .map_err(|_| self.wrong_type(name, column, "numbers", what))?;
+        Ok(cast
+            .f64()
+            .map_err(|_| self.wrong_type(name, column, "numbers", what))?
+            .iter()
+            .collect())
+    }
+
+    /// An integer column that may have missing values.
+    pub fn integer_nullable(&self, name: &str, what: &str) -> Result<Vec<Option<i64>>, AnalysisError> {
+        let column = self.get(name, what)?;
+        if !(column.dtype().is_integer() || matches!(column.dtype(), DataType::Null)) {
+            return Err(self.wrong_type(name, column, "integers", what));
+        }
+        let cast = column
+            .cast(&DataType::Int64)
+            .map_err(|_| self.wrong_type(name, column, "integers", what))?;
+        Ok(cast
+            .i64()
+            .map_err(|_| self.wrong_type(name, column, "integers", what))?
+            .iter()
+            .collect())
+    }
+
+    /// A 0/1 indicator (integers 0 and 1, or booleans).
+    pub fn flag(&self, name: &str, what: &str) -> Result<Vec<bool>, AnalysisError> {
+        let column = self.get(name, what)?;
+        if column.dtype().is_bool() {
+            let values: Vec<Option<bool>> = column
+                .bool()
+                .map_err(|_| self.wrong_type(name, column, "0/1", what))?
+                .iter()
+                .collect();
+            return self.no_nulls(name, values);
+        }
+        if !column.dtype().is_integer() {
+            return Err(self.wrong_type(name, column, "0/1", what));
+        }
+        self.integer(name, what)?
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                0 => Ok(false),
+                1 => Ok(true),
+                other => Err(AnalysisError::InvalidValue {
+                    origin: self.origin.clone(),
+                    column: name.to_owned(),
+                    row: i + 1,
+                    problem: format!("{other} is not 0 or 1"),
+                    fix: format!("`{name}` is an indicator: write 0 or 1"),
+                }),
+            })
+            .collect()
+    }
+}
+
+/// Reads an `allocation_dyads` table (CSV or Parquet) into a [`DyadTable`].
+pub fn read_dyads(path: &Path) -> Result<DyadTable, AnalysisError> {
+    let frame = read_frame(path)?;
+    dyads_from_frame(&frame, path.display().to_string())
+}
+
+/// Converts a frame with the `allocation_dyads` columns.
+pub fn dyads_from_frame(frame: &DataFrame, origin: String) -> Result<DyadTable, AnalysisError> {
+    let c = Columns::new(frame, origin);
+    let labels_text = c.text("labels", "visible or hidden")?;
+    let m = c.integer("m", "minority size")?;
+    let seed = c.integer("seed", "society seed")?;
+    let decider = c.integer("decider", "decider id")?;
+    let target = c.integer("target", "target id")?;
+    let minority_decider = c.flag("minority_decider", "1 if the decider is in the minority")?;
+    let minority_target = c.flag("minority_target", "1 if the target is in the minority")?;
+    let same_group = c.flag("same_group", "1 if decider and target share a group")?;
+    let points = c.float("points", "points after renormalisation")?;
+    let mut design: Vec<Option<Vec<String>>> = Vec::new();
+    for name in DESIGN_COLUMNS {
+        design.push(if c.has(name) { Some(c.text(name, "a design factor")?) } else { None });
+    }
+    let target_position = if c.has("target_position") {
+        Some(c.float("target_position", "the target's position in the roster")?)
+    } else {
+        None
+    };
+    let filled = if c.has("filled") {
+        Some(c.flag("filled", "1 if the allocation is a uniform fill after a parse failure")?)
+    } else {
+        None
+    };
+    let mut rows = Vec::with_capacity(c.height());
+    for i in 0..c.height() {
+        let labels = Labels::parse(&labels_text[i]).ok_or_else(|| AnalysisError::InvalidValue {
+            origin: c.origin().to_owned(),
+            column: "labels".into(),
+            row: i + 1,
+            problem: format!("{:?} is not a label condition", labels_text[i]),
+            fix: "write `visible` or `hidden`".into(),
+        })?;
+        let m_value = u32::try_from(m[i]).ok().filter(|&v| v >= 1).ok_or_else(|| AnalysisError::InvalidValue {
+            origin: c.origin().to_owned(),
+            column: "m".into(),
+            row: i + 1,
+            problem: format!("minority size {}", m[i]),
+            fix: "m is the number of minority agents, a positive integer".into(),
+        })?;
+        let mut key: [Option<String>; 4] = Default::default();
+        for (slot, column) in key.iter_mut().zip(&design) {
+            *slot = column.as_ref().map(|v| v[i].clone());
+        }
+        rows.push(Dyad {
+            design: DesignKey(key),
+            labels,
+            m: m_value,
+            seed: seed[i],
+            decider: decider[i],
+            target: target[i],
+            minority_decider: minority_decider[i],
+            minority_target: minority_target[i],
+            same_group: same_group[i],
+            points: points[i],
+            target_position: target_position.as_ref().map(|v| v[i]),
+            filled: filled.as_ref().map(|v| v[i]),
+        });
+    }
+    DyadTable::new(c.origin(), rows)
+}
+
+/// Converts a result table to a polars frame.
+pub fn to_frame(table: &ResultTable) -> Result<DataFrame, AnalysisError> {
+    let columns: Vec<Column> = table
+        .columns
+        .iter()
+        .map(|(name, values)| match values {
+            ColumnValues::Text(v) => Column::new(name.as_str().into(), v),
+            ColumnValues::Float(v) => Column::new(name.as_str().into(), v),
+            ColumnValues::Integer(v) => Column::new(name.as_str().into(), v),
+        })
+        .collect();
+    DataFrame::new(table.n_rows(), columns).map_err(|e| AnalysisError::Io {
+        file: table.name.clone(),
+        problem: e.to_string(),
+    })
+}
+
+/// Writes `DIR/<name>.csv` and `DIR/<name>.parquet` for each table; returns the paths written.
+pub fn write_tables<'t>(
+    dir: &Path,
+    tables: impl IntoIterator<Item = &'t ResultTable>,
+) -> Result<Vec<PathBuf>, AnalysisError> {
+    std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+    let mut written = Vec::new();
+    for table in tables {
+        let mut frame = to_frame(table)?;
+        let csv = dir.join(format!("{}.csv", table.name));
+        let mut file = std::fs::File::create(&csv).map_err(|e| io_error(&csv, e))?;
+        CsvWriter::new(&mut file)
+            .finish(&mut frame)
+            .map_err(|e| io_error(&csv, e))?;
+        written.push(csv);
+        let parquet = dir.join(format!("{}.parquet", table.name));
+        let file = std::fs::File::create(&parquet).map_err(|e| io_error(&parquet, e))?;
+        ParquetWriter::new(file)
+            .finish(&mut frame)
+            .map_err(|e| io_error(&parquet, e))?;
+        written.push(parquet);
+    }
+    Ok(written)
+}
+
+/// Reads a `conformity_trials` table (CSV or Parquet).
+pub fn read_conformity_trials(path: &Path) -> Result<ConformityTable, AnalysisError> {
+    let frame = read_frame(path)?;
+    conformity_from_frame(&frame, path.display().to_string())
+}
+
+/// Converts a frame with the `conformity_trials` columns.
+pub fn conformity_from_frame(frame: &DataFrame, origin: String) -> Result<ConformityTable, AnalysisError> {
+    let c = Columns::new(frame, origin);
+    let model = c.text("model", "model name")?;
+    let task = c.text("task", "lines, color or dots")?;
+    let family = c.text("family", "experiment family, e.g. group_size")?;
+    let level = c.text_or_empty("level", "condition level; empty for families without levels")?;
+    let n = c.integer("n", "number of confederates N")?;
+    let seed = c.integer("seed", "trial index within the cell")?;
+    let p_wrong_full = c.float("p_wrong_full", "1 − P(correct) over the whole vocabulary")?;
+    let optional_float = |name: &str, what: &str| -> Result<Option<Vec<Option<f64>>>, AnalysisError> {
+        if c.has(name) { c.float_nullable(name, what).map(Some) } else { Ok(None) }
+    };
+    let optional_text = |name: &str, what: &str| -> Result<Option<Vec<Option<String>>>, AnalysisError> {
+        if c.has(name) { c.text_nullable(name, what).map(Some) } else { Ok(None) }
+    };
+    let p_wrong_ab = optional_float("p_wrong_ab", "P(wrong)/(P(A)+P(B))")?;
+    let paraphrase = optional_text("paraphrase", "paraphrase id")?;
+    let difficulty_level = if c.has("difficulty_level") {
+        Some(c.integer_nullable("difficulty_level", "difficulty level")?)
+    } else {
+        None
+    };
+    let difficulty_index = optional_float("difficulty_index", "difficulty index of the image")?;
+    let image_id = optional_text("image_id", "image id")?;
+    let correct_label = optional_text("correct_label", "A or B")?;
+    let logit_a = optional_float("logit_a", "raw logit of A")?;
+    let logit_b = optional_float("logit_b", "raw logit of B")?;
+    let mut rows = Vec::with_capacity(c.height());
+    for i in 0..c.height() {
+        let n_value = u32::try_from(n[i]).map_err(|_| AnalysisError::InvalidValue {
+            origin: c.origin().to_owned(),
+            column: "n".into(),
+            row: i + 1,
+            problem: format!("N = {}", n[i]),
+            fix: "N is the number of confederates, 0 or more".into(),
+        })?;
+        rows.push(ConformityTrial {
+            model: model[i].clone(),
+            task: task[i].clone(),
+            family: family[i].clone(),
+            level: level[i].clone(),
+            n: n_value,
+            seed: seed[i],
+            paraphrase: paraphrase.as_ref().and_then(|v| v[i].clone()),
+            p_wrong_full: p_wrong_full[i],
+            p_wrong_ab: p_wrong_ab.as_ref().and_then(|v| v[i]),
+            difficulty_level: difficulty_level.as_ref().and_then(|v| v[i]),
+            difficulty_index: difficulty_index.as_ref().and_then(|v| v[i]),
+            image_id: image_id.as_ref().and_then(|v| v[i].clone()),
+            correct_label: correct_label.as_ref().and_then(|v| v[i].clone()),
+            logit_a: logit_a.as_ref().and_then(|v| v[i]),
+            logit_b: logit_b.as_ref().and_then(|v| v[i]),
+        });
+    }
+    Ok(ConformityTable { origin: c.origin().to_owned(), rows })
+}

@@ -1,0 +1,150 @@
+//! Tidy result tables: named, typed columns of equal length, written by [`crate::io`] as CSV and
+//! Parquet. Missing values (a statistic that is undefined for a cell) are `None`, never NaN.
+
+/// The values of one result column.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnValues {
+    Text(Vec<Option<String>>),
+    Float(Vec<Option<f64>>),
+    Integer(Vec<Option<i64>>),
+}
+
+impl ColumnValues {
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Text(v) => v.len(),
+            Self::Float(v) => v.len(),
+            Self::Integer(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A named result table (e.g. `seed_tests`), column order as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultTable {
+    pub name: String,
+    pub columns: Vec<(String, ColumnValues)>,
+}
+
+impl ResultTable {
+    pub fn n_rows(&self) -> usize {
+        self.columns.first().map_or(0, |(_, c)| c.len())
+    }
+
+    pub fn column(&self, name: &str) -> Option<&ColumnValues> {
+        self.columns.iter().find(|(n, _)| n == name).map(|(_, c)| c)
+    }
+
+    /// The text value of `column` in `row` (`None` when absent, null or not text).
+    pub fn text(&self, column: &str, row: usize) -> Option<&str> {
+        match self.column(column)? {
+            ColumnValues::Text(v) => v.get(row)?.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The numeric value of `column` in `row` (integers widened), `None` when null or not numeric.
+    pub fn number(&self, column: &str, row: usize) -> Option<f64> {
+        match self.column(column)? {
+            ColumnValues::Float(v) => *v.get(row)?,
+            ColumnValues::Integer(v) => v.get(row)?.map(|i| i as f64),
+            ColumnValues::Text(_) => None,
+        }
+    }
+}
+
+/// Builds a [`ResultTable`] row by row.
+pub(crate) struct TableBuilder {
+    table: ResultTable,
+}
+
+/// One cell value when pushing a row.
+pub(crate) enum Value {
+    Text(Option<String>),
+    Float(f64),
+    Integer(i64),
+}
+
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Self::Text(Some(v.to_owned()))
+    }
+}
+impl From<String> for Value {
+    fn from(v: String) -> Self {
+        Self::Text(Some(v))
+    }
+}
+impl From<Option<String>> for Value {
+    fn from(v: Option<String>) -> Self {
+        Self::Text(v)
+    }
+}
+impl From<f64> for Value {
+    fn from(v: f64) -> Self {
+        Self::Float(v)
+    }
+}
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Self::Integer(v)
+    }
+}
+impl From<usize> for Value {
+    fn from(v: usize) -> Self {
+        Self::Integer(v as i64)
+    }
+}
+impl From<u32> for Value {
+    fn from(v: u32) -> Self {
+        Self::Integer(i64::from(v))
+    }
+}
+
+impl TableBuilder {
+    /// `schema`: column names with a sample kind (`'t'` text, `'f'` float, `'i'` integer).
+    pub(crate) fn new(name: &str, schema: &[(&str, char)]) -> Self {
+        let columns = schema
+            .iter()
+            .map(|&(n, kind)| {
+                let values = match kind {
+                    't' => ColumnValues::Text(Vec::new()),
+                    'i' => ColumnValues::Integer(Vec::new()),
+                    _ => ColumnValues::Float(Vec::new()),
+                };
+                (n.to_owned(), values)
+            })
+            .collect();
+        Self {
+            table: ResultTable {
+                name: name.to_owned(),
+                columns,
+            },
+        }
+    }
+
+    /// Appends a row; values must follow the schema's order and kinds. NaN floats become null.
+    pub(crate) fn push(&mut self, row: Vec<Value>) {
+        debug_assert_eq!(row.len(), self.table.columns.len());
+        for ((_, column), value) in self.table.columns.iter_mut().zip(row) {
+            match (column, value) {
+                (ColumnValues::Text(c), Value::Text(v)) => c.push(v),
+                (ColumnValues::Float(c), Value::Float(v)) => c.push(v.is_finite().then_some(v)),
+                (ColumnValues::Float(c), Value::Integer(v)) => c.push(Some(v as f64)),
+                (ColumnValues::Integer(c), Value::Integer(v)) => c.push(Some(v)),
+                (ColumnValues::Text(c), Value::Integer(v)) => c.push(Some(v.to_string())),
+                (ColumnValues::Integer(c), _) => c.push(None),
+                (ColumnValues::Text(c), Value::Float(v)) => c.push(Some(v.to_string())),
+                (ColumnValues::Float(c), Value::Text(_)) => c.push(None),
+            }
+        }
+    }
+
+    pub(crate) fn finish(self) -> ResultTable {
+        self.table
+    }
+}

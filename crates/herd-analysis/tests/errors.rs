@@ -1,0 +1,75 @@
+//! Clear errors for bad tables: the message names the file, the column or cell, and the fix.
+
+use std::path::PathBuf;
+
+use herd_analysis::io::read_dyads;
+use herd_analysis::{AnalysisError, MinimalGroupOptions, analyze_minimal_group};
+
+const HEADER: &str = "labels,m,seed,decider,target,minority_decider,minority_target,same_group,points";
+
+fn write(name: &str, text: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("herd-analysis-errors");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// One society of 4 (minority 2), one seed: decider d gives `points(d, t)`.
+fn society(points: impl Fn(i64, i64) -> String) -> String {
+    let mut s = String::from(HEADER);
+    s.push('\n');
+    for d in 0..4_i64 {
+        for t in (0..4).filter(|&t| t != d) {
+            let (md, mt) = (i64::from(d < 2), i64::from(t < 2));
+            s.push_str(&format!("visible,2,1,{d},{t},{md},{mt},{},{}\n", i64::from(md == mt), points(d, t)));
+        }
+    }
+    s
+}
+
+#[test]
+fn missing_column_names_file_column_and_fix() {
+    let p = write("missing.csv", &society(|_, _| "33.333333333".into()).replace(",points", ",pts"));
+    let e = read_dyads(&p).unwrap_err();
+    let message = e.to_string();
+    assert!(matches!(e, AnalysisError::MissingColumn { ref column, .. } if column == "points"), "{message}");
+    assert!(message.contains("missing.csv") && message.contains("`points`") && message.contains("fix:"), "{message}");
+}
+
+#[test]
+fn wrong_type_is_reported() {
+    let p = write("wrong_type.csv", &society(|d, t| if d == 2 && t == 3 { "lots".into() } else { "33.333333333".into() }));
+    let e = read_dyads(&p).unwrap_err();
+    assert!(matches!(e, AnalysisError::WrongType { ref column, .. } if column == "points"), "{e}");
+    assert!(e.to_string().contains("wrong_type.csv"));
+}
+
+#[test]
+fn points_must_sum_to_the_pool() {
+    let p = write("pool.csv", &society(|d, _| if d == 1 { "30".into() } else { "33.333333333".into() }));
+    let table = read_dyads(&p).unwrap();
+    let e = analyze_minimal_group(&table, &MinimalGroupOptions::default()).unwrap_err();
+    assert!(matches!(e, AnalysisError::PointsDoNotSumToPool { decider: 1, sum, .. } if (sum - 90.0).abs() < 1e-9), "{e}");
+    assert!(e.to_string().contains("pool.csv"));
+}
+
+#[test]
+fn a_decider_without_out_group_targets_is_an_empty_cell() {
+    // Drop every out-group row of decider 0 (and give its in-group target the whole pool).
+    let text: String = society(|d, _| if d == 0 { "100".into() } else { "33.333333333".into() })
+        .lines()
+        .filter(|l| !(l.starts_with("visible,2,1,0,2,") || l.starts_with("visible,2,1,0,3,")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let p = write("empty.csv", &text);
+    let e = analyze_minimal_group(&read_dyads(&p).unwrap(), &MinimalGroupOptions::default()).unwrap_err();
+    assert!(matches!(e, AnalysisError::EmptyCell { ref what, .. } if what.contains("out-group")), "{e}");
+}
+
+#[test]
+fn a_bad_indicator_is_an_invalid_value() {
+    let p = write("indicator.csv", &society(|_, _| "33.333333333".into()).replacen("visible,2,1,0,1,1,1,1", "visible,2,1,0,1,1,1,2", 1));
+    let e = read_dyads(&p).unwrap_err();
+    assert!(matches!(e, AnalysisError::InvalidValue { ref column, row: 1, .. } if column == "same_group"), "{e}");
+}

@@ -1,0 +1,150 @@
+//! Every number of both analyses against pandas / scipy / statsmodels on the committed synthetic
+//! tables (`golden/generate.py` wrote the data and the expected results).
+
+use std::path::PathBuf;
+
+use herd_analysis::io::{read_conformity_trials, read_dyads};
+use herd_analysis::{
+    BootstrapPlan, ConformityOptions, MinimalGroupOptions, ResultTable, analyze_conformity,
+    analyze_minimal_group,
+};
+use serde_json::Value;
+
+const REL_TOL: f64 = 1e-6;
+/// Absolute floor for values that are zero in theory (hidden-label effects, p-values far below
+/// 1e-12 compared with an absolute tolerance).
+const ABS_FLOOR: f64 = 1e-10;
+
+fn path(relative: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join(relative)
+}
+
+fn load(relative: &str) -> Value {
+    let p = path(relative);
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).expect("valid JSON")
+}
+
+fn rust_key(table: &ResultTable, row: usize, column: &str) -> String {
+    if let Some(t) = table.text(column, row) {
+        return t.to_owned();
+    }
+    match table.number(column, row) {
+        Some(v) if v.fract() == 0.0 => format!("{}", v as i64),
+        Some(v) => format!("{v}"),
+        None => String::new(),
+    }
+}
+
+fn json_key(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => i.to_string(),
+            None => format!("{}", n.as_f64().unwrap()),
+        },
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Compares every expected record with the Rust row of the same key.
+fn compare(table: &ResultTable, expected: &Value, keys: &[&str]) {
+    let records = expected.as_array().expect("records");
+    assert_eq!(table.n_rows(), records.len(), "{}: row count", table.name);
+    assert!(!records.is_empty(), "{}: no golden rows", table.name);
+    let mut checked = 0;
+    for record in records {
+        let record = record.as_object().expect("record object");
+        let key: Vec<String> = keys.iter().map(|k| json_key(record.get(*k).unwrap_or(&Value::Null))).collect();
+        let row = (0..table.n_rows())
+            .find(|&r| keys.iter().zip(&key).all(|(k, v)| rust_key(table, r, k) == *v))
+            .unwrap_or_else(|| panic!("{}: no herd row for {keys:?} = {key:?}", table.name));
+        for (column, value) in record {
+            if keys.contains(&column.as_str()) {
+                continue;
+            }
+            assert!(table.column(column).is_some(), "{}: herd has no column {column}", table.name);
+            let what = format!("{} {key:?} {column}", table.name);
+            match value {
+                Value::String(s) => assert_eq!(table.text(column, row), Some(s.as_str()), "{what}"),
+                Value::Null => {
+                    let actual = table.number(column, row).or_else(|| table.text(column, row).map(|_| 0.0));
+                    assert!(actual.is_none(), "{what}: herd {actual:?}, reference null");
+                }
+                Value::Number(n) => {
+                    let expected = n.as_f64().unwrap();
+                    let actual = table
+                        .number(column, row)
+                        .unwrap_or_else(|| panic!("{what}: herd null, reference {expected}"));
+                    let tolerance = f64::max(REL_TOL * expected.abs(), ABS_FLOOR);
+                    assert!(
+                        (actual - expected).abs() <= tolerance,
+                        "{what}: herd {actual:e} vs reference {expected:e}"
+                    );
+                    checked += 1;
+                }
+                other => panic!("{what}: unexpected {other}"),
+            }
+        }
+    }
+    assert!(checked > 0);
+}
+
+#[test]
+fn minimal_group_matches_statsmodels() {
+    let dyads = read_dyads(&path("data/dyads.csv")).expect("committed dyads read");
+    assert_eq!(dyads.design_columns(), ["reasoning", "swap_pass"]);
+    let indices: Vec<Vec<usize>> = serde_json::from_value(load("data/bootstrap_indices.json")).unwrap();
+    let options = MinimalGroupOptions {
+        bootstrap: BootstrapPlan::Replay(indices),
+        ..MinimalGroupOptions::default()
+    };
+    let tables = analyze_minimal_group(&dyads, &options).expect("analysis");
+    let golden = load("golden/minimal_group.json");
+    let design = ["reasoning", "swap_pass"];
+    let with = |rest: &[&'static str]| -> Vec<&'static str> { design.iter().copied().chain(rest.iter().copied()).collect() };
+    compare(&tables.seed_tests, &golden["seed_tests"], &with(&["labels", "m", "deciders", "measure"]));
+    compare(&tables.gee, &golden["gee"], &with(&["labels", "m", "formula", "term"]));
+    compare(&tables.bootstrap, &golden["bootstrap"], &with(&["labels", "m", "quantity"]));
+    compare(&tables.robustness, &golden["robustness"], &with(&["labels", "m", "fills", "check", "deciders"]));
+}
+
+#[test]
+fn conformity_matches_scipy() {
+    let trials = read_conformity_trials(&path("data/conformity_trials.csv")).expect("committed trials read");
+    let tables = analyze_conformity(&trials, &ConformityOptions::default()).expect("analysis");
+    let golden = load("golden/conformity.json");
+    compare(&tables.curves, &golden["curves"], &["model", "task", "family", "level", "measure", "n"]);
+    compare(&tables.auc, &golden["auc"], &["model", "task", "family", "level", "measure"]);
+    compare(&tables.deltas, &golden["deltas"], &["model", "task", "family", "measure", "level_a", "level_b"]);
+    compare(&tables.difficulty_spearman, &golden["difficulty_spearman"], &["model", "task", "measure"]);
+    compare(&tables.difficulty_ols, &golden["difficulty_ols"], &["task", "measure", "term"]);
+}
+
+#[test]
+fn planted_effects_are_found() {
+    let dyads = read_dyads(&path("data/dyads.csv")).unwrap();
+    let options = MinimalGroupOptions {
+        bootstrap: BootstrapPlan::Seeded { resamples: 300, seed: 3 },
+        ..MinimalGroupOptions::default()
+    };
+    let tables = analyze_minimal_group(&dyads, &options).unwrap();
+    // Average favouritism over the cells of each label condition: clearly positive when labels are
+    // visible, near zero when hidden (per-cell seed means are noisy with societies of 6).
+    let t = &tables.seed_tests;
+    let (mut visible, mut hidden) = (Vec::new(), Vec::new());
+    for row in 0..t.n_rows() {
+        if t.text("deciders", row) == Some("all") && t.text("measure", row) == Some("favouritism") {
+            let mean = t.number("mean", row).unwrap();
+            match t.text("labels", row) {
+                Some("visible") => visible.push(mean),
+                _ => hidden.push(mean),
+            }
+        }
+    }
+    let average = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    assert_eq!((visible.len(), hidden.len()), (8, 8));
+    assert!(average(&visible) > 5.0, "visible favouritism {visible:?}");
+    assert!(average(&hidden).abs() < 2.0, "hidden favouritism {hidden:?}");
+}

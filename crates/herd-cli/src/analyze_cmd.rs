@@ -1,0 +1,97 @@
+//! `herd analyze`: the two papers' analyses over trial tables (CSV or Parquet), written as tidy CSV
+//! and Parquet tables.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use herd_analysis::io::{read_conformity_trials, read_dyads, write_tables};
+use herd_analysis::{
+    BootstrapPlan, ConformityOptions, MinimalGroupOptions, ResultTable, analyze_conformity,
+    analyze_minimal_group_with_progress,
+};
+use indicatif::{ProgressBar, ProgressStyle};
+
+#[derive(Subcommand)]
+pub enum AnalyzeCommand {
+    /// Minimal-group tables from an allocation_dyads table: seed_tests, gee, bootstrap, robustness.
+    MinimalGroup(MinimalGroupArgs),
+    /// Conformity tables from a conformity_trials table: curves, auc, deltas, difficulty_spearman,
+    /// difficulty_ols.
+    Conformity(ConformityArgs),
+}
+
+#[derive(Args)]
+pub struct MinimalGroupArgs {
+    /// allocation_dyads table (.csv or .parquet)
+    #[arg(long)]
+    dyads: PathBuf,
+    /// Folder for the result tables (created if missing)
+    #[arg(long)]
+    out: PathBuf,
+    /// Bootstrap resamples of the seeds per cell
+    #[arg(long, default_value_t = 2000)]
+    resamples: usize,
+    /// Seed of the bootstrap resampling stream
+    #[arg(long, default_value_t = 20_240_501)]
+    bootstrap_seed: u64,
+    /// Points each decider distributes
+    #[arg(long, default_value_t = 100.0)]
+    pool: f64,
+}
+
+#[derive(Args)]
+pub struct ConformityArgs {
+    /// conformity_trials table (.csv or .parquet)
+    #[arg(long)]
+    trials: PathBuf,
+    /// Folder for the result tables (created if missing)
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub fn run(cmd: AnalyzeCommand) -> Result<()> {
+    match cmd {
+        AnalyzeCommand::MinimalGroup(args) => minimal_group(args),
+        AnalyzeCommand::Conformity(args) => conformity(args),
+    }
+}
+
+fn minimal_group(args: MinimalGroupArgs) -> Result<()> {
+    let table = read_dyads(&args.dyads)?;
+    let options = MinimalGroupOptions {
+        pool: args.pool,
+        bootstrap: BootstrapPlan::Seeded {
+            resamples: args.resamples,
+            seed: args.bootstrap_seed,
+        },
+        ..MinimalGroupOptions::default()
+    };
+    let bar = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("{spinner} analysing {pos}/{len} steps [{elapsed}] {wide_bar}")
+            .expect("valid progress template"),
+    );
+    let tables = analyze_minimal_group_with_progress(&table, &options, &mut |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    })?;
+    bar.finish_and_clear();
+    report(&args.out, &tables.all(), table.rows.len(), "dyads")
+}
+
+fn conformity(args: ConformityArgs) -> Result<()> {
+    let table = read_conformity_trials(&args.trials)?;
+    let tables = analyze_conformity(&table, &ConformityOptions::default())?;
+    report(&args.out, &tables.all(), table.rows.len(), "trials")
+}
+
+fn report(out: &Path, tables: &[&ResultTable], n_input: usize, what: &str) -> Result<()> {
+    let written = write_tables(out, tables.iter().copied())
+        .with_context(|| format!("writing result tables to {}", out.display()))?;
+    println!("analysed {n_input} {what}");
+    for table in tables {
+        println!("  {:<20} {:>6} rows", table.name, table.n_rows());
+    }
+    println!("wrote {} files to {}", written.len(), out.display());
+    Ok(())
+}

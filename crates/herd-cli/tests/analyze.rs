@@ -1,0 +1,84 @@
+//! `herd analyze` end to end: the committed synthetic tables in, CSV and Parquet tables out.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use herd_analysis::io::read_frame;
+
+fn data(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../herd-analysis/tests/data").join(name)
+}
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn herd(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_herd")).args(args).output().expect("herd runs")
+}
+
+/// The CSV and Parquet files of one table hold the same values.
+fn assert_csv_and_parquet_agree(dir: &Path, table: &str) {
+    let csv = read_frame(&dir.join(format!("{table}.csv"))).expect("CSV table");
+    let parquet = read_frame(&dir.join(format!("{table}.parquet"))).expect("Parquet table");
+    assert!(csv.height() > 0, "{table} is empty");
+    assert_eq!(csv.shape(), parquet.shape(), "{table}");
+    assert_eq!(csv.get_column_names(), parquet.get_column_names(), "{table}");
+    for name in csv.get_column_names() {
+        let a = csv.column(name).unwrap().as_materialized_series();
+        let b = parquet.column(name).unwrap().as_materialized_series();
+        if b.dtype().is_float() {
+            let a = a.cast(&polars::prelude::DataType::Float64).unwrap();
+            for (x, y) in a.f64().unwrap().iter().zip(b.f64().unwrap().iter()) {
+                match (x, y) {
+                    (Some(x), Some(y)) => assert!((x - y).abs() <= 1e-12 * y.abs().max(1.0), "{table}.{name}: {x} vs {y}"),
+                    (x, y) => assert_eq!(x, y, "{table}.{name}"),
+                }
+            }
+        } else {
+            let a = a.cast(b.dtype()).unwrap();
+            assert!(a.equals_missing(b), "{table}.{name} differs between CSV and Parquet");
+        }
+    }
+}
+
+#[test]
+fn minimal_group_writes_csv_and_parquet_that_agree() {
+    let out = out_dir("analyze-minimal-group");
+    let dyads = data("dyads.csv");
+    let result = herd(&[
+        "analyze", "minimal-group", "--dyads", dyads.to_str().unwrap(), "--out", out.to_str().unwrap(),
+        "--resamples", "200",
+    ]);
+    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+    for table in ["seed_tests", "gee", "bootstrap", "robustness"] {
+        assert_csv_and_parquet_agree(&out, table);
+    }
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    assert!(stdout.contains("seed_tests") && stdout.contains("wrote 8 files"), "{stdout}");
+}
+
+#[test]
+fn conformity_writes_every_table() {
+    let out = out_dir("analyze-conformity");
+    let trials = data("conformity_trials.csv");
+    let result = herd(&["analyze", "conformity", "--trials", trials.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+    for table in ["curves", "auc", "deltas", "difficulty_spearman", "difficulty_ols"] {
+        assert_csv_and_parquet_agree(&out, table);
+    }
+}
+
+#[test]
+fn a_missing_column_fails_with_the_file_column_and_fix() {
+    let dir = out_dir("analyze-bad-input");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("no_points.csv");
+    std::fs::write(&bad, "labels,m,seed,decider,target,minority_decider,minority_target,same_group\nvisible,2,1,0,1,1,1,1\n").unwrap();
+    let result = herd(&["analyze", "minimal-group", "--dyads", bad.to_str().unwrap(), "--out", dir.join("out").to_str().unwrap()]);
+    assert!(!result.status.success());
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(stderr.contains("no_points.csv") && stderr.contains("`points`") && stderr.contains("fix:"), "{stderr}");
+}

@@ -1,0 +1,97 @@
+//! herd's side of `cargo xtask bench infer`: scoring throughput on conformity prompts that share
+//! prefixes, and generation throughput for one 20-decider society. Prints one JSON line.
+//!
+//! cargo run --release -p herd-infer --example bench_infer -- GGUF SCORING.jsonl SOCIETY.jsonl MAX_TOKENS
+
+use herd_infer::{Backend, GenerateRequest, LoadOptions, LocalModel, ModelFiles, ModelRegistry, SamplingParams};
+use herd_prompts::{ChatPrompt, Message, Part, Role};
+use serde_json::Value;
+use std::path::Path;
+use std::time::Instant;
+
+/// Reads `herd prompts --jsonl` output.
+fn read_prompts(path: &str) -> Vec<(Value, ChatPrompt)> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).expect("a JSON line");
+            let messages = v["messages"]
+                .as_array()
+                .expect("messages")
+                .iter()
+                .map(|m| {
+                    let role = match m["role"].as_str() {
+                        Some("system") => Role::System,
+                        Some("assistant") => Role::Assistant,
+                        _ => Role::User,
+                    };
+                    let content = m["content"].as_array().expect("parts").iter().map(|p| Part::Text { text: p["text"].as_str().unwrap_or("").to_string() }).collect();
+                    Message { role, content }
+                })
+                .collect();
+            (v, ChatPrompt { messages })
+        })
+        .collect()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [gguf, scoring, society, max_tokens] = args.as_slice() else {
+        eprintln!("usage: bench_infer GGUF SCORING.jsonl SOCIETY.jsonl MAX_TOKENS");
+        std::process::exit(2);
+    };
+    let max_tokens: usize = max_tokens.parse().expect("MAX_TOKENS is a number");
+    let registry = ModelRegistry::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/models.toml"))).expect("registry");
+    let entry = registry.get("smollm2-135m").expect("default alias");
+    let load_start = Instant::now();
+    let mut model = LocalModel::load(entry, &ModelFiles::Gguf(gguf.into()), &LoadOptions::default()).expect("model loads");
+    let load_s = load_start.elapsed().as_secs_f64();
+
+    // Scoring: consecutive prompts of one image form one group (their shared prefix is computed once).
+    let prompts = read_prompts(scoring);
+    let mut groups: Vec<Vec<Vec<u32>>> = Vec::new();
+    let mut last_image = None;
+    let mut prompt_tokens = 0usize;
+    for (v, prompt) in &prompts {
+        let tokens = model.prompt_tokens(prompt).expect("renders");
+        prompt_tokens += tokens.len();
+        let image = v["image"].as_str().map(str::to_string);
+        if image != last_image || groups.is_empty() {
+            groups.push(Vec::new());
+            last_image = image;
+        }
+        groups.last_mut().expect("a group").push(tokens);
+    }
+    let answers = vec!["A".to_string(), "B".to_string()];
+    let start = Instant::now();
+    let mut reused = 0usize;
+    let mut p_a = Vec::new();
+    for group in &groups {
+        let results = model.score_tokens(group, &vec![answers.clone(); group.len()]).expect("scores");
+        reused += results.iter().map(|r| r.reused_tokens).sum::<usize>();
+        p_a.extend(results.iter().map(|r| r.answers["A"].p));
+    }
+    let scoring_s = start.elapsed().as_secs_f64();
+
+    // Generation: one society of 20 deciders as one batch.
+    let deciders = read_prompts(society);
+    let requests: Vec<GenerateRequest> = deciders
+        .iter()
+        .enumerate()
+        .map(|(i, (_, prompt))| GenerateRequest { prompt: prompt.clone(), sampling: SamplingParams { temperature: 0.7, top_p: 1.0, top_k: 0, seed: i as u64, max_tokens, stop: vec![] }, schema: None, image: None })
+        .collect();
+    let start = Instant::now();
+    let generations = model.generate(&requests).expect("generates");
+    let generation_s = start.elapsed().as_secs_f64();
+    let completion_tokens: usize = generations.iter().map(|g| g.completion_tokens).sum();
+    let generation_prompt_tokens: usize = generations.iter().map(|g| g.prompt_tokens).sum();
+    println!(
+        "{}",
+        serde_json::json!({
+            "load_s": load_s,
+            "scoring": {"prompts": prompts.len(), "groups": groups.len(), "prompt_tokens": prompt_tokens, "reused_tokens": reused, "seconds": scoring_s, "p_a": p_a},
+            "generation": {"sequences": generations.len(), "prompt_tokens": generation_prompt_tokens, "completion_tokens": completion_tokens, "seconds": generation_s},
+        })
+    );
+}

@@ -1,0 +1,62 @@
+//! Constrained decoding through llguidance (the grammar engine of vLLM, SGLang and llama.cpp): a JSON
+//! schema becomes a per-step mask over the vocabulary.
+
+use crate::error::{InferError, Result};
+use crate::tokenizer::TextTokenizer;
+use llguidance::api::TopLevelGrammar;
+use llguidance::{Matcher, ParserFactory};
+use std::sync::Arc;
+
+/// Builds matchers for one tokenizer; building the token trie is the expensive part, done once.
+pub struct ConstraintEngine {
+    factory: Arc<ParserFactory>,
+}
+
+impl ConstraintEngine {
+    pub fn new(tokenizer: &TextTokenizer, model_vocab: usize) -> Result<Self> {
+        let err = |e: anyhow::Error| InferError::Constraint(e.to_string());
+        let mut bytes = toktrie_hf_tokenizers::ByteTokenizer::from_json_bytes(tokenizer.json().as_bytes()).map_err(err)?;
+        bytes.set_eos_tokens(&tokenizer.eos_ids);
+        let env = bytes.into_tok_env(Some(model_vocab)).map_err(err)?;
+        let mut factory = ParserFactory::new_simple(&env).map_err(err)?;
+        factory.quiet();
+        Ok(Self { factory: Arc::new(factory) })
+    }
+
+    /// A fresh matcher for one sequence.
+    pub fn matcher(&self, schema: &serde_json::Value) -> Result<SequenceConstraint> {
+        let parser = self.factory.create_parser(TopLevelGrammar::from_json_schema(schema.clone()));
+        let matcher = Matcher::new(parser);
+        if let Some(e) = matcher.get_error() {
+            return Err(InferError::Constraint(format!("the schema cannot be compiled: {e}")));
+        }
+        Ok(SequenceConstraint { matcher })
+    }
+}
+
+/// The constraint state of one sequence.
+pub struct SequenceConstraint {
+    matcher: Matcher,
+}
+
+impl SequenceConstraint {
+    /// Sets every logit the grammar forbids to -inf. When the grammar is complete only EOS stays.
+    pub fn mask_logits(&mut self, logits: &mut [f32]) -> Result<()> {
+        let mask = self.matcher.compute_mask_or_eos().map_err(|e| InferError::Constraint(e.to_string()))?;
+        for (id, l) in logits.iter_mut().enumerate() {
+            if !mask.is_allowed(id as u32) {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn accept(&mut self, token: u32) -> Result<()> {
+        self.matcher.consume_token(token).map_err(|e| InferError::Constraint(e.to_string()))
+    }
+
+    /// The grammar has finished: the next token must be EOS.
+    pub fn is_stopped(&self) -> bool {
+        self.matcher.is_stopped()
+    }
+}

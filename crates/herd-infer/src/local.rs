@@ -1,0 +1,360 @@
+//! The candle backend: a model loaded into this process, scored and sampled on CPU, CUDA or Metal.
+
+use crate::backend::{AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreRequest, ScoreResult, TopToken};
+use crate::constraint::{ConstraintEngine, SequenceConstraint};
+use crate::error::{InferError, Result, model_file};
+use crate::model::{Decoder, KvCache, WeightFormat, causal_mask, load_gguf, load_hf_folder};
+use crate::registry::{Family, ModelEntry, ModelFiles, WeightDType};
+use crate::sampling::{sample_token, sequence_rng};
+use crate::tokenizer::TextTokenizer;
+use candle_core::{DType, Device, Tensor};
+use herd_chat::{ChatTemplate, SpecialTokens, TemplateMessage};
+use herd_prompts::{ChatPrompt, Part, Role};
+use std::collections::BTreeMap;
+
+/// Where a model runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DeviceChoice {
+    #[default]
+    Cpu,
+    Cuda(usize),
+    Metal(usize),
+}
+
+impl std::str::FromStr for DeviceChoice {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let (kind, index) = s.split_once(':').unwrap_or((s, "0"));
+        let index: usize = index.parse().map_err(|_| format!("device `{s}`: the index after `:` must be a number"))?;
+        match kind {
+            "cpu" => Ok(DeviceChoice::Cpu),
+            "cuda" => Ok(DeviceChoice::Cuda(index)),
+            "metal" => Ok(DeviceChoice::Metal(index)),
+            _ => Err(format!("device `{s}`: use cpu, cuda[:N] or metal[:N]")),
+        }
+    }
+}
+
+impl DeviceChoice {
+    pub fn open(self) -> Result<Device> {
+        let hint = |what: &str, feature: &str| InferError::Request(format!("{what}: {}. herd must be built with `--features {feature}` for this device", "not available"));
+        match self {
+            DeviceChoice::Cpu => Ok(Device::Cpu),
+            DeviceChoice::Cuda(i) => {
+                if !candle_core::utils::cuda_is_available() {
+                    return Err(hint("CUDA", "cuda"));
+                }
+                Ok(Device::new_cuda(i)?)
+            }
+            DeviceChoice::Metal(i) => {
+                if !candle_core::utils::metal_is_available() {
+                    return Err(hint("Metal", "metal"));
+                }
+                Ok(Device::new_metal(i)?)
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    pub device: DeviceChoice,
+    /// Overrides the per-operation choice of weight formats (tests and benchmarks).
+    pub decode_format: Option<WeightFormat>,
+}
+
+/// A text model held in memory, with the weights it scores with (dense, for long prefills) and the
+/// weights it decodes with (Q8_0 on CPU, where single-row products are memory bound).
+pub struct LocalModel {
+    pub alias: String,
+    pub family: Family,
+    pub tokenizer: TextTokenizer,
+    template: ChatTemplate,
+    template_options: serde_json::Map<String, serde_json::Value>,
+    prefill: Decoder,
+    decode: Option<Decoder>,
+    constraint: Option<ConstraintEngine>,
+    device: Device,
+}
+
+impl LocalModel {
+    pub fn load(entry: &ModelEntry, files: &ModelFiles, options: &LoadOptions) -> Result<Self> {
+        if entry.family.is_vision() {
+            return Err(InferError::Request(format!("`{}` is a vision model; load it with herd_infer::VisionModel", entry.alias)));
+        }
+        let device = options.device.open()?;
+        let on_cpu = device.is_cpu();
+        let (prefill, tokenizer, template) = match files {
+            ModelFiles::Gguf(path) => {
+                let (decoder, content) = load_gguf(path, &device, WeightFormat::Dense)?;
+                let tokenizer = TextTokenizer::from_gguf(path, &content)?;
+                let source = content
+                    .metadata
+                    .get("tokenizer.chat_template")
+                    .and_then(|v| v.to_string().ok())
+                    .ok_or_else(|| model_file(path, "GGUF metadata has no `tokenizer.chat_template`"))?;
+                let special = SpecialTokens { bos_token: tokenizer.bos_token.clone().unwrap_or_default(), eos_token: tokenizer.eos_token.clone().unwrap_or_default(), pad_token: None, unk_token: None };
+                (decoder, tokenizer, ChatTemplate::new(source, special)?)
+            }
+            ModelFiles::HfFolder(dir) => {
+                let dtype = match (entry.dtype, on_cpu) {
+                    // bf16 matrix products are slow on CPU; f32 there, the stated dtype on accelerators.
+                    (_, true) => DType::F32,
+                    (Some(WeightDType::F16), false) => DType::F16,
+                    (Some(WeightDType::F32), false) => DType::F32,
+                    (_, false) => DType::BF16,
+                };
+                let decoder = load_hf_folder(dir, &device, dtype, WeightFormat::Dense)?;
+                (decoder, TextTokenizer::from_hf_folder(dir)?, ChatTemplate::from_hf_folder(dir)?)
+            }
+        };
+        // candle picks its quantised CPU kernels at compile time: without AVX2 in the build (no
+        // `-C target-cpu=native`) Q8_0 products are scalar and slower than dense f32 (runtime-dispatched gemm).
+        let fast_quantised = on_cpu && cfg!(target_feature = "avx2");
+        let decode_format = options.decode_format.unwrap_or(if fast_quantised { WeightFormat::Q8_0 } else { WeightFormat::Dense });
+        let decode = match decode_format {
+            WeightFormat::Dense => None,
+            format => Some(prefill.with_weight_format(format)?),
+        };
+        Ok(Self { alias: entry.alias.clone(), family: entry.family, tokenizer, template, template_options: entry.template_options.clone(), prefill, decode, constraint: None, device })
+    }
+
+    /// The prompt text after the model's chat template, ready to tokenize.
+    pub fn render(&self, prompt: &ChatPrompt) -> Result<String> {
+        let mut messages = Vec::new();
+        for m in &prompt.messages {
+            let mut texts = Vec::new();
+            for part in &m.content {
+                match part {
+                    Part::Text { text } => texts.push(text.as_str()),
+                    Part::Image { image } => {
+                        return Err(InferError::Request(format!("`{}` is a text model but the prompt has image `{image}`; use the text modality for it", self.alias)));
+                    }
+                }
+            }
+            let role = match m.role {
+                Role::System => "system",
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            };
+            messages.push(TemplateMessage::text(role, texts.join("\n")));
+        }
+        Ok(self.template.render(&messages, true, &self.template_options)?)
+    }
+
+    pub fn prompt_tokens(&self, prompt: &ChatPrompt) -> Result<Vec<u32>> {
+        self.tokenizer.encode(&self.render(prompt)?)
+    }
+
+    fn positions(&self, start: usize, len: usize) -> Result<Tensor> {
+        Ok(Tensor::arange(start as u32, (start + len) as u32, &self.device)?.reshape((1, len))?)
+    }
+
+    /// Next-token logits after `tokens`, continuing `cache` (which is extended).
+    pub fn next_token_logits(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Vec<f32>> {
+        let past = cache.len();
+        let input = Tensor::new(tokens, &self.device)?.reshape((1, tokens.len()))?;
+        let mask = if tokens.len() > 1 { Some(causal_mask(tokens.len(), past, &self.device)?) } else { None };
+        let hidden = self.prefill.forward(&input, &self.positions(past, tokens.len())?, mask.as_ref(), cache)?;
+        let last = hidden.narrow(1, tokens.len() - 1, 1)?.reshape((1, ()))?;
+        Ok(self.prefill.logits(&last)?.flatten_all()?.to_vec1()?)
+    }
+
+    /// Scores token sequences, computing their longest common prefix once.
+    pub fn score_tokens(&self, sequences: &[Vec<u32>], answers: &[Vec<String>]) -> Result<Vec<ScoreResult>> {
+        if let Some(i) = sequences.iter().position(|s| s.is_empty()) {
+            return Err(InferError::Request(format!("request {i} renders to no tokens")));
+        }
+        let shared = if sequences.len() > 1 { common_prefix_len(sequences) } else { 0 };
+        let mut prefix_cache = self.prefill.new_cache();
+        if shared > 0 {
+            self.next_token_logits(&sequences[0][..shared], &mut prefix_cache)?;
+        }
+        sequences
+            .iter()
+            .zip(answers)
+            .map(|(tokens, answers)| {
+                let mut cache = prefix_cache.clone();
+                let logits = self.next_token_logits(&tokens[shared..], &mut cache)?;
+                Ok(self.read_answers(&logits, answers, tokens.len(), shared))
+            })
+            .collect()
+    }
+
+    fn read_answers(&self, logits: &[f32], answers: &[String], prompt_tokens: usize, reused: usize) -> ScoreResult {
+        answer_scores(&self.tokenizer, logits, answers, prompt_tokens, reused)
+    }
+
+    fn constraint_engine(&mut self) -> Result<&ConstraintEngine> {
+        if self.constraint.is_none() {
+            self.constraint = Some(ConstraintEngine::new(&self.tokenizer, self.prefill.config.vocab_size)?);
+        }
+        Ok(self.constraint.as_ref().expect("just built"))
+    }
+
+    /// Samples one completion per prompt, decoding the batch together (left padding, per-row positions
+    /// and mask), so each row gets what it would get alone at the same seed.
+    pub fn generate_tokens(&mut self, prompts: &[Vec<u32>], requests: &[GenerateRequest]) -> Result<Vec<Generation>> {
+        if prompts.is_empty() {
+            return Ok(Vec::new());
+        }
+        if let Some(i) = prompts.iter().position(|p| p.is_empty()) {
+            return Err(InferError::Request(format!("request {i} renders to no tokens")));
+        }
+        let mut constraints: Vec<Option<SequenceConstraint>> = Vec::with_capacity(requests.len());
+        for r in requests {
+            constraints.push(match &r.schema {
+                Some(schema) => Some(self.constraint_engine()?.matcher(schema)?),
+                None => None,
+            });
+        }
+        let b = prompts.len();
+        let width = prompts.iter().map(Vec::len).max().expect("non-empty");
+        let pads: Vec<usize> = prompts.iter().map(|p| width - p.len()).collect();
+        let pad_id = self.tokenizer.pad_id.or(self.tokenizer.eos_ids.first().copied()).unwrap_or(0);
+        let mut tokens = Vec::with_capacity(b * width);
+        let mut positions = Vec::with_capacity(b * width);
+        let mut mask = Vec::with_capacity(b * width * width);
+        for (p, pad) in prompts.iter().zip(&pads) {
+            tokens.extend(std::iter::repeat_n(pad_id, *pad).chain(p.iter().copied()));
+            positions.extend((0..width).map(|j| j.saturating_sub(*pad) as u32));
+            for i in 0..width {
+                // A padding row still attends to itself, so its softmax is never over nothing.
+                mask.extend((0..width).map(|j| if j <= i && (j >= *pad || j == i) { 0.0f32 } else { f32::NEG_INFINITY }));
+            }
+        }
+        let dev = &self.device;
+        let mut cache = self.prefill.new_cache();
+        let hidden = self.prefill.forward(
+            &Tensor::from_vec(tokens, (b, width), dev)?,
+            &Tensor::from_vec(positions, (b, width), dev)?,
+            Some(&Tensor::from_vec(mask, (b, 1, width, width), dev)?),
+            &mut cache,
+        )?;
+        let mut logits: Vec<Vec<f32>> = self.prefill.logits(&hidden.narrow(1, width - 1, 1)?.reshape((b, ()))?)?.to_vec2()?;
+        let decoder = self.decode.as_ref().unwrap_or(&self.prefill);
+        let mut rngs: Vec<_> = requests.iter().map(|r| sequence_rng(r.sampling.seed)).collect();
+        let mut generated: Vec<Vec<u32>> = vec![Vec::new(); b];
+        let mut finished: Vec<Option<FinishReason>> = vec![None; b];
+        let mut texts: Vec<String> = vec![String::new(); b];
+        let mut active: Vec<usize> = (0..b).collect();
+        loop {
+            let mut next = Vec::with_capacity(active.len());
+            for (slot, &row) in active.iter().enumerate() {
+                let row_logits = &mut logits[slot];
+                if let Some(c) = constraints[row].as_mut() {
+                    c.mask_logits(row_logits)?;
+                }
+                let token = sample_token(row_logits, &requests[row].sampling, &mut rngs[row]);
+                next.push(token);
+                if self.tokenizer.eos_ids.contains(&token) {
+                    finished[row] = Some(FinishReason::Eos);
+                    continue;
+                }
+                if let Some(c) = constraints[row].as_mut() {
+                    c.accept(token)?;
+                }
+                generated[row].push(token);
+                let text = self.tokenizer.decode(&generated[row])?;
+                if let Some(cut) = requests[row].sampling.stop.iter().filter_map(|s| text.find(s.as_str())).min() {
+                    texts[row] = text[..cut].to_string();
+                    finished[row] = Some(FinishReason::Stop);
+                } else {
+                    texts[row] = text;
+                    if generated[row].len() >= requests[row].sampling.max_tokens {
+                        finished[row] = Some(FinishReason::Length);
+                    }
+                }
+            }
+            let keep: Vec<usize> = (0..active.len()).filter(|&slot| finished[active[slot]].is_none()).collect();
+            if keep.is_empty() {
+                break;
+            }
+            if keep.len() < active.len() {
+                cache = cache.select_rows(&Tensor::new(keep.iter().map(|&s| s as u32).collect::<Vec<_>>(), dev)?)?;
+                active = keep.iter().map(|&s| active[s]).collect();
+                next = keep.iter().map(|&s| next[s]).collect();
+            }
+            let n = active.len();
+            let past = cache.len();
+            let positions: Vec<u32> = active.iter().map(|&row| (past - pads[row]) as u32).collect();
+            let step_mask: Vec<f32> = active.iter().flat_map(|&row| { let pad = pads[row]; (0..=past).map(move |j| if j >= pad { 0.0 } else { f32::NEG_INFINITY }) }).collect();
+            let any_padding = active.iter().any(|&row| pads[row] > 0);
+            let step_mask = if any_padding { Some(Tensor::from_vec(step_mask, (n, 1, 1, past + 1), dev)?) } else { None };
+            let hidden = decoder.forward(&Tensor::from_vec(next, (n, 1), dev)?, &Tensor::from_vec(positions, (n, 1), dev)?, step_mask.as_ref(), &mut cache)?;
+            logits = decoder.logits(&hidden.reshape((n, ()))?)?.to_vec2()?;
+        }
+        Ok((0..b)
+            .map(|row| Generation {
+                text: std::mem::take(&mut texts[row]),
+                prompt_tokens: prompts[row].len(),
+                completion_tokens: generated[row].len(),
+                finish_reason: finished[row].expect("every row finishes"),
+                constrained: requests[row].schema.is_some(),
+            })
+            .collect())
+    }
+
+    pub fn device_name(&self) -> String {
+        match &self.device {
+            Device::Cpu => "cpu".into(),
+            Device::Cuda(_) => "cuda".into(),
+            Device::Metal(_) => "metal".into(),
+        }
+    }
+}
+
+/// Reads each answer's probability (summed over every token that spells it), the mass on the answers
+/// and the top 10 tokens from next-token logits.
+pub(crate) fn answer_scores(tokenizer: &TextTokenizer, logits: &[f32], answers: &[String], prompt_tokens: usize, reused: usize) -> ScoreResult {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let total: f64 = logits.iter().map(|&l| (l as f64 - max).exp()).sum();
+    let prob = |id: u32| ((logits[id as usize] as f64 - max).exp()) / total;
+    let mut scores = BTreeMap::new();
+    for answer in answers {
+        let ids: Vec<u32> = tokenizer.answer_token_ids(answer).into_iter().filter(|&id| (id as usize) < logits.len()).collect();
+        let p = ids.iter().map(|&id| prob(id)).sum();
+        let logit = ids.iter().map(|&id| logits[id as usize]).fold(f32::NEG_INFINITY, f32::max);
+        scores.insert(answer.clone(), AnswerScore { p, logit, token_ids: ids });
+    }
+    let mut order: Vec<u32> = (0..logits.len() as u32).collect();
+    let k = 10.min(order.len());
+    order.select_nth_unstable_by(k - 1, |&a, &b| logits[b as usize].total_cmp(&logits[a as usize]));
+    order.truncate(k);
+    order.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]).then(a.cmp(&b)));
+    let top = order.iter().map(|&id| TopToken { id, text: tokenizer.token_text(id).to_string(), p: prob(id), logit: logits[id as usize] }).collect();
+    ScoreResult { mass: scores.values().map(|s: &AnswerScore| s.p).sum(), answers: scores, top, prompt_tokens, reused_tokens: reused }
+}
+
+/// Length of the longest prefix all sequences share, leaving at least one token of each to run.
+pub fn common_prefix_len(sequences: &[Vec<u32>]) -> usize {
+    let first = &sequences[0];
+    let mut n = sequences.iter().map(Vec::len).min().unwrap_or(0).saturating_sub(1);
+    for s in &sequences[1..] {
+        n = n.min(first.iter().zip(s).take_while(|(a, b)| a == b).count());
+    }
+    n
+}
+
+impl Backend for LocalModel {
+    fn score(&mut self, group: &[ScoreRequest]) -> Result<Vec<ScoreResult>> {
+        if group.iter().any(|r| r.image.is_some()) {
+            return Err(InferError::Request(format!("`{}` is a text model; requests with images need a vision model", self.alias)));
+        }
+        let sequences = group.iter().map(|r| self.prompt_tokens(&r.prompt)).collect::<Result<Vec<_>>>()?;
+        let answers: Vec<Vec<String>> = group.iter().map(|r| r.answers.clone()).collect();
+        self.score_tokens(&sequences, &answers)
+    }
+
+    fn generate(&mut self, batch: &[GenerateRequest]) -> Result<Vec<Generation>> {
+        if batch.iter().any(|r| r.image.is_some()) {
+            return Err(InferError::Request(format!("`{}` is a text model; requests with images need a vision model", self.alias)));
+        }
+        let prompts = batch.iter().map(|r| self.prompt_tokens(&r.prompt)).collect::<Result<Vec<_>>>()?;
+        self.generate_tokens(&prompts, batch)
+    }
+
+    fn info(&self) -> BackendInfo {
+        BackendInfo { backend: "candle".into(), model: self.alias.clone(), family: self.family.name().into(), device: self.device_name(), vision: false }
+    }
+}

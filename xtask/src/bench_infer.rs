@@ -1,0 +1,112 @@
+//! `cargo xtask bench infer`: herd's candle backend against llama.cpp (llama-cpp-python) on the same GGUF,
+//! prompts and thread count, in one run. (a) scoring 200 conformity prompts that share prefixes per
+//! image; (b) generating for one 20-decider society, llama.cpp serving the deciders one by one and as
+//! parallel sequences. herd is built in release with `-C target-cpu=native` (its quantised kernels pick
+//! their SIMD paths at compile time), in its own target folder.
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const MAX_TOKENS: &str = "64";
+const THREADS: &str = "2";
+
+fn herd(args: &[&str]) -> Result<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo).args(["run", "--quiet", "-p", "herd-cli", "--"]).args(args).output()?;
+    if !out.status.success() {
+        bail!("herd {} failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+/// The Python that has llama-cpp-python: `$HERD_LLAMA_PYTHON`, else `target/llama-venv/bin/python`.
+fn llama_python() -> Result<PathBuf> {
+    let path = std::env::var_os("HERD_LLAMA_PYTHON").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("target/llama-venv/bin/python"));
+    if !path.exists() {
+        bail!(
+            "no Python with llama-cpp-python at {} (set HERD_LLAMA_PYTHON). Create it with:\n  python3 -m venv target/llama-venv && \\\n  CMAKE_ARGS=\"-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF\" \\\n  target/llama-venv/bin/pip install -r crates/herd-infer/tests/golden/requirements.txt numpy\n(AMX is turned off because llama.cpp's AMX kernels crash in sandboxes that do not grant AMX state; about 15 minutes on 2 cores)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+pub fn run() -> Result<()> {
+    let python = llama_python()?;
+    let dir = Path::new("target/bench-infer");
+    std::fs::create_dir_all(dir)?;
+    let gguf = herd(&["models", "--fetch", "smollm2-135m"])?.split_once(": ").map(|(_, p)| p.trim().to_string()).context("herd models --fetch printed no path")?;
+
+    // 200 conformity prompts, grouped by image as the runner groups them (all N of one image together).
+    let all = herd(&["prompts", "--experiment", "data/experiments/conformity.toml", "--family", "group_size", "--modality", "text", "--limit", "2000", "--jsonl"])?;
+    let mut lines: Vec<(String, u64, &str)> = all
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).expect("herd prompts --jsonl prints JSON");
+            (v["image"].as_str().unwrap_or("").to_string(), v["n"].as_u64().unwrap_or(0), l)
+        })
+        .collect();
+    lines.sort();
+    let scoring: Vec<&str> = lines.iter().take(200).map(|(_, _, l)| *l).collect();
+    let scoring_path = dir.join("scoring.jsonl");
+    std::fs::write(&scoring_path, scoring.join("\n") + "\n")?;
+    let society_path = dir.join("society.jsonl");
+    std::fs::write(&society_path, herd(&["prompts", "--experiment", "data/experiments/minimal-group.quick.toml", "--limit", "20", "--jsonl"])?)?;
+
+    println!("building herd's benchmark (release, target-cpu=native, target/bench-native)…");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(&cargo)
+        .args(["run", "--quiet", "--release", "-p", "herd-infer", "--example", "bench_infer", "--"])
+        .args([gguf.as_str(), path_str(&scoring_path)?, path_str(&society_path)?, MAX_TOKENS])
+        .env("RUSTFLAGS", "-C target-cpu=native")
+        .env("CARGO_TARGET_DIR", "target/bench-native")
+        .output()?;
+    if !out.status.success() {
+        bail!("herd's benchmark failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let ours: Value = serde_json::from_slice(&out.stdout).context("herd's benchmark printed no JSON")?;
+    println!("running llama.cpp (llama-cpp-python, {THREADS} threads)…");
+    let out = Command::new(&python).args(["xtask/bench/llamacpp_infer.py", gguf.as_str(), path_str(&scoring_path)?, path_str(&society_path)?, MAX_TOKENS, THREADS]).output()?;
+    if !out.status.success() {
+        bail!("llama.cpp's benchmark failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let theirs: Value = serde_json::from_slice(&out.stdout).context("llama.cpp's benchmark printed no JSON")?;
+    report(&ours, &theirs)
+}
+
+fn path_str(p: &Path) -> Result<&str> {
+    p.to_str().context("non-UTF-8 path")
+}
+
+fn report(ours: &Value, theirs: &Value) -> Result<()> {
+    let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+    let prompts = f(&ours["scoring"]["prompts"]);
+    let herd_score = prompts / f(&ours["scoring"]["seconds"]);
+    let llama_score = prompts / f(&theirs["scoring"]["seconds"]);
+    let computed = f(&ours["scoring"]["prompt_tokens"]) - f(&ours["scoring"]["reused_tokens"]);
+    println!("\n(a) scoring {} prompts in {} image groups ({} prompt tokens, {} computed after prefix reuse)", prompts, ours["scoring"]["groups"], ours["scoring"]["prompt_tokens"], computed);
+    println!("    herd       {herd_score:8.2} prompts/s   ({:.0} computed tokens/s)", computed / f(&ours["scoring"]["seconds"]));
+    println!("    llama.cpp  {llama_score:8.2} prompts/s   (prefix kept between consecutive prompts)");
+    println!("    ratio      {:8.2}×   (target ≥ 3×)", herd_score / llama_score);
+    let pa_ours: Vec<f64> = ours["scoring"]["p_a"].as_array().map(|a| a.iter().map(f).collect()).unwrap_or_default();
+    let pa_theirs: Vec<f64> = theirs["scoring"]["p_a"].as_array().map(|a| a.iter().map(f).collect()).unwrap_or_default();
+    let worst = pa_ours.iter().zip(&pa_theirs).map(|(a, b)| (a.ln() - b.ln()).abs()).fold(0.0, f64::max);
+    println!("    agreement  largest |Δ log P(\"A\" token)| = {worst:.3} (herd sums every token spelling A; llama.cpp side reads token \"A\" only)");
+
+    let herd_gen = f(&ours["generation"]["completion_tokens"]) / f(&ours["generation"]["seconds"]);
+    let seq = f(&theirs["generation_sequential"]["completion_tokens"]) / f(&theirs["generation_sequential"]["seconds"]);
+    println!("\n(b) generating for a 20-decider society, up to {MAX_TOKENS} tokens each (prefill included)");
+    println!("    herd (one batch)              {herd_gen:8.1} tokens/s   ({} tokens in {:.1} s)", ours["generation"]["completion_tokens"], f(&ours["generation"]["seconds"]));
+    println!("    llama.cpp one by one          {seq:8.1} tokens/s   ratio {:.2}×", herd_gen / seq);
+    match theirs["generation_parallel"]["seconds"].as_f64() {
+        Some(s) => {
+            let par = f(&theirs["generation_parallel"]["completion_tokens"]) / s;
+            println!("    llama.cpp parallel sequences  {par:8.1} tokens/s   ratio {:.2}×   (target ≥ 1.5×)", herd_gen / par);
+        }
+        None => println!("    llama.cpp parallel sequences  not measured: {}", theirs["generation_parallel"]["error"]),
+    }
+    println!("\nload: herd {:.2} s (dequantise to f32 for scoring, requantise to Q8_0 for decoding), llama.cpp {:.2} s", f(&ours["load_s"]), f(&theirs["load_s"]));
+    Ok(())
+}
