@@ -37,7 +37,7 @@ impl std::str::FromStr for DeviceChoice {
 
 impl DeviceChoice {
     pub fn open(self) -> Result<Device> {
-        let hint = |what: &str, feature: &str| InferError::Request(format!("{what}: {}. herd must be built with `--features {feature}` for this device", "not available"));
+        let hint = |what: &str, feature: &str| InferError::Request(format!("{what} is not available: build herd with `--features {feature}` on a machine with that device"));
         match self {
             DeviceChoice::Cpu => Ok(Device::Cpu),
             DeviceChoice::Cuda(i) => {
