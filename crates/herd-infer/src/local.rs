@@ -97,14 +97,7 @@ impl LocalModel {
                 (decoder, tokenizer, ChatTemplate::new(source, special)?)
             }
             ModelFiles::HfFolder(dir) => {
-                let dtype = match (entry.dtype, on_cpu) {
-                    // bf16 matrix products are slow on CPU; f32 there, the stated dtype on accelerators.
-                    (_, true) => DType::F32,
-                    (Some(WeightDType::F16), false) => DType::F16,
-                    (Some(WeightDType::F32), false) => DType::F32,
-                    (_, false) => DType::BF16,
-                };
-                let decoder = load_hf_folder(dir, &device, dtype, WeightFormat::Dense)?;
+                let decoder = load_hf_folder(dir, &device, safetensors_dtype(entry.dtype, &device), WeightFormat::Dense)?;
                 (decoder, TextTokenizer::from_hf_folder(dir)?, ChatTemplate::from_hf_folder(dir)?)
             }
         };
@@ -176,13 +169,9 @@ impl LocalModel {
             .map(|(tokens, answers)| {
                 let mut cache = prefix_cache.clone();
                 let logits = self.next_token_logits(&tokens[shared..], &mut cache)?;
-                Ok(self.read_answers(&logits, answers, tokens.len(), shared))
+                Ok(answer_scores(&self.tokenizer, &logits, answers, tokens.len(), shared))
             })
             .collect()
-    }
-
-    fn read_answers(&self, logits: &[f32], answers: &[String], prompt_tokens: usize, reused: usize) -> ScoreResult {
-        answer_scores(&self.tokenizer, logits, answers, prompt_tokens, reused)
     }
 
     fn constraint_engine(&mut self) -> Result<&ConstraintEngine> {
@@ -296,11 +285,26 @@ impl LocalModel {
     }
 
     pub fn device_name(&self) -> String {
-        match &self.device {
-            Device::Cpu => "cpu".into(),
-            Device::Cuda(_) => "cuda".into(),
-            Device::Metal(_) => "metal".into(),
-        }
+        device_name(&self.device)
+    }
+}
+
+pub(crate) fn device_name(device: &Device) -> String {
+    match device {
+        Device::Cpu => "cpu".into(),
+        Device::Cuda(_) => "cuda".into(),
+        Device::Metal(_) => "metal".into(),
+    }
+}
+
+/// The dtype safetensors weights are held in: f32 on CPU (bf16 matrix products are slow there), the
+/// registry's dtype (default bf16) on accelerators.
+pub(crate) fn safetensors_dtype(stated: Option<WeightDType>, device: &Device) -> DType {
+    match (stated, device.is_cpu()) {
+        (_, true) => DType::F32,
+        (Some(WeightDType::F16), false) => DType::F16,
+        (Some(WeightDType::F32), false) => DType::F32,
+        (_, false) => DType::BF16,
     }
 }
 

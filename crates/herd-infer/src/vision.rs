@@ -4,8 +4,8 @@
 use crate::backend::{Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreRequest, ScoreResult};
 use crate::constraint::ConstraintEngine;
 use crate::error::{InferError, Result};
-use crate::local::{LoadOptions, answer_scores};
-use crate::registry::{ModelEntry, ModelFiles, WeightDType};
+use crate::local::{LoadOptions, answer_scores, device_name, safetensors_dtype};
+use crate::registry::{ModelEntry, ModelFiles};
 use crate::sampling::{sample_token, sequence_rng};
 use crate::tokenizer::TextTokenizer;
 use candle_core::DType;
@@ -28,21 +28,14 @@ impl VisionModel {
             return Err(InferError::Request(format!("`{}`: vision models load from an HF folder, not {}", entry.alias, files.path().display())));
         };
         let device = options.device.open()?;
-        let dtype = match (entry.dtype, device.is_cpu()) {
-            (_, true) => DType::F32,
-            (Some(WeightDType::F16), false) => DType::F16,
-            (Some(WeightDType::F32), false) => DType::F32,
-            (_, false) => DType::BF16,
-        };
-        let device_name = if device.is_cpu() { "cpu" } else if device.is_cuda() { "cuda" } else { "metal" }.to_string();
         Ok(Self {
             alias: entry.alias.clone(),
-            model: herd_vision::Qwen3Vl::load(dir, &device, dtype)?,
+            model: herd_vision::Qwen3Vl::load(dir, &device, safetensors_dtype(entry.dtype, &device))?,
             tokenizer: TextTokenizer::from_hf_folder(dir)?,
             template: ChatTemplate::from_hf_folder(dir)?,
             template_options: entry.template_options.clone(),
             constraint: None,
-            device_name,
+            device_name: device_name(&device),
         })
     }
 
