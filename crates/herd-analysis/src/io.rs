@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use herd_store::{AllocationDyadRow, Table, read_table};
 use polars::prelude::*;
 
 use crate::conformity::{ConformityTable, ConformityTrial};
@@ -52,6 +53,20 @@ pub fn read_frame(path: &Path) -> Result<DataFrame, AnalysisError> {
             ParquetReader::new(file).finish().map_err(|e| io_error(path, e))
         }
     }
+}
+
+/// A trial table from a file (CSV or Parquet) or from a `herd run` folder (its committed Parquet parts
+/// of `table`).
+pub fn read_trial_table(path: &Path, table: Table) -> Result<DataFrame, AnalysisError> {
+    if !path.is_dir() {
+        return read_frame(path);
+    }
+    read_table(&[path.to_path_buf()], table)
+        .map_err(|e| io_error(path, e))?
+        .ok_or_else(|| AnalysisError::Io {
+            file: path.display().to_string(),
+            problem: format!("the run has no {table} rows yet\n  fix: run the experiment first (`herd run … --out {}`)", path.display()),
+        })
 }
 
 /// Typed access to the columns of a frame read from `origin`, with errors naming file, column and
@@ -288,8 +303,40 @@ impl<'a> Columns<'a> {
 
 /// Reads an `allocation_dyads` table (CSV or Parquet) into a [`DyadTable`].
 pub fn read_dyads(path: &Path) -> Result<DyadTable, AnalysisError> {
-    let frame = read_frame(path)?;
+    let frame = read_trial_table(path, Table::AllocationDyads)?;
     dyads_from_frame(&frame, path.display().to_string())
+}
+
+/// The dyads of a run held in memory (a power analysis's replications), as [`read_dyads`] would read
+/// them from the run's Parquet.
+pub fn dyads_from_rows(origin: &str, rows: &[AllocationDyadRow]) -> Result<DyadTable, AnalysisError> {
+    let dyads = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| -> Result<Dyad, AnalysisError> {
+            Ok(Dyad {
+            design: DesignKey([Some(r.model.clone()), Some(r.reasoning.clone()), Some(r.instrument.clone()), Some(r.swap_pass.clone())]),
+            labels: Labels::parse(&r.labels).ok_or_else(|| AnalysisError::InvalidValue {
+                origin: origin.into(),
+                column: "labels".into(),
+                row: i + 1,
+                problem: format!("{:?} is not a label condition", r.labels),
+                fix: "write `visible` or `hidden`".into(),
+            })?,
+            m: r.m as u32,
+            seed: r.seed,
+            decider: r.decider,
+            target: r.target,
+            minority_decider: r.minority_decider,
+            minority_target: r.minority_target,
+            same_group: r.same_group,
+            points: r.points,
+            target_position: Some(r.target_position),
+            filled: Some(r.filled),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    DyadTable::new(origin, dyads)
 }
 
 /// Converts a frame with the `allocation_dyads` columns.
@@ -400,7 +447,7 @@ pub fn write_tables<'t>(
 
 /// Reads a `conformity_trials` table (CSV or Parquet).
 pub fn read_conformity_trials(path: &Path) -> Result<ConformityTable, AnalysisError> {
-    let frame = read_frame(path)?;
+    let frame = read_trial_table(path, Table::ConformityTrials)?;
     conformity_from_frame(&frame, path.display().to_string())
 }
 

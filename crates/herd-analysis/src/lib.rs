@@ -63,6 +63,6 @@ pub use conformity::{
 pub use error::AnalysisError;
 pub use minimal_group::{
     BootstrapPlan, DesignKey, Dyad, DyadTable, Labels, MinimalGroupOptions, MinimalGroupTables,
-    analyze_minimal_group, analyze_minimal_group_with_progress,
+    analyze_minimal_group, analyze_minimal_group_with_progress, minimal_group_seed_tests,
 };
 pub use table::{ColumnValues, ResultTable};

@@ -23,7 +23,7 @@ pub enum AnalyzeCommand {
 
 #[derive(Args)]
 pub struct MinimalGroupArgs {
-    /// allocation_dyads table (.csv or .parquet)
+    /// allocation_dyads table (.csv or .parquet), or a `herd run` folder
     #[arg(long)]
     dyads: PathBuf,
     /// Folder for the result tables (created if missing)
@@ -42,7 +42,7 @@ pub struct MinimalGroupArgs {
 
 #[derive(Args)]
 pub struct ConformityArgs {
-    /// conformity_trials table (.csv or .parquet)
+    /// conformity_trials table (.csv or .parquet), or a `herd run` folder
     #[arg(long)]
     trials: PathBuf,
     /// Folder for the result tables (created if missing)

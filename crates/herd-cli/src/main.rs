@@ -7,7 +7,9 @@ mod analyze_cmd;
 mod expand_cmd;
 mod model_cmd;
 mod parse_cmd;
+mod power_cmd;
 mod prompts_cmd;
+mod run_cmd;
 mod stimuli_cmd;
 
 #[derive(Parser)]
@@ -36,6 +38,10 @@ enum Command {
     Score(model_cmd::ScoreArgs),
     /// Sample text from a model after a prompt, optionally constrained to a JSON schema.
     Generate(model_cmd::GenerateArgs),
+    /// Run an experiment file through a model into a run folder of Parquet trial tables; rerun to resume.
+    Run(run_cmd::RunArgs),
+    /// Power analysis: the chance that an experiment detects an effect of a given size, by simulation.
+    Power(power_cmd::PowerArgs),
     /// Analyse trial tables (CSV or Parquet) into tidy CSV and Parquet result tables.
     Analyze {
         #[command(subcommand)]
@@ -53,6 +59,8 @@ fn main() -> std::process::ExitCode {
         Command::Models(args) => model_cmd::models(args),
         Command::Score(args) => model_cmd::score(args),
         Command::Generate(args) => model_cmd::generate(args),
+        Command::Run(args) => run_cmd::run(args),
+        Command::Power(args) => power_cmd::run(args),
         Command::Analyze { cmd } => analyze_cmd::run(cmd),
     };
     match result {

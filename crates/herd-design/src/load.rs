@@ -97,6 +97,7 @@ pub fn parse_experiment(text: &str, file: &Path) -> Result<Experiment, DesignErr
                 "add `study = \"conformity\"` or `study = \"minimal_group\"` under [experiment]",
             )
         })?;
+    check_format(&table, file)?;
     let experiment = match study.as_str() {
         Some("conformity") => Experiment::Conformity(typed(text, file)?),
         Some("minimal_group") => Experiment::MinimalGroup(typed(text, file)?),
@@ -112,6 +113,22 @@ pub fn parse_experiment(text: &str, file: &Path) -> Result<Experiment, DesignErr
     };
     validate::experiment(&experiment, file)?;
     Ok(experiment)
+}
+
+/// Checked before the typed parse: a file written for a newer herd may use keys this version does not
+/// know, and "upgrade herd" is the useful message, not "unknown key".
+fn check_format(table: &toml::Table, file: &Path) -> Result<(), DesignError> {
+    let Some(format) = table.get("experiment").and_then(|e| e.get("format")) else { return Ok(()) };
+    match format.as_integer() {
+        Some(n) if (1..=i64::from(FORMAT_VERSION)).contains(&n) => Ok(()),
+        Some(n) if n > i64::from(FORMAT_VERSION) => Err(DesignError::new(
+            file,
+            "experiment.format",
+            format!("the file is written for experiment format {n}; this herd ({}) reads format {FORMAT_VERSION} and older", env!("CARGO_PKG_VERSION")),
+            "upgrade herd, or rewrite the file for this version's format",
+        )),
+        _ => Err(DesignError::new(file, "experiment.format", format!("{format} is not a format version"), format!("use an integer from 1 to {FORMAT_VERSION}"))),
+    }
 }
 
 fn typed<T: serde::de::DeserializeOwned>(text: &str, file: &Path) -> Result<T, DesignErrors> {

@@ -74,9 +74,10 @@ fn quick_profiles_keep_every_family() {
     let Experiment::MinimalGroup(q) = load_experiment(&data("minimal-group.quick.toml")).unwrap().experiment else {
         panic!("minimal-group.quick.toml is a minimal-group experiment")
     };
-    assert_eq!(q.society.minority_sizes, vec![3, 5, 10]);
+    // Quick keeps a minority and equal groups, both instruments and both reasoning modes.
+    assert_eq!(q.society.minority_sizes, vec![3, 10]);
     assert_eq!(q.instruments.len(), 2);
-    assert!(q.design.swap_pass);
+    assert_eq!(q.design.reasoning.len(), 2);
 }
 
 #[test]
@@ -92,12 +93,12 @@ fn expansion_is_deterministic_and_draws_do_not_depend_on_order() {
     reversed.reverse();
     assert_eq!(draws(&a), draws(&reversed));
     // Shared streams agree across the levels of a family, own streams do not.
-    let public = a.iter().find(|u| u.key.cell.factor("level") == Some("public") && u.key.cell.factor("n") == Some("3")).unwrap();
+    let public = a.iter().find(|u| u.key.cell.factor("level") == Some("public") && u.key.cell.factor("n") == Some("5")).unwrap();
     let private = a
         .iter()
         .find(|u| {
             u.key.cell.factor("level") == Some("private")
-                && u.key.cell.factor("n") == Some("3")
+                && u.key.cell.factor("n") == Some("5")
                 && u.key.cell.factor("task") == public.key.cell.factor("task")
                 && u.key.seed == public.key.seed
         })

@@ -79,7 +79,7 @@ fn main() {
     let requests: Vec<GenerateRequest> = deciders
         .iter()
         .enumerate()
-        .map(|(i, (_, prompt))| GenerateRequest { prompt: prompt.clone(), sampling: SamplingParams { temperature: 0.7, top_p: 1.0, top_k: 0, seed: i as u64, max_tokens, stop: vec![] }, schema: None, image: None })
+        .map(|(i, (_, prompt))| GenerateRequest::new(prompt.clone(), SamplingParams { temperature: 0.7, top_p: 1.0, top_k: 0, seed: i as u64, max_tokens, stop: vec![] }))
         .collect();
     let start = Instant::now();
     let generations = model.generate(&requests).expect("generates");

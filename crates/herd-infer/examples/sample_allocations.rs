@@ -25,12 +25,10 @@ fn main() {
         .iter()
         .map(|&i| {
             let text = lines[i]["messages"][0]["content"][0]["text"].as_str().expect("a text part").to_string();
-            GenerateRequest {
-                prompt: ChatPrompt::user(vec![Part::Text { text }]),
-                sampling: SamplingParams { temperature: 0.7, top_p: 1.0, top_k: 0, seed: i as u64, max_tokens: max_tokens.parse().expect("MAX_TOKENS"), stop: vec![] },
-                schema: None,
-                image: None,
-            }
+            GenerateRequest::new(
+                ChatPrompt::user(vec![Part::Text { text }]),
+                SamplingParams { temperature: 0.7, top_p: 1.0, top_k: 0, seed: i as u64, max_tokens: max_tokens.parse().expect("MAX_TOKENS"), stop: vec![] },
+            )
         })
         .collect();
     for (&i, generation) in picks.iter().zip(model.generate(&requests).expect("generates")) {

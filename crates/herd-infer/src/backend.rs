@@ -1,5 +1,6 @@
 //! What the runner asks of a model, whatever runs it.
 
+use crate::sim::TrialFacts;
 use herd_prompts::ChatPrompt;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -13,6 +14,14 @@ pub struct ScoreRequest {
     pub answers: Vec<String>,
     /// The pixels of the prompt's image part, for vision models.
     pub image: Option<Arc<image::RgbImage>>,
+    /// What the trial is, for simulated agents.
+    pub facts: Option<TrialFacts>,
+}
+
+impl ScoreRequest {
+    pub fn new(prompt: ChatPrompt, answers: Vec<String>) -> Self {
+        ScoreRequest { prompt, answers, image: None, facts: None }
+    }
 }
 
 /// One answer's share of the next-token distribution.
@@ -75,6 +84,17 @@ pub struct GenerateRequest {
     pub schema: Option<serde_json::Value>,
     /// The pixels of the prompt's image part, for vision models.
     pub image: Option<Arc<image::RgbImage>>,
+    /// Thinking on or off for models whose chat template has the switch (`enable_thinking`); `None`
+    /// keeps the registry entry's setting.
+    pub thinking: Option<bool>,
+    /// What the trial is, for simulated agents.
+    pub facts: Option<TrialFacts>,
+}
+
+impl GenerateRequest {
+    pub fn new(prompt: ChatPrompt, sampling: SamplingParams) -> Self {
+        GenerateRequest { prompt, sampling, schema: None, image: None, thinking: None, facts: None }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

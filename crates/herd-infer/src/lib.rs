@@ -16,7 +16,7 @@
 //! let entry = registry.get("smollm2-135m")?;
 //! let mut model = LocalModel::load(entry, &locate_model(entry)?, &LoadOptions::default())?;
 //! let prompt = ChatPrompt::user(vec![Part::Text { text: "Which is longer, A or B? Answer A or B.".into() }]);
-//! let scores = model.score(&[ScoreRequest { prompt, answers: vec!["A".into(), "B".into()], image: None }])?;
+//! let scores = model.score(&[ScoreRequest::new(prompt, vec!["A".into(), "B".into()])])?;
 //! println!("P(A) = {:.3}", scores[0].answers["A"].p);
 //! # Ok::<(), herd_infer::InferError>(())
 //! ```
@@ -28,6 +28,7 @@ mod local;
 pub mod model;
 mod registry;
 mod sampling;
+mod sim;
 mod tokenizer;
 mod vision;
 
@@ -37,5 +38,6 @@ pub use error::{InferError, Result};
 pub use local::{DeviceChoice, LoadOptions, LocalModel, common_prefix_len};
 pub use registry::{Family, ModelEntry, ModelFiles, ModelRegistry, ModelSource, WeightDType, cached_file_path, check_hf_folder, fetch_model, fetch_model_into, hf_hub_cache_dir, herd_cache_dir, locate_model, locate_model_in, resolve_hf_snapshot, sha256_file};
 pub use sampling::{sample_token, sequence_rng};
+pub use sim::{AllocationFacts, ConformityFacts, SimAgent, SimAllocation, SimConformity, SimParams, TrialFacts};
 pub use tokenizer::TextTokenizer;
 pub use vision::VisionModel;

@@ -114,6 +114,11 @@ impl LocalModel {
 
     /// The prompt text after the model's chat template, ready to tokenize.
     pub fn render(&self, prompt: &ChatPrompt) -> Result<String> {
+        self.render_thinking(prompt, None)
+    }
+
+    /// [`LocalModel::render`] with thinking switched on or off where the template has the switch.
+    pub fn render_thinking(&self, prompt: &ChatPrompt, thinking: Option<bool>) -> Result<String> {
         let mut messages = Vec::new();
         for m in &prompt.messages {
             let mut texts = Vec::new();
@@ -132,7 +137,7 @@ impl LocalModel {
             };
             messages.push(TemplateMessage::text(role, texts.join("\n")));
         }
-        Ok(self.template.render(&messages, true, &self.template_options)?)
+        Ok(self.template.render(&messages, true, &with_thinking(&self.template_options, thinking))?)
     }
 
     pub fn prompt_tokens(&self, prompt: &ChatPrompt) -> Result<Vec<u32>> {
@@ -331,6 +336,19 @@ pub(crate) fn answer_scores(tokenizer: &TextTokenizer, logits: &[f32], answers: 
 }
 
 /// Length of the longest prefix all sequences share, leaving at least one token of each to run.
+/// The template variables with `enable_thinking` set as a request asks (the Qwen3 family's switch; other
+/// templates ignore the variable).
+pub(crate) fn with_thinking(
+    options: &serde_json::Map<String, serde_json::Value>,
+    thinking: Option<bool>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut options = options.clone();
+    if let Some(on) = thinking {
+        options.insert("enable_thinking".into(), on.into());
+    }
+    options
+}
+
 pub fn common_prefix_len(sequences: &[Vec<u32>]) -> usize {
     let first = &sequences[0];
     let mut n = sequences.iter().map(Vec::len).min().unwrap_or(0).saturating_sub(1);
@@ -354,7 +372,10 @@ impl Backend for LocalModel {
         if batch.iter().any(|r| r.image.is_some()) {
             return Err(InferError::Request(format!("`{}` is a text model; requests with images need a vision model", self.alias)));
         }
-        let prompts = batch.iter().map(|r| self.prompt_tokens(&r.prompt)).collect::<Result<Vec<_>>>()?;
+        let prompts = batch
+            .iter()
+            .map(|r| self.tokenizer.encode(&self.render_thinking(&r.prompt, r.thinking)?))
+            .collect::<Result<Vec<_>>>()?;
         self.generate_tokens(&prompts, batch)
     }
 

@@ -36,7 +36,7 @@ impl Family {
 }
 
 /// Weight precision for safetensors models.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WeightDType {
     F32,
@@ -45,7 +45,8 @@ pub enum WeightDType {
 }
 
 /// Where a model's files come from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ModelSource {
     /// A file inside a wheel on PyPI, pinned by version and the file's SHA-256.
     Pypi { package: String, version: String, file: String, sha256: String },
@@ -76,6 +77,38 @@ struct EntrySpec {
     dtype: Option<WeightDType>,
     #[serde(default)]
     template_options: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    reasoning: Option<Vec<String>>,
+    #[serde(default)]
+    baseline_filter: Option<BaselineOverride>,
+}
+
+/// A model's own baseline-filter threshold, for weak models that never reach the experiment's (the
+/// conformity paper's code used 0.8 and 0.75 for its weakest models).
+#[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineOverride {
+    /// `false` runs the model on unfiltered pools (a model that gives one letter whatever the image would
+    /// leave the pools without images of the other answer).
+    #[serde(default = "enabled")]
+    pub enabled: bool,
+    #[serde(default = "full_threshold")]
+    pub min_p_correct: f64,
+    /// `full`: P(correct) over the whole vocabulary (the paper's measure); `ab`: P(correct) / (P(A) + P(B)).
+    #[serde(default = "full_measure")]
+    pub measure: String,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+fn full_threshold() -> f64 {
+    0.95
+}
+
+fn full_measure() -> String {
+    "full".into()
 }
 
 #[derive(Deserialize)]
@@ -86,7 +119,7 @@ struct RegistrySpec {
 }
 
 /// One alias of the registry.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct ModelEntry {
     pub alias: String,
     pub description: String,
@@ -95,6 +128,10 @@ pub struct ModelEntry {
     pub source: ModelSource,
     pub dtype: Option<WeightDType>,
     pub template_options: serde_json::Map<String, serde_json::Value>,
+    /// Reasoning modes the model can run: `on` (it thinks before answering), `off`; both for models whose
+    /// template switches thinking (`enable_thinking`).
+    pub reasoning: Vec<String>,
+    pub baseline_filter: Option<BaselineOverride>,
 }
 
 /// The files of a model found on disk.
@@ -164,7 +201,26 @@ impl ModelRegistry {
             if vision != entry.family.is_vision() {
                 return Err(err(format!("models.{alias}: modality `{}` does not match family `{}`", entry.modality, entry.family.name()), "vision families have modality \"vision\", text families \"text\""));
             }
-            entries.push(ModelEntry { alias, description: entry.description, family: entry.family, vision, source, dtype: entry.dtype, template_options: entry.template_options });
+            let reasoning = entry.reasoning.unwrap_or_else(|| vec!["off".into()]);
+            if reasoning.is_empty() || reasoning.iter().any(|r| r != "on" && r != "off") {
+                return Err(err(format!("models.{alias}.reasoning is {reasoning:?}"), "list the modes the model can run: [\"on\"], [\"off\"] or [\"on\", \"off\"]"));
+            }
+            if let Some(b) = &entry.baseline_filter {
+                if !(b.min_p_correct > 0.0 && b.min_p_correct <= 1.0) || !["full", "ab"].contains(&b.measure.as_str()) {
+                    return Err(err(format!("models.{alias}.baseline_filter is {b:?}"), "min_p_correct is a probability in (0, 1]; measure is \"full\" or \"ab\""));
+                }
+            }
+            entries.push(ModelEntry {
+                alias,
+                description: entry.description,
+                family: entry.family,
+                vision,
+                source,
+                dtype: entry.dtype,
+                template_options: entry.template_options,
+                reasoning,
+                baseline_filter: entry.baseline_filter,
+            });
         }
         if !entries.iter().any(|e| e.alias == spec.default) {
             return Err(err(format!("default alias `{}` is not in [models]", spec.default), "name one of the aliases defined below"));
@@ -431,6 +487,8 @@ mod tests {
             source: ModelSource::Pypi { package: "p".into(), version: "1".into(), file: "p/m.gguf".into(), sha256: "0".repeat(64) },
             dtype: None,
             template_options: Default::default(),
+            reasoning: vec!["off".into()],
+            baseline_filter: None,
         };
         let hub = cache.join("hub");
         let err = locate_model_in(&entry, &cache, &hub).unwrap_err().to_string();

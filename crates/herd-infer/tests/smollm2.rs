@@ -79,7 +79,7 @@ fn answer_probabilities_agree_with_llama_cpp() {
     let prompts: Value = serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/prompts.json")).unwrap()).unwrap();
     let mut worst = 0.0f64;
     for (p, s) in prompts["prompts"].as_array().unwrap().iter().zip(golden["scores"].as_array().unwrap()) {
-        let result = model.score(&[ScoreRequest { prompt: user(p["user"].as_str().unwrap()), answers: vec!["A".into(), "B".into()], image: None }]).unwrap().remove(0);
+        let result = model.score(&[ScoreRequest::new(user(p["user"].as_str().unwrap()), vec!["A".into(), "B".into()])]).unwrap().remove(0);
         for answer in ["A", "B"] {
             let expected_ids: Vec<u32> = serde_json::from_value(s["answers"][answer]["token_ids"].clone()).unwrap();
             assert_eq!(result.answers[answer].token_ids, expected_ids, "answer tokens of {answer}");
@@ -100,7 +100,7 @@ fn prefix_reuse_gives_the_scores_of_full_recomputation() {
     let replies = ["", "The participants before you provided the following replies:\nreply 1: A.\n", "The participants before you provided the following replies:\nreply 1: A.\nreply 2: I think A.\nreply 3: A is my choice.\n"];
     let group: Vec<ScoreRequest> = replies
         .iter()
-        .map(|r| ScoreRequest { prompt: user(&format!("{question}{r}Provide only the final answer, either A or B.")), answers: vec!["A".into(), "B".into()], image: None })
+        .map(|r| ScoreRequest::new(user(&format!("{question}{r}Provide only the final answer, either A or B.")), vec!["A".into(), "B".into()]))
         .collect();
     let together = model.score(&group).unwrap();
     assert!(together.iter().all(|r| r.reused_tokens > 40), "the shared prefix was not reused: {:?}", together.iter().map(|r| r.reused_tokens).collect::<Vec<_>>());
@@ -121,10 +121,8 @@ fn allocation_request(decider: usize, seed: u64, constrained: bool) -> GenerateR
         ids.join(", ")
     );
     GenerateRequest {
-        prompt: user(&text),
-        sampling: SamplingParams { temperature: 0.7, top_p: 0.95, top_k: 0, seed, max_tokens: 80, stop: vec![] },
         schema: constrained.then(|| allocation_schema(&ids, 100)),
-        image: None,
+        ..GenerateRequest::new(user(&text), SamplingParams { temperature: 0.7, top_p: 0.95, top_k: 0, seed, max_tokens: 80, stop: vec![] })
     }
 }
 
@@ -169,7 +167,7 @@ fn constrained_allocations_always_parse() {
 #[test]
 fn stop_strings_cut_the_text_and_max_tokens_bounds_it() {
     let mut model = model();
-    let mut request = GenerateRequest { prompt: user("Count from 1 to 20, separated by commas."), sampling: SamplingParams { temperature: 0.0, max_tokens: 60, ..Default::default() }, schema: None, image: None };
+    let mut request = GenerateRequest::new(user("Count from 1 to 20, separated by commas."), SamplingParams { temperature: 0.0, max_tokens: 60, ..Default::default() });
     let full = model.generate(std::slice::from_ref(&request)).unwrap().remove(0);
     assert!(full.text.contains('5'), "{:?}", full.text);
     request.sampling.stop = vec!["5".into()];

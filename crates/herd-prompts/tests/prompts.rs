@@ -138,8 +138,8 @@ fn drawn_plans_follow_each_level() {
     assert_eq!(wrongs("wrong_80", "10"), (10, 8));
     assert_eq!(wrongs("wrong_50", "10"), (10, 5));
     assert_eq!(wrongs("wrong_0", "10"), (10, 0));
-    assert_eq!(wrongs("one_ally", "6"), (7, 6));
-    assert_eq!(wrongs("two_allies", "3"), (5, 3));
+    assert_eq!(wrongs("one_ally", "5"), (6, 5));
+    assert_eq!(wrongs("two_allies", "2"), (4, 2));
 
     // N = 0 is the plain baseline in every family.
     let (key, t) = unit_plan(&units, "nationality", Some("same"), "0");
@@ -147,8 +147,8 @@ fn drawn_plans_follow_each_level() {
 
     // Same vs different identity, with the model's own identity and the reply wordings shared by the levels.
     for family in ["nationality", "ethnicity", "minimal_group"] {
-        let (ks, ts) = unit_plan(&units, family, Some("same"), "3");
-        let (kd, td) = unit_plan(&units, family, Some("different"), "3");
+        let (ks, ts) = unit_plan(&units, family, Some("same"), "5");
+        let (kd, td) = unit_plan(&units, family, Some("different"), "5");
         let same = p.plan(&ks, &ts, Answer::A).unwrap();
         let different = p.plan(&kd, &td, Answer::A).unwrap();
         assert_eq!(same.own_identity, same.their_identity);
@@ -163,11 +163,11 @@ fn drawn_plans_follow_each_level() {
     let (k, t) = unit_plan(&units, "spatial", Some("far"), "10");
     assert!(p.plan(&k, &t, Answer::A).unwrap().replies.iter().all(|r| far_list.contains(r.annotation.as_ref().unwrap())));
     // Source strength replaces the role word only.
-    let (k, t) = unit_plan(&units, "source_strength", Some("kids"), "1");
+    let (k, t) = unit_plan(&units, "source_strength", Some("kids"), "2");
     let kids = p.plan(&k, &t, Answer::A).unwrap();
     assert_eq!(kids.role, "kids");
     // Normative: paraphrase i of the bank, public and private matched.
-    let (k, t) = unit_plan(&units, "normative", Some("private"), "1");
+    let (k, t) = unit_plan(&units, "normative", Some("private"), "2");
     let private = p.plan(&k, &t, Answer::A).unwrap();
     assert_eq!(private.framing.as_deref(), Some(p.normative.as_ref().unwrap().private[t.trial as usize].as_str()));
 }

@@ -16,15 +16,24 @@ pub fn build_pool(
     pool: Pool,
     count: u32,
 ) -> Result<Vec<Stimulus>, StimulusError> {
-    (0..count)
-        .map(|index| {
-            let id = match pool {
-                Pool::General => format!("{task}-general-{index:04}"),
-                Pool::Difficulty(level) => format!("{task}-d{level:02}-{index:04}"),
-            };
-            generate(task, config, pool, &id, &mut stimulus_key(experiment, master_seed, task, pool, index).rng())
-        })
-        .collect()
+    (0..count).map(|index| candidate(experiment, master_seed, task, config, pool, index)).collect()
+}
+
+/// Image `index` of `pool`, drawn from its own stream: the same image whichever others are drawn, so a
+/// baseline filter can walk the candidates in order and resume anywhere.
+pub fn candidate(
+    experiment: &str,
+    master_seed: u64,
+    task: Task,
+    config: &StimuliConfig,
+    pool: Pool,
+    index: u32,
+) -> Result<Stimulus, StimulusError> {
+    let id = match pool {
+        Pool::General => format!("{task}-general-{index:04}"),
+        Pool::Difficulty(level) => format!("{task}-d{level:02}-{index:04}"),
+    };
+    generate(task, config, pool, &id, &mut stimulus_key(experiment, master_seed, task, pool, index).rng())
 }
 
 /// The pools of one task. For a real run these are the images that passed a model's baseline filter;

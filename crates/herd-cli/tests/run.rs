@@ -1,0 +1,217 @@
+//! `herd run` as a user runs it: killed at random moments and resumed, sharded, and given bad inputs.
+//! The sim backend answers, so these tests exercise the runner and the store, not a model.
+
+use herd_design::ChaCha20Rng;
+use herd_design::rand::{Rng, SeedableRng};
+use herd_store::{Table, read_table};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn experiment(name: &str) -> PathBuf {
+    root().join("data/experiments").join(name)
+}
+
+/// A copy of a shipped experiment in `dir` with its bank paths made absolute and `edits` applied.
+fn edited_experiment(dir: &Path, name: &str, edits: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(experiment(name)).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{name} has no `{from}`");
+        text = text.replace(from, to);
+    }
+    let text = text.replace("\"../banks/", &format!("\"{}/data/banks/", root().display()));
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn herd(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_herd"));
+    command.args(args).current_dir(root());
+    command
+}
+
+fn run_args<'a>(experiment: &'a str, out: &'a str) -> Vec<&'a str> {
+    vec!["run", "--experiment", experiment, "--backend", "sim", "--out", out, "--quiet"]
+}
+
+fn run_to_completion(experiment: &Path, out: &Path, extra: &[&str]) -> Output {
+    let (e, o) = (experiment.to_str().unwrap(), out.to_str().unwrap());
+    let mut args = run_args(e, o);
+    args.extend_from_slice(extra);
+    let output = herd(&args).output().unwrap();
+    assert!(output.status.success(), "herd run failed: {}", String::from_utf8_lossy(&output.stderr));
+    output
+}
+
+/// Every row of `table` in the given run folders as text, sorted; `skip` columns (timings, run ids that
+/// name the shard) are left out.
+fn rows(dirs: &[PathBuf], table: Table, skip: &[&str]) -> Vec<String> {
+    let Some(frame) = read_table(dirs, table).unwrap() else { return Vec::new() };
+    let columns: Vec<_> = frame.columns().iter().filter(|c| !skip.contains(&c.name().as_str())).collect();
+    let mut rows: Vec<String> = (0..frame.height())
+        .map(|i| columns.iter().map(|c| format!("{}={}", c.name(), c.get(i).unwrap())).collect::<Vec<_>>().join("|"))
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Every file under `dir` with its bytes, for checking that a failed command changed nothing.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n != ".lock") {
+                files.insert(path.clone(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn a_run_killed_at_random_moments_and_resumed_equals_an_uninterrupted_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, resumed) = (dir.path().join("whole"), dir.path().join("resumed"));
+    // Four times the quick profile's trials, so that a run lasts long enough to be killed many times.
+    let conformity = edited_experiment(dir.path(), "conformity.quick.toml", &[("trials_per_n = 2", "trials_per_n = 8")]);
+    let started = Instant::now();
+    run_to_completion(&conformity, &whole, &[]);
+    let duration = started.elapsed();
+
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
+    let (e, o) = (conformity.to_str().unwrap(), resumed.to_str().unwrap());
+    // Kill at random moments until five kills have caught the run in progress (each resumed session
+    // gets further, so the moments are drawn over a fraction of the whole run's time).
+    let mut interrupted = 0;
+    for _ in 0..40 {
+        if interrupted == 5 {
+            break;
+        }
+        let mut child = herd(&run_args(e, o)).stdout(std::process::Stdio::null()).spawn().unwrap();
+        std::thread::sleep(duration.mul_f64(rng.random_range(0.02..0.3)));
+        if child.try_wait().unwrap().is_none() {
+            interrupted += 1;
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    }
+    assert_eq!(interrupted, 5, "five kills caught the run in progress");
+    let finished = run_to_completion(&conformity, &resumed, &[]);
+    let stdout = String::from_utf8_lossy(&finished.stdout);
+    assert!(stdout.contains("already stored"), "{stdout}");
+
+    for table in Table::ALL {
+        let (a, b) = (rows(&[whole.clone()], table, &["latency_s"]), rows(&[resumed.clone()], table, &["latency_s"]));
+        assert!(!a.is_empty() || table != Table::ConformityTrials);
+        assert_eq!(a.len(), b.len(), "{table}: row counts differ");
+        assert!(a == b, "{table}: resumed rows differ from the uninterrupted run");
+    }
+    let manifest = herd_store::read_run_manifest(&resumed).unwrap();
+    assert!(manifest.sessions.iter().filter(|s| s.status == "interrupted").count() >= interrupted);
+    assert_eq!(manifest.sessions.last().unwrap().status, "complete");
+    // Nothing half-written is left behind.
+    let leftovers: Vec<_> = snapshot(&resumed).into_keys().filter(|p| p.to_string_lossy().ends_with(".tmp")).collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn two_shards_concatenated_equal_the_unsharded_run() {
+    let dir = tempfile::tempdir().unwrap();
+    // Three societies per cell, so that the minimal-group study has six shard groups to split.
+    let edits: [(&str, &[(&str, &str)]); 2] = [("conformity.quick.toml", &[]), ("minimal-group.quick.toml", &[("seeds = 1", "seeds = 3")])];
+    for (name, edit) in edits {
+        let file = edited_experiment(dir.path(), name, edit);
+        let whole = dir.path().join(format!("{name}-whole"));
+        run_to_completion(&file, &whole, &[]);
+        let shards: Vec<PathBuf> = (1..=2).map(|k| dir.path().join(format!("{name}-shard{k}"))).collect();
+        for (k, out) in shards.iter().enumerate() {
+            run_to_completion(&file, out, &["--shard", &format!("{}/2", k + 1)]);
+        }
+        for table in [Table::ConformityTrials, Table::AllocationDeciders, Table::AllocationDyads] {
+            let skip = ["latency_s", "run_id"];
+            let (a, b) = (rows(std::slice::from_ref(&whole), table, &skip), rows(&shards, table, &skip));
+            assert_eq!(a.len(), b.len(), "{name} {table}: row counts differ");
+            assert!(a == b, "{name} {table}: shards differ from the whole run");
+        }
+        let per_shard: Vec<usize> = shards.iter().map(|s| herd_store::read_run_manifest(s).unwrap().units_stored as usize).collect();
+        assert!(per_shard.iter().all(|&n| n > 0), "both shards have work: {per_shard:?}");
+    }
+}
+
+fn fails(args: &[&str]) -> String {
+    let output = herd(args).output().unwrap();
+    assert!(!output.status.success(), "expected failure: herd {}", args.join(" "));
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+#[test]
+fn bad_inputs_fail_clearly_and_leave_stored_data_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = experiment("minimal-group.quick.toml");
+    let (e, out) = (file.to_str().unwrap(), dir.path().join("run"));
+    let o = out.to_str().unwrap();
+    run_to_completion(&file, &out, &[]);
+    let before = snapshot(&out);
+
+    // An unknown model alias names the alias and lists the known ones.
+    let stderr = fails(&["run", "--experiment", e, "--model", "no-such-model", "--out", o]);
+    assert!(stderr.contains("no-such-model") && stderr.contains("smollm2-135m"), "{stderr}");
+    assert_eq!(snapshot(&out), before);
+
+    // Another experiment into the same folder is refused: the folder holds a different run.
+    let other = experiment("conformity.quick.toml");
+    let stderr = fails(&run_args(other.to_str().unwrap(), o));
+    assert!(stderr.contains("holds another run") && stderr.contains("new --out"), "{stderr}");
+    assert_eq!(snapshot(&out), before);
+
+    // An output path that is a file, and a folder on a read-only file system.
+    let not_a_folder = dir.path().join("file");
+    std::fs::write(&not_a_folder, b"x").unwrap();
+    let stderr = fails(&run_args(e, not_a_folder.to_str().unwrap()));
+    assert!(stderr.contains("is a file") && stderr.contains("--out"), "{stderr}");
+    let stderr = fails(&run_args(e, "/proc/herd-run"));
+    assert!(stderr.contains("/proc/herd-run") && stderr.contains("fix:"), "{stderr}");
+
+    // A full disk: resuming a half-done run where no file can grow (a file-size limit of 0 blocks, the
+    // signal ignored, so writes fail with an error as on a full disk).
+    let half = dir.path().join("half");
+    let conformity = experiment("conformity.quick.toml");
+    let mut child = herd(&run_args(conformity.to_str().unwrap(), half.to_str().unwrap())).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = snapshot(&half);
+    let script = format!(
+        "ulimit -f 0; trap '' XFSZ; exec '{}' run --experiment '{}' --backend sim --out '{}' --quiet",
+        env!("CARGO_BIN_EXE_herd"),
+        conformity.display(),
+        half.display()
+    );
+    let output = Command::new("bash").args(["-c", &script]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("fix:") && stderr.contains("intact"), "{stderr}");
+    let after = snapshot(&half);
+    let kept = before.iter().filter(|(p, _)| !p.ends_with("manifest.json")).all(|(p, bytes)| after.get(p) == Some(bytes));
+    assert!(kept, "stored parts and commit records are unchanged");
+    run_to_completion(&conformity, &half, &[]);
+
+    // An experiment file written for a newer herd.
+    let newer = dir.path().join("newer.toml");
+    let text = std::fs::read_to_string(&file).unwrap().replace("[experiment]\n", "[experiment]\nformat = 99\n");
+    std::fs::write(&newer, text.replace("\"../banks/", &format!("\"{}/data/banks/", root().display()))).unwrap();
+    let stderr = fails(&run_args(newer.to_str().unwrap(), dir.path().join("newer-run").to_str().unwrap()));
+    assert!(stderr.contains("experiment.format") && stderr.contains("upgrade herd"), "{stderr}");
+    assert!(!dir.path().join("newer-run").exists(), "nothing is created for a refused experiment");
+}

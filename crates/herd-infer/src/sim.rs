@@ -1,0 +1,248 @@
+//! A simulated agent with stated parameters: the `sim` backend. It answers from the [`TrialFacts`] a
+//! request carries rather than from the prompt, so its effects are known exactly. It serves power analysis
+//! and the end-to-end tests that must recover planted effects (and find none where none was planted).
+//!
+//! Conformity: `logit P(wrong) = intercept + per_log_wrong·ln(1 + wrong replies) + per_log_right·ln(1 +
+//! right replies) + difficulty·d + level_shift[level] + ε`, ε ~ N(0, noise_sd²) per trial, d ∈ [0, 1] the
+//! image's normalised difficulty. Allocation: each target's weight is `exp(bias·same_group + ε)`, bias the
+//! in-group weight of the decider's group (0 when labels are hidden), ε ~ N(0, noise_sd²); points are the
+//! pool split in proportion, rounded to integers by largest remainder and written as a JSON object.
+
+use crate::backend::{AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreRequest, ScoreResult};
+use crate::error::{InferError, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// What a trial is, stated for simulated agents; real models read only the prompt and ignore this.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum TrialFacts {
+    Conformity(ConformityFacts),
+    Allocation(AllocationFacts),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ConformityFacts {
+    /// Identifies the trial; the agent's noise is drawn from a stream keyed by it.
+    pub key: String,
+    pub correct: String,
+    pub wrong: String,
+    pub wrong_replies: u32,
+    pub right_replies: u32,
+    /// The image's difficulty normalised to [0, 1] (0 for the general pool).
+    pub difficulty: f64,
+    pub level: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AllocationFacts {
+    pub key: String,
+    /// Roster ids in the order shown, and whether each target shares the decider's group.
+    pub roster: Vec<String>,
+    pub same_group: Vec<bool>,
+    pub labels_visible: bool,
+    pub minority_decider: bool,
+    pub pool: u32,
+}
+
+/// The conformity curve of a simulated agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimConformity {
+    pub intercept: f64,
+    pub per_log_wrong: f64,
+    pub per_log_right: f64,
+    pub difficulty: f64,
+    /// Added to the logit at these condition levels (public, scientists, same, near, …).
+    pub level_shift: BTreeMap<String, f64>,
+    pub noise_sd: f64,
+}
+
+impl Default for SimConformity {
+    fn default() -> Self {
+        let level_shift = [("public", 0.4), ("scientists", 0.5), ("judges", 0.3), ("kids", -0.5), ("chatbots", -0.3), ("same", 0.4), ("near", 0.3)];
+        SimConformity {
+            intercept: -4.5,
+            per_log_wrong: 1.8,
+            per_log_right: -1.0,
+            difficulty: 1.5,
+            level_shift: level_shift.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+            noise_sd: 0.5,
+        }
+    }
+}
+
+/// The allocation behaviour of a simulated agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimAllocation {
+    /// Log-weight added to in-group targets by a minority decider (labels visible).
+    pub ingroup_minority: f64,
+    /// The same for a majority decider.
+    pub ingroup_majority: f64,
+    pub noise_sd: f64,
+}
+
+impl Default for SimAllocation {
+    fn default() -> Self {
+        SimAllocation { ingroup_minority: 0.6, ingroup_majority: 0.2, noise_sd: 0.5 }
+    }
+}
+
+/// Every parameter of a simulated agent (`--sim FILE` takes them as TOML).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimParams {
+    pub conformity: SimConformity,
+    pub allocation: SimAllocation,
+    /// Keys the agent's noise, with each trial's key.
+    pub seed: u64,
+}
+
+impl SimParams {
+    /// The logit of P(wrong) before noise.
+    pub fn conformity_logit(&self, facts: &ConformityFacts) -> f64 {
+        let c = &self.conformity;
+        let shift = facts.level.as_ref().and_then(|l| c.level_shift.get(l)).copied().unwrap_or(0.0);
+        c.intercept
+            + c.per_log_wrong * f64::from(facts.wrong_replies).ln_1p()
+            + c.per_log_right * f64::from(facts.right_replies).ln_1p()
+            + c.difficulty * facts.difficulty
+            + shift
+    }
+
+    /// The in-group log-weight a decider applies.
+    pub fn ingroup_bias(&self, minority_decider: bool, labels_visible: bool) -> f64 {
+        match (labels_visible, minority_decider) {
+            (false, _) => 0.0,
+            (true, true) => self.allocation.ingroup_minority,
+            (true, false) => self.allocation.ingroup_majority,
+        }
+    }
+
+    /// A seeded stream per trial key, so a trial's answer does not depend on batch order or sharding.
+    fn rng(&self, key: &str, purpose: &str) -> ChaCha20Rng {
+        let mut hash = Sha256::new();
+        for part in [self.seed.to_string().as_str(), key, purpose] {
+            hash.update((part.len() as u64).to_le_bytes());
+            hash.update(part.as_bytes());
+        }
+        ChaCha20Rng::from_seed(hash.finalize().into())
+    }
+
+    /// The points one decider gives, before rounding.
+    pub fn allocation_shares(&self, facts: &AllocationFacts) -> Vec<f64> {
+        let mut rng = self.rng(&facts.key, "allocation");
+        let bias = self.ingroup_bias(facts.minority_decider, facts.labels_visible);
+        let weights: Vec<f64> = facts
+            .same_group
+            .iter()
+            .map(|&same| (bias * f64::from(u8::from(same)) + self.allocation.noise_sd * standard_normal(&mut rng)).exp())
+            .collect();
+        let total: f64 = weights.iter().sum();
+        weights.iter().map(|w| f64::from(facts.pool) * w / total).collect()
+    }
+}
+
+/// Box–Muller; one draw per call keeps the stream's use simple to follow.
+fn standard_normal(rng: &mut impl Rng) -> f64 {
+    let u1: f64 = 1.0 - rng.random::<f64>();
+    let u2: f64 = rng.random::<f64>();
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+/// Integers summing to `pool`, by largest remainder (ties to the earlier target).
+fn largest_remainder(shares: &[f64], pool: u32) -> Vec<u32> {
+    let mut points: Vec<u32> = shares.iter().map(|s| s.floor() as u32).collect();
+    let left = pool.saturating_sub(points.iter().sum());
+    let mut order: Vec<usize> = (0..shares.len()).collect();
+    order.sort_by(|&a, &b| (shares[b] - shares[b].floor()).total_cmp(&(shares[a] - shares[a].floor())).then(a.cmp(&b)));
+    for &i in order.iter().take(left as usize) {
+        points[i] += 1;
+    }
+    points
+}
+
+/// The `sim` backend.
+pub struct SimAgent {
+    pub params: SimParams,
+}
+
+impl SimAgent {
+    pub fn new(params: SimParams) -> Self {
+        SimAgent { params }
+    }
+}
+
+fn missing_facts(what: &str) -> InferError {
+    InferError::Request(format!("the sim backend needs the trial's facts to {what}; requests built by herd's runner carry them"))
+}
+
+impl Backend for SimAgent {
+    fn score(&mut self, group: &[ScoreRequest]) -> Result<Vec<ScoreResult>> {
+        group
+            .iter()
+            .map(|request| {
+                let Some(TrialFacts::Conformity(facts)) = &request.facts else { return Err(missing_facts("score")) };
+                let noise = self.params.conformity.noise_sd * standard_normal(&mut self.params.rng(&facts.key, "conformity"));
+                let logit = self.params.conformity_logit(facts) + noise;
+                let p_wrong = 1.0 / (1.0 + (-logit).exp());
+                let mut answers = BTreeMap::new();
+                for answer in &request.answers {
+                    // Logits ±logit/2: their difference is the planted logit, and both vary across trials.
+                    let (p, logit) = if *answer == facts.wrong {
+                        (p_wrong, (logit / 2.0) as f32)
+                    } else if *answer == facts.correct {
+                        (1.0 - p_wrong, (-logit / 2.0) as f32)
+                    } else {
+                        (0.0, f32::NEG_INFINITY)
+                    };
+                    answers.insert(answer.clone(), AnswerScore { p, logit, token_ids: Vec::new() });
+                }
+                let mass = answers.values().map(|a| a.p).sum();
+                Ok(ScoreResult { answers, mass, top: Vec::new(), prompt_tokens: 0, reused_tokens: 0 })
+            })
+            .collect()
+    }
+
+    fn generate(&mut self, batch: &[GenerateRequest]) -> Result<Vec<Generation>> {
+        batch
+            .iter()
+            .map(|request| {
+                let Some(TrialFacts::Allocation(facts)) = &request.facts else { return Err(missing_facts("generate")) };
+                let points = largest_remainder(&self.params.allocation_shares(facts), facts.pool);
+                let object: serde_json::Map<String, serde_json::Value> =
+                    facts.roster.iter().zip(points).map(|(id, p)| (id.clone(), p.into())).collect();
+                let text = serde_json::Value::Object(object).to_string();
+                Ok(Generation { text, prompt_tokens: 0, completion_tokens: 0, finish_reason: FinishReason::Eos, constrained: false })
+            })
+            .collect()
+    }
+
+    fn info(&self) -> BackendInfo {
+        BackendInfo { backend: "sim".into(), model: "sim".into(), family: "sim".into(), device: "none".into(), vision: false }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn largest_remainder_sums_to_the_pool() {
+        let shares = [33.4, 33.3, 33.3];
+        assert_eq!(largest_remainder(&shares, 100), vec![34, 33, 33]);
+        let shares: Vec<f64> = (0..19).map(|i| 100.0 * f64::from(i + 1) / 190.0).collect();
+        assert_eq!(largest_remainder(&shares, 100).iter().sum::<u32>(), 100);
+    }
+
+    #[test]
+    fn hidden_labels_carry_no_bias() {
+        let params = SimParams::default();
+        assert_eq!(params.ingroup_bias(true, false), 0.0);
+        assert!(params.ingroup_bias(true, true) > params.ingroup_bias(false, true));
+    }
+}

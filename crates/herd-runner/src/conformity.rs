@@ -1,0 +1,248 @@
+//! The conformity study: baseline pools per task, then every trial scored at the answer position.
+
+use crate::baseline::{BaselineRule, filtered_pools};
+use crate::{FailureGuard, Progress, Result, RunOptions, RunSummary, RunnerError, TrialRows, TrialSink};
+use herd_design::{ConformityExperiment, ConformityTrial, ExperimentFile, Family, Task, Unit, UnitPlan};
+use herd_infer::{Backend, ConformityFacts, ScoreRequest, ScoreResult, TrialFacts};
+use herd_prompts::{ChatPrompt, ConformityPlan, ConformityPrompter, Modality};
+use herd_stimuli::{ImagePools, Stimulus};
+use herd_store::ConformityTrialRow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+pub(crate) fn answers() -> Vec<String> {
+    vec!["A".into(), "B".into()]
+}
+
+/// The prompt of a planned trial and, for vision models, the pixels of its image.
+pub(crate) fn score_prompt(
+    prompter: &ConformityPrompter,
+    trial: &ConformityTrial,
+    plan: &ConformityPlan,
+    stimulus: &Stimulus,
+    modality: Modality,
+) -> Result<(ChatPrompt, Option<Arc<image::RgbImage>>)> {
+    let prompt = prompter.render_plan(trial, plan, stimulus, modality)?;
+    let image = (modality == Modality::Vision).then(|| Arc::new(herd_stimuli::render(stimulus).to_rgb8()));
+    Ok((prompt, image))
+}
+
+/// What a simulated agent needs to know about a trial.
+pub(crate) fn conformity_facts(unit: &str, plan: &ConformityPlan, stimulus: &Stimulus, levels: u32, level: Option<String>) -> TrialFacts {
+    let wrong_replies = plan.replies.iter().filter(|r| r.answer != plan.correct).count() as u32;
+    TrialFacts::Conformity(ConformityFacts {
+        key: unit.to_owned(),
+        correct: plan.correct.as_str().to_owned(),
+        wrong: plan.correct.other().as_str().to_owned(),
+        wrong_replies,
+        right_replies: plan.replies.len() as u32 - wrong_replies,
+        difficulty: stimulus.difficulty_level.map_or(0.0, |l| f64::from(l) / f64::from(levels.max(1))),
+        level,
+    })
+}
+
+fn trial_of(unit: &Unit) -> &ConformityTrial {
+    match &unit.plan {
+        UnitPlan::Conformity(trial) => trial,
+        UnitPlan::Society(_) => unreachable!("a conformity experiment expands to conformity units"),
+    }
+}
+
+/// Units grouped by shard group, in order of first appearance: the runner's batches.
+pub(crate) fn batches(units: Vec<Unit>) -> Vec<Vec<Unit>> {
+    let mut order: Vec<String> = Vec::new();
+    let mut groups: BTreeMap<String, Vec<Unit>> = BTreeMap::new();
+    for unit in units {
+        let group = unit.shard_group();
+        if !groups.contains_key(&group) {
+            order.push(group.clone());
+        }
+        groups.entry(group).or_default().push(unit);
+    }
+    order.into_iter().map(|g| groups.remove(&g).expect("grouped above")).collect()
+}
+
+/// A trial ready to score.
+struct Prepared<'a> {
+    unit: &'a Unit,
+    stimulus: &'a Stimulus,
+    plan: ConformityPlan,
+    request: ScoreRequest,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run(
+    file: &ExperimentFile,
+    exp: &ConformityExperiment,
+    units: Vec<Unit>,
+    backend: &mut dyn Backend,
+    sink: &mut dyn TrialSink,
+    options: &RunOptions,
+    progress: &Progress,
+    summary: &mut RunSummary,
+) -> Result<()> {
+    let prompter = ConformityPrompter::load(file, exp)?;
+    let modality = if backend.info().vision { Modality::Vision } else { options.modality };
+    let pending: Vec<Unit> = units.into_iter().filter(|u| !sink.is_stored(&u.key.id())).collect();
+    progress.set_total(pending.len() as u64);
+    let mut per_family: BTreeMap<String, u64> = BTreeMap::new();
+    for unit in &pending {
+        *per_family.entry(unit.key.cell.family.clone()).or_default() += 1;
+    }
+    for (family, n) in &per_family {
+        progress.family(family, *n);
+    }
+
+    let tasks: BTreeSet<Task> = pending.iter().map(|u| trial_of(u).task).collect();
+    let rule = options
+        .baseline_override
+        .clone()
+        .unwrap_or(BaselineRule { enabled: true, min_p_correct: exp.baseline_filter.min_p_correct, two_way: false });
+    let mut pools: BTreeMap<Task, ImagePools> = BTreeMap::new();
+    for task in tasks {
+        let pool = if exp.baseline_filter.enabled && rule.enabled {
+            filtered_pools(exp, task, &rule, &prompter, backend, sink, options, progress, summary)?
+        } else {
+            ImagePools::preview(exp, task)?
+        };
+        pools.insert(task, pool);
+    }
+    progress.message("");
+
+    let model = backend.info().model;
+    let backend_name = backend.info().backend;
+    let run_id = sink.run_id();
+    let mut guard = FailureGuard::new(options.max_consecutive_failures);
+    for batch in batches(pending) {
+        let mut prepared = Vec::with_capacity(batch.len());
+        for unit in &batch {
+            let trial = trial_of(unit);
+            let id = unit.key.id();
+            let pool = &pools[&trial.task];
+            let Some(stimulus) = pool.select(&unit.key, trial) else {
+                let reason = format!("no {} image with the needed correct answer passed the baseline filter", trial.task);
+                summary.skip(reason, &id);
+                progress.advance(&unit.key.cell.family, 1);
+                continue;
+            };
+            let plan = prompter.plan(&unit.key, trial, stimulus.correct)?;
+            let (prompt, image) = score_prompt(&prompter, trial, &plan, stimulus, modality)?;
+            let levels = pool.difficulty.len() as u32;
+            let facts = conformity_facts(&id, &plan, stimulus, levels, trial.level.clone());
+            let request = ScoreRequest { image, facts: Some(facts), ..ScoreRequest::new(prompt, answers()) };
+            prepared.push(Prepared { unit, stimulus, plan, request });
+        }
+        if prepared.is_empty() {
+            continue;
+        }
+        // Requests that show the same image share the longest prompt prefix: score them together.
+        let mut by_image: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, p) in prepared.iter().enumerate() {
+            by_image.entry(p.stimulus.id.as_str()).or_default().push(i);
+        }
+        let mut results: Vec<Option<(ScoreResult, f64)>> = vec![None; prepared.len()];
+        let mut failure = None;
+        for indices in by_image.values() {
+            let requests: Vec<ScoreRequest> = indices.iter().map(|&i| prepared[i].request.clone()).collect();
+            let started = Instant::now();
+            match backend.score(&requests) {
+                Ok(scores) => {
+                    let latency = started.elapsed().as_secs_f64() / indices.len() as f64;
+                    for (&i, score) in indices.iter().zip(scores) {
+                        results[i] = Some((score, latency));
+                    }
+                }
+                Err(error) => {
+                    failure = Some(error);
+                    break;
+                }
+            }
+        }
+        let units: Vec<String> = prepared.iter().map(|p| p.unit.key.id()).collect();
+        if let Some(error) = failure {
+            guard.record(&units, error, summary)?;
+            continue;
+        }
+        guard.success();
+        let rows: Vec<ConformityTrialRow> = prepared
+            .iter()
+            .zip(results)
+            .map(|(p, result)| {
+                let (score, latency) = result.expect("every request scored");
+                trial_row(p, &score, latency, &run_id, &exp.experiment.name, &model, &backend_name, modality)
+            })
+            .collect::<Result<_>>()?;
+        let counts: Vec<String> = prepared.iter().map(|p| p.unit.key.cell.family.clone()).collect();
+        sink.store(units, TrialRows { conformity: rows, ..TrialRows::default() })?;
+        summary.units_run += counts.len() as u64;
+        for family in counts {
+            progress.advance(&family, 1);
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn trial_row(
+    p: &Prepared<'_>,
+    score: &ScoreResult,
+    latency: f64,
+    run_id: &str,
+    experiment: &str,
+    model: &str,
+    backend: &str,
+    modality: Modality,
+) -> Result<ConformityTrialRow> {
+    let trial = trial_of(p.unit);
+    let correct = p.plan.correct;
+    let wrong = correct.other();
+    let get = |answer: herd_design::Answer| score.answers.get(answer.as_str());
+    let (p_correct, p_wrong) = (get(correct).map_or(0.0, |a| a.p), get(wrong).map_or(0.0, |a| a.p));
+    let logit = |answer| get(answer).map_or(f64::NEG_INFINITY, |a| f64::from(a.logit));
+    let mass_ab = p_correct + p_wrong;
+    let token_ids = score
+        .answers
+        .iter()
+        .map(|(answer, s)| format!("{answer}:{}", s.token_ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let image_params = serde_json::to_string(p.stimulus).map_err(|e| RunnerError::Plan(format!("image {}: {e}", p.stimulus.id)))?;
+    let wrong_replies = p.plan.replies.iter().filter(|r| r.answer != correct).count();
+    Ok(ConformityTrialRow {
+        run_id: run_id.to_owned(),
+        unit_id: p.unit.key.id(),
+        experiment: experiment.to_owned(),
+        model: model.to_owned(),
+        backend: backend.to_owned(),
+        modality: match modality {
+            Modality::Vision => "vision".into(),
+            Modality::Text => "text".into(),
+        },
+        task: trial.task.to_string(),
+        family: trial.family.to_string(),
+        level: trial.level.clone(),
+        n: i64::from(trial.n),
+        seed: i64::from(trial.trial),
+        paraphrase: (trial.family == Family::Normative).then(|| trial.trial.to_string()),
+        confederate_answers: p.plan.confederate_answers(),
+        wrong_replies: wrong_replies as i64,
+        correct_label: correct.as_str().to_owned(),
+        image_id: p.stimulus.id.clone(),
+        image_params,
+        difficulty_level: p.stimulus.difficulty_level.map(i64::from),
+        difficulty_index: p.stimulus.difficulty_index,
+        prompt_hash: p.request.prompt.hash(),
+        p_correct,
+        p_wrong_full: 1.0 - p_correct,
+        p_wrong_ab: (mass_ab > 0.0).then(|| p_wrong / mass_ab),
+        logit_a: logit(herd_design::Answer::A),
+        logit_b: logit(herd_design::Answer::B),
+        mass_ab,
+        p_bound: false,
+        answer_token_ids: token_ids,
+        prompt_tokens: score.prompt_tokens as i64,
+        reused_tokens: score.reused_tokens as i64,
+        latency_s: latency,
+    })
+}

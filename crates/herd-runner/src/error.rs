@@ -1,0 +1,19 @@
+/// Why a run stopped. Messages come from the layer that knows the fix (experiment file, bank, model,
+/// store) and name the unit where one was being run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    #[error(transparent)]
+    Design(#[from] herd_design::DesignErrors),
+    #[error(transparent)]
+    Prompt(#[from] herd_prompts::PromptError),
+    #[error(transparent)]
+    Stimulus(#[from] herd_stimuli::StimulusError),
+    #[error(transparent)]
+    Store(#[from] herd_store::StoreError),
+    #[error("{unit}: {source}")]
+    Backend { unit: String, source: herd_infer::InferError },
+    #[error("{0}")]
+    Plan(String),
+}
+
+pub type Result<T, E = RunnerError> = std::result::Result<T, E>;

@@ -1,0 +1,262 @@
+//! Runs an experiment file through a model backend and stores its trial rows.
+//!
+//! The runner is the one place where the pure crates meet IO: it expands the design (herd-design), builds
+//! each model's conformity image pools with the baseline filter, renders stimuli and prompts
+//! (herd-stimuli, herd-prompts), asks the backend (herd-infer) for scores or generations, parses the
+//! outputs (herd-parse) and hands rows to a [`TrialSink`] (a `herd_store::RunStore` on disk, or memory for
+//! power analysis).
+//!
+//! Work is committed in *batches* that are also the backend's requests: one shard group of conformity
+//! units (every N and level of one trial index, so the backend can reuse shared prompt prefixes), one
+//! society pass (its 20 deciders as one generation batch), one chunk of baseline candidates. A batch is
+//! stored whole or not at all, and its composition never depends on what is already stored, so a resumed
+//! or sharded run computes exactly what an uninterrupted one does.
+//!
+//! ```no_run
+//! use herd_infer::{SimAgent, SimParams};
+//! use herd_runner::{MemorySink, RunOptions, run_experiment};
+//!
+//! let file = herd_design::load_experiment("data/experiments/minimal-group.quick.toml".as_ref())?;
+//! let mut agent = SimAgent::new(SimParams::default());
+//! let mut sink = MemorySink::default();
+//! let summary = run_experiment(&file, &mut agent, &mut sink, &RunOptions::default())?;
+//! println!("{} units run, {} dyads", summary.units_run, sink.rows.dyads.len());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod baseline;
+mod conformity;
+mod error;
+mod minimal_group;
+mod progress;
+
+use herd_design::{Experiment, ExperimentFile, Shard, Unit, expand};
+use herd_infer::Backend;
+use herd_prompts::Modality;
+use herd_store::{
+    AllocationDeciderRow, AllocationDyadRow, Batch, BaselineCandidateRow, ConformityTrialRow, RunStore, Skipped,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+pub use baseline::BaselineRule;
+pub use error::{Result, RunnerError};
+pub use progress::Progress;
+
+/// The rows of one batch (or of a whole run, in memory).
+#[derive(Debug, Default, Clone)]
+pub struct TrialRows {
+    pub conformity: Vec<ConformityTrialRow>,
+    pub deciders: Vec<AllocationDeciderRow>,
+    pub dyads: Vec<AllocationDyadRow>,
+    pub baseline: Vec<BaselineCandidateRow>,
+}
+
+/// Where a run's rows go.
+pub trait TrialSink {
+    fn is_stored(&self, unit: &str) -> bool;
+    /// Stores the rows of `units` all together: afterwards every one of them is stored, or (on error)
+    /// none.
+    fn store(&mut self, units: Vec<String>, rows: TrialRows) -> Result<()>;
+    /// Baseline candidates already stored, so a resumed pool is not scored again.
+    fn stored_baseline(&self) -> Result<Vec<BaselineCandidateRow>>;
+    fn run_id(&self) -> String;
+}
+
+impl TrialSink for RunStore {
+    fn is_stored(&self, unit: &str) -> bool {
+        RunStore::is_stored(self, unit)
+    }
+
+    fn store(&mut self, units: Vec<String>, rows: TrialRows) -> Result<()> {
+        let mut batch = Batch::new(units);
+        batch.add(&rows.conformity)?;
+        batch.add(&rows.deciders)?;
+        batch.add(&rows.dyads)?;
+        batch.add(&rows.baseline)?;
+        Ok(self.commit(batch)?)
+    }
+
+    fn stored_baseline(&self) -> Result<Vec<BaselineCandidateRow>> {
+        Ok(self.baseline_candidates()?)
+    }
+
+    fn run_id(&self) -> String {
+        RunStore::run_id(self).to_owned()
+    }
+}
+
+/// Keeps rows in memory (power analysis, tests).
+#[derive(Debug, Default)]
+pub struct MemorySink {
+    pub stored: BTreeSet<String>,
+    pub rows: TrialRows,
+}
+
+impl TrialSink for MemorySink {
+    fn is_stored(&self, unit: &str) -> bool {
+        self.stored.contains(unit)
+    }
+
+    fn store(&mut self, units: Vec<String>, rows: TrialRows) -> Result<()> {
+        self.stored.extend(units);
+        self.rows.conformity.extend(rows.conformity);
+        self.rows.deciders.extend(rows.deciders);
+        self.rows.dyads.extend(rows.dyads);
+        self.rows.baseline.extend(rows.baseline);
+        Ok(())
+    }
+
+    fn stored_baseline(&self) -> Result<Vec<BaselineCandidateRow>> {
+        Ok(self.rows.baseline.clone())
+    }
+
+    fn run_id(&self) -> String {
+        "memory".into()
+    }
+}
+
+/// How to run an experiment with one model.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Run only this shard's units.
+    pub shard: Option<Shard>,
+    /// `Vision` shows the rendered images; `Text` their text rendering (text-only models).
+    pub modality: Modality,
+    /// Reasoning modes the model can run (`on`, `off`); minimal-group cells of other modes are skipped.
+    pub reasoning_modes: Vec<String>,
+    /// Whether requests switch thinking per cell (models whose template has `enable_thinking`).
+    pub switch_thinking: bool,
+    /// The model's own baseline threshold, replacing the experiment's (weak models).
+    pub baseline_override: Option<BaselineRule>,
+    /// Most requests in one backend call when scoring baseline candidates.
+    pub baseline_chunk: usize,
+    /// Draw progress bars on the terminal.
+    pub progress: bool,
+    /// Give up after this many units in a row failed at the backend (a broken model or server).
+    pub max_consecutive_failures: usize,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            shard: None,
+            modality: Modality::Text,
+            reasoning_modes: vec!["on".into(), "off".into()],
+            switch_thinking: false,
+            baseline_override: None,
+            baseline_chunk: 16,
+            progress: false,
+            max_consecutive_failures: 5,
+        }
+    }
+}
+
+impl RunOptions {
+    /// The options a model implies: its modality, the reasoning modes it can run (and whether requests
+    /// switch thinking), and its own baseline rule. `None` (the sim backend) runs every mode.
+    pub fn for_model(entry: Option<&herd_infer::ModelEntry>, vision: bool) -> Self {
+        let reasoning_modes = entry.map_or_else(|| vec!["on".into(), "off".into()], |e| e.reasoning.clone());
+        RunOptions {
+            modality: if vision { Modality::Vision } else { Modality::Text },
+            switch_thinking: entry.is_some() && reasoning_modes.len() > 1,
+            reasoning_modes,
+            baseline_override: entry.and_then(|e| e.baseline_filter.as_ref()).map(|b| BaselineRule {
+                enabled: b.enabled,
+                min_p_correct: b.min_p_correct,
+                two_way: b.measure == "ab",
+            }),
+            ..RunOptions::default()
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RunSummary {
+    /// Units of the experiment in this shard.
+    pub units_total: u64,
+    pub units_already_stored: u64,
+    pub units_run: u64,
+    pub skipped: Vec<Skipped>,
+    /// Units whose backend request failed; a rerun retries them.
+    pub failed: Vec<String>,
+    /// Baseline acceptance rates, parse rates and other numbers worth a line in the manifest.
+    pub notes: BTreeMap<String, serde_json::Value>,
+}
+
+impl RunSummary {
+    pub fn complete(&self) -> bool {
+        self.skipped.is_empty() && self.failed.is_empty()
+    }
+
+    fn skip(&mut self, reason: String, unit: &str) {
+        match self.skipped.iter_mut().find(|s| s.reason == reason) {
+            Some(s) => {
+                s.units += 1;
+                if s.examples.len() < 3 {
+                    s.examples.push(unit.to_owned());
+                }
+            }
+            None => self.skipped.push(Skipped { reason, units: 1, examples: vec![unit.to_owned()] }),
+        }
+    }
+}
+
+/// The units of `file` in `shard`, in expansion order.
+pub fn shard_units(file: &ExperimentFile, shard: Option<Shard>) -> Vec<Unit> {
+    expand(&file.experiment).into_iter().filter(|u| shard.is_none_or(|s| s.contains(u))).collect()
+}
+
+/// Runs every unit of the experiment not yet stored in `sink`.
+pub fn run_experiment(
+    file: &ExperimentFile,
+    backend: &mut dyn Backend,
+    sink: &mut dyn TrialSink,
+    options: &RunOptions,
+) -> Result<RunSummary> {
+    let units = shard_units(file, options.shard);
+    let progress = Progress::new(options.progress);
+    let mut summary = RunSummary { units_total: units.len() as u64, ..RunSummary::default() };
+    summary.units_already_stored = units.iter().filter(|u| sink.is_stored(&u.key.id())).count() as u64;
+    match &file.experiment {
+        Experiment::Conformity(exp) => {
+            conformity::run(file, exp, units, backend, sink, options, &progress, &mut summary)?;
+        }
+        Experiment::MinimalGroup(exp) => {
+            minimal_group::run(file, exp, units, backend, sink, options, &progress, &mut summary)?;
+        }
+    }
+    progress.finish();
+    Ok(summary)
+}
+
+/// Counts consecutive backend failures and stops the run when the backend looks broken.
+struct FailureGuard {
+    in_a_row: usize,
+    limit: usize,
+}
+
+impl FailureGuard {
+    fn new(limit: usize) -> Self {
+        FailureGuard { in_a_row: 0, limit: limit.max(1) }
+    }
+
+    fn record(&mut self, units: &[String], error: herd_infer::InferError, summary: &mut RunSummary) -> Result<()> {
+        self.in_a_row += 1;
+        if self.in_a_row >= self.limit {
+            return Err(RunnerError::Backend { unit: units.first().cloned().unwrap_or_default(), source: error });
+        }
+        summary.failed.extend(units.iter().cloned());
+        Ok(())
+    }
+
+    fn success(&mut self) {
+        self.in_a_row = 0;
+    }
+}
+
+/// A u64 seed from a stream key (sampling seeds for the backend).
+fn seed_of(key: &herd_design::StreamKey) -> u64 {
+    let digest = key.digest();
+    u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
+}

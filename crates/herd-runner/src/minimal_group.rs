@@ -1,0 +1,199 @@
+//! The minimal-group study: each society pass is one generation batch of its 20 deciders.
+
+use crate::{FailureGuard, Progress, Result, RunOptions, RunSummary, TrialRows, TrialSink, seed_of};
+use herd_design::{ExperimentFile, Labels, MinimalGroupExperiment, SocietyRun, Unit, UnitPlan};
+use herd_infer::{AllocationFacts, Backend, GenerateRequest, Generation, SamplingParams, TrialFacts, allocation_schema};
+use herd_parse::{ParseStatus, Roster, parse_allocation, strip_reasoning};
+use herd_prompts::{AllocationBank, AllocationPrompt, GroupNames, Society, allocation_prompts, draw_society};
+use herd_store::{AllocationDeciderRow, AllocationDyadRow};
+use std::time::Instant;
+
+fn society_of(unit: &Unit) -> &SocietyRun {
+    match &unit.plan {
+        UnitPlan::Society(run) => run,
+        UnitPlan::Conformity(_) => unreachable!("a minimal-group experiment expands to society units"),
+    }
+}
+
+/// Labels the columns of one society pass share.
+struct PassLabels<'a> {
+    run_id: &'a str,
+    unit_id: String,
+    experiment: &'a str,
+    model: &'a str,
+    backend: &'a str,
+    run: &'a SocietyRun,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run(
+    file: &ExperimentFile,
+    exp: &MinimalGroupExperiment,
+    units: Vec<Unit>,
+    backend: &mut dyn Backend,
+    sink: &mut dyn TrialSink,
+    options: &RunOptions,
+    progress: &Progress,
+    summary: &mut RunSummary,
+) -> Result<()> {
+    let bank = AllocationBank::load(&file.resolve(&exp.prompts.bank))?;
+    let names = GroupNames::load(&file.resolve(&exp.society.group_names))?;
+    let pending: Vec<Unit> = units.into_iter().filter(|u| !sink.is_stored(&u.key.id())).collect();
+    progress.set_total(pending.len() as u64);
+    progress.family("allocation", pending.len() as u64);
+    let info = backend.info();
+    let run_id = sink.run_id();
+    let mut guard = FailureGuard::new(options.max_consecutive_failures);
+    let pool = f64::from(exp.society.pool);
+    let (mut parsed, mut filled) = (0u64, 0u64);
+    for unit in &pending {
+        let run = society_of(unit);
+        let id = unit.key.id();
+        if !options.reasoning_modes.iter().any(|m| m == run.reasoning.as_str()) {
+            let reason = format!(
+                "reasoning={}: the model runs only {} (see `reasoning` in data/models.toml)",
+                run.reasoning.as_str(),
+                options.reasoning_modes.join(", ")
+            );
+            summary.skip(reason, &id);
+            progress.advance("allocation", 1);
+            continue;
+        }
+        let society = draw_society(exp, &unit.key, run, &names);
+        let prompts = allocation_prompts(exp, &bank, &society, &unit.key, run)?;
+        let requests: Vec<GenerateRequest> = prompts.iter().map(|p| request(exp, unit, run, p, options)).collect();
+        let started = Instant::now();
+        let generations = match backend.generate(&requests) {
+            Ok(g) => g,
+            Err(error) => {
+                guard.record(std::slice::from_ref(&id), error, summary)?;
+                progress.advance("allocation", 1);
+                continue;
+            }
+        };
+        guard.success();
+        let latency = started.elapsed().as_secs_f64() / requests.len().max(1) as f64;
+        let labels = PassLabels { run_id: &run_id, unit_id: id.clone(), experiment: &exp.experiment.name, model: &info.model, backend: &info.backend, run };
+        let mut rows = TrialRows::default();
+        for (prompt, generation) in prompts.iter().zip(&generations) {
+            let was_filled = decider_rows(&labels, &society, prompt, generation, pool, latency, &mut rows);
+            parsed += 1;
+            filled += u64::from(was_filled);
+        }
+        sink.store(vec![id], rows)?;
+        summary.units_run += 1;
+        progress.advance("allocation", 1);
+    }
+    if parsed > 0 {
+        summary.notes.insert(
+            "allocation/parse".into(),
+            serde_json::json!({"deciders": parsed, "filled": filled, "fill_rate": filled as f64 / parsed as f64}),
+        );
+    }
+    Ok(())
+}
+
+fn request(exp: &MinimalGroupExperiment, unit: &Unit, run: &SocietyRun, prompt: &AllocationPrompt, options: &RunOptions) -> GenerateRequest {
+    let g = &exp.generation;
+    let ids: Vec<String> = prompt.roster.iter().map(|r| r.id.clone()).collect();
+    let decider_minority = prompt.minority_decider;
+    let sampling = SamplingParams {
+        temperature: g.temperature,
+        top_p: g.top_p,
+        top_k: 0,
+        seed: seed_of(&unit.key.stream(&format!("sampling/{}", prompt.decider))),
+        max_tokens: g.max_new_tokens as usize,
+        stop: Vec::new(),
+    };
+    let facts = AllocationFacts {
+        key: format!("{}/{}", unit.key.id(), prompt.decider),
+        same_group: prompt.roster.iter().map(|r| r.minority == decider_minority).collect(),
+        roster: ids.clone(),
+        labels_visible: run.labels == Labels::Visible,
+        minority_decider: decider_minority,
+        pool: exp.society.pool,
+    };
+    GenerateRequest {
+        schema: g.constrained.then(|| allocation_schema(&ids, exp.society.pool)),
+        thinking: options.switch_thinking.then_some(run.reasoning.as_str() == "on"),
+        facts: Some(TrialFacts::Allocation(facts)),
+        ..GenerateRequest::new(prompt.prompt.clone(), sampling)
+    }
+}
+
+/// Appends the decider's row and its dyads; returns whether the allocation is a uniform fill.
+fn decider_rows(
+    labels: &PassLabels<'_>,
+    society: &Society,
+    prompt: &AllocationPrompt,
+    generation: &Generation,
+    pool: f64,
+    latency: f64,
+    rows: &mut TrialRows,
+) -> bool {
+    let roster = Roster::new(society.ids.iter().cloned()).expect("society ids are unique and non-empty");
+    let parse = parse_allocation(generation.text.as_bytes(), &roster, &prompt.decider, pool).with_uniform_fill(&roster, &prompt.decider, pool);
+    let agent = |id: &str| society.ids.iter().position(|x| x == id).map_or(0, |i| i as i64 + 1);
+    let decider = agent(&prompt.decider);
+    let run = labels.run;
+    let swap_pass = if run.swapped { "swapped" } else { "original" };
+    let status = match parse.status {
+        ParseStatus::Ok => "ok",
+        ParseStatus::Repaired => "repaired",
+        ParseStatus::Failed => "failed",
+    };
+    let flags: Vec<&str> = parse.repairs.iter().map(|r| r.code()).chain(parse.failure.as_ref().map(|f| f.code())).collect();
+    rows.deciders.push(AllocationDeciderRow {
+        run_id: labels.run_id.to_owned(),
+        unit_id: labels.unit_id.clone(),
+        experiment: labels.experiment.to_owned(),
+        model: labels.model.to_owned(),
+        backend: labels.backend.to_owned(),
+        reasoning: run.reasoning.as_str().to_owned(),
+        instrument: run.instrument.clone(),
+        labels: run.labels.as_str().to_owned(),
+        m: i64::from(run.minority_size),
+        seed: i64::from(run.seed),
+        swap_pass: swap_pass.to_owned(),
+        decider,
+        decider_id: prompt.decider.clone(),
+        minority_decider: prompt.minority_decider,
+        prompt_hash: prompt.prompt.hash(),
+        raw_output: generation.text.clone(),
+        stripped_output: strip_reasoning(&generation.text).answer_text,
+        parse_status: status.to_owned(),
+        filled: parse.filled,
+        qc_flags: flags.join(","),
+        finish_reason: serde_json::to_value(generation.finish_reason).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+        prompt_tokens: generation.prompt_tokens as i64,
+        tokens_generated: generation.completion_tokens as i64,
+        latency_s: latency,
+    });
+    if let Some(allocation) = &parse.allocation {
+        for entry in &prompt.roster {
+            rows.dyads.push(AllocationDyadRow {
+                run_id: labels.run_id.to_owned(),
+                unit_id: labels.unit_id.clone(),
+                experiment: labels.experiment.to_owned(),
+                model: labels.model.to_owned(),
+                backend: labels.backend.to_owned(),
+                reasoning: run.reasoning.as_str().to_owned(),
+                instrument: run.instrument.clone(),
+                labels: run.labels.as_str().to_owned(),
+                m: i64::from(run.minority_size),
+                seed: i64::from(run.seed),
+                swap_pass: swap_pass.to_owned(),
+                decider,
+                target: agent(&entry.id),
+                target_id: entry.id.clone(),
+                minority_decider: prompt.minority_decider,
+                minority_target: entry.minority,
+                same_group: entry.minority == prompt.minority_decider,
+                target_position: f64::from(entry.position),
+                points: allocation.get(&entry.id).copied().unwrap_or(0.0),
+                filled: parse.filled,
+            });
+        }
+    }
+    parse.filled
+}

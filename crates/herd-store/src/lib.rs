@@ -1,0 +1,31 @@
+//! herd's trial tables on disk: Parquet parts written per batch with atomic renames, a resume index of
+//! committed units, and the run manifest beside the data.
+//!
+//! A run directory holds one run (one experiment file, model, backend and shard). Each table is a folder
+//! of Parquet parts, so polars, pandas or R read it with a glob (`conformity_trials/*.parquet`), and
+//! shards merge by concatenation ([`read_table`] over several directories).
+//!
+//! ```no_run
+//! use herd_store::{Batch, ConformityTrialRow, RunStore, Table, read_table};
+//! # fn rows() -> Vec<ConformityTrialRow> { Vec::new() }
+//! # fn manifest() -> herd_store::Manifest { unimplemented!() }
+//! let mut store = RunStore::open("out/run".as_ref(), manifest(), "cpu")?;
+//! if !store.is_stored("group_size/task=lines/n=3#0.0") {
+//!     let mut batch = Batch::new(vec!["group_size/task=lines/n=3#0.0".into()]);
+//!     batch.add(&rows())?;
+//!     store.commit(batch)?; // stored exactly once from here on, even if the process is killed
+//! }
+//! store.finish("complete")?;
+//! let trials = read_table(&["out/run".into()], Table::ConformityTrials)?;
+//! # Ok::<(), herd_store::StoreError>(())
+//! ```
+
+mod error;
+mod manifest;
+mod schema;
+mod store;
+
+pub use error::StoreError;
+pub use manifest::{FileRecord, Manifest, RunIdentity, STORE_FORMAT, Session, Skipped, git_commit, now};
+pub use schema::{AllocationDeciderRow, AllocationDyadRow, BaselineCandidateRow, ConformityTrialRow, Table, TableRow};
+pub use store::{Batch, RunStore, committed_parts, read_run_manifest, read_table};

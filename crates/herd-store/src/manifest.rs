@@ -1,0 +1,124 @@
+//! The run manifest: what was run, with what, by which herd, and how far it got. Written beside the
+//! data as `manifest.json` (atomically) at the start of every session and again at its end.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the run-directory layout; a directory written by a newer herd is refused.
+pub const STORE_FORMAT: u32 = 1;
+
+/// What makes two sessions parts of the same run: a resumed session must match on every field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunIdentity {
+    pub experiment: String,
+    pub study: String,
+    /// SHA-256 of the experiment file's bytes.
+    pub experiment_sha256: String,
+    pub model: String,
+    pub backend: String,
+    /// `k/n`, or `all`.
+    pub shard: String,
+}
+
+impl RunIdentity {
+    /// A short stable id of the run, stored on every row.
+    pub fn run_id(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        for part in [&self.experiment, &self.experiment_sha256, &self.model, &self.backend, &self.shard] {
+            hash.update((part.len() as u64).to_le_bytes());
+            hash.update(part.as_bytes());
+        }
+        format!("{}-{}", self.experiment, &hex::encode(hash.finalize())[..12])
+    }
+}
+
+/// One file a run depends on (experiment, banks, model weights), with its hash where it was computed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileRecord {
+    pub role: String,
+    pub path: String,
+    pub bytes: u64,
+    /// SHA-256, or `None` where hashing was skipped (multi-gigabyte HF weights are identified by their
+    /// snapshot commit in the path instead).
+    pub sha256: Option<String>,
+}
+
+/// One invocation of `herd run` on this directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    impl Manifest {
+    /// A manifest for `identity` with nothing recorded yet; the runner's caller fills in what it knows.
+    pub fn new(identity: RunIdentity) -> Self {
+        Manifest {
+            store_format: STORE_FORMAT,
+            run_id: identity.run_id(),
+            identity,
+            experiment_file: String::new(),
+            parameters: serde_json::Value::Null,
+            model: serde_json::Value::Null,
+            files: Vec::new(),
+            units_total: 0,
+            units_stored: 0,
+            rows: BTreeMap::new(),
+            skipped: Vec::new(),
+            failed: Vec::new(),
+            notes: BTreeMap::new(),
+            sessions: Vec::new(),
+        }
+    }
+}
+
+/// Seconds since the Unix epoch.
+    pub started: u64,
+    pub ended: Option<u64>,
+    pub herd_version: String,
+    pub git_commit: String,
+    pub device: String,
+    /// Units found already stored when the session began.
+    pub units_already_stored: u64,
+    pub units_run: u64,
+    /// `running`, `complete`, `incomplete` (units failed or were skipped) or `failed: …`.
+    pub status: String,
+}
+
+/// Units the runner could not run, grouped by reason (e.g. no image passed the baseline filter).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Skipped {
+    pub reason: String,
+    pub units: u64,
+    pub examples: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub store_format: u32,
+    pub identity: RunIdentity,
+    pub run_id: String,
+    pub experiment_file: String,
+    /// The experiment with every default resolved, as the runner used it.
+    pub parameters: serde_json::Value,
+    /// The model's registry entry and load options.
+    pub model: serde_json::Value,
+    pub files: Vec<FileRecord>,
+    /// Units of the experiment (this shard's share).
+    pub units_total: u64,
+    pub units_stored: u64,
+    pub rows: BTreeMap<String, u64>,
+    pub skipped: Vec<Skipped>,
+    /// Units whose request failed in the last session; they are retried on resume.
+    pub failed: Vec<String>,
+    /// Summary numbers a study reports while running (e.g. baseline acceptance rates).
+    pub notes: BTreeMap<String, serde_json::Value>,
+    pub sessions: Vec<Session>,
+}
+
+/// Seconds since the Unix epoch.
+pub fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// The commit herd was built from (`unknown` outside a git checkout).
+pub fn git_commit() -> &'static str {
+    option_env!("HERD_GIT_COMMIT").unwrap_or("unknown")
+}

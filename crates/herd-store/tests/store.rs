@@ -1,0 +1,93 @@
+//! The run folder's guarantees: committed batches are read back exactly, uncommitted parts vanish on
+//! reopening, another run or a newer format is refused, and one writer at a time.
+
+use herd_store::{Batch, BaselineCandidateRow, Manifest, RunIdentity, RunStore, StoreError, Table, read_table};
+use std::path::Path;
+
+fn manifest(model: &str) -> Manifest {
+    let identity = RunIdentity {
+        experiment: "exp".into(),
+        study: "conformity".into(),
+        experiment_sha256: "ab".repeat(32),
+        model: model.into(),
+        backend: "sim".into(),
+        shard: "all".into(),
+    };
+    Manifest { experiment_file: "exp.toml".into(), units_total: 3, ..Manifest::new(identity) }
+}
+
+fn candidate(unit: &str, index: i64, p: f64) -> BaselineCandidateRow {
+    BaselineCandidateRow {
+        run_id: "r".into(),
+        unit_id: unit.into(),
+        model: "m".into(),
+        task: "lines".into(),
+        pool: "general".into(),
+        candidate: index,
+        image_id: format!("lines-general-{index:04}"),
+        correct_label: "A".into(),
+        p_correct: p,
+        p_correct_ab: None,
+        logit_correct: 1.5,
+        accepted: p > 0.5,
+    }
+}
+
+fn commit(store: &mut RunStore, units: &[&str]) {
+    let rows: Vec<_> = units.iter().enumerate().map(|(i, u)| candidate(u, i as i64, 0.25 * i as f64)).collect();
+    let mut batch = Batch::new(units.iter().map(|u| u.to_string()).collect());
+    batch.add(&rows).unwrap();
+    store.commit(batch).unwrap();
+}
+
+#[test]
+fn committed_batches_survive_reopening_and_uncommitted_parts_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    {
+        let mut store = RunStore::open(&out, manifest("m"), "cpu").unwrap();
+        commit(&mut store, &["u1", "u2"]);
+        assert!(store.is_stored("u1") && !store.is_stored("u3"));
+        // What a kill between writing a part and its commit record leaves behind.
+        std::fs::write(out.join("baseline_candidates/bdeadbeef.parquet"), b"half").unwrap();
+        std::fs::write(out.join("committed/.bdeadbeef.json.tmp"), b"{").unwrap();
+    }
+    let mut store = RunStore::open(&out, manifest("m"), "cpu").unwrap();
+    assert_eq!(store.orphans_removed(), 2);
+    assert_eq!(store.units_stored(), 2);
+    let rows = store.baseline_candidates().unwrap();
+    assert_eq!(rows, vec![candidate("u1", 0, 0.0), candidate("u2", 1, 0.25)]);
+    commit(&mut store, &["u3"]);
+    store.finish("complete").unwrap();
+    let frame = read_table(&[out.clone()], Table::BaselineCandidates).unwrap().unwrap();
+    assert_eq!(frame.height(), 3);
+    let manifest = herd_store::read_run_manifest(&out).unwrap();
+    assert_eq!(manifest.units_stored, 3);
+    assert_eq!(manifest.rows["baseline_candidates"], 3);
+    assert_eq!(manifest.sessions.len(), 2);
+    assert_eq!(manifest.sessions[0].status, "interrupted", "the first session never finished");
+    assert_eq!(manifest.sessions[1].status, "complete");
+    assert!(matches!(store.commit(Batch::new(vec!["u1".into()])), Err(StoreError::AlreadyStored(_))));
+}
+
+#[test]
+fn another_run_a_newer_format_and_a_second_writer_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let store = RunStore::open(&out, manifest("m"), "cpu").unwrap();
+    let busy = RunStore::open(&out, manifest("m"), "cpu").err().unwrap();
+    assert!(matches!(busy, StoreError::Busy(_)), "{busy}");
+    drop(store);
+    let other = RunStore::open(&out, manifest("other-model"), "cpu").err().unwrap();
+    assert!(other.to_string().contains("holds another run") && other.to_string().contains("other-model"), "{other}");
+
+    let text = std::fs::read_to_string(out.join("manifest.json")).unwrap();
+    std::fs::write(out.join("manifest.json"), text.replace("\"store_format\": 1", "\"store_format\": 9")).unwrap();
+    let newer = RunStore::open(&out, manifest("m"), "cpu").err().unwrap();
+    assert!(newer.to_string().contains("newer herd") && newer.to_string().contains("upgrade"), "{newer}");
+
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    assert!(matches!(RunStore::open(&file, manifest("m"), "cpu"), Err(StoreError::NotADirectory(_))));
+    assert!(matches!(read_table(&[Path::new("/nonexistent").to_path_buf()], Table::ConformityTrials), Err(StoreError::NotARun(_))));
+}

@@ -1,0 +1,120 @@
+//! `cargo xtask replicate`: both studies end to end with one model — fetch the model if needed, run each
+//! study into a run folder (resuming what is there), analyse, and write a summary of the results.
+
+use anyhow::{Context, Result, bail};
+use herd_analysis::io::read_frame;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+pub const USAGE: &str = "cargo xtask replicate [--profile quick|full] [--model ALIAS] [--backend candle|sim] [--device DEVICE] [--out DIR]";
+
+struct Options {
+    profile: String,
+    model: String,
+    backend: String,
+    device: String,
+    out: PathBuf,
+}
+
+fn parse(args: &[String]) -> Result<Options> {
+    let mut options = Options { profile: "quick".into(), model: "smollm2-135m".into(), backend: "candle".into(), device: "cpu".into(), out: PathBuf::new() };
+    let mut out = None;
+    let mut rest = args.iter();
+    while let Some(flag) = rest.next() {
+        let mut value = || rest.next().with_context(|| format!("{flag} needs a value\n\nusage: {USAGE}"));
+        match flag.as_str() {
+            "--profile" => options.profile = value()?.clone(),
+            "--model" => options.model = value()?.clone(),
+            "--backend" => options.backend = value()?.clone(),
+            "--device" => options.device = value()?.clone(),
+            "--out" => out = Some(PathBuf::from(value()?)),
+            other => bail!("unknown option `{other}`\n\nusage: {USAGE}"),
+        }
+    }
+    if !["quick", "full"].contains(&options.profile.as_str()) {
+        bail!("--profile {}: use quick (every family, minutes on a laptop) or full (the papers' grids)", options.profile);
+    }
+    let who = if options.backend == "sim" { "sim" } else { options.model.as_str() };
+    options.out = out.unwrap_or_else(|| PathBuf::from(format!("out/replicate-{}-{who}", options.profile)));
+    Ok(options)
+}
+
+fn run(command: &mut Command, what: &str) -> Result<()> {
+    let status = command.status().with_context(|| format!("starting {what}"))?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}
+
+/// Builds the `herd` binary with the same profile and features as the test suite, so nothing is compiled
+/// twice, and returns its path.
+fn build_herd() -> Result<PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    run(Command::new(cargo).args(["build", "--quiet", "--workspace", "--bins"]), "building herd")?;
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
+    Ok(target.join("debug").join(if cfg!(windows) { "herd.exe" } else { "herd" }))
+}
+
+pub fn replicate(args: &[String]) -> Result<()> {
+    let o = parse(args)?;
+    let started = Instant::now();
+    println!("== building herd");
+    let herd = build_herd()?;
+    if o.backend == "candle" {
+        println!("== model {}", o.model);
+        run(Command::new(&herd).args(["models", "--fetch", &o.model]), "making the model present")?;
+    }
+    let suffix = if o.profile == "quick" { ".quick" } else { "" };
+    let mut sections = Vec::new();
+    for (study, command, flag) in [("conformity", "conformity", "--trials"), ("minimal-group", "minimal-group", "--dyads")] {
+        let experiment = format!("data/experiments/{study}{suffix}.toml");
+        let run_dir = o.out.join("runs").join(study);
+        let analysis_dir = o.out.join("analysis").join(study);
+        println!("== {study}: {experiment} → {}", run_dir.display());
+        let study_started = Instant::now();
+        let (r, m, b, d) = (run_dir.to_str().context("UTF-8 path")?, o.model.as_str(), o.backend.as_str(), o.device.as_str());
+        run(Command::new(&herd).args(["run", "--experiment", &experiment, "--model", m, "--backend", b, "--device", d, "--out", r]), &format!("herd run ({study})"))?;
+        let a = analysis_dir.to_str().context("UTF-8 path")?;
+        run(Command::new(&herd).args(["analyze", command, flag, r, "--out", a]), &format!("herd analyze {command}"))?;
+        println!("   {study} took {:.0} s", study_started.elapsed().as_secs_f64());
+        sections.push((study, run_dir, analysis_dir));
+    }
+    let summary = write_summary(&o, &sections)?;
+    println!("\n== done in {:.1} min", started.elapsed().as_secs_f64() / 60.0);
+    for (study, run_dir, analysis_dir) in &sections {
+        println!("{study:>14}: trial tables {}/*/*.parquet, manifest {}/manifest.json", run_dir.display(), run_dir.display());
+        println!("{:>14}  analysis tables {}/*.csv|parquet", "", analysis_dir.display());
+    }
+    println!("{:>14}: {}", "summary", summary.display());
+    Ok(())
+}
+
+/// The headline tables of both studies and what each run did, as Markdown.
+fn write_summary(o: &Options, sections: &[(&str, PathBuf, PathBuf)]) -> Result<PathBuf> {
+    let mut md = format!("# herd replicate ({} profile, model {}, backend {})\n\n", o.profile, o.model, o.backend);
+    for (study, run_dir, analysis_dir) in sections {
+        let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run_dir.join("manifest.json"))?)?;
+        writeln!(md, "## {study}\n")?;
+        writeln!(md, "- run id `{}`, experiment `{}`", manifest["run_id"].as_str().unwrap_or("?"), manifest["experiment_file"].as_str().unwrap_or("?"))?;
+        writeln!(md, "- units stored {} of {}; rows {}", manifest["units_stored"], manifest["units_total"], manifest["rows"])?;
+        for skip in manifest["skipped"].as_array().into_iter().flatten() {
+            writeln!(md, "- skipped {} units: {}", skip["units"], skip["reason"].as_str().unwrap_or(""))?;
+        }
+        for (name, note) in manifest["notes"].as_object().into_iter().flatten() {
+            writeln!(md, "- {name}: `{note}`")?;
+        }
+        let tables: &[&str] = if *study == "conformity" { &["auc", "deltas"] } else { &["bootstrap", "seed_tests"] };
+        for table in tables {
+            let path = analysis_dir.join(format!("{table}.parquet"));
+            let frame = read_frame(&path).with_context(|| format!("reading {}", path.display()))?;
+            writeln!(md, "\n### {table} ({} rows; all in `{}`)\n\n```\n{frame}\n```", frame.height(), path.display())?;
+        }
+        md.push('\n');
+    }
+    let path = o.out.join("summary.md");
+    std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
