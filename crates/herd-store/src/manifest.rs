@@ -47,29 +47,7 @@ pub struct FileRecord {
 /// One invocation of `herd run` on this directory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Session {
-    impl Manifest {
-    /// A manifest for `identity` with nothing recorded yet; the runner's caller fills in what it knows.
-    pub fn new(identity: RunIdentity) -> Self {
-        Manifest {
-            store_format: STORE_FORMAT,
-            run_id: identity.run_id(),
-            identity,
-            experiment_file: String::new(),
-            parameters: serde_json::Value::Null,
-            model: serde_json::Value::Null,
-            files: Vec::new(),
-            units_total: 0,
-            units_stored: 0,
-            rows: BTreeMap::new(),
-            skipped: Vec::new(),
-            failed: Vec::new(),
-            notes: BTreeMap::new(),
-            sessions: Vec::new(),
-        }
-    }
-}
-
-/// Seconds since the Unix epoch.
+    /// Seconds since the Unix epoch.
     pub started: u64,
     pub ended: Option<u64>,
     pub herd_version: String,
@@ -111,6 +89,28 @@ pub struct Manifest {
     /// Summary numbers a study reports while running (e.g. baseline acceptance rates).
     pub notes: BTreeMap<String, serde_json::Value>,
     pub sessions: Vec<Session>,
+}
+
+impl Manifest {
+    /// A manifest for `identity` with nothing recorded yet; the runner's caller fills in what it knows.
+    pub fn new(identity: RunIdentity) -> Self {
+        Manifest {
+            store_format: STORE_FORMAT,
+            run_id: identity.run_id(),
+            identity,
+            experiment_file: String::new(),
+            parameters: serde_json::Value::Null,
+            model: serde_json::Value::Null,
+            files: Vec::new(),
+            units_total: 0,
+            units_stored: 0,
+            rows: BTreeMap::new(),
+            skipped: Vec::new(),
+            failed: Vec::new(),
+            notes: BTreeMap::new(),
+            sessions: Vec::new(),
+        }
+    }
 }
 
 /// Seconds since the Unix epoch.
