@@ -99,7 +99,7 @@ fn write_summary(o: &Options, sections: &[(&str, PathBuf, PathBuf)]) -> Result<P
         let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run_dir.join("manifest.json"))?)?;
         writeln!(md, "## {study}\n")?;
         writeln!(md, "- run id `{}`, experiment `{}`", manifest["run_id"].as_str().unwrap_or("?"), manifest["experiment_file"].as_str().unwrap_or("?"))?;
-        writeln!(md, "- units stored {} of {}; rows {}", manifest["units_stored"], manifest["units_total"], manifest["rows"])?;
+        writeln!(md, "- units stored {} of {}; rows {}", manifest["experiment_units_stored"], manifest["units_total"], manifest["rows"])?;
         for skip in manifest["skipped"].as_array().into_iter().flatten() {
             writeln!(md, "- skipped {} units: {}", skip["units"], skip["reason"].as_str().unwrap_or(""))?;
         }

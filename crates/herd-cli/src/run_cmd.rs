@@ -188,6 +188,7 @@ pub fn run_loaded(file: &ExperimentFile, loaded: LoadedBackend, kind: BackendKin
         m.skipped = summary.skipped.clone();
         m.failed = summary.failed.clone();
         m.notes.extend(summary.notes.clone());
+        m.experiment_units_stored = summary.units_already_stored + summary.units_run;
     }
     store.finish(&status)?;
     Ok(result?)

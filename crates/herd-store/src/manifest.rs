@@ -81,6 +81,10 @@ pub struct Manifest {
     pub files: Vec<FileRecord>,
     /// Units of the experiment (this shard's share).
     pub units_total: u64,
+    /// Of those, how many are stored (set by the runner's caller at the end of a session).
+    #[serde(default)]
+    pub experiment_units_stored: u64,
+    /// Every committed unit, baseline candidates included (the resume index's size).
     pub units_stored: u64,
     pub rows: BTreeMap<String, u64>,
     pub skipped: Vec<Skipped>,
@@ -103,6 +107,7 @@ impl Manifest {
             model: serde_json::Value::Null,
             files: Vec::new(),
             units_total: 0,
+            experiment_units_stored: 0,
             units_stored: 0,
             rows: BTreeMap::new(),
             skipped: Vec::new(),
