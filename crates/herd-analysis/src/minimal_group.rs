@@ -23,11 +23,16 @@
 //!   − first pass in sorted order, per seed, Wilcoxon), each with uniform fills included and, when
 //!   a `filled` column is present, excluded.
 
+use std::borrow::Cow;
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 
 use herd_stats::{
-    BootstrapResult, Formula, GeeOptions, StatsError, WilcoxonOptions, benjamini_hochberg,
-    bootstrap_replay, cluster_bootstrap, gee_gaussian_exchangeable, percentile, sample_std,
+    BootstrapResult, Formula, GeeFit, GeeOptions, StatsError, WilcoxonOptions, benjamini_hochberg,
+    bootstrap_replay, cluster_resamples, gee_gaussian_exchangeable, percentile, sample_std,
     wilcoxon_one_sample,
 };
 
@@ -293,6 +298,8 @@ struct Cell {
     /// Row indices into the table, in table order.
     rows: Vec<usize>,
     deciders: Vec<DeciderSummary>,
+    /// For each of `rows`, the index of its decider in `deciders`.
+    decider_of_row: Vec<usize>,
 }
 
 /// Seed-level means of one cell, seeds ascending.
@@ -312,6 +319,14 @@ pub fn analyze_minimal_group(
     options: &MinimalGroupOptions,
 ) -> Result<MinimalGroupTables, AnalysisError> {
     analyze_minimal_group_with_progress(table, options, &mut |_, _| {})
+}
+
+/// Only the `seed_tests` table (seed-level Wilcoxon, rank-biserial, BH): the paper's primary test, and
+/// all a power analysis needs from each simulated replication.
+pub fn minimal_group_seed_tests(table: &DyadTable, options: &MinimalGroupOptions) -> Result<ResultTable, AnalysisError> {
+    let cells = build_cells(table, options)?;
+    let seed_means = cells.iter().map(|cell| seed_means_of(table, cell)).collect::<Result<Vec<_>, _>>()?;
+    seed_tests_table(table, &table.design_columns(), &cells, &seed_means)
 }
 
 /// As [`analyze_minimal_group`], calling `progress(done, total)` after each cell and pooled fit.
@@ -342,43 +357,47 @@ pub fn analyze_minimal_group_with_progress(
     done += cells.len();
     progress(done, total);
 
-    let mut gee = TableBuilder::new("gee", &schema(&design_columns, &GEE_COLUMNS, GEE_KINDS));
-    for cell in &cells {
-        for formula in CELL_FORMULAS {
-            let fit_rows: Vec<usize> = cell.rows.clone();
-            let fit = fit_gee(table, &fit_rows, formula, |d| d.seed, options, || {
-                format!("{} {formula}", cell.key.describe())
-            })?;
-            push_gee_rows(
-                &mut gee,
-                &design_values(&cell.key.design, &design_columns),
-                cell.key.labels.as_str(),
-                &cell.key.m.to_string(),
-                formula,
-                &fit,
-            );
-        }
+    // The GEE fits (per cell, pooled, position effect) are independent and most of the work: plan
+    // them in the order of the tables, run them on all cores, and read the results back in that
+    // order, so the tables and the first error reported do not depend on the number of threads.
+    let mut plan = FitPlan::default();
+    let gee_entries = plan_gee(table, &design_columns, &cells, &mut plan);
+    let position_jobs = plan_position_fits(table, &cells, &mut plan);
+    // Progress units: one per cell, then the visible and the reasoning pools.
+    let mut remaining = vec![0usize; cells.len() + 2];
+    for &unit in plan.units.iter().flatten() {
+        remaining[unit] += 1;
+    }
+    for _ in remaining.iter().filter(|&&r| r == 0) {
         done += 1;
         progress(done, total);
     }
-    pooled_visible_fits(table, &design_columns, &cells, options, &mut gee)?;
-    done += 1;
-    progress(done, total);
-    pooled_reasoning_fits(table, &design_columns, &cells, options, &mut gee)?;
-    done += 1;
-    progress(done, total);
+    let mut fits = plan.run(table, options, |unit| {
+        remaining[unit] -= 1;
+        if remaining[unit] == 0 {
+            done += 1;
+            progress(done, total);
+        }
+    });
+
+    let mut gee = TableBuilder::new("gee", &schema(&design_columns, &GEE_COLUMNS, GEE_KINDS));
+    for entry in gee_entries {
+        let fit = fits.get(entry.fit?)?;
+        push_gee_rows(&mut gee, &entry.design, &entry.labels, &entry.m, entry.formula, fit);
+    }
 
     let mut bootstrap = TableBuilder::new(
         "bootstrap",
         &schema(&design_columns, &BOOTSTRAP_COLUMNS, BOOTSTRAP_KINDS),
     );
+    let mut drawn = BTreeMap::new();
     for (cell, means) in cells.iter().zip(&seed_means) {
-        bootstrap_rows(table, &design_columns, cell, means, options, &mut bootstrap)?;
+        bootstrap_rows(table, &design_columns, cell, means, options, &mut drawn, &mut bootstrap)?;
         done += 1;
         progress(done, total);
     }
 
-    let robustness = robustness_table(table, &design_columns, &cells, options)?;
+    let robustness = robustness_table(table, &design_columns, &cells, &position_jobs, &mut fits)?;
     progress(total, total);
     Ok(MinimalGroupTables {
         seed_tests,
@@ -386,6 +405,74 @@ pub fn analyze_minimal_group_with_progress(
         bootstrap: bootstrap.finish(),
         robustness,
     })
+}
+
+/// Runs `work(k)` for every k in `order` (a permutation of `0..len`) on all cores and returns the
+/// results indexed by k; `finished(k)` runs on this thread as each completes. Each result
+/// depends only on its k, so the output is the same for any number of threads.
+fn parallel_map<R: Send>(
+    len: usize,
+    order: &[usize],
+    work: impl Fn(usize) -> R + Sync,
+    mut finished: impl FnMut(usize),
+) -> Vec<R> {
+    let mut results: Vec<Option<R>> = std::iter::repeat_with(|| None).take(len).collect();
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(order.len());
+    if workers <= 1 {
+        for &k in order {
+            results[k] = Some(work(k));
+            finished(k);
+        }
+    } else {
+        let next = AtomicUsize::new(0);
+        let (sender, receiver) = mpsc::channel();
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                let sender = sender.clone();
+                let (next, work) = (&next, &work);
+                scope.spawn(move || {
+                    while let Some(&k) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        if sender.send((k, work(k))).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(sender);
+            for (k, result) in receiver {
+                results[k] = Some(result);
+                finished(k);
+            }
+        });
+    }
+    // A worker that panicked has already re-raised its panic when the scope ended.
+    results.into_iter().map(|r| r.expect("every job ran")).collect()
+}
+
+/// Groups `items` by `key`: groups in ascending key order, items in input order within a group
+/// (what collecting into a BTreeMap of Vecs gives), looking a key up only where it changes, as
+/// rows arrive in runs of one cell, seed and decider.
+fn group_runs<K: Ord + Copy>(
+    items: impl IntoIterator<Item = usize>,
+    key: impl Fn(usize) -> K,
+) -> Vec<(K, Vec<usize>)> {
+    let mut groups: Vec<(K, Vec<usize>)> = Vec::new();
+    let mut index: BTreeMap<K, usize> = BTreeMap::new();
+    let mut last: Option<usize> = None;
+    for item in items {
+        let k = key(item);
+        let g = match last {
+            Some(g) if groups[g].0 == k => g,
+            _ => *index.entry(k).or_insert_with(|| {
+                groups.push((k, Vec::new()));
+                groups.len() - 1
+            }),
+        };
+        groups[g].1.push(item);
+        last = Some(g);
+    }
+    groups.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    groups
 }
 
 const SEED_TESTS_KINDS: &str = "tittiffffff";
@@ -411,48 +498,63 @@ fn design_values(design: &DesignKey, present: &[&str]) -> Vec<Value> {
 }
 
 fn build_cells(table: &DyadTable, options: &MinimalGroupOptions) -> Result<Vec<Cell>, AnalysisError> {
-    let mut by_cell: BTreeMap<CellKey, Vec<usize>> = BTreeMap::new();
-    for (i, row) in table.rows.iter().enumerate() {
-        let key = CellKey {
-            design: row.design.clone(),
-            labels: row.labels,
-            m: row.m,
-        };
-        by_cell.entry(key).or_default().push(i);
-    }
-    by_cell
+    let groups = group_runs(0..table.rows.len(), |i| {
+        let row = &table.rows[i];
+        (&row.design, row.labels, row.m)
+    });
+    let order: Vec<usize> = (0..groups.len()).collect();
+    let summaries = parallel_map(
+        groups.len(),
+        &order,
+        |c| {
+            let ((design, labels, m), rows) = &groups[c];
+            let key = CellKey {
+                design: (*design).clone(),
+                labels: *labels,
+                m: *m,
+            };
+            summarise_deciders(table, &key, rows, options).map(|summary| (key, summary))
+        },
+        |_| {},
+    );
+    groups
         .into_iter()
-        .map(|(key, rows)| {
-            let deciders = summarise_deciders(table, &key, &rows, options)?;
+        .zip(summaries)
+        .map(|((_, rows), summary)| {
+            let (key, (deciders, decider_of_row)) = summary?;
             Ok(Cell {
                 key,
                 rows,
                 deciders,
+                decider_of_row,
             })
         })
         .collect()
 }
 
+/// The deciders of one cell in (seed, decider) order, and each row's index among them.
 fn summarise_deciders(
     table: &DyadTable,
     key: &CellKey,
     rows: &[usize],
     options: &MinimalGroupOptions,
-) -> Result<Vec<DeciderSummary>, AnalysisError> {
+) -> Result<(Vec<DeciderSummary>, Vec<usize>), AnalysisError> {
     let origin = &table.origin;
-    let mut by_decider: BTreeMap<(i64, i64), Vec<usize>> = BTreeMap::new();
-    for &i in rows {
-        let d = &table.rows[i];
-        by_decider.entry((d.seed, d.decider)).or_default().push(i);
-    }
+    let by_decider = group_runs(0..rows.len(), |k| {
+        let d = &table.rows[rows[k]];
+        (d.seed, d.decider)
+    });
+    let mut decider_of_row = vec![0; rows.len()];
     let mut out = Vec::with_capacity(by_decider.len());
-    for ((seed, decider), dyads) in by_decider {
-        let first = &table.rows[dyads[0]];
+    for (index, ((seed, decider), positions)) in by_decider.into_iter().enumerate() {
+        let first = &table.rows[rows[positions[0]]];
         let (mut in_sum, mut out_sum, mut total) = (0.0, 0.0, 0.0);
         let (mut n_in, mut n_out) = (0usize, 0usize);
         let mut extreme = true;
         let mut filled = false;
-        for &i in &dyads {
+        for &k in &positions {
+            decider_of_row[k] = index;
+            let i = rows[k];
             let d = &table.rows[i];
             if d.minority_decider != first.minority_decider {
                 return Err(AnalysisError::InvalidValue {
@@ -528,7 +630,7 @@ fn summarise_deciders(
             extreme,
         });
     }
-    Ok(out)
+    Ok((out, decider_of_row))
 }
 
 fn mean(values: &[f64]) -> f64 {
@@ -665,48 +767,248 @@ fn seed_tests_table(
     Ok(out.finish())
 }
 
-/// Fits `formula` on the given rows; extra numeric columns come from `extra`.
-fn fit_gee<K: Ord + Copy>(
-    table: &DyadTable,
-    rows: &[usize],
-    formula: &str,
-    cluster: impl Fn(&Dyad) -> K,
-    options: &MinimalGroupOptions,
-    context: impl Fn() -> String,
-) -> Result<herd_stats::GeeFit, AnalysisError> {
-    fit_gee_with(table, rows, formula, cluster, &[], options, context)
+/// One GEE fit: table rows, formula, cluster id and an optional extra numeric column.
+struct FitJob<'a> {
+    rows: Cow<'a, [usize]>,
+    formula: &'static str,
+    cluster: ClusterBy,
+    extra: Option<Extra>,
+    /// What is being fitted, for error messages.
+    context: String,
 }
 
-type ExtraColumn<'a> = (&'a str, &'a dyn Fn(&Dyad) -> f64);
+/// The GEE fits of one analysis, in the order the tables use them.
+#[derive(Default)]
+struct FitPlan<'a> {
+    jobs: Vec<FitJob<'a>>,
+    /// The progress unit each job counts towards (none for position fits).
+    units: Vec<Option<usize>>,
+}
 
-fn fit_gee_with<K: Ord + Copy>(
+impl<'a> FitPlan<'a> {
+    fn push(&mut self, job: FitJob<'a>, unit: Option<usize>) -> usize {
+        self.jobs.push(job);
+        self.units.push(unit);
+        self.jobs.len() - 1
+    }
+
+    /// Runs every fit on all cores; `finished(unit)` is called on this thread as each fit of a
+    /// progress unit completes.
+    fn run(
+        &self,
+        table: &DyadTable,
+        options: &MinimalGroupOptions,
+        mut finished: impl FnMut(usize),
+    ) -> FitResults {
+        // Largest first, so that the fits left at the end are small ones.
+        let mut order: Vec<usize> = (0..self.jobs.len()).collect();
+        order.sort_by_key(|&k| std::cmp::Reverse(self.jobs[k].rows.len()));
+        let columns = FitColumns::new(table, &self.jobs);
+        let results = parallel_map(
+            self.jobs.len(),
+            &order,
+            |k| run_fit(table, &columns, &self.jobs[k], options),
+            |k| {
+                if let Some(unit) = self.units[k] {
+                    finished(unit);
+                }
+            },
+        );
+        FitResults(results.into_iter().map(Some).collect())
+    }
+}
+
+/// Fit results by job. The tables are read in order and stop at the first error, as if the fits
+/// had run one after another.
+struct FitResults(Vec<Option<Result<GeeFit, AnalysisError>>>);
+
+impl FitResults {
+    fn get(&mut self, job: usize) -> Result<&GeeFit, AnalysisError> {
+        if let Some(Err(_)) = self.0[job]
+            && let Some(Err(e)) = self.0[job].take()
+        {
+            return Err(e);
+        }
+        match &self.0[job] {
+            Some(Ok(fit)) => Ok(fit),
+            _ => unreachable!("a fit is read again after its error was returned"),
+        }
+    }
+}
+
+/// Clusters: the seed within a cell; (labels, m, seed) across cells; (reasoning, m, seed) across
+/// reasoning modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClusterBy {
+    Seed,
+    LabelsMSeed,
+    ReasoningMSeed,
+}
+
+impl ClusterBy {
+    /// The cluster id, ordered as the key it encodes (labels and booleans in their own order).
+    fn key(self, d: &Dyad) -> (i64, i64, i64) {
+        match self {
+            Self::Seed => (d.seed, 0, 0),
+            Self::LabelsMSeed => {
+                let labels = match d.labels {
+                    Labels::Visible => 0,
+                    Labels::Hidden => 1,
+                };
+                (labels, i64::from(d.m), d.seed)
+            }
+            Self::ReasoningMSeed => (i64::from(reasoning_on(d)), i64::from(d.m), d.seed),
+        }
+    }
+}
+
+/// Formula columns beyond points, same_group and minority_decider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Extra {
+    Visible,
+    Reasoning,
+    TargetPosition,
+}
+
+impl Extra {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Visible => "visible",
+            Self::Reasoning => "reasoning",
+            Self::TargetPosition => "target_position",
+        }
+    }
+
+    fn value(self, d: &Dyad) -> f64 {
+        match self {
+            Self::Visible => f64::from(u8::from(d.labels == Labels::Visible)),
+            Self::Reasoning => f64::from(u8::from(reasoning_on(d))),
+            Self::TargetPosition => d.target_position.unwrap_or(f64::NAN),
+        }
+    }
+}
+
+fn reasoning_on(d: &Dyad) -> bool {
+    d.design.0[1].as_deref() == Some("on")
+}
+
+/// The formula columns and cluster ids of every table row, read once for all fits.
+struct FitColumns {
+    points: Vec<f64>,
+    same_group: Vec<f64>,
+    minority_decider: Vec<f64>,
+    extras: Vec<(Extra, Vec<f64>)>,
+    clusters: Vec<(ClusterBy, Vec<(i64, i64, i64)>)>,
+}
+
+impl FitColumns {
+    fn new(table: &DyadTable, jobs: &[FitJob<'_>]) -> Self {
+        let rows = &table.rows;
+        let mut extras: Vec<(Extra, Vec<f64>)> = Vec::new();
+        let mut clusters: Vec<(ClusterBy, Vec<(i64, i64, i64)>)> = Vec::new();
+        for job in jobs {
+            if let Some(extra) = job.extra
+                && !extras.iter().any(|(e, _)| *e == extra)
+            {
+                extras.push((extra, rows.iter().map(|d| extra.value(d)).collect()));
+            }
+            if !clusters.iter().any(|(c, _)| *c == job.cluster) {
+                clusters.push((job.cluster, rows.iter().map(|d| job.cluster.key(d)).collect()));
+            }
+        }
+        Self {
+            points: rows.iter().map(|d| d.points).collect(),
+            same_group: rows.iter().map(|d| f64::from(u8::from(d.same_group))).collect(),
+            minority_decider: rows.iter().map(|d| f64::from(u8::from(d.minority_decider))).collect(),
+            extras,
+            clusters,
+        }
+    }
+}
+
+/// `column` at `rows`: borrowed when the rows are one run of the table (a cell of a table sorted
+/// by cell, or all of it), else gathered.
+fn pick<'c, T: Copy>(column: &'c [T], rows: &[usize], run: Option<&Range<usize>>) -> Cow<'c, [T]> {
+    match run {
+        Some(run) => Cow::Borrowed(&column[run.clone()]),
+        None => Cow::Owned(rows.iter().map(|&i| column[i]).collect()),
+    }
+}
+
+/// Fits one planned GEE.
+fn run_fit(
     table: &DyadTable,
-    rows: &[usize],
-    formula: &str,
-    cluster: impl Fn(&Dyad) -> K,
-    extra: &[ExtraColumn<'_>],
+    columns: &FitColumns,
+    job: &FitJob<'_>,
     options: &MinimalGroupOptions,
-    context: impl Fn() -> String,
-) -> Result<herd_stats::GeeFit, AnalysisError> {
-    let to_error = |e| stats_context(&table.origin, &context)(e);
-    let parsed = Formula::parse(formula).map_err(to_error)?;
-    let pick = |f: fn(&Dyad) -> f64| -> Vec<f64> { rows.iter().map(|&i| f(&table.rows[i])).collect() };
-    let points = pick(|d| d.points);
-    let same_group = pick(|d| f64::from(u8::from(d.same_group)));
-    let minority_decider = pick(|d| f64::from(u8::from(d.minority_decider)));
-    let extra_values: Vec<(&str, Vec<f64>)> = extra
-        .iter()
-        .map(|(name, f)| (*name, rows.iter().map(|&i| f(&table.rows[i])).collect()))
-        .collect();
+) -> Result<GeeFit, AnalysisError> {
+    let to_error = |e| stats_context(&table.origin, || job.context.clone())(e);
+    let parsed = Formula::parse(job.formula).map_err(to_error)?;
+    let rows = &job.rows[..];
+    let run = rows
+        .first()
+        .map(|&start| start..start + rows.len())
+        .filter(|run| rows.iter().copied().eq(run.clone()));
+    let run = run.as_ref();
+    let points = pick(&columns.points, rows, run);
+    let same_group = pick(&columns.same_group, rows, run);
+    let minority_decider = pick(&columns.minority_decider, rows, run);
     let mut data: Vec<(&str, &[f64])> = vec![
-        ("points", points.as_slice()),
-        ("same_group", same_group.as_slice()),
-        ("minority_decider", minority_decider.as_slice()),
+        ("points", &points),
+        ("same_group", &same_group),
+        ("minority_decider", &minority_decider),
     ];
-    data.extend(extra_values.iter().map(|(n, v)| (*n, v.as_slice())));
+    let extra = job.extra.map(|extra| {
+        let (_, values) = columns.extras.iter().find(|(e, _)| *e == extra).expect("read for every job");
+        (extra.name(), pick(values, rows, run))
+    });
+    if let Some((name, values)) = &extra {
+        data.push((name, values));
+    }
+    let (_, ids) = columns.clusters.iter().find(|(c, _)| *c == job.cluster).expect("read for every job");
+    let clusters = pick(ids, rows, run);
     let (design, y) = parsed.build(&data).map_err(to_error)?;
-    let clusters: Vec<K> = rows.iter().map(|&i| cluster(&table.rows[i])).collect();
     gee_gaussian_exchangeable(&design, &y, &clusters, &options.gee).map_err(to_error)
+}
+
+/// Rows of the `gee` table from one fit, or the error that stops the analysis there.
+struct GeeEntry {
+    design: Vec<Value>,
+    labels: String,
+    m: String,
+    formula: &'static str,
+    fit: Result<usize, AnalysisError>,
+}
+
+/// Plans the `gee` table: per cell, pooled over labels, pooled over reasoning modes.
+fn plan_gee<'a>(
+    table: &DyadTable,
+    design_columns: &[&str],
+    cells: &'a [Cell],
+    plan: &mut FitPlan<'a>,
+) -> Vec<GeeEntry> {
+    let mut entries = Vec::new();
+    for (unit, cell) in cells.iter().enumerate() {
+        for formula in CELL_FORMULAS {
+            let job = FitJob {
+                rows: Cow::Borrowed(&cell.rows),
+                formula,
+                cluster: ClusterBy::Seed,
+                extra: None,
+                context: format!("{} {formula}", cell.key.describe()),
+            };
+            entries.push(GeeEntry {
+                design: design_values(&cell.key.design, design_columns),
+                labels: cell.key.labels.as_str().into(),
+                m: cell.key.m.to_string(),
+                formula,
+                fit: Ok(plan.push(job, Some(unit))),
+            });
+        }
+    }
+    plan_pooled_visible(design_columns, cells, plan, cells.len(), &mut entries);
+    plan_pooled_reasoning(table, design_columns, cells, plan, cells.len() + 1, &mut entries);
+    entries
 }
 
 fn push_gee_rows(
@@ -744,13 +1046,13 @@ fn clone_value(v: &Value) -> Value {
     }
 }
 
-fn pooled_visible_fits(
-    table: &DyadTable,
+fn plan_pooled_visible<'a>(
     design_columns: &[&str],
-    cells: &[Cell],
-    options: &MinimalGroupOptions,
-    gee: &mut TableBuilder,
-) -> Result<(), AnalysisError> {
+    cells: &'a [Cell],
+    plan: &mut FitPlan<'a>,
+    unit: usize,
+    entries: &mut Vec<GeeEntry>,
+) {
     let mut by_design: BTreeMap<&DesignKey, Vec<&Cell>> = BTreeMap::new();
     for cell in cells {
         by_design.entry(&cell.key.design).or_default().push(cell);
@@ -762,32 +1064,35 @@ fn pooled_visible_fits(
         }
         let mut rows: Vec<usize> = members.iter().flat_map(|c| c.rows.iter().copied()).collect();
         rows.sort_unstable();
-        let visible = |d: &Dyad| f64::from(u8::from(d.labels == Labels::Visible));
         for formula in POOLED_VISIBLE_FORMULAS {
-            let fit = fit_gee_with(
-                table,
-                &rows,
+            let job = FitJob {
+                rows: Cow::Owned(rows.clone()),
                 formula,
-                |d| (d.labels, d.m, d.seed),
-                &[("visible", &visible as &dyn Fn(&Dyad) -> f64)],
-                options,
-                || format!("{formula} pooled over the cells of {:?}", design.0),
-            )?;
-            push_gee_rows(gee, &design_values(design, design_columns), "pooled", "pooled", formula, &fit);
+                cluster: ClusterBy::LabelsMSeed,
+                extra: Some(Extra::Visible),
+                context: format!("{formula} pooled over the cells of {:?}", design.0),
+            };
+            entries.push(GeeEntry {
+                design: design_values(design, design_columns),
+                labels: "pooled".into(),
+                m: "pooled".into(),
+                formula,
+                fit: Ok(plan.push(job, Some(unit))),
+            });
         }
     }
-    Ok(())
 }
 
-fn pooled_reasoning_fits(
+fn plan_pooled_reasoning<'a>(
     table: &DyadTable,
     design_columns: &[&str],
-    cells: &[Cell],
-    options: &MinimalGroupOptions,
-    gee: &mut TableBuilder,
-) -> Result<(), AnalysisError> {
+    cells: &'a [Cell],
+    plan: &mut FitPlan<'a>,
+    unit: usize,
+    entries: &mut Vec<GeeEntry>,
+) {
     if !design_columns.contains(&"reasoning") {
-        return Ok(());
+        return;
     }
     let mut by_design: BTreeMap<(DesignKey, Labels), Vec<&Cell>> = BTreeMap::new();
     for cell in cells {
@@ -803,38 +1108,87 @@ fn pooled_reasoning_fits(
         if levels.len() < 2 {
             continue;
         }
+        let mut entry = GeeEntry {
+            design: design_values(&design, design_columns),
+            labels: labels.as_str().into(),
+            m: "pooled".into(),
+            formula: POOLED_REASONING_FORMULA,
+            fit: Ok(0),
+        };
         if levels != BTreeSet::from(["off", "on"]) {
             let row = members[0].rows[0];
-            return Err(AnalysisError::InvalidValue {
+            entry.fit = Err(AnalysisError::InvalidValue {
                 origin: table.origin.clone(),
                 column: "reasoning".into(),
                 row: row + 1,
                 problem: format!("reasoning levels {levels:?}"),
                 fix: "use `on` (thinking) and `off` (thinking disabled), herd's reasoning modes".into(),
             });
+            entries.push(entry);
+            return;
         }
         let mut rows: Vec<usize> = members.iter().flat_map(|c| c.rows.iter().copied()).collect();
         rows.sort_unstable();
-        let reasoning = |d: &Dyad| f64::from(u8::from(d.design.0[1].as_deref() == Some("on")));
-        let fit = fit_gee_with(
-            table,
-            &rows,
-            POOLED_REASONING_FORMULA,
-            |d| (d.design.0[1].as_deref() == Some("on"), d.m, d.seed),
-            &[("reasoning", &reasoning as &dyn Fn(&Dyad) -> f64)],
-            options,
-            || format!("{POOLED_REASONING_FORMULA} pooled over reasoning modes ({})", labels.as_str()),
-        )?;
-        push_gee_rows(
-            gee,
-            &design_values(&design, design_columns),
-            labels.as_str(),
-            "pooled",
-            POOLED_REASONING_FORMULA,
-            &fit,
-        );
+        let job = FitJob {
+            rows: Cow::Owned(rows),
+            formula: POOLED_REASONING_FORMULA,
+            cluster: ClusterBy::ReasoningMSeed,
+            extra: Some(Extra::Reasoning),
+            context: format!("{POOLED_REASONING_FORMULA} pooled over reasoning modes ({})", labels.as_str()),
+        };
+        entry.fit = Ok(plan.push(job, Some(unit)));
+        entries.push(entry);
     }
-    Ok(())
+}
+
+fn fill_settings(table: &DyadTable) -> &'static [&'static str] {
+    if table.has_filled() {
+        &["included", "excluded"]
+    } else {
+        &["included"]
+    }
+}
+
+/// Position-effect fits per cell and fill setting, as (job, rows fitted); none without
+/// `target_position`. Excluding fills that no decider has fits the same rows, so that reuses the
+/// inclusion's fit.
+fn plan_position_fits<'a>(
+    table: &DyadTable,
+    cells: &'a [Cell],
+    plan: &mut FitPlan<'a>,
+) -> Vec<Vec<(usize, usize)>> {
+    let mut out = Vec::with_capacity(cells.len());
+    for cell in cells {
+        let mut jobs: Vec<(usize, usize)> = Vec::new();
+        if table.has_target_position() {
+            for &fill in fill_settings(table) {
+                let rows: Vec<usize> = cell
+                    .rows
+                    .iter()
+                    .zip(&cell.decider_of_row)
+                    .filter(|&(_, &d)| fill == "included" || !cell.deciders[d].filled)
+                    .map(|(&i, _)| i)
+                    .collect();
+                let n = rows.len();
+                let job = match jobs.first() {
+                    Some(&(job, included)) if included == n => job,
+                    _ => plan.push(
+                        FitJob {
+                            rows: Cow::Owned(rows),
+                            formula: POSITION_FORMULA,
+                            cluster: ClusterBy::Seed,
+                            extra: Some(Extra::TargetPosition),
+                            context: format!("position effect in {} (fills {fill})", cell.key.describe()),
+                        },
+                        None,
+                    ),
+                };
+                jobs.push((job, n));
+            }
+        }
+        out.push(jobs);
+    }
+    out
 }
 
 fn bootstrap_rows(
@@ -843,6 +1197,7 @@ fn bootstrap_rows(
     cell: &Cell,
     means: &SeedMeans,
     options: &MinimalGroupOptions,
+    drawn: &mut BTreeMap<usize, Vec<Vec<usize>>>,
     out: &mut TableBuilder,
 ) -> Result<(), AnalysisError> {
     let n = means.seeds.len();
@@ -853,7 +1208,18 @@ fn bootstrap_rows(
         let context = || format!("bootstrap of {quantity} in {}", cell.key.describe());
         let statistic = |idx: &[usize]| idx.iter().map(|&i| values[i]).sum::<f64>() / idx.len() as f64;
         let result: BootstrapResult = match &options.bootstrap {
-            BootstrapPlan::Seeded { resamples, seed } => cluster_bootstrap(n, *resamples, *seed, statistic),
+            BootstrapPlan::Seeded { resamples, seed } => {
+                // Every cell and quantity uses the same stream, so equally many seeds give the
+                // same resamples: draw them once per seed count.
+                let indices = match drawn.entry(n) {
+                    Entry::Occupied(e) => e.into_mut(),
+                    Entry::Vacant(e) => {
+                        let indices = cluster_resamples(n, *resamples, *seed);
+                        e.insert(indices.map_err(stats_context(&table.origin, context))?)
+                    }
+                };
+                bootstrap_replay(n, indices, statistic)
+            }
             BootstrapPlan::Replay(indices) => {
                 if let Some(row) = indices.iter().find(|r| r.len() != n) {
                     return Err(AnalysisError::InvalidValue {
@@ -896,20 +1262,17 @@ fn robustness_table(
     table: &DyadTable,
     design_columns: &[&str],
     cells: &[Cell],
-    options: &MinimalGroupOptions,
+    position_jobs: &[Vec<(usize, usize)>],
+    fits: &mut FitResults,
 ) -> Result<ResultTable, AnalysisError> {
     let mut out = TableBuilder::new(
         "robustness",
         &schema(design_columns, &ROBUSTNESS_COLUMNS, ROBUSTNESS_KINDS),
     );
-    let fills: &[&str] = if table.has_filled() {
-        &["included", "excluded"]
-    } else {
-        &["included"]
-    };
+    let fills = fill_settings(table);
     let nan = f64::NAN;
-    for cell in cells {
-        for &fill in fills {
+    for (cell, jobs) in cells.iter().zip(position_jobs) {
+        for (fi, &fill) in fills.iter().enumerate() {
             let keep = |d: &DeciderSummary| fill == "included" || !d.filled;
             let mut push = |check: &str, deciders: &str, n: usize, estimate: f64, se: f64, statistic: f64, p: f64, formula: Option<&str>| {
                 let mut row = design_values(&cell.key.design, design_columns);
@@ -946,37 +1309,15 @@ fn robustness_table(
                 push("prevalence", set, n, share(|d| d.favouritism > 0.0), nan, nan, nan, None);
                 push("extreme_allocations", set, n, share(|d| d.extreme), nan, nan, nan, None);
             }
-            if table.has_target_position() {
-                let kept: BTreeSet<(i64, i64)> = cell
-                    .deciders
-                    .iter()
-                    .zip(decider_ids(table, cell))
-                    .filter(|(d, _)| keep(d))
-                    .map(|(_, id)| id)
-                    .collect();
-                let rows: Vec<usize> = cell
-                    .rows
-                    .iter()
-                    .copied()
-                    .filter(|&i| kept.contains(&(table.rows[i].seed, table.rows[i].decider)))
-                    .collect();
-                let position = |d: &Dyad| d.target_position.unwrap_or(f64::NAN);
-                let fit = fit_gee_with(
-                    table,
-                    &rows,
-                    POSITION_FORMULA,
-                    |d| d.seed,
-                    &[("target_position", &position as &dyn Fn(&Dyad) -> f64)],
-                    options,
-                    || format!("position effect in {} (fills {fill})", cell.key.describe()),
-                )?;
-                let c = fit
+            if let Some(&(job, n_rows)) = jobs.get(fi) {
+                let c = fits
+                    .get(job)?
                     .coefficient("target_position")
                     .expect("the position formula has a target_position term");
                 push(
                     "position_effect",
                     "all",
-                    rows.len(),
+                    n_rows,
                     c.estimate,
                     c.robust_se,
                     c.robust_z,
@@ -990,16 +1331,6 @@ fn robustness_table(
         swap_pass_rows(table, design_columns, cells, fills, &mut out)?;
     }
     Ok(out.finish())
-}
-
-/// (seed, decider) of each summary, in the order `summarise_deciders` produced them.
-fn decider_ids(table: &DyadTable, cell: &Cell) -> Vec<(i64, i64)> {
-    let ids: BTreeSet<(i64, i64)> = cell
-        .rows
-        .iter()
-        .map(|&i| (table.rows[i].seed, table.rows[i].decider))
-        .collect();
-    ids.into_iter().collect()
 }
 
 fn swap_pass_rows(

@@ -51,18 +51,28 @@ pub fn cluster_bootstrap<F>(
 where
     F: FnMut(&[usize]) -> f64,
 {
+    let indices = cluster_resamples(n_clusters, n_resamples, seed)?;
+    bootstrap_replay(n_clusters, &indices, statistic)
+}
+
+/// The resamples [`cluster_bootstrap`] draws (one row of cluster indices per resample), for
+/// reuse with [`bootstrap_replay`] when several statistics share a seed and cluster count.
+pub fn cluster_resamples(
+    n_clusters: usize,
+    n_resamples: usize,
+    seed: u64,
+) -> Result<Vec<Vec<usize>>, StatsError> {
     if n_clusters == 0 || n_resamples == 0 {
         return Err(StatsError::EmptyInput);
     }
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let indices: Vec<Vec<usize>> = (0..n_resamples)
+    Ok((0..n_resamples)
         .map(|_| {
             (0..n_clusters)
                 .map(|_| rng.random_range(0..n_clusters))
                 .collect()
         })
-        .collect();
-    bootstrap_replay(n_clusters, &indices, statistic)
+        .collect())
 }
 
 /// Evaluates `statistic` on given resamples (one row of cluster indices per resample).

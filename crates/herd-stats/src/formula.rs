@@ -137,22 +137,24 @@ impl Formula {
             return Err(StatsError::EmptyInput);
         }
         check_finite(response, "response")?;
-        let mut columns: Vec<Vec<f64>> = Vec::new();
+        // Columns are written one after another: nalgebra's storage is column-major.
+        let p = usize::from(self.intercept) + self.terms.len();
+        let mut storage = Vec::with_capacity(n * p);
         if self.intercept {
-            columns.push(vec![1.0; n]);
+            storage.resize(n, 1.0);
         }
         for term in &self.terms {
-            let mut values = vec![1.0; n];
+            let start = storage.len();
+            storage.resize(start + n, 1.0);
             for factor in term {
                 let factor_values = column(factor)?;
                 check_same_length("formula column", n, factor_values.len())?;
-                for (v, f) in values.iter_mut().zip(factor_values) {
+                for (v, f) in storage[start..].iter_mut().zip(factor_values) {
                     *v *= f;
                 }
             }
-            columns.push(values);
         }
-        let matrix = DMatrix::from_fn(n, columns.len(), |i, j| columns[j][i]);
+        let matrix = DMatrix::from_vec(n, p, storage);
         Ok((
             DesignMatrix::new(self.column_names(), matrix)?,
             response.to_vec(),

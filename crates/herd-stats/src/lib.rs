@@ -49,7 +49,9 @@ pub mod ttest;
 pub mod wilcoxon;
 
 pub use auc::{trapezoid, trapezoid_uniform};
-pub use bootstrap::{BootstrapResult, bootstrap_replay, cluster_bootstrap, percentile, sample_std};
+pub use bootstrap::{
+    BootstrapResult, bootstrap_replay, cluster_bootstrap, cluster_resamples, percentile, sample_std,
+};
 pub use correlation::{SpearmanResult, pearson, spearman};
 pub use distributions::{
     Alternative, normal_cdf, normal_p_value, normal_sf, students_t_cdf, students_t_p_value,
