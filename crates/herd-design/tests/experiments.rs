@@ -74,8 +74,8 @@ fn quick_profiles_keep_every_family() {
     let Experiment::MinimalGroup(q) = load_experiment(&data("minimal-group.quick.toml")).unwrap().experiment else {
         panic!("minimal-group.quick.toml is a minimal-group experiment")
     };
-    // Quick keeps a minority and equal groups, both instruments and both reasoning modes.
-    assert_eq!(q.society.minority_sizes, vec![3, 10]);
+    // Quick keeps both groups' deciders, both instruments and both reasoning modes.
+    assert_eq!(q.society.minority_sizes, vec![5]);
     assert_eq!(q.instruments.len(), 2);
     assert_eq!(q.design.reasoning.len(), 2);
 }

@@ -134,12 +134,12 @@ fn drawn_plans_follow_each_level() {
         let plan = p.plan(&key, &t, Answer::A).unwrap();
         (plan.replies.len(), plan.replies.iter().filter(|r| r.answer == Answer::B).count())
     };
-    assert_eq!(wrongs("wrong_100", "10"), (10, 10));
-    assert_eq!(wrongs("wrong_80", "10"), (10, 8));
-    assert_eq!(wrongs("wrong_50", "10"), (10, 5));
-    assert_eq!(wrongs("wrong_0", "10"), (10, 0));
+    assert_eq!(wrongs("wrong_100", "5"), (5, 5));
+    assert_eq!(wrongs("wrong_80", "5"), (5, 4));
+    assert_eq!(wrongs("wrong_50", "5"), (5, 3)); // 2.5 rounds half away from zero
+    assert_eq!(wrongs("wrong_0", "5"), (5, 0));
     assert_eq!(wrongs("one_ally", "5"), (6, 5));
-    assert_eq!(wrongs("two_allies", "2"), (4, 2));
+    assert_eq!(wrongs("two_allies", "5"), (7, 5));
 
     // N = 0 is the plain baseline in every family.
     let (key, t) = unit_plan(&units, "nationality", Some("same"), "0");
@@ -158,16 +158,16 @@ fn drawn_plans_follow_each_level() {
     }
     // Near: every reply right here; far: every reply from the far list.
     let far_list = &exp.families.spatial.as_ref().unwrap().far;
-    let (k, t) = unit_plan(&units, "spatial", Some("near"), "10");
+    let (k, t) = unit_plan(&units, "spatial", Some("near"), "5");
     assert!(p.plan(&k, &t, Answer::A).unwrap().replies.iter().all(|r| r.annotation.as_deref() == Some("right here")));
-    let (k, t) = unit_plan(&units, "spatial", Some("far"), "10");
+    let (k, t) = unit_plan(&units, "spatial", Some("far"), "5");
     assert!(p.plan(&k, &t, Answer::A).unwrap().replies.iter().all(|r| far_list.contains(r.annotation.as_ref().unwrap())));
     // Source strength replaces the role word only.
-    let (k, t) = unit_plan(&units, "source_strength", Some("kids"), "2");
+    let (k, t) = unit_plan(&units, "source_strength", Some("kids"), "5");
     let kids = p.plan(&k, &t, Answer::A).unwrap();
     assert_eq!(kids.role, "kids");
     // Normative: paraphrase i of the bank, public and private matched.
-    let (k, t) = unit_plan(&units, "normative", Some("private"), "2");
+    let (k, t) = unit_plan(&units, "normative", Some("private"), "5");
     let private = p.plan(&k, &t, Answer::A).unwrap();
     assert_eq!(private.framing.as_deref(), Some(p.normative.as_ref().unwrap().private[t.trial as usize].as_str()));
 }
@@ -180,7 +180,7 @@ fn rendered_prompts_put_the_image_first_or_its_text() {
     let (key, t) = units
         .iter()
         .find_map(|u| match &u.plan {
-            UnitPlan::Conformity(t) if t.task == Task::Lines && t.family == Family::GroupSize && t.n == 1 => Some((u.key.clone(), t.clone())),
+            UnitPlan::Conformity(t) if t.task == Task::Lines && t.family == Family::GroupSize && t.n == 2 => Some((u.key.clone(), t.clone())),
             _ => None,
         })
         .unwrap();
