@@ -158,7 +158,10 @@ fn constrained_allocations_always_parse() {
         let ids: Vec<String> = (1..=6).map(|i| format!("agent_{i:02}")).collect();
         let roster = herd_parse::Roster::new(ids).unwrap();
         let parsed = herd_parse::parse_allocation(generation.text.as_bytes(), &roster, &decider, 100.0);
-        assert!(parsed.allocation.is_some(), "{decider}: {:?} did not parse: {:?}", generation.text, parsed.reason);
+        // The grammar guarantees the object; only its content can fail (every value zero: nothing to
+        // renormalise), which the model is free to write.
+        let zero_sum = parsed.failure == Some(herd_parse::Failure::ZeroSum);
+        assert!(parsed.allocation.is_some() || zero_sum, "{decider}: {:?} did not parse: {:?}", generation.text, parsed.reason);
         let value: Value = serde_json::from_str(&generation.text).unwrap_or_else(|e| panic!("{:?} is not JSON: {e}", generation.text));
         assert_eq!(value.as_object().unwrap().len(), 5, "{}", generation.text);
     }
