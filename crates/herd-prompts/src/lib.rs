@@ -18,12 +18,12 @@
 //! let prompter = ConformityPrompter::load(&file, exp).unwrap();
 //! let pools = ImagePools::preview(exp, herd_design::Task::Color).unwrap();
 //! let unit = expand(&file.experiment).into_iter()
-//!     .find(|u| matches!(&u.plan, UnitPlan::Conformity(t) if t.task == herd_design::Task::Color && t.n == 3))
+//!     .find(|u| matches!(&u.plan, UnitPlan::Conformity(t) if t.task == herd_design::Task::Color && t.n == 5))
 //!     .unwrap();
 //! let UnitPlan::Conformity(trial) = &unit.plan else { unreachable!() };
 //! let image = pools.select(&unit.key, trial).unwrap();
 //! let prompt = prompter.render(&unit.key, trial, image, Modality::Vision).unwrap();
-//! assert!(prompt.text().contains("reply 3:"));
+//! assert!(prompt.text().contains("reply 5:"));
 //! ```
 
 mod allocation;
