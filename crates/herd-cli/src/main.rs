@@ -9,6 +9,7 @@ mod model_cmd;
 mod parse_cmd;
 mod power_cmd;
 mod prompts_cmd;
+mod report_cmd;
 mod run_cmd;
 mod stimuli_cmd;
 
@@ -47,6 +48,8 @@ enum Command {
         #[command(subcommand)]
         cmd: analyze_cmd::AnalyzeCommand,
     },
+    /// Regenerate the papers' figures (PNG, SVG) and an HTML/Markdown report from a result folder's Parquet.
+    Report(report_cmd::ReportArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -62,6 +65,7 @@ fn main() -> std::process::ExitCode {
         Command::Run(args) => run_cmd::run(args),
         Command::Power(args) => power_cmd::run(args),
         Command::Analyze { cmd } => analyze_cmd::run(cmd),
+        Command::Report(args) => report_cmd::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,0 +1,116 @@
+//! `herd report` as a user runs it: on result folders made elsewhere (only the copied folder is there),
+//! on a single run folder, and on folders that are missing or empty.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn herd(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_herd")).args(args).current_dir(root()).output().unwrap()
+}
+
+fn sim_run(experiment: &str, out: &Path) {
+    let output = herd(&["run", "--experiment", experiment, "--backend", "sim", "--out", out.to_str().unwrap(), "--quiet"]);
+    assert!(output.status.success(), "herd run failed: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else if entry.file_name() != ".lock" {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn files(dir: &Path, extension: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(extension))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn report_works_on_a_result_folder_copied_from_another_machine() {
+    let machine_a = tempfile::tempdir().unwrap();
+    sim_run("data/experiments/conformity.quick.toml", &machine_a.path().join("out/runs/conformity"));
+    sim_run("data/experiments/minimal-group.quick.toml", &machine_a.path().join("out/runs/minimal-group"));
+
+    // Only the result folder travels; the original is gone.
+    let machine_b = tempfile::tempdir().unwrap();
+    let copy = machine_b.path().join("results");
+    copy_tree(&machine_a.path().join("out"), &copy);
+    drop(machine_a);
+
+    let out = machine_b.path().join("report");
+    let output = herd(&["report", "--results", copy.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "herd report failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains(&format!("report: {}", out.join("report.html").display())), "{stdout}");
+
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let pngs = files(&out.join("figures"), ".png");
+    let svgs = files(&out.join("figures"), ".svg");
+    assert!(pngs.len() >= 10, "{pngs:?}");
+    assert_eq!(pngs.iter().map(|p| p.trim_end_matches(".png")).collect::<Vec<_>>(), svgs.iter().map(|s| s.trim_end_matches(".svg")).collect::<Vec<_>>());
+    for png in &pngs {
+        assert!(html.contains(&format!("src=\"figures/{png}\"")), "{png} is not on the page");
+        assert!(md.contains(&format!("(figures/{png})")), "{png} is not in the Markdown");
+        let image = image::open(out.join("figures").join(png)).unwrap();
+        assert_eq!((image.width(), image.height()), (1000, 600), "{png}");
+    }
+    for study in ["Conformity (Asch paradigm)", "Minimal groups (allocation)"] {
+        assert!(html.contains(study) && md.contains(study), "{study} missing");
+    }
+    // Manifest and QC sections come from the copied manifest.json and Parquet.
+    assert!(html.contains("conformity-quick") && html.contains("minimal-group-quick"));
+    assert!(md.contains("allocation_quality") && md.contains("conformity_quality"));
+    assert!(md.contains("This run against the papers"));
+    // The quick profile has one minority size and no swap pass: figures it cannot show are named, not faked.
+    assert!(stdout.contains("not drawn: favouritism_across_swap_pass_and_paraphrase") || pngs.contains(&"favouritism_across_swap_pass_and_paraphrase.png".to_owned()));
+}
+
+#[test]
+fn report_on_a_single_run_folder_names_the_absent_study() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("mg");
+    sim_run("data/experiments/minimal-group.quick.toml", &run);
+    let out = dir.path().join("report");
+    let output = herd(&["report", "--results", run.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no conformity results"));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("Not in these results: conformity."));
+    assert!(html.contains("not in this run"));
+}
+
+#[test]
+fn missing_and_empty_result_folders_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere");
+    let out = dir.path().join("report");
+    let output = herd(&["report", "--results", missing.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains(&format!("{}: no such folder", missing.display())), "{stderr}");
+    assert!(stderr.contains("fix: pass a run folder"), "{stderr}");
+
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let output = herd(&["report", "--results", empty.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("the folder is empty"), "{stderr}");
+    assert!(!out.exists(), "nothing is written on failure");
+}

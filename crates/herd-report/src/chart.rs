@@ -1,0 +1,614 @@
+//! The three chart shapes every figure is made of (lines with confidence bands, grouped bars with
+//! intervals, a heatmap), drawn once per backend: PNG through plotters' bitmap backend and the
+//! `image` crate's encoder, SVG through plotters' SVG backend.
+//!
+//! Readability rules live here so no figure can break them: series differ by Okabe–Ito colour *and*
+//! by marker and line dash (bars by hatching), so a figure reads in greyscale and for colour-blind
+//! readers; the legend has its own panel right of the plot, so it never covers data.
+
+use std::sync::Once;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::error::ReportError;
+
+/// Pixel size of every figure (PNG) and of its SVG canvas.
+pub const FIGURE_WIDTH: u32 = 1000;
+pub const FIGURE_HEIGHT: u32 = 600;
+const LEGEND_WIDTH: u32 = 270;
+const FONT: &str = "sans-serif";
+
+/// The bitmap backend draws text with this font (herd's one bundled font, also used for stimuli), so
+/// figures need no system fonts; SVG text names the generic `sans-serif` family.
+static FONT_BYTES: &[u8] = include_bytes!("../../../data/fonts/DejaVuSans-Bold.ttf");
+static REGISTER_FONT: Once = Once::new();
+
+/// Okabe & Ito's colour-blind-safe palette, yellow left out (too light on white).
+const PALETTE: [RGBColor; 7] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(230, 159, 0),
+    RGBColor(86, 180, 233),
+    RGBColor(0, 0, 0),
+];
+/// Line dash patterns in pixels (on, off, …); empty is solid.
+const DASHES: [&[f64]; 4] = [&[], &[12.0, 6.0], &[3.0, 4.0], &[12.0, 4.0, 3.0, 4.0]];
+
+#[derive(Debug, Clone, Copy)]
+enum Marker {
+    Circle,
+    Square,
+    Triangle,
+    Cross,
+    FilledCircle,
+    FilledSquare,
+}
+const MARKERS: [Marker; 6] = [
+    Marker::Circle,
+    Marker::Square,
+    Marker::Triangle,
+    Marker::Cross,
+    Marker::FilledCircle,
+    Marker::FilledSquare,
+];
+
+fn colour(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// One point of a line series with its optional confidence interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    pub x: f64,
+    pub y: f64,
+    pub interval: Option<(f64, f64)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LineSeries {
+    pub label: String,
+    pub points: Vec<Point>,
+}
+
+/// Lines over a numeric x axis, bands where points carry intervals.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LineChart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub legend_title: String,
+    pub series: Vec<LineSeries>,
+    /// Fixed y range (e.g. probabilities); otherwise fitted to the data and intervals.
+    pub y_range: Option<(f64, f64)>,
+    /// A horizontal reference line (e.g. zero favouritism).
+    pub reference_y: Option<f64>,
+}
+
+/// One bar: its value, interval and a short note printed above it (e.g. `z = 2.4`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bar {
+    pub value: f64,
+    pub interval: Option<(f64, f64)>,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarSeries {
+    pub label: String,
+    /// One per category; `None` where the series has no value there.
+    pub bars: Vec<Option<Bar>>,
+}
+
+/// Bars grouped by category, one bar per series in each group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarChart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub legend_title: String,
+    pub categories: Vec<String>,
+    pub series: Vec<BarSeries>,
+}
+
+/// Mean values on a grid over two normalised axes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Heatmap {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub value_label: String,
+    /// `cells[i][j]`: x bin i, y bin j, over [0, 1]²; `None` where no data fell.
+    pub cells: Vec<Vec<Option<f64>>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Chart {
+    Line(LineChart),
+    Bar(BarChart),
+    Heat(Heatmap),
+}
+
+fn draw_error(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// Renders `chart` as PNG bytes and SVG text of [`FIGURE_WIDTH`] × [`FIGURE_HEIGHT`].
+pub fn render(name: &str, chart: &Chart) -> Result<(Vec<u8>, String), ReportError> {
+    let failed = |problem: String| ReportError::Draw { figure: name.to_owned(), problem };
+    let mut registered = Ok(());
+    REGISTER_FONT.call_once(|| {
+        registered = plotters::style::register_font(FONT, FontStyle::Normal, FONT_BYTES)
+            .map_err(|_| "the bundled DejaVu Sans font did not load".to_owned());
+    });
+    registered.map_err(failed)?;
+
+    let mut pixels = vec![0_u8; (FIGURE_WIDTH * FIGURE_HEIGHT * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut pixels, (FIGURE_WIDTH, FIGURE_HEIGHT)).into_drawing_area();
+        draw(&root, chart).map_err(failed)?;
+        root.present().map_err(|e| failed(e.to_string()))?;
+    }
+    let image = image::RgbImage::from_raw(FIGURE_WIDTH, FIGURE_HEIGHT, pixels)
+        .ok_or_else(|| failed("the bitmap buffer has the wrong size".into()))?;
+    let mut png = Vec::new();
+    image
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .map_err(|e| failed(e.to_string()))?;
+
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (FIGURE_WIDTH, FIGURE_HEIGHT)).into_drawing_area();
+        draw(&root, chart).map_err(failed)?;
+        root.present().map_err(|e| failed(e.to_string()))?;
+    }
+    Ok((png, svg))
+}
+
+fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Result<(), String> {
+    root.fill(&WHITE).map_err(draw_error)?;
+    let (width, _) = root.dim_in_pixel();
+    let (plot, legend) = root.split_horizontally(width - LEGEND_WIDTH);
+    match chart {
+        Chart::Line(c) => draw_lines(&plot, &legend, c),
+        Chart::Bar(c) => draw_bars(root, &plot, &legend, c),
+        Chart::Heat(c) => draw_heatmap(&plot, &legend, c),
+    }
+}
+
+/// (low, high) of `values` padded by 6% (a unit range around a single value).
+fn padded_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = values
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    if hi - lo < 1e-12 {
+        return (lo - 0.5, hi + 0.5);
+    }
+    let pad = (hi - lo) * 0.06;
+    (lo - pad, hi + pad)
+}
+
+fn tick_label(v: &f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{}", v.round() as i64)
+    } else {
+        let text = format!("{v:.3}");
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    }
+}
+
+/// Splits a polyline into the drawn pieces of a dash pattern measured in pixels (`to_pixel` maps a
+/// data point to the backend), returned in data coordinates.
+fn dashed(points: &[(f64, f64)], pattern: &[f64], to_pixel: impl Fn((f64, f64)) -> (f64, f64)) -> Vec<Vec<(f64, f64)>> {
+    if pattern.is_empty() || points.len() < 2 {
+        return vec![points.to_vec()];
+    }
+    let mut pieces = Vec::new();
+    let mut current: Vec<(f64, f64)> = vec![points[0]];
+    let (mut step, mut left) = (0, pattern[0]);
+    for pair in points.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        let (pa, pb) = (to_pixel(a), to_pixel(b));
+        let length = ((pb.0 - pa.0).powi(2) + (pb.1 - pa.1).powi(2)).sqrt();
+        let mut done = 0.0;
+        while length - done > left {
+            done += left;
+            let t = done / length;
+            let p = (a.0 + (b.0 - a.0) * t, a.1 + (b.1 - a.1) * t);
+            if step % 2 == 0 {
+                current.push(p);
+                pieces.push(std::mem::take(&mut current));
+            } else {
+                current = vec![p];
+            }
+            step = (step + 1) % pattern.len();
+            left = pattern[step];
+        }
+        left -= length - done;
+        if step % 2 == 0 {
+            current.push(b);
+        }
+    }
+    if step % 2 == 0 && current.len() >= 2 {
+        pieces.push(current);
+    }
+    pieces
+}
+
+fn legend_text_style(size: u32) -> TextStyle<'static> {
+    TextStyle::from((FONT, size).into_font()).pos(Pos::new(HPos::Left, VPos::Center))
+}
+
+/// Wraps a legend label at word boundaries to at most `width` characters per line.
+fn wrap(label: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in label.split(' ') {
+        match lines.last_mut() {
+            Some(line) if line.chars().count() + 1 + word.chars().count() <= width => {
+                line.push(' ');
+                line.push_str(word);
+            }
+            _ => lines.push(word.to_owned()),
+        }
+    }
+    lines
+}
+
+/// Draws a legend of line samples (dash + marker) or bar swatches (hatched) in its own panel.
+fn draw_legend<DB: DrawingBackend>(
+    legend: &DrawingArea<DB, Shift>,
+    title: &str,
+    labels: &[String],
+    bars: bool,
+) -> Result<(), String> {
+    let mut y = 60;
+    for line in wrap(title, 26) {
+        legend.draw(&Text::new(line, (12, y), legend_text_style(15))).map_err(draw_error)?;
+        y += 19;
+    }
+    y += 9;
+    for (i, label) in labels.iter().enumerate() {
+        let c = colour(i);
+        if bars {
+            legend
+                .draw(&Rectangle::new([(12, y - 8), (44, y + 8)], c.filled()))
+                .map_err(draw_error)?;
+            for line in hatch_lines(i, (12.0, 44.0), (y as f64 - 8.0, y as f64 + 8.0), 6.0, 6.0) {
+                let pixels: Vec<(i32, i32)> = line.iter().map(|&(x, y)| (x.round() as i32, y.round() as i32)).collect();
+                legend.draw(&PathElement::new(pixels, WHITE.stroke_width(2))).map_err(draw_error)?;
+            }
+        } else {
+            let sample = [(8.0, y as f64), (48.0, y as f64)];
+            for piece in dashed(&sample, DASHES[i % DASHES.len()], |p| p) {
+                let pixels: Vec<(i32, i32)> = piece.iter().map(|&(x, y)| (x.round() as i32, y.round() as i32)).collect();
+                legend.draw(&PathElement::new(pixels, c.stroke_width(2))).map_err(draw_error)?;
+            }
+            let (stroke, fill) = (ShapeStyle::from(&c).stroke_width(2), ShapeStyle::from(&c).filled());
+            let at = EmptyElement::at((28, y));
+            match MARKERS[i % MARKERS.len()] {
+                Marker::Circle => legend.draw(&(at + Circle::new((0, 0), 5, stroke))),
+                Marker::FilledCircle => legend.draw(&(at + Circle::new((0, 0), 5, fill))),
+                Marker::Square => legend.draw(&(at + Rectangle::new([(-4, -4), (4, 4)], stroke))),
+                Marker::FilledSquare => legend.draw(&(at + Rectangle::new([(-4, -4), (4, 4)], fill))),
+                Marker::Triangle => legend.draw(&(at + TriangleMarker::new((0, 0), 6, fill))),
+                Marker::Cross => legend.draw(&(at + Cross::new((0, 0), 5, stroke))),
+            }
+            .map_err(draw_error)?;
+        }
+        for (k, line) in wrap(label, 24).iter().enumerate() {
+            legend
+                .draw(&Text::new(line.clone(), (56, y + 17 * k as i32), legend_text_style(14)))
+                .map_err(draw_error)?;
+        }
+        y += 24 + 17 * (wrap(label, 24).len() as i32 - 1);
+    }
+    Ok(())
+}
+
+/// Hatching of series `i` inside a rectangle, as line segments in the rectangle's own coordinates:
+/// none, vertical, horizontal, or both, spaced `dx` and `dy` apart.
+fn hatch_lines(i: usize, (x0, x1): (f64, f64), (y0, y1): (f64, f64), dx: f64, dy: f64) -> Vec<[(f64, f64); 2]> {
+    let (lo_y, hi_y) = (y0.min(y1), y0.max(y1));
+    let mut lines = Vec::new();
+    let pattern = i % 4;
+    if pattern == 1 || pattern == 3 {
+        let mut x = x0 + dx / 2.0;
+        while x < x1 {
+            lines.push([(x, lo_y), (x, hi_y)]);
+            x += dx;
+        }
+    }
+    if pattern == 2 || pattern == 3 {
+        let mut y = lo_y + dy / 2.0;
+        while y < hi_y {
+            lines.push([(x0, y), (x1, y)]);
+            y += dy;
+        }
+    }
+    lines
+}
+
+fn draw_lines<DB: DrawingBackend>(
+    plot: &DrawingArea<DB, Shift>,
+    legend: &DrawingArea<DB, Shift>,
+    c: &LineChart,
+) -> Result<(), String> {
+    let points = || c.series.iter().flat_map(|s| s.points.iter());
+    let (x0, x1) = padded_range(points().map(|p| p.x));
+    let (y0, y1) = c.y_range.unwrap_or_else(|| {
+        padded_range(
+            points()
+                .flat_map(|p| [Some(p.y), p.interval.map(|i| i.0), p.interval.map(|i| i.1)])
+                .flatten()
+                .chain(c.reference_y),
+        )
+    });
+    let clamp = |y: f64| y.clamp(y0, y1);
+    let mut chart = ChartBuilder::on(plot)
+        .caption(&c.title, (FONT, 20))
+        .margin(14)
+        .x_label_area_size(56)
+        .y_label_area_size(78)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(draw_error)?;
+    // Whole-number axes (N, m, levels) get a tick per unit, never 2.5 confederates.
+    let whole = points().all(|p| p.x.fract() == 0.0) && x1 - x0 <= 24.0;
+    let x_ticks = if whole { (x1 - x0).floor() as usize + 1 } else { 10 };
+    chart
+        .configure_mesh()
+        .x_labels(x_ticks)
+        .x_desc(&c.x_label)
+        .y_desc(&c.y_label)
+        .x_label_formatter(&tick_label)
+        .y_label_formatter(&tick_label)
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 15))
+        .light_line_style(RGBColor(238, 238, 238))
+        .bold_line_style(RGBColor(215, 215, 215))
+        .draw()
+        .map_err(draw_error)?;
+    if let Some(y) = c.reference_y {
+        chart
+            .draw_series(std::iter::once(PathElement::new(vec![(x0, y), (x1, y)], BLACK.stroke_width(1))))
+            .map_err(draw_error)?;
+    }
+    for (i, series) in c.series.iter().enumerate() {
+        let band: Vec<(f64, f64)> = series.points.iter().filter_map(|p| p.interval.map(|(_, hi)| (p.x, clamp(hi)))).chain(
+            series.points.iter().rev().filter_map(|p| p.interval.map(|(lo, _)| (p.x, clamp(lo)))),
+        ).collect();
+        if band.len() >= 4 {
+            chart
+                .draw_series(std::iter::once(Polygon::new(band, colour(i).mix(0.10).filled())))
+                .map_err(draw_error)?;
+        }
+    }
+    for (i, series) in c.series.iter().enumerate() {
+        let line: Vec<(f64, f64)> = series.points.iter().map(|p| (p.x, clamp(p.y))).collect();
+        let to_pixel = |p: (f64, f64)| {
+            let (x, y) = chart.backend_coord(&p);
+            (f64::from(x), f64::from(y))
+        };
+        for piece in dashed(&line, DASHES[i % DASHES.len()], to_pixel) {
+            chart
+                .draw_series(std::iter::once(PathElement::new(piece, colour(i).stroke_width(2))))
+                .map_err(draw_error)?;
+        }
+        let (stroke, fill) = (ShapeStyle::from(&colour(i)).stroke_width(2), ShapeStyle::from(&colour(i)).filled());
+        let at = |p: &(f64, f64)| EmptyElement::at(*p);
+        match MARKERS[i % MARKERS.len()] {
+            Marker::Circle => chart.draw_series(line.iter().map(|p| at(p) + Circle::new((0, 0), 5, stroke))),
+            Marker::FilledCircle => chart.draw_series(line.iter().map(|p| at(p) + Circle::new((0, 0), 5, fill))),
+            Marker::Square => chart.draw_series(line.iter().map(|p| at(p) + Rectangle::new([(-4, -4), (4, 4)], stroke))),
+            Marker::FilledSquare => chart.draw_series(line.iter().map(|p| at(p) + Rectangle::new([(-4, -4), (4, 4)], fill))),
+            Marker::Triangle => chart.draw_series(line.iter().map(|p| at(p) + TriangleMarker::new((0, 0), 6, fill))),
+            Marker::Cross => chart.draw_series(line.iter().map(|p| at(p) + Cross::new((0, 0), 5, stroke))),
+        }
+        .map_err(draw_error)?;
+    }
+    let labels: Vec<String> = c.series.iter().map(|s| s.label.clone()).collect();
+    draw_legend(legend, &c.legend_title, &labels, false)
+}
+
+fn draw_bars<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    plot: &DrawingArea<DB, Shift>,
+    legend: &DrawingArea<DB, Shift>,
+    c: &BarChart,
+) -> Result<(), String> {
+    let n = c.categories.len().max(1);
+    let bars = || c.series.iter().flat_map(|s| s.bars.iter().flatten());
+    let (y0, y1) = padded_range(
+        bars()
+            .flat_map(|b| [Some(b.value), b.interval.map(|i| i.0), b.interval.map(|i| i.1)])
+            .flatten()
+            .chain([0.0]),
+    );
+    // Room above the tallest bar for its note.
+    let y1 = if bars().any(|b| b.note.is_some()) { y1 + (y1 - y0) * 0.08 } else { y1 };
+    let (x0, x1) = (-0.5, n as f64 - 0.5);
+    let mut chart = ChartBuilder::on(plot)
+        .caption(&c.title, (FONT, 20))
+        .margin(14)
+        .x_label_area_size(72)
+        .y_label_area_size(78)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(draw_error)?;
+    let blank = |_: &f64| String::new();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(2)
+        .x_label_formatter(&blank)
+        .x_desc(&c.x_label)
+        .y_desc(&c.y_label)
+        .y_label_formatter(&tick_label)
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 15))
+        .light_line_style(RGBColor(238, 238, 238))
+        .bold_line_style(RGBColor(215, 215, 215))
+        .draw()
+        .map_err(draw_error)?;
+    chart
+        .draw_series(std::iter::once(PathElement::new(vec![(x0, 0.0), (x1, 0.0)], BLACK.stroke_width(1))))
+        .map_err(draw_error)?;
+    let width = 0.8 / c.series.len().max(1) as f64;
+    let (px_per_x, px_per_y) = {
+        let (ax, ay) = chart.backend_coord(&(0.0, 0.0));
+        let (bx, by) = chart.backend_coord(&(1.0, y0 + (y1 - y0)));
+        let dy = f64::from((by - ay).abs()).max(1.0) / (y1 - y0).abs().max(1e-12);
+        (f64::from((bx - ax).abs()).max(1.0), dy)
+    };
+    for (s, series) in c.series.iter().enumerate() {
+        for (k, bar) in series.bars.iter().enumerate() {
+            let Some(bar) = bar else { continue };
+            let left = k as f64 - 0.4 + s as f64 * width;
+            let right = left + width;
+            let centre = (left + right) / 2.0;
+            let value = bar.value.clamp(y0, y1);
+            chart
+                .draw_series(std::iter::once(Rectangle::new([(left, 0.0), (right, value)], colour(s).filled())))
+                .map_err(draw_error)?;
+            for line in hatch_lines(s, (left, right), (0.0, value), 7.0 / px_per_x, 7.0 / px_per_y) {
+                chart
+                    .draw_series(std::iter::once(PathElement::new(line.to_vec(), WHITE.stroke_width(2))))
+                    .map_err(draw_error)?;
+            }
+            chart
+                .draw_series(std::iter::once(Rectangle::new([(left, 0.0), (right, value)], BLACK.stroke_width(1))))
+                .map_err(draw_error)?;
+            let mut top = value.max(0.0);
+            if let Some((lo, hi)) = bar.interval {
+                let (lo, hi) = (lo.clamp(y0, y1), hi.clamp(y0, y1));
+                let cap = width * 0.25;
+                for segment in [
+                    vec![(centre, lo), (centre, hi)],
+                    vec![(centre - cap, lo), (centre + cap, lo)],
+                    vec![(centre - cap, hi), (centre + cap, hi)],
+                ] {
+                    chart
+                        .draw_series(std::iter::once(PathElement::new(segment, BLACK.stroke_width(2))))
+                        .map_err(draw_error)?;
+                }
+                top = top.max(hi);
+            }
+            if let Some(note) = &bar.note {
+                let style = TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
+                let (px, py) = chart.backend_coord(&(centre, top));
+                root.draw(&Text::new(note.clone(), (px, py - 4), style)).map_err(draw_error)?;
+            }
+        }
+    }
+    // Category names under the axis, staggered when crowded.
+    let crowded = n > 6;
+    for (k, name) in c.categories.iter().enumerate() {
+        let (px, py) = chart.backend_coord(&(k as f64, y0));
+        let dy = if crowded && k % 2 == 1 { 24 } else { 8 };
+        let style = TextStyle::from((FONT, 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+        root.draw(&Text::new(name.clone(), (px, py + dy), style)).map_err(draw_error)?;
+    }
+    let labels: Vec<String> = c.series.iter().map(|s| s.label.clone()).collect();
+    draw_legend(legend, &c.legend_title, &labels, true)
+}
+
+/// Viridis, sampled at five points and interpolated: perceptually uniform and monotone in
+/// lightness, so the heatmap reads in greyscale and for colour-blind readers.
+fn viridis(t: f64) -> RGBColor {
+    const STOPS: [(f64, f64, f64); 5] =
+        [(68.0, 1.0, 84.0), (59.0, 82.0, 139.0), (33.0, 145.0, 140.0), (94.0, 201.0, 98.0), (253.0, 231.0, 37.0)];
+    let t = t.clamp(0.0, 1.0) * 4.0;
+    let i = (t.floor() as usize).min(3);
+    let f = t - i as f64;
+    let (a, b) = (STOPS[i], STOPS[i + 1]);
+    let mix = |p: f64, q: f64| (p + (q - p) * f).round() as u8;
+    RGBColor(mix(a.0, b.0), mix(a.1, b.1), mix(a.2, b.2))
+}
+
+fn draw_heatmap<DB: DrawingBackend>(
+    plot: &DrawingArea<DB, Shift>,
+    legend: &DrawingArea<DB, Shift>,
+    c: &Heatmap,
+) -> Result<(), String> {
+    let values = || c.cells.iter().flatten().flatten().copied();
+    let lo = values().fold(f64::INFINITY, f64::min);
+    let hi = values().fold(f64::NEG_INFINITY, f64::max);
+    let (lo, hi) = if lo.is_finite() { (lo, if hi > lo { hi } else { lo + 1.0 }) } else { (0.0, 1.0) };
+    let mut chart = ChartBuilder::on(plot)
+        .caption(&c.title, (FONT, 20))
+        .margin(14)
+        .x_label_area_size(56)
+        .y_label_area_size(78)
+        .build_cartesian_2d(0.0..1.0, 0.0..1.0)
+        .map_err(draw_error)?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc(&c.x_label)
+        .y_desc(&c.y_label)
+        .x_label_formatter(&tick_label)
+        .y_label_formatter(&tick_label)
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 15))
+        .draw()
+        .map_err(draw_error)?;
+    let nx = c.cells.len().max(1);
+    for (i, column) in c.cells.iter().enumerate() {
+        let ny = column.len().max(1);
+        for (j, value) in column.iter().enumerate() {
+            let corners = [(i as f64 / nx as f64, j as f64 / ny as f64), ((i + 1) as f64 / nx as f64, (j + 1) as f64 / ny as f64)];
+            let style = match value {
+                Some(v) => viridis((v - lo) / (hi - lo)).filled(),
+                None => RGBColor(245, 245, 245).filled(),
+            };
+            chart.draw_series(std::iter::once(Rectangle::new(corners, style))).map_err(draw_error)?;
+        }
+    }
+    // Colour bar in the legend panel, value ticks beside it.
+    for (k, line) in wrap(&c.value_label, 26).into_iter().enumerate() {
+        legend.draw(&Text::new(line, (12, 50 + 19 * k as i32), legend_text_style(15))).map_err(draw_error)?;
+    }
+    let (top, bottom) = (90, 420);
+    for y in top..bottom {
+        let t = f64::from(bottom - y) / f64::from(bottom - top);
+        legend
+            .draw(&Rectangle::new([(16, y), (46, y + 1)], viridis(t).filled()))
+            .map_err(draw_error)?;
+    }
+    for k in 0..=4 {
+        let t = f64::from(k) / 4.0;
+        let y = bottom - (t * f64::from(bottom - top)).round() as i32;
+        legend
+            .draw(&Text::new(format!("{:.3}", lo + t * (hi - lo)), (54, y), legend_text_style(13)))
+            .map_err(draw_error)?;
+    }
+    legend
+        .draw(&Text::new("light grey: no images".to_owned(), (12, bottom + 30), legend_text_style(13)))
+        .map_err(draw_error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dashes_alternate_along_a_straight_line() {
+        let pieces = dashed(&[(0.0, 0.0), (40.0, 0.0)], &[10.0, 5.0], |p| p);
+        let starts: Vec<f64> = pieces.iter().map(|p| p[0].0).collect();
+        assert_eq!(starts, vec![0.0, 15.0, 30.0]);
+        assert!((pieces[0].last().unwrap().0 - 10.0).abs() < 1e-9);
+        assert!((pieces[2].last().unwrap().0 - 40.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn viridis_gets_lighter() {
+        let lightness = |c: RGBColor| 0.299 * f64::from(c.0) + 0.587 * f64::from(c.1) + 0.114 * f64::from(c.2);
+        let steps: Vec<f64> = (0..=10).map(|k| lightness(viridis(f64::from(k) / 10.0))).collect();
+        assert!(steps.windows(2).all(|w| w[1] > w[0]), "{steps:?}");
+    }
+}

@@ -1,0 +1,619 @@
+//! The conformity paper's figures: one function per figure, each from the trial rows (for curves
+//! with confidence bands from the trials themselves) or the analysis tables (AUC, contrasts).
+
+use std::collections::BTreeMap;
+
+use herd_analysis::{ConformityTable, ConformityTables, ConformityTrial};
+use herd_stats::trapezoid;
+
+use crate::chart::{Bar, BarChart, BarSeries, Chart, Heatmap, LineChart, LineSeries, Point};
+use crate::figure::{AbsentFigure, Figure, FigureResult, Z95, mean_interval, num, p_value, rows_where, signed};
+
+const MEASURE: &str = "p_wrong_full";
+const P_WRONG: &str = "p(wrong answer), whole vocabulary (probability)";
+const GROUP_SIZE: &str = "number of confederates N (replies)";
+
+/// Every conformity figure in the report's order.
+pub fn conformity_figures(trials: &ConformityTable, tables: &ConformityTables) -> Vec<FigureResult> {
+    vec![
+        p_wrong_by_group_size_per_model(trials),
+        p_wrong_by_group_size_per_task(trials),
+        p_wrong_by_unanimity(trials, tables),
+        auc_by_difficulty(tables),
+        conformity_by_difficulty_and_performance(trials, tables),
+        public_minus_private_auc_per_model(tables),
+        p_wrong_by_source_strength(trials),
+        p_wrong_same_vs_different_group(trials, tables),
+        p_wrong_near_vs_far(trials, tables),
+        auc_by_source_strength_per_task(tables),
+        proximity_auc_differences(tables),
+    ]
+}
+
+fn absent(name: &'static str, paper_figure: &'static str, reason: impl Into<String>) -> AbsentFigure {
+    AbsentFigure { name, paper_figure, reason: reason.into() }
+}
+
+/// Levels in order of first appearance in the trials (the experiment file's order).
+fn levels_in_order<'a>(trials: impl Iterator<Item = &'a ConformityTrial>) -> Vec<String> {
+    let mut levels: Vec<String> = Vec::new();
+    for t in trials {
+        if !levels.contains(&t.level) {
+            levels.push(t.level.clone());
+        }
+    }
+    levels
+}
+
+/// p_wrong(N) curves with 95% bands from the trials, one per label `series_of` gives (in the order
+/// of `order`, or sorted).
+fn curves_by<'a>(
+    trials: impl Iterator<Item = &'a ConformityTrial>,
+    series_of: impl Fn(&ConformityTrial) -> String,
+    order: Option<&[String]>,
+) -> Vec<LineSeries> {
+    let mut grouped: BTreeMap<String, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
+    for t in trials {
+        grouped.entry(series_of(t)).or_default().entry(t.n).or_default().push(t.p_wrong_full);
+    }
+    let labels: Vec<String> = match order {
+        Some(order) => order.iter().filter(|l| grouped.contains_key(*l)).cloned().collect(),
+        None => grouped.keys().cloned().collect(),
+    };
+    labels
+        .into_iter()
+        .map(|label| {
+            let points = grouped[&label]
+                .iter()
+                .map(|(&n, values)| {
+                    let (y, interval) = mean_interval(values);
+                    Point { x: f64::from(n), y, interval }
+                })
+                .collect();
+            LineSeries { label, points }
+        })
+        .collect()
+}
+
+fn curve_chart(title: &str, legend_title: &str, series: Vec<LineSeries>) -> Chart {
+    Chart::Line(LineChart {
+        title: title.to_owned(),
+        x_label: GROUP_SIZE.into(),
+        y_label: P_WRONG.into(),
+        legend_title: legend_title.to_owned(),
+        series,
+        y_range: Some((0.0, 1.0)),
+        reference_y: None,
+    })
+}
+
+fn family<'a>(trials: &'a ConformityTable, name: &'a str) -> impl Iterator<Item = &'a ConformityTrial> + 'a {
+    trials.rows.iter().filter(move |t| t.family == name)
+}
+
+fn models(trials: &ConformityTable) -> usize {
+    let mut names: Vec<&str> = trials.rows.iter().map(|t| t.model.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    names.len()
+}
+
+/// "first → last" of a curve, for readings.
+fn rise(series: &LineSeries) -> String {
+    match (series.points.first(), series.points.last()) {
+        (Some(a), Some(b)) => format!("{} from {} at N = {} to {} at N = {}", series.label, num(a.y), a.x, num(b.y), b.x),
+        _ => series.label.clone(),
+    }
+}
+
+/// Paper fig. 2a: p_wrong(N) per model, tasks pooled, in the group-size family.
+pub fn p_wrong_by_group_size_per_model(trials: &ConformityTable) -> FigureResult {
+    const NAME: &str = "p_wrong_by_group_size_per_model";
+    const PAPER: &str = "conformity paper, fig. 2a";
+    let series = curves_by(family(trials, "group_size"), |t| t.model.clone(), None);
+    if series.is_empty() {
+        return Err(absent(NAME, PAPER, "the run has no group_size trials"));
+    }
+    let reading = format!("p_wrong per model, tasks pooled: {}.", series.iter().map(rise).collect::<Vec<_>>().join("; "));
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "Conformity by group size, per model".into(),
+        reading,
+        chart: curve_chart("Conformity by group size, per model", "model (95% band over trials)", series),
+    })
+}
+
+/// Paper fig. 2b: p_wrong(N) per task, models pooled.
+pub fn p_wrong_by_group_size_per_task(trials: &ConformityTable) -> FigureResult {
+    const NAME: &str = "p_wrong_by_group_size_per_task";
+    const PAPER: &str = "conformity paper, fig. 2b";
+    let several = models(trials) > 1;
+    let series = curves_by(
+        family(trials, "group_size"),
+        |t| if several { format!("{} · {}", t.model, t.task) } else { t.task.clone() },
+        None,
+    );
+    if series.is_empty() {
+        return Err(absent(NAME, PAPER, "the run has no group_size trials"));
+    }
+    let reading = format!("p_wrong per task: {}.", series.iter().map(rise).collect::<Vec<_>>().join("; "));
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "Conformity by group size, per task".into(),
+        reading,
+        chart: curve_chart("Conformity by group size, per task", if several { "model · task" } else { "task" }, series),
+    })
+}
+
+/// AUCs of one family from the `auc` table, (model, task, level) → AUC.
+fn family_auc(tables: &ConformityTables, family: &str) -> Vec<(String, String, String, f64)> {
+    rows_where(&tables.auc, &[("family", family), ("measure", MEASURE)])
+        .into_iter()
+        .filter_map(|r| {
+            Some((
+                tables.auc.text("model", r)?.to_owned(),
+                tables.auc.text("task", r)?.to_owned(),
+                tables.auc.text("level", r).unwrap_or_default().to_owned(),
+                tables.auc.number("auc", r)?,
+            ))
+        })
+        .collect()
+}
+
+/// Paper fig. 2c: unanimity curves, one per share of wrong confederates (and allies).
+pub fn p_wrong_by_unanimity(trials: &ConformityTable, tables: &ConformityTables) -> FigureResult {
+    const NAME: &str = "p_wrong_by_unanimity";
+    const PAPER: &str = "conformity paper, fig. 2c";
+    let order = levels_in_order(family(trials, "unanimity"));
+    let several = models(trials) > 1;
+    let series = curves_by(
+        family(trials, "unanimity"),
+        |t| if several { format!("{} · {}", t.model, t.level) } else { t.level.clone() },
+        if several { None } else { Some(&order) },
+    );
+    if series.is_empty() {
+        return Err(absent(NAME, PAPER, "the run has no unanimity trials"));
+    }
+    let aucs = family_auc(tables, "unanimity");
+    let reading = format!(
+        "AUC by unanimity condition: {}.",
+        aucs.iter().map(|(m, t, l, a)| format!("{l} {} ({m}, {t})", num(*a))).collect::<Vec<_>>().join(", ")
+    );
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "Conformity when confederates are not unanimous".into(),
+        reading,
+        chart: curve_chart("Conformity when confederates are not unanimous", "wrong share / allies", series),
+    })
+}
+
+/// Paper fig. 3a: AUC against difficulty level per model and task, Spearman ρ in the legend.
+pub fn auc_by_difficulty(tables: &ConformityTables) -> FigureResult {
+    const NAME: &str = "auc_by_difficulty";
+    const PAPER: &str = "conformity paper, fig. 3a";
+    let mut curves: BTreeMap<(String, String), Vec<(f64, f64)>> = BTreeMap::new();
+    for (model, task, level, auc) in family_auc(tables, "difficulty") {
+        if let Ok(level) = level.parse::<f64>() {
+            curves.entry((model, task)).or_default().push((level, auc));
+        }
+    }
+    if curves.is_empty() {
+        return Err(absent(NAME, PAPER, "the run has no difficulty trials"));
+    }
+    let rho = |model: &str, task: &str| {
+        rows_where(&tables.difficulty_spearman, &[("model", model), ("task", task), ("measure", MEASURE)])
+            .first()
+            .map(|&r| (tables.difficulty_spearman.number("rho", r), tables.difficulty_spearman.number("p", r)))
+    };
+    let several = curves.keys().map(|(m, _)| m).collect::<std::collections::BTreeSet<_>>().len() > 1;
+    let mut readings = Vec::new();
+    let series = curves
+        .into_iter()
+        .map(|((model, task), mut points)| {
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let (r, p) = rho(&model, &task).unwrap_or((None, None));
+            let rho_text = r.map_or("ρ n/a".to_owned(), |r| format!("ρ = {}", num(r)));
+            let (first, last) = (points.first().map_or(f64::NAN, |p| p.1), points.last().map_or(f64::NAN, |p| p.1));
+            readings.push(format!(
+                "{model} · {task} {rho_text} (p = {}), AUC {} → {}",
+                p.map_or("n/a".into(), p_value),
+                num(first),
+                num(last)
+            ));
+            let label = if several { format!("{model} · {task} ({rho_text})") } else { format!("{task} ({rho_text})") };
+            LineSeries { label, points: points.into_iter().map(|(x, y)| Point { x, y, interval: None }).collect() }
+        })
+        .collect();
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "Conformity AUC rises with difficulty".into(),
+        reading: format!("Spearman ρ between difficulty level and AUC: {}.", readings.join("; ")),
+        chart: Chart::Line(LineChart {
+            title: "Conformity AUC by difficulty level".into(),
+            x_label: "difficulty level (1 = easiest)".into(),
+            y_label: "conformity AUC (mean p_wrong over N, 0–1)".into(),
+            legend_title: "task (Spearman ρ)".into(),
+            series,
+            y_range: None,
+            reference_y: None,
+        }),
+    })
+}
+
+/// Min-max normalisation in place; false when the values do not vary.
+fn normalise(values: &mut [f64]) -> bool {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if hi <= lo {
+        return false;
+    }
+    values.iter_mut().for_each(|v| *v = (*v - lo) / (hi - lo));
+    true
+}
+
+/// Paper fig. 3b: conformity (image AUC) over normalised difficulty × normalised performance, as
+/// a heatmap of mean normalised conformity; normalisation within model and task, as in the
+/// regression.
+pub fn conformity_by_difficulty_and_performance(trials: &ConformityTable, tables: &ConformityTables) -> FigureResult {
+    const NAME: &str = "conformity_by_difficulty_and_performance";
+    const PAPER: &str = "conformity paper, fig. 3b";
+    const BINS: usize = 5;
+    // (model, task) → image → (N → p_wrong, difficulty index, correct logit at N = 0)
+    type Image = (BTreeMap<u32, Vec<f64>>, Vec<f64>, Vec<f64>);
+    let mut groups: BTreeMap<(&str, &str), BTreeMap<&str, Image>> = BTreeMap::new();
+    for t in family(trials, "difficulty") {
+        let (Some(image), Some(index)) = (t.image_id.as_deref(), t.difficulty_index) else { continue };
+        let entry = groups.entry((t.model.as_str(), t.task.as_str())).or_default().entry(image).or_default();
+        entry.0.entry(t.n).or_default().push(t.p_wrong_full);
+        entry.1.push(index);
+        if t.n == 0 {
+            let correct = if t.correct_label.as_deref() == Some("A") { t.logit_a } else { t.logit_b };
+            entry.2.extend(correct);
+        }
+    }
+    let mut cells = vec![vec![Vec::<f64>::new(); BINS]; BINS];
+    let mut images = 0;
+    for images_of_group in groups.values() {
+        let (mut conformity, mut difficulty, mut performance) = (Vec::new(), Vec::new(), Vec::new());
+        for (curve, indices, logits) in images_of_group.values() {
+            if curve.len() < 2 || logits.is_empty() {
+                continue;
+            }
+            let ns: Vec<f64> = curve.keys().map(|&n| f64::from(n)).collect();
+            let means: Vec<f64> = curve.values().map(|v| v.iter().sum::<f64>() / v.len() as f64).collect();
+            let Ok(area) = trapezoid(&means, &ns) else { continue };
+            conformity.push(area / (ns[ns.len() - 1] - ns[0]));
+            difficulty.push(indices.iter().sum::<f64>() / indices.len() as f64);
+            performance.push(logits.iter().sum::<f64>() / logits.len() as f64);
+        }
+        if !(normalise(&mut conformity) && normalise(&mut difficulty) && normalise(&mut performance)) {
+            continue;
+        }
+        for ((c, d), p) in conformity.iter().zip(&difficulty).zip(&performance) {
+            let bin = |v: f64| ((v * BINS as f64) as usize).min(BINS - 1);
+            cells[bin(*d)][bin(*p)].push(*c);
+            images += 1;
+        }
+    }
+    if images == 0 {
+        return Err(absent(
+            NAME,
+            PAPER,
+            "no difficulty-family images with trials at N = 0 and a second N, varying in difficulty and performance",
+        ));
+    }
+    let cells = cells
+        .into_iter()
+        .map(|column| column.into_iter().map(|v| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)).collect())
+        .collect();
+    let ols = &tables.difficulty_ols;
+    let term = |task: &str, term: &str| {
+        rows_where(ols, &[("task", task), ("measure", MEASURE), ("term", term)]).first().map(|&r| {
+            format!("β_{term} = {} (p = {})", num(ols.number("coef", r).unwrap_or(f64::NAN)), p_value(ols.number("p", r).unwrap_or(f64::NAN)))
+        })
+    };
+    let mut tasks: Vec<&str> = (0..ols.n_rows()).filter_map(|r| ols.text("task", r)).collect();
+    tasks.dedup();
+    let fits: Vec<String> = tasks
+        .iter()
+        .map(|task| {
+            let r2 = rows_where(ols, &[("task", task), ("measure", MEASURE)]).first().and_then(|&r| ols.number("r_squared", r));
+            format!(
+                "{task}: {}, {}, R² = {}",
+                term(task, "difficulty").unwrap_or_default(),
+                term(task, "performance").unwrap_or_default(),
+                r2.map_or("n/a".into(), num)
+            )
+        })
+        .collect();
+    let reading = if fits.is_empty() {
+        format!("{images} images binned; the regression needs more images per model.")
+    } else {
+        format!("{images} images; OLS of normalised conformity: {}.", fits.join("; "))
+    };
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "Conformity over difficulty and performance".into(),
+        reading,
+        chart: Chart::Heat(Heatmap {
+            title: "Conformity over difficulty and performance".into(),
+            x_label: "difficulty index, min-max normalised within model and task (0–1)".into(),
+            y_label: "performance: logit of correct answer at N = 0, normalised (0–1)".into(),
+            value_label: "mean normalised AUC".into(),
+            cells,
+        }),
+    })
+}
+
+/// Contrast rows of `families` from the `deltas` table.
+struct Contrast {
+    model: String,
+    task: String,
+    family: String,
+    level_a: String,
+    level_b: String,
+    delta: f64,
+    se: f64,
+    z: f64,
+    z_p: f64,
+}
+
+fn contrasts(tables: &ConformityTables, families: &[&str]) -> Vec<Contrast> {
+    let d = &tables.deltas;
+    (0..d.n_rows())
+        .filter(|&r| d.text("measure", r) == Some(MEASURE) && families.iter().any(|f| d.text("family", r) == Some(*f)))
+        .map(|r| Contrast {
+            model: d.text("model", r).unwrap_or_default().to_owned(),
+            task: d.text("task", r).unwrap_or_default().to_owned(),
+            family: d.text("family", r).unwrap_or_default().to_owned(),
+            level_a: d.text("level_a", r).unwrap_or_default().to_owned(),
+            level_b: d.text("level_b", r).unwrap_or_default().to_owned(),
+            delta: d.number("delta", r).unwrap_or(f64::NAN),
+            se: d.number("se", r).unwrap_or(f64::NAN),
+            z: d.number("z", r).unwrap_or(f64::NAN),
+            z_p: d.number("z_p", r).unwrap_or(f64::NAN),
+        })
+        .collect()
+}
+
+fn contrast_bar(c: &Contrast) -> Bar {
+    Bar {
+        value: c.delta,
+        interval: c.se.is_finite().then_some((c.delta - Z95 * c.se, c.delta + Z95 * c.se)),
+        note: Some(format!("z = {}", if c.z.is_finite() { format!("{:.2}", c.z) } else { "n/a".into() })),
+    }
+}
+
+/// Paper fig. 3c: public − private ΔAUC per model (and task), with z.
+pub fn public_minus_private_auc_per_model(tables: &ConformityTables) -> FigureResult {
+    const NAME: &str = "public_minus_private_auc_per_model";
+    const PAPER: &str = "conformity paper, fig. 3c";
+    let rows = contrasts(tables, &["normative"]);
+    if rows.is_empty() {
+        return Err(absent(NAME, PAPER, "the run has no normative (public/private) contrast"));
+    }
+    let categories: Vec<String> = rows.iter().map(|c| format!("{} · {}", c.model, c.task)).collect();
+    let reading = format!(
+        "public − private ΔAUC (one-tailed): {}.",
+        rows.iter()
+            .map(|c| format!("{} {} {} (z = {:.2}, p = {})", c.model, c.task, signed(c.delta), c.z, p_value(c.z_p)))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "Public minus private framing".into(),
+        reading,
+        chart: Chart::Bar(BarChart {
+            title: "Public − private conformity (ΔAUC)".into(),
+            x_label: "model · task".into(),
+            y_label: "ΔAUC, public − private (probability)".into(),
+            legend_title: "95% interval over paraphrases".into(),
+            categories,
+            series: vec![BarSeries { label: "public − private".into(), bars: rows.iter().map(|c| Some(contrast_bar(c))).collect() }],
+        }),
+    })
+}
+
+/// Paper fig. 4a: curves by source strength (the role named before the replies).
+pub fn p_wrong_by_source_strength(trials: &ConformityTable) -> FigureResult {
+    const NAME: &str = "p_wrong_by_source_strength";
+    const PAPER: &str = "conformity paper, fig. 4a";
+    let order = levels_in_order(family(trials, "source_strength"));
+    let several = models(trials) > 1;
+    let series = curves_by(
+        family(trials, "source_strength"),
+        |t| if several { format!("{} · {}", t.model, t.level) } else { t.level.clone() },
+        if several { None } else { Some(&order) },
+    );
+    if series.is_empty() {
+        return Err(absent(NAME, PAPER, "the run has no source_strength trials"));
+    }
+    let last = |s: &LineSeries| s.points.last().map_or(f64::NAN, |p| p.y);
+    let highest = series.iter().max_by(|a, b| last(a).total_cmp(&last(b)));
+    let lowest = series.iter().min_by(|a, b| last(a).total_cmp(&last(b)));
+    let reading = match (highest, lowest) {
+        (Some(h), Some(l)) => format!(
+            "At the largest N, {} draws the most conformity ({}) and {} the least ({}).",
+            h.label, num(last(h)), l.label, num(last(l))
+        ),
+        _ => String::new(),
+    };
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "Conformity by source strength".into(),
+        reading,
+        chart: curve_chart("Conformity by source strength", "source named before replies", series),
+    })
+}
+
+fn paired_curves(
+    trials: &ConformityTable,
+    tables: &ConformityTables,
+    families: &[&str],
+    name: &'static str,
+    paper: &'static str,
+    title: &str,
+    legend: &str,
+) -> FigureResult {
+    let several = models(trials) > 1;
+    let rows = trials.rows.iter().filter(|t| families.contains(&t.family.as_str()));
+    let series = curves_by(
+        rows,
+        |t| if several { format!("{} · {} · {}", t.model, t.family, t.level) } else { format!("{} · {}", t.family, t.level) },
+        None,
+    );
+    if series.is_empty() {
+        return Err(absent(name, paper, format!("the run has no {} trials", families.join(" or "))));
+    }
+    let deltas = contrasts(tables, families);
+    let reading = format!(
+        "ΔAUC {}.",
+        deltas
+            .iter()
+            .map(|c| format!("{} {} − {}: {} (p = {})", c.family, c.level_a, c.level_b, signed(c.delta), p_value(c.z_p)))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    Ok(Figure { name, paper_figure: paper, title: title.to_owned(), reading, chart: curve_chart(title, legend, series) })
+}
+
+/// Paper fig. 4b: same versus different group (nationality, ethnicity, minimal group).
+pub fn p_wrong_same_vs_different_group(trials: &ConformityTable, tables: &ConformityTables) -> FigureResult {
+    paired_curves(
+        trials,
+        tables,
+        &["nationality", "ethnicity", "minimal_group"],
+        "p_wrong_same_vs_different_group",
+        "conformity paper, fig. 4b",
+        "Conformity to same- and different-group sources",
+        "identity · relation",
+    )
+}
+
+/// Paper fig. 4b and the spatial/temporal supplement: near versus far sources.
+pub fn p_wrong_near_vs_far(trials: &ConformityTable, tables: &ConformityTables) -> FigureResult {
+    paired_curves(
+        trials,
+        tables,
+        &["spatial", "temporal"],
+        "p_wrong_near_vs_far",
+        "conformity paper, fig. 4b and supplement",
+        "Conformity to near and far sources (space, time)",
+        "proximity · level",
+    )
+}
+
+/// Paper fig. 4c: AUC by source strength per task.
+pub fn auc_by_source_strength_per_task(tables: &ConformityTables) -> FigureResult {
+    const NAME: &str = "auc_by_source_strength_per_task";
+    const PAPER: &str = "conformity paper, fig. 4c";
+    let aucs = family_auc(tables, "source_strength");
+    if aucs.is_empty() {
+        return Err(absent(NAME, PAPER, "the run has no source_strength trials"));
+    }
+    let mut levels: Vec<String> = Vec::new();
+    let mut series_names: Vec<String> = Vec::new();
+    for (model, task, level, _) in &aucs {
+        if !levels.contains(level) {
+            levels.push(level.clone());
+        }
+        let s = format!("{model} · {task}");
+        if !series_names.contains(&s) {
+            series_names.push(s);
+        }
+    }
+    // The neutral source first, then by AUC averaged over series, highest first.
+    let mean_auc = |level: &str| {
+        let v: Vec<f64> = aucs.iter().filter(|a| a.2 == level).map(|a| a.3).collect();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    levels.sort_by(|a, b| (b == "participants").cmp(&(a == "participants")).then(mean_auc(b).total_cmp(&mean_auc(a))));
+    let series = series_names
+        .iter()
+        .map(|s| BarSeries {
+            label: s.clone(),
+            bars: levels
+                .iter()
+                .map(|l| {
+                    aucs.iter()
+                        .find(|a| &format!("{} · {}", a.0, a.1) == s && &a.2 == l)
+                        .map(|a| Bar { value: a.3, interval: None, note: None })
+                })
+                .collect(),
+        })
+        .collect();
+    let reading = format!(
+        "Mean AUC by source, highest first after the neutral `participants`: {}.",
+        levels.iter().map(|l| format!("{l} {}", num(mean_auc(l)))).collect::<Vec<_>>().join(", ")
+    );
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "Conformity AUC by source strength and task".into(),
+        reading,
+        chart: Chart::Bar(BarChart {
+            title: "Conformity AUC by source strength and task".into(),
+            x_label: "source named before the replies".into(),
+            y_label: "conformity AUC (0–1)".into(),
+            legend_title: "model · task".into(),
+            categories: levels,
+            series,
+        }),
+    })
+}
+
+/// Paper fig. 4d: the proximity summary, ΔAUC same − different and near − far per family.
+pub fn proximity_auc_differences(tables: &ConformityTables) -> FigureResult {
+    const NAME: &str = "proximity_auc_differences";
+    const PAPER: &str = "conformity paper, fig. 4d";
+    let families = ["nationality", "ethnicity", "minimal_group", "spatial", "temporal"];
+    let rows = contrasts(tables, &families);
+    if rows.is_empty() {
+        return Err(absent(NAME, PAPER, "the run has no social, spatial or temporal proximity contrast"));
+    }
+    let categories: Vec<String> =
+        families.iter().filter(|f| rows.iter().any(|c| c.family == **f)).map(|f| (*f).to_owned()).collect();
+    let mut series_names: Vec<String> = Vec::new();
+    for c in &rows {
+        let s = format!("{} · {}", c.model, c.task);
+        if !series_names.contains(&s) {
+            series_names.push(s);
+        }
+    }
+    let series = series_names
+        .iter()
+        .map(|s| BarSeries {
+            label: s.clone(),
+            bars: categories
+                .iter()
+                .map(|f| rows.iter().find(|c| &c.family == f && &format!("{} · {}", c.model, c.task) == s).map(contrast_bar))
+                .collect(),
+        })
+        .collect();
+    let reading = format!(
+        "ΔAUC closer − farther source: {}.",
+        rows.iter().map(|c| format!("{} {} (p = {})", c.family, signed(c.delta), p_value(c.z_p))).collect::<Vec<_>>().join(", ")
+    );
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "Proximity: same − different and near − far".into(),
+        reading,
+        chart: Chart::Bar(BarChart {
+            title: "Proximity effects (ΔAUC, same − different / near − far)".into(),
+            x_label: "proximity family".into(),
+            y_label: "ΔAUC (probability)".into(),
+            legend_title: "model · task (95% interval)".into(),
+            categories,
+            series,
+        }),
+    })
+}

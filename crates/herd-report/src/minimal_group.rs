@@ -1,0 +1,577 @@
+//! The minimal-group paper's figures: favouritism by model × minority size × decider group with
+//! seed-level intervals, the hidden-label floor, excess share, per-decider distributions, extreme
+//! allocations, the reasoning control and the robustness checks.
+//!
+//! Intervals are over seeds (societies), the unit of every test in the paper: deciders are averaged
+//! within a society first.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use herd_analysis::{DesignKey, DyadTable, Labels, MinimalGroupTables};
+
+use crate::chart::{Bar, BarChart, BarSeries, Chart, LineChart, LineSeries, Point};
+use crate::figure::{AbsentFigure, Figure, FigureResult, mean_interval, num, p_value, rows_where, signed};
+
+const FAVOURITISM: &str = "favouritism (points per in-group − per out-group target)";
+
+/// What one decider did. Recomputed from the dyads because the analysis tables hold seed-level
+/// summaries only; the definitions are the paper's (and herd-analysis's).
+#[derive(Debug, Clone)]
+struct Decider {
+    design: DesignKey,
+    labels: Labels,
+    m: u32,
+    seed: i64,
+    minority: bool,
+    favouritism: f64,
+    excess_share: f64,
+    extreme: bool,
+}
+
+fn deciders(table: &DyadTable) -> Vec<Decider> {
+    // (design, labels, m, seed, decider) → (in sum, in count, out sum, out count, all out zero, minority)
+    type Sums = (f64, usize, f64, usize, bool, bool);
+    let mut sums: BTreeMap<(DesignKey, Labels, u32, i64, i64), Sums> = BTreeMap::new();
+    for d in &table.rows {
+        let e = sums
+            .entry((d.design.clone(), d.labels, d.m, d.seed, d.decider))
+            .or_insert((0.0, 0, 0.0, 0, true, d.minority_decider));
+        if d.same_group {
+            e.0 += d.points;
+            e.1 += 1;
+        } else {
+            e.2 += d.points;
+            e.3 += 1;
+            e.4 &= d.points == 0.0;
+        }
+    }
+    sums.into_iter()
+        .filter(|(_, s)| s.1 > 0 && s.3 > 0)
+        .map(|((design, labels, m, seed, _), (in_sum, n_in, out_sum, n_out, extreme, minority))| {
+            let total = in_sum + out_sum;
+            Decider {
+                design,
+                labels,
+                m,
+                seed,
+                minority,
+                favouritism: in_sum / n_in as f64 - out_sum / n_out as f64,
+                excess_share: if total > 0.0 { in_sum / total } else { 0.0 } - n_in as f64 / (n_in + n_out) as f64,
+                extreme,
+            }
+        })
+        .collect()
+}
+
+const MODEL: usize = 0;
+const REASONING: usize = 1;
+const INSTRUMENT: usize = 2;
+const SWAP_PASS: usize = 3;
+
+/// The values a design column takes in the table.
+fn levels(deciders: &[Decider], column: usize) -> BTreeSet<String> {
+    deciders.iter().filter_map(|d| d.design.0[column].clone()).collect()
+}
+
+/// The paper's main condition: the base instrument and the original pass, where the run has them.
+fn is_main(d: &Decider, instruments: &BTreeSet<String>, passes: &BTreeSet<String>) -> bool {
+    let main_instrument = instruments.contains("base").then_some("base");
+    let main_pass = passes.contains("original").then_some("original");
+    main_instrument.is_none_or(|i| d.design.0[INSTRUMENT].as_deref() == Some(i))
+        && main_pass.is_none_or(|p| d.design.0[SWAP_PASS].as_deref() == Some(p))
+}
+
+/// Model, with the reasoning mode when the run has several.
+fn condition_label(d: &Decider, several_reasoning: bool) -> String {
+    let model = d.design.0[MODEL].clone().unwrap_or_else(|| "model".into());
+    match (&d.design.0[REASONING], several_reasoning) {
+        (Some(r), true) => format!("{model} · thinking {r}"),
+        _ => model,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum DeciderSet {
+    All,
+    Minority,
+    Majority,
+}
+
+impl DeciderSet {
+    fn name(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::Minority => "minority",
+            Self::Majority => "majority",
+        }
+    }
+    fn contains(self, d: &Decider) -> bool {
+        match self {
+            Self::All => true,
+            Self::Minority => d.minority,
+            Self::Majority => !d.minority,
+        }
+    }
+}
+
+/// Seed-level mean of `value` over the chosen deciders: averaged within each society, then over
+/// societies, with a 95% interval over societies.
+fn seed_level<'a>(chosen: impl Iterator<Item = &'a Decider>, value: fn(&Decider) -> f64) -> Option<(f64, Option<(f64, f64)>)> {
+    let mut by_seed: BTreeMap<i64, (f64, usize)> = BTreeMap::new();
+    for d in chosen {
+        let e = by_seed.entry(d.seed).or_default();
+        e.0 += value(d);
+        e.1 += 1;
+    }
+    if by_seed.is_empty() {
+        return None;
+    }
+    let means: Vec<f64> = by_seed.values().map(|(s, n)| s / *n as f64).collect();
+    Some(mean_interval(&means))
+}
+
+struct Context {
+    deciders: Vec<Decider>,
+    instruments: BTreeSet<String>,
+    passes: BTreeSet<String>,
+    several_reasoning: bool,
+    minority_sizes: Vec<u32>,
+}
+
+impl Context {
+    fn new(table: &DyadTable) -> Self {
+        let deciders = deciders(table);
+        let instruments = levels(&deciders, INSTRUMENT);
+        let passes = levels(&deciders, SWAP_PASS);
+        let several_reasoning = levels(&deciders, REASONING).len() > 1;
+        let minority_sizes: BTreeSet<u32> = deciders.iter().map(|d| d.m).collect();
+        Self { deciders, instruments, passes, several_reasoning, minority_sizes: minority_sizes.into_iter().collect() }
+    }
+
+    fn main(&self) -> impl Iterator<Item = &Decider> {
+        self.deciders.iter().filter(|d| is_main(d, &self.instruments, &self.passes))
+    }
+
+    fn conditions(&self) -> Vec<String> {
+        let set: BTreeSet<String> = self.main().map(|d| condition_label(d, self.several_reasoning)).collect();
+        set.into_iter().collect()
+    }
+}
+
+/// Every minimal-group figure in the report's order.
+pub fn minimal_group_figures(dyads: &DyadTable, tables: &MinimalGroupTables) -> Vec<FigureResult> {
+    let context = Context::new(dyads);
+    vec![
+        favouritism_by_minority_size(&context, tables),
+        favouritism_visible_vs_hidden(&context, tables),
+        excess_share_by_minority_size(&context),
+        favouritism_distribution_per_decider(&context),
+        extreme_allocations_by_minority_size(&context),
+        favouritism_by_reasoning_mode(&context, tables),
+        favouritism_across_swap_pass_and_paraphrase(&context, tables),
+    ]
+}
+
+fn absent(name: &'static str, paper_figure: &'static str, reason: impl Into<String>) -> AbsentFigure {
+    AbsentFigure { name, paper_figure, reason: reason.into() }
+}
+
+fn by_m_series(
+    context: &Context,
+    labels: Labels,
+    sets: &[DeciderSet],
+    value: fn(&Decider) -> f64,
+) -> Vec<LineSeries> {
+    let mut series = Vec::new();
+    for condition in context.conditions() {
+        for &set in sets {
+            let points: Vec<Point> = context
+                .minority_sizes
+                .iter()
+                .filter_map(|&m| {
+                    let chosen = context.main().filter(|d| {
+                        d.labels == labels && d.m == m && set.contains(d) && condition_label(d, context.several_reasoning) == condition
+                    });
+                    seed_level(chosen, value).map(|(y, interval)| Point { x: f64::from(m), y, interval })
+                })
+                .collect();
+            if !points.is_empty() {
+                series.push(LineSeries { label: format!("{condition} · {} deciders", set.name()), points });
+            }
+        }
+    }
+    series
+}
+
+/// Seed-test rows of the main condition (as the figures show it): (condition · m, mean, p).
+fn seed_test(context: &Context, tables: &MinimalGroupTables, labels: &str, deciders: &str, measure: &str) -> Vec<(String, f64, f64)> {
+    let t = &tables.seed_tests;
+    rows_where(t, &[("labels", labels), ("deciders", deciders), ("measure", measure)])
+        .into_iter()
+        .filter(|&r| {
+            (!context.instruments.contains("base") || t.text("instrument", r) == Some("base"))
+                && (!context.passes.contains("original") || t.text("swap_pass", r) == Some("original"))
+        })
+        .map(|r| {
+            let mut name: Vec<String> = t.text("model", r).map(str::to_owned).into_iter().collect();
+            if context.several_reasoning {
+                name.extend(t.text("reasoning", r).map(|v| format!("thinking {v}")));
+            }
+            name.push(t.number("m", r).map_or("m = ?".into(), |m| format!("m = {m}")));
+            (name.join(" · "), t.number("mean", r).unwrap_or(f64::NAN), t.number("wilcoxon_p", r).unwrap_or(f64::NAN))
+        })
+        .collect()
+}
+
+/// Minimal-group paper, main figure: favouritism by minority size and decider group, visible labels.
+fn favouritism_by_minority_size(context: &Context, tables: &MinimalGroupTables) -> FigureResult {
+    const NAME: &str = "favouritism_by_minority_size";
+    const PAPER: &str = "minimal-group paper, favouritism by model × m × decider group";
+    let sets = [DeciderSet::All, DeciderSet::Minority, DeciderSet::Majority];
+    let series = by_m_series(context, Labels::Visible, &sets, |d| d.favouritism);
+    if series.is_empty() {
+        return Err(absent(NAME, PAPER, "the run has no visible-label societies"));
+    }
+    let tests = seed_test(context, tables, "visible", "all", "favouritism");
+    let reading = format!(
+        "Visible labels, all deciders (seed-level Wilcoxon): {}.",
+        tests.iter().map(|(cell, mean, p)| format!("{cell}: {} points/target (p = {})", signed(*mean), p_value(*p))).collect::<Vec<_>>().join("; ")
+    );
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "In-group favouritism by minority size".into(),
+        reading,
+        chart: Chart::Line(LineChart {
+            title: "In-group favouritism by minority size (labels visible)".into(),
+            x_label: "minority size m (agents of 20)".into(),
+            y_label: FAVOURITISM.into(),
+            legend_title: "condition · deciders (95% over seeds)".into(),
+            series,
+            y_range: None,
+            reference_y: Some(0.0),
+        }),
+    })
+}
+
+fn bars_by_m(context: &Context, groups: &[(Labels, DeciderSet)], value: fn(&Decider) -> f64, scale: f64) -> (Vec<String>, Vec<BarSeries>) {
+    let categories = context.minority_sizes.iter().map(|m| format!("m = {m}")).collect();
+    let mut series = Vec::new();
+    for condition in context.conditions() {
+        for &(labels, set) in groups {
+            let bars: Vec<Option<Bar>> = context
+                .minority_sizes
+                .iter()
+                .map(|&m| {
+                    let chosen = context.main().filter(|d| {
+                        d.labels == labels && d.m == m && set.contains(d) && condition_label(d, context.several_reasoning) == condition
+                    });
+                    seed_level(chosen, value).map(|(v, interval)| Bar {
+                        value: v * scale,
+                        interval: interval.map(|(lo, hi)| (lo * scale, hi * scale)),
+                        note: None,
+                    })
+                })
+                .collect();
+            if bars.iter().any(Option::is_some) {
+                series.push(BarSeries { label: format!("{condition} · {} · {}", labels.as_str(), set.name()), bars });
+            }
+        }
+    }
+    (categories, series)
+}
+
+/// Visible versus hidden labels: the group-blind floor.
+fn favouritism_visible_vs_hidden(context: &Context, tables: &MinimalGroupTables) -> FigureResult {
+    const NAME: &str = "favouritism_visible_vs_hidden";
+    const PAPER: &str = "minimal-group paper, visible vs hidden labels (floor)";
+    let (categories, series) = bars_by_m(
+        context,
+        &[(Labels::Visible, DeciderSet::All), (Labels::Hidden, DeciderSet::All)],
+        |d| d.favouritism,
+        1.0,
+    );
+    let has_hidden = series.iter().any(|s| s.label.contains("· hidden ·"));
+    if series.is_empty() || !has_hidden {
+        return Err(absent(NAME, PAPER, "the run has no hidden-label societies"));
+    }
+    let visible = seed_test(context, tables, "visible", "all", "favouritism");
+    let hidden = seed_test(context, tables, "hidden", "all", "favouritism");
+    let reading = format!(
+        "All deciders, visible vs hidden labels: {}.",
+        hidden
+            .iter()
+            .map(|(cell, mean, p)| {
+                let shown = visible.iter().find(|v| &v.0 == cell).map_or("n/a".into(), |v| signed(v.1));
+                format!("{cell}: {shown} vs {} (hidden p = {})", signed(*mean), p_value(*p))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "Favouritism with visible and hidden labels".into(),
+        reading,
+        chart: Chart::Bar(BarChart {
+            title: "Favouritism with labels visible and hidden".into(),
+            x_label: "minority size".into(),
+            y_label: FAVOURITISM.into(),
+            legend_title: "condition · labels · deciders".into(),
+            categories,
+            series,
+        }),
+    })
+}
+
+/// Excess share of the decider's own group by minority size, minority and majority deciders.
+fn excess_share_by_minority_size(context: &Context) -> FigureResult {
+    const NAME: &str = "excess_share_by_minority_size";
+    const PAPER: &str = "minimal-group paper, excess share";
+    let series = by_m_series(context, Labels::Visible, &[DeciderSet::Minority, DeciderSet::Majority], |d| d.excess_share);
+    if series.is_empty() {
+        return Err(absent(NAME, PAPER, "the run has no visible-label societies"));
+    }
+    let reading = format!(
+        "Excess share, visible labels: {}.",
+        series
+            .iter()
+            .map(|s| format!("{} {}", s.label, s.points.iter().map(|p| format!("m = {}: {}", p.x, signed(p.y))).collect::<Vec<_>>().join(", ")))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "Excess share by minority size".into(),
+        reading,
+        chart: Chart::Line(LineChart {
+            title: "Excess share of the own group (labels visible)".into(),
+            x_label: "minority size m (agents of 20)".into(),
+            y_label: "excess share (own-group share − per-capita share)".into(),
+            legend_title: "condition · deciders (95% over seeds)".into(),
+            series,
+            y_range: None,
+            reference_y: Some(0.0),
+        }),
+    })
+}
+
+/// Distribution of per-decider favouritism (prevalence = share above zero).
+fn favouritism_distribution_per_decider(context: &Context) -> FigureResult {
+    const NAME: &str = "favouritism_distribution_per_decider";
+    const PAPER: &str = "minimal-group paper, per-decider distributions (prevalence)";
+    const BINS: usize = 12;
+    let groups: [(&str, Labels, DeciderSet); 3] = [
+        ("visible · minority deciders", Labels::Visible, DeciderSet::Minority),
+        ("visible · majority deciders", Labels::Visible, DeciderSet::Majority),
+        ("hidden · all deciders", Labels::Hidden, DeciderSet::All),
+    ];
+    let values: Vec<(usize, f64)> = context
+        .main()
+        .filter_map(|d| groups.iter().position(|(_, l, s)| d.labels == *l && s.contains(d)).map(|g| (g, d.favouritism)))
+        .collect();
+    if values.is_empty() {
+        return Err(absent(NAME, PAPER, "the run has no deciders"));
+    }
+    let lo = values.iter().map(|v| v.1).fold(f64::INFINITY, f64::min).min(-1.0);
+    let hi = values.iter().map(|v| v.1).fold(f64::NEG_INFINITY, f64::max).max(1.0);
+    let width = (hi - lo) / BINS as f64;
+    let mut series = Vec::new();
+    let mut prevalence = Vec::new();
+    for (g, (label, _, _)) in groups.iter().enumerate() {
+        let own: Vec<f64> = values.iter().filter(|v| v.0 == g).map(|v| v.1).collect();
+        if own.is_empty() {
+            continue;
+        }
+        let mut counts = [0usize; BINS];
+        for v in &own {
+            counts[(((v - lo) / width) as usize).min(BINS - 1)] += 1;
+        }
+        let points = counts
+            .iter()
+            .enumerate()
+            .map(|(k, &c)| Point { x: lo + (k as f64 + 0.5) * width, y: 100.0 * c as f64 / own.len() as f64, interval: None })
+            .collect();
+        let share = own.iter().filter(|v| **v > 0.0).count() as f64 / own.len() as f64;
+        let mut sorted = own.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = herd_stats::percentile(&sorted, 50.0).unwrap_or(f64::NAN);
+        prevalence.push(format!("{label} {:.1}% of {} deciders (median {})", 100.0 * share, own.len(), signed(median)));
+        series.push(LineSeries { label: format!("{label} (n = {})", own.len()), points });
+    }
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "Per-decider favouritism".into(),
+        reading: format!("Prevalence (favouritism > 0): {}.", prevalence.join("; ")),
+        chart: Chart::Line(LineChart {
+            title: "Distribution of per-decider favouritism".into(),
+            x_label: "favouritism of one decider (points per target)".into(),
+            y_label: "share of deciders in bin (%)".into(),
+            legend_title: "labels · deciders".into(),
+            series,
+            y_range: None,
+            reference_y: None,
+        }),
+    })
+}
+
+/// Extreme allocations (nothing to any out-group target) by minority size.
+fn extreme_allocations_by_minority_size(context: &Context) -> FigureResult {
+    const NAME: &str = "extreme_allocations_by_minority_size";
+    const PAPER: &str = "minimal-group paper, extreme allocations by m";
+    let (categories, series) = bars_by_m(
+        context,
+        &[
+            (Labels::Visible, DeciderSet::Minority),
+            (Labels::Visible, DeciderSet::Majority),
+            (Labels::Hidden, DeciderSet::All),
+        ],
+        |d| f64::from(u8::from(d.extreme)),
+        100.0,
+    );
+    if series.is_empty() {
+        return Err(absent(NAME, PAPER, "the run has no deciders"));
+    }
+    let reading = format!(
+        "Share of deciders giving the out-group nothing: {}.",
+        series
+            .iter()
+            .map(|s| format!(
+                "{} {}",
+                s.label,
+                s.bars.iter().zip(&categories).filter_map(|(b, c)| b.as_ref().map(|b| format!("{c}: {:.1}%", b.value))).collect::<Vec<_>>().join(", ")
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "Extreme allocations by minority size".into(),
+        reading,
+        chart: Chart::Bar(BarChart {
+            title: "Extreme allocations (zero points to every out-group target)".into(),
+            x_label: "minority size".into(),
+            y_label: "deciders with extreme allocations (%)".into(),
+            legend_title: "condition · labels · deciders".into(),
+            categories,
+            series,
+        }),
+    })
+}
+
+/// The reasoning control: favouritism with thinking on and off, by decider group.
+fn favouritism_by_reasoning_mode(context: &Context, tables: &MinimalGroupTables) -> FigureResult {
+    const NAME: &str = "favouritism_by_reasoning_mode";
+    const PAPER: &str = "minimal-group paper, reasoning on/off interaction";
+    if !context.several_reasoning {
+        return Err(absent(NAME, PAPER, "the run has one reasoning mode (the control needs thinking on and off)"));
+    }
+    let sets = [DeciderSet::All, DeciderSet::Minority, DeciderSet::Majority];
+    let series: Vec<BarSeries> = context
+        .conditions()
+        .into_iter()
+        .map(|condition| BarSeries {
+            label: condition.clone(),
+            bars: sets
+                .iter()
+                .map(|&set| {
+                    let chosen = context.main().filter(|d| {
+                        d.labels == Labels::Visible && set.contains(d) && condition_label(d, true) == condition
+                    });
+                    seed_level(chosen, |d| d.favouritism).map(|(value, interval)| Bar { value, interval, note: None })
+                })
+                .collect(),
+        })
+        .filter(|s| s.bars.iter().any(Option::is_some))
+        .collect();
+    let gee = &tables.gee;
+    let interaction: Vec<String> = rows_where(gee, &[("labels", "visible"), ("term", "same_group:reasoning")])
+        .into_iter()
+        .map(|r| {
+            format!(
+                "same_group × reasoning = {} (robust SE {}, p = {})",
+                num(gee.number("coef", r).unwrap_or(f64::NAN)),
+                num(gee.number("se_robust", r).unwrap_or(f64::NAN)),
+                p_value(gee.number("p", r).unwrap_or(f64::NAN))
+            )
+        })
+        .collect();
+    let reading = if interaction.is_empty() {
+        "No pooled reasoning GEE in the analysis (it needs reasoning modes `on` and `off`).".to_owned()
+    } else {
+        format!("GEE, visible labels: {}.", interaction.join("; "))
+    };
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "Favouritism with thinking on and off".into(),
+        reading,
+        chart: Chart::Bar(BarChart {
+            title: "Favouritism with thinking on and off (labels visible)".into(),
+            x_label: "deciders".into(),
+            y_label: FAVOURITISM.into(),
+            legend_title: "model · reasoning (95% over seeds)".into(),
+            categories: sets.iter().map(|s| s.name().to_owned()).collect(),
+            series,
+        }),
+    })
+}
+
+/// Robustness: favouritism per instrument (paper wording vs paraphrase) and swap pass.
+fn favouritism_across_swap_pass_and_paraphrase(context: &Context, tables: &MinimalGroupTables) -> FigureResult {
+    const NAME: &str = "favouritism_across_swap_pass_and_paraphrase";
+    const PAPER: &str = "minimal-group paper, swap-pass and paraphrase robustness";
+    let variant = |d: &Decider| {
+        let mut parts = vec![condition_label(d, context.several_reasoning)];
+        parts.extend(d.design.0[INSTRUMENT].clone());
+        parts.extend(d.design.0[SWAP_PASS].clone());
+        parts.join(" · ")
+    };
+    let variants: BTreeSet<String> = context.deciders.iter().filter(|d| d.labels == Labels::Visible).map(variant).collect();
+    let robust_variants = context.instruments.len() > 1 || context.passes.len() > 1;
+    if !robust_variants || variants.len() < 2 {
+        return Err(absent(NAME, PAPER, "the run has one instrument and no swap pass"));
+    }
+    let categories: Vec<String> = context.minority_sizes.iter().map(|m| format!("m = {m}")).collect();
+    let series = variants
+        .iter()
+        .map(|v| BarSeries {
+            label: v.clone(),
+            bars: context
+                .minority_sizes
+                .iter()
+                .map(|&m| {
+                    let chosen = context.deciders.iter().filter(|d| d.labels == Labels::Visible && d.m == m && &variant(d) == v);
+                    seed_level(chosen, |d| d.favouritism).map(|(value, interval)| Bar { value, interval, note: None })
+                })
+                .collect(),
+        })
+        .collect();
+    let r = &tables.robustness;
+    let swaps: Vec<String> = rows_where(r, &[("labels", "visible"), ("check", "swap_pass_difference"), ("fills", "included")])
+        .into_iter()
+        .map(|i| format!("m = {}: {} (p = {})", r.number("m", i).unwrap_or(f64::NAN), signed(r.number("estimate", i).unwrap_or(f64::NAN)), p_value(r.number("p", i).unwrap_or(f64::NAN))))
+        .collect();
+    let reading = if swaps.is_empty() {
+        format!("Favouritism per instrument and pass, visible labels ({} variants).", variants.len())
+    } else {
+        format!("Swap-pass difference (swapped − original), visible labels: {}.", swaps.join("; "))
+    };
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "Robustness: swap pass and paraphrase".into(),
+        reading,
+        chart: Chart::Bar(BarChart {
+            title: "Favouritism across instruments and swap passes (labels visible)".into(),
+            x_label: "minority size".into(),
+            y_label: FAVOURITISM.into(),
+            legend_title: "condition · instrument · pass".into(),
+            categories,
+            series,
+        }),
+    })
+}

@@ -1,0 +1,496 @@
+//! Writing the report: `OUT/report.html` (one self-contained page, figures beside it in
+//! `OUT/figures/` by relative links), `OUT/report.md` (its Markdown twin) and the figures as PNG and
+//! SVG. All text from data is escaped: HTML by minijinja's auto-escaping, Markdown table cells by
+//! [`markdown_cell`].
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use herd_analysis::{ColumnValues, ResultTable};
+use herd_store::Manifest;
+
+use crate::chart::{FIGURE_HEIGHT, FIGURE_WIDTH};
+use crate::conformity::conformity_figures;
+use crate::error::ReportError;
+use crate::figure::{AbsentFigure, Figure, FigureResult};
+use crate::headline::{HeadlineComparison, compare_headlines};
+use crate::minimal_group::minimal_group_figures;
+use crate::results::{Results, RunFolder};
+
+static PAGE_TEMPLATE: &str = include_str!("../templates/report.html");
+static TABLE_TEMPLATE: &str = include_str!("../templates/table.html");
+
+/// What [`write_report`] wrote.
+#[derive(Debug, Clone)]
+pub struct WrittenReport {
+    pub html: PathBuf,
+    pub markdown: PathBuf,
+    /// PNG and SVG of every figure drawn.
+    pub figures: Vec<PathBuf>,
+    /// Figures the data could not support, with the reason.
+    pub absent: Vec<AbsentFigure>,
+}
+
+#[derive(Serialize)]
+struct Cell {
+    text: String,
+    number: bool,
+}
+
+#[derive(Serialize)]
+struct TableView {
+    name: String,
+    caption: String,
+    columns: Vec<String>,
+    rows: Vec<Vec<Cell>>,
+}
+
+#[derive(Serialize)]
+struct FigureView {
+    name: &'static str,
+    title: String,
+    paper_figure: &'static str,
+    reading: String,
+}
+
+#[derive(Serialize)]
+struct AbsentView {
+    name: &'static str,
+    paper_figure: &'static str,
+    reason: String,
+}
+
+#[derive(Serialize)]
+struct StudyView {
+    id: &'static str,
+    title: &'static str,
+    quality: TableView,
+    figures: Vec<FigureView>,
+    absent_figures: Vec<AbsentView>,
+    tables: Vec<TableView>,
+}
+
+#[derive(Serialize)]
+struct SessionView {
+    started: String,
+    ended: String,
+    herd_version: String,
+    git_commit: String,
+    device: String,
+    units_run: u64,
+    status: String,
+}
+
+#[derive(Serialize)]
+struct FileView {
+    role: String,
+    path: String,
+    bytes: u64,
+    sha256: String,
+}
+
+#[derive(Serialize)]
+struct RunView {
+    study: &'static str,
+    path: String,
+    run_id: String,
+    experiment_file: String,
+    experiment_sha256: String,
+    model: String,
+    backend: String,
+    shard: String,
+    units: String,
+    rows: String,
+    skipped: Vec<String>,
+    failed: usize,
+    notes: Vec<(String, String)>,
+    sessions: Vec<SessionView>,
+    files: Vec<FileView>,
+    parameters: String,
+    model_record: String,
+}
+
+#[derive(Serialize)]
+struct HeadlineView {
+    study: String,
+    quantity: String,
+    paper: String,
+    source: String,
+    this_run: String,
+    verdict: String,
+    verdict_text: &'static str,
+    rule: String,
+}
+
+#[derive(Serialize)]
+struct Page {
+    title: String,
+    source: String,
+    herd_version: &'static str,
+    width: u32,
+    height: u32,
+    absent_studies: Vec<&'static str>,
+    empty_runs: Vec<String>,
+    headlines: Vec<HeadlineView>,
+    runs: Vec<RunView>,
+    studies: Vec<StudyView>,
+}
+
+/// Seconds since the epoch as `YYYY-MM-DD hh:mm:ss` (UTC), without a date crate.
+fn utc(seconds: u64) -> String {
+    let days = (seconds / 86_400) as i64;
+    let rest = seconds % 86_400;
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rest / 3600, rest % 3600 / 60, rest % 60)
+}
+
+fn run_view(study: &'static str, run: &RunFolder) -> RunView {
+    let m: &Manifest = &run.manifest;
+    RunView {
+        study,
+        path: run.path.display().to_string(),
+        run_id: m.run_id.clone(),
+        experiment_file: m.experiment_file.clone(),
+        experiment_sha256: m.identity.experiment_sha256.clone(),
+        model: m.identity.model.clone(),
+        backend: m.identity.backend.clone(),
+        shard: m.identity.shard.clone(),
+        units: format!("{} of {} experiment units ({} with baseline candidates)", m.experiment_units_stored, m.units_total, m.units_stored),
+        rows: m.rows.iter().map(|(t, n)| format!("{t} {n}")).collect::<Vec<_>>().join(", "),
+        skipped: m.skipped.iter().map(|s| format!("{} units: {} (e.g. {})", s.units, s.reason, s.examples.join(", "))).collect(),
+        failed: m.failed.len(),
+        notes: m.notes.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
+        sessions: m
+            .sessions
+            .iter()
+            .map(|s| SessionView {
+                started: utc(s.started),
+                ended: s.ended.map_or("—".into(), utc),
+                herd_version: s.herd_version.clone(),
+                git_commit: s.git_commit.clone(),
+                device: s.device.clone(),
+                units_run: s.units_run,
+                status: s.status.clone(),
+            })
+            .collect(),
+        files: m
+            .files
+            .iter()
+            .map(|f| FileView {
+                role: f.role.clone(),
+                path: f.path.clone(),
+                bytes: f.bytes,
+                sha256: f.sha256.clone().unwrap_or_else(|| "not hashed".into()),
+            })
+            .collect(),
+        parameters: serde_json::to_string_pretty(&m.parameters).unwrap_or_default(),
+        model_record: serde_json::to_string_pretty(&m.model).unwrap_or_default(),
+    }
+}
+
+fn is_p_column(name: &str) -> bool {
+    name == "p" || name.ends_with("_p") || name == "bh_q"
+}
+
+fn format_number(column: &str, v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if is_p_column(column) {
+        crate::figure::p_value(v)
+    } else if v != 0.0 && (v.abs() < 1e-3 || v.abs() >= 1e6) {
+        format!("{v:.3e}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+fn table_view(table: &ResultTable, caption: &str) -> TableView {
+    let columns: Vec<String> = table.columns.iter().map(|(n, _)| n.clone()).collect();
+    let rows = (0..table.n_rows())
+        .map(|r| {
+            table
+                .columns
+                .iter()
+                .map(|(name, values)| match values {
+                    ColumnValues::Text(v) => Cell { text: v[r].clone().unwrap_or_default(), number: false },
+                    ColumnValues::Integer(v) => Cell { text: v[r].map_or("—".into(), |i| i.to_string()), number: true },
+                    ColumnValues::Float(v) => Cell { text: v[r].map_or("—".into(), |x| format_number(name, x)), number: true },
+                })
+                .collect()
+        })
+        .collect();
+    TableView { name: table.name.clone(), caption: caption.to_owned(), columns, rows }
+}
+
+/// Draws, writes and describes a study's figures.
+fn write_figures(
+    outcomes: Vec<FigureResult>,
+    dir: &Path,
+    written: &mut Vec<PathBuf>,
+    absent: &mut Vec<AbsentFigure>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Vec<FigureView>, Vec<AbsentView>), ReportError> {
+    let mut figures = Vec::new();
+    let mut absent_views = Vec::new();
+    for outcome in outcomes {
+        match outcome {
+            Ok(figure) => {
+                progress(&format!("figure {}", figure.name));
+                write_figure(&figure, dir, written)?;
+                figures.push(FigureView {
+                    name: figure.name,
+                    title: figure.title,
+                    paper_figure: figure.paper_figure,
+                    reading: figure.reading,
+                });
+            }
+            Err(a) => {
+                absent_views.push(AbsentView { name: a.name, paper_figure: a.paper_figure, reason: a.reason.clone() });
+                absent.push(a);
+            }
+        }
+    }
+    Ok((figures, absent_views))
+}
+
+fn write_figure(figure: &Figure, dir: &Path, written: &mut Vec<PathBuf>) -> Result<(), ReportError> {
+    let (png, svg) = figure.render()?;
+    let png_path = dir.join(format!("{}.png", figure.name));
+    let svg_path = dir.join(format!("{}.svg", figure.name));
+    std::fs::write(&png_path, png).map_err(|e| ReportError::io(&png_path, e))?;
+    std::fs::write(&svg_path, svg).map_err(|e| ReportError::io(&svg_path, e))?;
+    written.extend([png_path, svg_path]);
+    Ok(())
+}
+
+/// Writes `out/report.html`, `out/report.md` and `out/figures/*.{png,svg}` from `results`;
+/// `progress` hears each step.
+pub fn write_report(results: &Results, out: &Path, progress: &mut dyn FnMut(&str)) -> Result<WrittenReport, ReportError> {
+    let figures_dir = out.join("figures");
+    std::fs::create_dir_all(&figures_dir).map_err(|e| ReportError::io(&figures_dir, e))?;
+    let mut written = Vec::new();
+    let mut absent = Vec::new();
+    let mut studies = Vec::new();
+    let mut runs = Vec::new();
+    let mut absent_studies = Vec::new();
+
+    match &results.conformity {
+        Some(c) => {
+            runs.extend(c.runs.iter().map(|r| run_view("conformity", r)));
+            let (figures, absent_figures) =
+                write_figures(conformity_figures(&c.trials, &c.tables), &figures_dir, &mut written, &mut absent, progress)?;
+            let t = &c.tables;
+            studies.push(StudyView {
+                id: "conformity",
+                title: "Conformity (Asch paradigm)",
+                quality: table_view(&c.quality, "Trials per model and task, mean probability mass on the two answers P(A)+P(B) (a validity check), share of probabilities that are only upper bounds, and the baseline filter's acceptance rate."),
+                figures,
+                absent_figures,
+                tables: vec![
+                    table_view(&t.auc, "AUC: trapezoid of mean p_wrong over N divided by the N range, per model × task × family × level."),
+                    table_view(&t.deltas, "Condition contrasts of AUC per pairing unit (paraphrase or trial index): one-sample t test and z = mean/SE with its normal p (public − private one-tailed)."),
+                    table_view(&t.difficulty_spearman, "Spearman ρ between difficulty level and AUC per model × task."),
+                    table_view(&t.difficulty_ols, "OLS of min-max normalised image AUC on normalised difficulty index and performance (logit of the correct answer at N = 0), per task, pooled over models."),
+                ],
+            });
+        }
+        None => absent_studies.push("conformity"),
+    }
+    match &results.minimal_group {
+        Some(m) => {
+            runs.extend(m.runs.iter().map(|r| run_view("minimal groups", r)));
+            let (figures, absent_figures) =
+                write_figures(minimal_group_figures(&m.dyads, &m.tables), &figures_dir, &mut written, &mut absent, progress)?;
+            let t = &m.tables;
+            studies.push(StudyView {
+                id: "minimal-group",
+                title: "Minimal groups (allocation)",
+                quality: table_view(&m.quality, "Deciders per model × reasoning × instrument: share parsed, share filled uniformly after a parse failure, share with QC flags (repairs, renormalisation), mean tokens generated."),
+                figures,
+                absent_figures,
+                tables: vec![
+                    table_view(&t.seed_tests, "Seed-level tests: one-sample Wilcoxon signed-rank over societies against zero, rank-biserial r, Benjamini–Hochberg q across the cells of one measure and decider set."),
+                    table_view(&t.gee, "GEE (Gaussian, exchangeable, clustered by society, robust SEs) per cell and pooled with × visible and × reasoning."),
+                    table_view(&t.bootstrap, "Seed-level cluster bootstrap of mean favouritism and of the minority − majority gap: SE and percentile interval."),
+                    table_view(&t.robustness, "Robustness: prevalence, extreme allocations, position effect and swap-pass difference, with uniform fills included and excluded."),
+                ],
+            });
+        }
+        None => absent_studies.push("minimal groups"),
+    }
+
+    progress("headline comparison");
+    let comparisons = compare_headlines(results)?;
+    let page = Page {
+        title: "herd report".into(),
+        source: results.source.display().to_string(),
+        herd_version: env!("CARGO_PKG_VERSION"),
+        width: FIGURE_WIDTH,
+        height: FIGURE_HEIGHT,
+        absent_studies,
+        empty_runs: results.empty_runs.iter().map(|p| p.display().to_string()).collect(),
+        headlines: comparisons.iter().map(headline_view).collect(),
+        runs,
+        studies,
+    };
+
+    let html_path = out.join("report.html");
+    let html = render_html(&page)?;
+    std::fs::write(&html_path, html).map_err(|e| ReportError::io(&html_path, e))?;
+    let md_path = out.join("report.md");
+    std::fs::write(&md_path, render_markdown(&page)).map_err(|e| ReportError::io(&md_path, e))?;
+    Ok(WrittenReport { html: html_path, markdown: md_path, figures: written, absent })
+}
+
+fn headline_view(c: &HeadlineComparison) -> HeadlineView {
+    HeadlineView {
+        study: c.headline.study.replace('_', " "),
+        quantity: c.headline.quantity.clone(),
+        paper: c.headline.paper.clone(),
+        source: c.headline.source.clone(),
+        this_run: c.this_run.clone(),
+        verdict: serde_json::to_value(c.verdict).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+        verdict_text: c.verdict.text(),
+        rule: c.headline.replicates_if.clone(),
+    }
+}
+
+fn render_html(page: &Page) -> Result<String, ReportError> {
+    let mut env = minijinja::Environment::new();
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    env.add_template("report.html", PAGE_TEMPLATE).map_err(|e| ReportError::Template(e.to_string()))?;
+    env.add_template("table.html", TABLE_TEMPLATE).map_err(|e| ReportError::Template(e.to_string()))?;
+    env.get_template("report.html")
+        .and_then(|t| t.render(page))
+        .map_err(|e| ReportError::Template(format!("{e:#}")))
+}
+
+/// Text made safe for one Markdown table cell: pipes escaped, line breaks flattened, and HTML
+/// metacharacters written as entities so no tag from data is rendered.
+pub fn markdown_cell(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('|', "\\|")
+        .replace(['\n', '\r'], " ")
+}
+
+fn markdown_table(md: &mut String, columns: &[String], rows: impl Iterator<Item = Vec<String>>) {
+    let _ = writeln!(md, "| {} |", columns.iter().map(|c| markdown_cell(c)).collect::<Vec<_>>().join(" | "));
+    let _ = writeln!(md, "|{}", "---|".repeat(columns.len()));
+    for row in rows {
+        let _ = writeln!(md, "| {} |", row.iter().map(|c| markdown_cell(c)).collect::<Vec<_>>().join(" | "));
+    }
+    md.push('\n');
+}
+
+fn markdown_result_table(md: &mut String, t: &TableView) {
+    let _ = writeln!(md, "#### {}\n\n{}\n", markdown_cell(&t.name), markdown_cell(&t.caption));
+    markdown_table(md, &t.columns, t.rows.iter().map(|r| r.iter().map(|c| c.text.clone()).collect()));
+}
+
+fn render_markdown(page: &Page) -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "# {}\n", page.title);
+    let _ = writeln!(md, "Results from `{}`, report made by herd {}. HTML version: [report.html](report.html).\n", page.source.replace('`', "'"), page.herd_version);
+    if !page.absent_studies.is_empty() {
+        let _ = writeln!(md, "Not in these results: {}.\n", page.absent_studies.join(", "));
+    }
+    let _ = writeln!(md, "## This run against the papers\n");
+    markdown_table(
+        &mut md,
+        &["study", "quantity", "paper", "this run", "verdict", "rule"].map(String::from),
+        page.headlines.iter().map(|h| {
+            vec![h.study.clone(), h.quantity.clone(), format!("{} ({})", h.paper, h.source), h.this_run.clone(), format!("**{}**", h.verdict_text), h.rule.clone()]
+        }),
+    );
+    let _ = writeln!(md, "## Runs (manifest)\n");
+    for r in &page.empty_runs {
+        let _ = writeln!(md, "- run folder without trial rows yet: `{}`", r.replace('`', "'"));
+    }
+    for run in &page.runs {
+        let _ = writeln!(md, "### {}: `{}`\n", run.study, run.run_id.replace('`', "'"));
+        let mut rows = vec![
+            vec!["folder".to_owned(), run.path.clone()],
+            vec!["experiment".into(), format!("{} (SHA-256 {})", run.experiment_file, run.experiment_sha256)],
+            vec!["model · backend · shard".into(), format!("{} · {} · {}", run.model, run.backend, run.shard)],
+            vec!["units stored".into(), run.units.clone()],
+            vec!["rows".into(), run.rows.clone()],
+        ];
+        rows.extend(run.skipped.iter().map(|s| vec!["skipped".into(), s.clone()]));
+        if run.failed > 0 {
+            rows.push(vec!["failed units".into(), run.failed.to_string()]);
+        }
+        rows.extend(run.notes.iter().map(|(k, v)| vec![k.clone(), v.clone()]));
+        markdown_table(&mut md, &["field".into(), "value".into()], rows.into_iter());
+        markdown_table(
+            &mut md,
+            &["session started (UTC)", "ended", "herd", "git commit", "device", "units run", "status"].map(String::from),
+            run.sessions.iter().map(|s| {
+                vec![s.started.clone(), s.ended.clone(), s.herd_version.clone(), s.git_commit.clone(), s.device.clone(), s.units_run.to_string(), s.status.clone()]
+            }),
+        );
+        markdown_table(
+            &mut md,
+            &["file role", "path", "bytes", "SHA-256"].map(String::from),
+            run.files.iter().map(|f| vec![f.role.clone(), f.path.clone(), f.bytes.to_string(), f.sha256.clone()]),
+        );
+    }
+    for study in &page.studies {
+        let _ = writeln!(md, "## {}\n\n### Parse and quality control\n", study.title);
+        markdown_result_table(&mut md, &study.quality);
+        let _ = writeln!(md, "### Figures\n");
+        for f in &study.figures {
+            let _ = writeln!(
+                md,
+                "![{}](figures/{}.png)\n\n**{}** ({}; [SVG](figures/{}.svg)). {}\n",
+                markdown_cell(&f.title).replace(['[', ']'], ""),
+                f.name,
+                markdown_cell(&f.title),
+                f.paper_figure,
+                f.name,
+                markdown_cell(&f.reading)
+            );
+        }
+        if !study.absent_figures.is_empty() {
+            let _ = writeln!(md, "Figures this run cannot show:\n");
+            for a in &study.absent_figures {
+                let _ = writeln!(md, "- `{}` ({}): {}", a.name, a.paper_figure, markdown_cell(&a.reason));
+            }
+            md.push('\n');
+        }
+        let _ = writeln!(md, "### Tables\n");
+        for t in &study.tables {
+            markdown_result_table(&mut md, t);
+        }
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00");
+        assert_eq!(utc(1_764_460_800 + 3_723), "2025-11-30 01:02:03");
+    }
+
+    #[test]
+    fn markdown_cells_cannot_break_the_table_or_inject_html() {
+        assert_eq!(markdown_cell("a|b\n<script>"), "a\\|b &lt;script&gt;");
+    }
+}

@@ -1,0 +1,279 @@
+//! Finding and reading a result folder: a `herd run` folder, or what `cargo xtask replicate` writes
+//! (`OUT/runs/<study>/`). Only the run folders' Parquet parts and `manifest.json` are read, so a
+//! folder copied from another machine is enough; the analyses are recomputed from the trials with
+//! `herd analyze`'s defaults.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use herd_analysis::io::{Columns, conformity_from_frame, dyads_from_frame};
+use herd_analysis::{
+    BootstrapPlan, ColumnValues, ConformityOptions, ConformityTable, ConformityTables, DyadTable, MinimalGroupOptions,
+    MinimalGroupTables, ResultTable, analyze_conformity, analyze_minimal_group_with_progress,
+};
+use herd_store::{Manifest, Table, committed_parts, read_run_manifest, read_table};
+
+use crate::error::ReportError;
+
+/// Bootstrap resamples and seed `herd analyze minimal-group` uses by default.
+const BOOTSTRAP_RESAMPLES: usize = 2000;
+const BOOTSTRAP_SEED: u64 = 20_240_501;
+
+/// One run folder and its manifest.
+#[derive(Debug, Clone)]
+pub struct RunFolder {
+    pub path: PathBuf,
+    pub manifest: Manifest,
+}
+
+#[derive(Debug, Clone)]
+pub struct ConformityResults {
+    pub runs: Vec<RunFolder>,
+    pub trials: ConformityTable,
+    pub tables: ConformityTables,
+    /// Per model × task: trials, mean P(A)+P(B), share of bounded probabilities, baseline acceptance.
+    pub quality: ResultTable,
+}
+
+#[derive(Debug, Clone)]
+pub struct MinimalGroupResults {
+    pub runs: Vec<RunFolder>,
+    pub dyads: DyadTable,
+    pub tables: MinimalGroupTables,
+    /// Per model × reasoning × instrument: deciders, parse success, fills, QC flags.
+    pub quality: ResultTable,
+}
+
+/// Everything a report is made from.
+#[derive(Debug, Clone)]
+pub struct Results {
+    /// The folder the user named.
+    pub source: PathBuf,
+    pub conformity: Option<ConformityResults>,
+    pub minimal_group: Option<MinimalGroupResults>,
+    /// Run folders that hold no trial rows yet.
+    pub empty_runs: Vec<PathBuf>,
+}
+
+fn not_found(dir: &Path, problem: &str) -> ReportError {
+    ReportError::Results {
+        path: dir.display().to_string(),
+        problem: problem.to_owned(),
+        fix: "pass a run folder (`herd run --out DIR`) or what `cargo xtask replicate --out DIR` wrote; a copy of the \
+              folder from another machine is enough (its */*.parquet parts and manifest.json)"
+            .into(),
+    }
+}
+
+/// Run folders in `dir`: `dir` itself, `dir/runs/*` (replicate's layout) or `dir/*`.
+pub fn find_run_folders(dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    if !dir.exists() {
+        return Err(not_found(dir, "no such folder"));
+    }
+    if !dir.is_dir() {
+        return Err(not_found(dir, "is a file, not a folder"));
+    }
+    if dir.join("manifest.json").is_file() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    let mut found = Vec::new();
+    for parent in [dir.join("runs"), dir.to_path_buf()] {
+        let Ok(entries) = std::fs::read_dir(&parent) else { continue };
+        let mut runs: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.join("manifest.json").is_file())
+            .collect();
+        runs.sort();
+        found.extend(runs);
+    }
+    if found.is_empty() {
+        let problem = if std::fs::read_dir(dir).map(|mut e| e.next().is_none()).unwrap_or(false) {
+            "the folder is empty"
+        } else {
+            "no run folder here (none of DIR, DIR/runs/*, DIR/* has a manifest.json)"
+        };
+        return Err(not_found(dir, problem));
+    }
+    Ok(found)
+}
+
+fn store_error(dir: &Path, e: impl std::fmt::Display) -> ReportError {
+    ReportError::Results {
+        path: dir.display().to_string(),
+        problem: e.to_string(),
+        fix: "copy the whole run folder (manifest.json, committed/ and the table folders) or rerun the experiment".into(),
+    }
+}
+
+fn origin(dirs: &[PathBuf], table: Table) -> String {
+    dirs.iter().map(|d| d.join(table.name()).display().to_string()).collect::<Vec<_>>().join(" + ")
+}
+
+/// Reads every study found under `dir` and analyses it; `progress` hears what is being done.
+pub fn load_results(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<Results, ReportError> {
+    let folders = find_run_folders(dir)?;
+    let mut by_table: BTreeMap<Table, Vec<RunFolder>> = BTreeMap::new();
+    let mut empty_runs = Vec::new();
+    for path in folders {
+        let manifest = read_run_manifest(&path).map_err(|e| store_error(&path, e))?;
+        let mut any = false;
+        for table in [Table::ConformityTrials, Table::AllocationDyads] {
+            if !committed_parts(&path, table).map_err(|e| store_error(&path, e))?.is_empty() {
+                by_table.entry(table).or_default().push(RunFolder { path: path.clone(), manifest: manifest.clone() });
+                any = true;
+            }
+        }
+        if !any {
+            empty_runs.push(path);
+        }
+    }
+    if by_table.is_empty() {
+        return Err(ReportError::Results {
+            path: dir.display().to_string(),
+            problem: "the run folders hold no conformity_trials or allocation_dyads rows yet".into(),
+            fix: "run the experiment first (`herd run … --out DIR`), then report on DIR".into(),
+        });
+    }
+    let conformity = match by_table.remove(&Table::ConformityTrials) {
+        Some(runs) => {
+            progress("conformity: reading trials and analysing");
+            Some(load_conformity(runs)?)
+        }
+        None => None,
+    };
+    let minimal_group = match by_table.remove(&Table::AllocationDyads) {
+        Some(runs) => {
+            progress("minimal groups: reading allocations and analysing");
+            Some(load_minimal_group(runs)?)
+        }
+        None => None,
+    };
+    Ok(Results { source: dir.to_path_buf(), conformity, minimal_group, empty_runs })
+}
+
+fn load_conformity(runs: Vec<RunFolder>) -> Result<ConformityResults, ReportError> {
+    let dirs: Vec<PathBuf> = runs.iter().map(|r| r.path.clone()).collect();
+    let frame = read_table(&dirs, Table::ConformityTrials).map_err(|e| store_error(&dirs[0], e))?.ok_or_else(|| store_error(&dirs[0], "no conformity_trials rows"))?;
+    let source = origin(&dirs, Table::ConformityTrials);
+    let trials = conformity_from_frame(&frame, source.clone())?;
+    let tables = analyze_conformity(&trials, &ConformityOptions::default())?;
+
+    let c = Columns::new(&frame, source);
+    let (model, task) = (c.text("model", "model name")?, c.text("task", "task")?);
+    let mass = c.float("mass_ab", "P(A) + P(B)")?;
+    let bound = c.flag("p_bound", "1 if a probability is only an upper bound")?;
+    let modality = c.text("modality", "vision or text")?;
+    // (model, task) → (trials, mass sum, bounded, text-modality trials)
+    let mut groups: BTreeMap<(String, String), (usize, f64, usize, usize)> = BTreeMap::new();
+    for i in 0..c.height() {
+        let g = groups.entry((model[i].clone(), task[i].clone())).or_default();
+        g.0 += 1;
+        g.1 += mass[i];
+        g.2 += usize::from(bound[i]);
+        g.3 += usize::from(modality[i] == "text");
+    }
+    // (model, task) → (candidates, accepted)
+    let mut baseline: BTreeMap<(String, String), (usize, usize)> = BTreeMap::new();
+    if let Some(frame) = read_table(&dirs, Table::BaselineCandidates).map_err(|e| store_error(&dirs[0], e))? {
+        let b = Columns::new(&frame, origin(&dirs, Table::BaselineCandidates));
+        let (bm, bt, accepted) = (b.text("model", "model")?, b.text("task", "task")?, b.flag("accepted", "1 if accepted")?);
+        for i in 0..b.height() {
+            let e = baseline.entry((bm[i].clone(), bt[i].clone())).or_default();
+            e.0 += 1;
+            e.1 += usize::from(accepted[i]);
+        }
+    }
+    let mut q = QualityTable::new(
+        "conformity_quality",
+        &["model", "task", "modality"],
+        &["trials", "mean_mass_ab", "bounded_share", "baseline_candidates", "baseline_accepted_share"],
+    );
+    for ((m, t), (n, mass_sum, bounded, text)) in groups {
+        let (candidates, accepted) = baseline.get(&(m.clone(), t.clone())).copied().unwrap_or((0, 0));
+        let modality = if text == n { "text" } else if text == 0 { "vision" } else { "mixed" };
+        q.push(
+            vec![m, t, modality.into()],
+            vec![
+                Some(n as f64),
+                Some(mass_sum / n as f64),
+                Some(bounded as f64 / n as f64),
+                Some(candidates as f64),
+                (candidates > 0).then(|| accepted as f64 / candidates as f64),
+            ],
+        );
+    }
+    Ok(ConformityResults { runs, trials, tables, quality: q.finish() })
+}
+
+fn load_minimal_group(runs: Vec<RunFolder>) -> Result<MinimalGroupResults, ReportError> {
+    let dirs: Vec<PathBuf> = runs.iter().map(|r| r.path.clone()).collect();
+    let frame = read_table(&dirs, Table::AllocationDyads).map_err(|e| store_error(&dirs[0], e))?.ok_or_else(|| store_error(&dirs[0], "no allocation_dyads rows"))?;
+    let dyads = dyads_from_frame(&frame, origin(&dirs, Table::AllocationDyads))?;
+    let options = MinimalGroupOptions {
+        bootstrap: BootstrapPlan::Seeded { resamples: BOOTSTRAP_RESAMPLES, seed: BOOTSTRAP_SEED },
+        ..MinimalGroupOptions::default()
+    };
+    let tables = analyze_minimal_group_with_progress(&dyads, &options, &mut |_, _| {})?;
+
+    let mut q = QualityTable::new(
+        "allocation_quality",
+        &["model", "reasoning", "instrument"],
+        &["deciders", "parsed_share", "filled_share", "qc_flagged_share", "mean_tokens_generated"],
+    );
+    if let Some(frame) = read_table(&dirs, Table::AllocationDeciders).map_err(|e| store_error(&dirs[0], e))? {
+        let c = Columns::new(&frame, origin(&dirs, Table::AllocationDeciders));
+        let (model, reasoning, instrument) =
+            (c.text("model", "model")?, c.text("reasoning", "on or off")?, c.text("instrument", "instrument name")?);
+        let status = c.text("parse_status", "ok or the failure")?;
+        let filled = c.flag("filled", "1 if uniformly filled")?;
+        let flags = c.text("qc_flags", "comma-separated QC flags")?;
+        let tokens = c.float("tokens_generated", "tokens generated")?;
+        /// Deciders, parsed, filled, flagged, tokens.
+        type Counts = (usize, usize, usize, usize, f64);
+        let mut groups: BTreeMap<(String, String, String), Counts> = BTreeMap::new();
+        for i in 0..c.height() {
+            let g = groups.entry((model[i].clone(), reasoning[i].clone(), instrument[i].clone())).or_default();
+            g.0 += 1;
+            g.1 += usize::from(status[i] == "ok");
+            g.2 += usize::from(filled[i]);
+            g.3 += usize::from(!flags[i].is_empty());
+            g.4 += tokens[i];
+        }
+        for ((m, r, i), (n, parsed, fills, flagged, tokens)) in groups {
+            let share = |k: usize| Some(k as f64 / n as f64);
+            q.push(vec![m, r, i], vec![Some(n as f64), share(parsed), share(fills), share(flagged), Some(tokens / n as f64)]);
+        }
+    }
+    Ok(MinimalGroupResults { runs, dyads, tables, quality: q.finish() })
+}
+
+/// A small result table of text keys and numbers.
+struct QualityTable {
+    table: ResultTable,
+}
+
+impl QualityTable {
+    fn new(name: &str, keys: &[&str], numbers: &[&str]) -> Self {
+        let mut columns: Vec<(String, ColumnValues)> =
+            keys.iter().map(|k| ((*k).to_owned(), ColumnValues::Text(Vec::new()))).collect();
+        columns.extend(numbers.iter().map(|n| ((*n).to_owned(), ColumnValues::Float(Vec::new()))));
+        Self { table: ResultTable { name: name.to_owned(), columns } }
+    }
+
+    /// Appends a row: `keys` fill the text columns and `numbers` the number columns, in order.
+    fn push(&mut self, keys: Vec<String>, numbers: Vec<Option<f64>>) {
+        let (mut keys, mut numbers) = (keys.into_iter(), numbers.into_iter());
+        for (_, column) in &mut self.table.columns {
+            match column {
+                ColumnValues::Text(c) => c.push(keys.next()),
+                ColumnValues::Float(c) => c.push(numbers.next().flatten()),
+                ColumnValues::Integer(c) => c.push(None),
+            }
+        }
+    }
+
+    fn finish(self) -> ResultTable {
+        self.table
+    }
+}

@@ -1,0 +1,120 @@
+//! Every figure rendered from a small stored result set: a PNG of the stated size with real content,
+//! an SVG that parses and holds the chart's elements, and both change when the data change.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use common::{Variant, stored_results};
+use herd_report::{FIGURE_HEIGHT, FIGURE_WIDTH, Figure, conformity_figures, load_results, minimal_group_figures};
+
+/// Every figure of both studies, rendered, by name.
+fn rendered(variant: Variant) -> BTreeMap<&'static str, (Figure, Vec<u8>, String)> {
+    let dir = tempfile::tempdir().unwrap();
+    let results = load_results(&stored_results(dir.path(), variant), &mut |_| {}).unwrap();
+    let c = results.conformity.as_ref().expect("the fixture has a conformity run");
+    let m = results.minimal_group.as_ref().expect("the fixture has a minimal-group run");
+    let mut out = BTreeMap::new();
+    for outcome in conformity_figures(&c.trials, &c.tables).into_iter().chain(minimal_group_figures(&m.dyads, &m.tables)) {
+        let figure = outcome.unwrap_or_else(|a| panic!("{} is absent: {}", a.name, a.reason));
+        let (png, svg) = figure.render().unwrap();
+        out.insert(figure.name, (figure, png, svg));
+    }
+    out
+}
+
+const EXPECTED: [&str; 18] = [
+    "p_wrong_by_group_size_per_model",
+    "p_wrong_by_group_size_per_task",
+    "p_wrong_by_unanimity",
+    "auc_by_difficulty",
+    "conformity_by_difficulty_and_performance",
+    "public_minus_private_auc_per_model",
+    "p_wrong_by_source_strength",
+    "p_wrong_same_vs_different_group",
+    "p_wrong_near_vs_far",
+    "auc_by_source_strength_per_task",
+    "proximity_auc_differences",
+    "favouritism_by_minority_size",
+    "favouritism_visible_vs_hidden",
+    "excess_share_by_minority_size",
+    "favouritism_distribution_per_decider",
+    "extreme_allocations_by_minority_size",
+    "favouritism_by_reasoning_mode",
+    "favouritism_across_swap_pass_and_paraphrase",
+];
+
+#[test]
+fn every_figure_renders_changes_with_the_data_and_reads_its_numbers() {
+    let planted = rendered(Variant::Planted);
+    let shifted = rendered(Variant::Shifted);
+    let names: BTreeSet<&str> = planted.keys().copied().collect();
+    assert_eq!(names, EXPECTED.into_iter().collect::<BTreeSet<_>>());
+
+    for (name, (figure, png, svg)) in &planted {
+        // PNG: decodes, the stated size, and more than a blank canvas (axes, text, data colours).
+        let image = image::load_from_memory(png).unwrap_or_else(|e| panic!("{name}: PNG does not decode: {e}")).to_rgb8();
+        assert_eq!((image.width(), image.height()), (FIGURE_WIDTH, FIGURE_HEIGHT), "{name}");
+        let colours: BTreeSet<[u8; 3]> = image.pixels().map(|p| p.0).collect();
+        assert!(colours.len() > 20, "{name}: only {} colours", colours.len());
+        let inked = image.pixels().filter(|p| p.0 != [255, 255, 255]).count();
+        assert!(inked > 5_000, "{name}: only {inked} non-white pixels");
+
+        // SVG: well-formed XML of the stated size, with the title and drawn shapes.
+        let doc = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("{name}: SVG does not parse: {e}"));
+        let root = doc.root_element();
+        assert_eq!(root.tag_name().name(), "svg", "{name}");
+        assert_eq!(root.attribute("width"), Some(FIGURE_WIDTH.to_string().as_str()), "{name}");
+        assert_eq!(root.attribute("height"), Some(FIGURE_HEIGHT.to_string().as_str()), "{name}");
+        let texts: Vec<String> = doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text().map(|t| t.trim().to_owned())).collect();
+        assert!(texts.iter().any(|t| t == &figure_caption(figure)), "{name}: no title among {texts:?}");
+        let shapes = doc.descendants().filter(|n| ["polyline", "rect", "circle", "polygon", "path", "line"].contains(&n.tag_name().name())).count();
+        assert!(shapes > 10, "{name}: {shapes} shapes");
+
+        // The data drive the picture and its reading.
+        let (other, other_png, other_svg) = &shifted[name];
+        let other_image = image::load_from_memory(other_png).unwrap().to_rgb8();
+        let differing = image.pixels().zip(other_image.pixels()).filter(|(a, b)| a != b).count();
+        assert!(differing > 100, "{name}: only {differing} pixels change when the data change");
+        assert_ne!(svg, other_svg, "{name}: SVG unchanged");
+        assert_ne!(figure.reading, other.reading, "{name}: reading unchanged");
+        assert!(figure.reading.chars().any(|c| c.is_ascii_digit()), "{name}: reading without numbers: {}", figure.reading);
+    }
+}
+
+/// The caption drawn at the top of the chart.
+fn figure_caption(figure: &Figure) -> String {
+    match &figure.chart {
+        herd_report::Chart::Line(c) => c.title.clone(),
+        herd_report::Chart::Bar(c) => c.title.clone(),
+        herd_report::Chart::Heat(c) => c.title.clone(),
+    }
+}
+
+#[test]
+fn planted_effects_show_in_the_figure_data() {
+    let planted = rendered(Variant::Planted);
+    // Conformity rises with N for each model.
+    let herd_report::Chart::Line(per_model) = &planted["p_wrong_by_group_size_per_model"].0.chart else { panic!("a line chart") };
+    assert_eq!(per_model.series.len(), 2);
+    for s in &per_model.series {
+        let first = s.points.first().unwrap();
+        let last = s.points.last().unwrap();
+        assert_eq!((first.x, last.x), (0.0, 10.0));
+        assert!(last.y > first.y + 0.4, "{}: {} → {}", s.label, first.y, last.y);
+        let (lo, hi) = last.interval.expect("a band from four trials");
+        assert!(lo < last.y && last.y < hi);
+    }
+    // Visible-label favouritism is positive, with minority deciders above majority deciders.
+    let herd_report::Chart::Line(favouritism) = &planted["favouritism_by_minority_size"].0.chart else { panic!("a line chart") };
+    let at = |label: &str| favouritism.series.iter().find(|s| s.label.contains(label)).unwrap().points[0].y;
+    assert!(at("thinking on · minority") > at("thinking on · majority"));
+    assert!(at("thinking on · majority") > 0.0);
+    // The hidden-label floor sits near zero.
+    let herd_report::Chart::Bar(floor) = &planted["favouritism_visible_vs_hidden"].0.chart else { panic!("a bar chart") };
+    for s in floor.series.iter().filter(|s| s.label.contains("hidden")) {
+        for bar in s.bars.iter().flatten() {
+            assert!(bar.value.abs() < 0.5, "{}: {}", s.label, bar.value);
+        }
+    }
+}
