@@ -1,9 +1,8 @@
 //! `cargo xtask replicate`: both studies end to end with one model — fetch the model if needed, run each
-//! study into a run folder (resuming what is there), analyse, and write a summary of the results.
+//! study into a run folder (resuming what is there), analyse, and write the report (figures, HTML and
+//! Markdown) with `herd report`.
 
 use anyhow::{Context, Result, bail};
-use herd_analysis::io::read_frame;
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
@@ -82,39 +81,15 @@ pub fn replicate(args: &[String]) -> Result<()> {
         println!("   {study} took {:.0} s", study_started.elapsed().as_secs_f64());
         sections.push((study, run_dir, analysis_dir));
     }
-    let summary = write_summary(&o, &sections)?;
+    let report_dir = o.out.join("report");
+    println!("== report: {}", report_dir.display());
+    let (results, report) = (o.out.to_str().context("UTF-8 path")?, report_dir.to_str().context("UTF-8 path")?);
+    run(Command::new(&herd).args(["report", "--results", results, "--out", report]), "herd report")?;
     println!("\n== done in {:.1} min", started.elapsed().as_secs_f64() / 60.0);
     for (study, run_dir, analysis_dir) in &sections {
         println!("{study:>14}: trial tables {}/*/*.parquet, manifest {}/manifest.json", run_dir.display(), run_dir.display());
         println!("{:>14}  analysis tables {}/*.csv|parquet", "", analysis_dir.display());
     }
-    println!("{:>14}: {}", "summary", summary.display());
+    println!("{:>14}: {} (Markdown twin: report.md, figures in figures/)", "report", report_dir.join("report.html").display());
     Ok(())
-}
-
-/// The headline tables of both studies and what each run did, as Markdown.
-fn write_summary(o: &Options, sections: &[(&str, PathBuf, PathBuf)]) -> Result<PathBuf> {
-    let mut md = format!("# herd replicate ({} profile, model {}, backend {})\n\n", o.profile, o.model, o.backend);
-    for (study, run_dir, analysis_dir) in sections {
-        let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run_dir.join("manifest.json"))?)?;
-        writeln!(md, "## {study}\n")?;
-        writeln!(md, "- run id `{}`, experiment `{}`", manifest["run_id"].as_str().unwrap_or("?"), manifest["experiment_file"].as_str().unwrap_or("?"))?;
-        writeln!(md, "- units stored {} of {}; rows {}", manifest["experiment_units_stored"], manifest["units_total"], manifest["rows"])?;
-        for skip in manifest["skipped"].as_array().into_iter().flatten() {
-            writeln!(md, "- skipped {} units: {}", skip["units"], skip["reason"].as_str().unwrap_or(""))?;
-        }
-        for (name, note) in manifest["notes"].as_object().into_iter().flatten() {
-            writeln!(md, "- {name}: `{note}`")?;
-        }
-        let tables: &[&str] = if *study == "conformity" { &["auc", "deltas"] } else { &["bootstrap", "seed_tests"] };
-        for table in tables {
-            let path = analysis_dir.join(format!("{table}.parquet"));
-            let frame = read_frame(&path).with_context(|| format!("reading {}", path.display()))?;
-            writeln!(md, "\n### {table} ({} rows; all in `{}`)\n\n```\n{frame}\n```", frame.height(), path.display())?;
-        }
-        md.push('\n');
-    }
-    let path = o.out.join("summary.md");
-    std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
 }
