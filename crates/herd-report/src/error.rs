@@ -10,6 +10,13 @@ pub enum ReportError {
         problem: String,
         fix: String,
     },
+    /// A run folder herd-store refuses (newer format, corrupt part); its message carries the fix.
+    #[error("{path}: {source}")]
+    Store {
+        path: String,
+        #[source]
+        source: herd_store::StoreError,
+    },
     #[error(transparent)]
     Analysis(#[from] herd_analysis::AnalysisError),
     #[error("{path}: {problem}")]

@@ -98,12 +98,8 @@ pub fn find_run_folders(dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
     Ok(found)
 }
 
-fn store_error(dir: &Path, e: impl std::fmt::Display) -> ReportError {
-    ReportError::Results {
-        path: dir.display().to_string(),
-        problem: e.to_string(),
-        fix: "copy the whole run folder (manifest.json, committed/ and the table folders) or rerun the experiment".into(),
-    }
+fn store_error(dir: &Path, e: herd_store::StoreError) -> ReportError {
+    ReportError::Store { path: dir.display().to_string(), source: e }
 }
 
 fn origin(dirs: &[PathBuf], table: Table) -> String {
@@ -154,7 +150,7 @@ pub fn load_results(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<Result
 
 fn load_conformity(runs: Vec<RunFolder>) -> Result<ConformityResults, ReportError> {
     let dirs: Vec<PathBuf> = runs.iter().map(|r| r.path.clone()).collect();
-    let frame = read_table(&dirs, Table::ConformityTrials).map_err(|e| store_error(&dirs[0], e))?.ok_or_else(|| store_error(&dirs[0], "no conformity_trials rows"))?;
+    let frame = read_table(&dirs, Table::ConformityTrials).map_err(|e| store_error(&dirs[0], e))?.ok_or_else(|| not_found(&dirs[0], "no conformity_trials rows"))?;
     let source = origin(&dirs, Table::ConformityTrials);
     let trials = conformity_from_frame(&frame, source.clone())?;
     let tables = analyze_conformity(&trials, &ConformityOptions::default())?;
@@ -208,7 +204,7 @@ fn load_conformity(runs: Vec<RunFolder>) -> Result<ConformityResults, ReportErro
 
 fn load_minimal_group(runs: Vec<RunFolder>) -> Result<MinimalGroupResults, ReportError> {
     let dirs: Vec<PathBuf> = runs.iter().map(|r| r.path.clone()).collect();
-    let frame = read_table(&dirs, Table::AllocationDyads).map_err(|e| store_error(&dirs[0], e))?.ok_or_else(|| store_error(&dirs[0], "no allocation_dyads rows"))?;
+    let frame = read_table(&dirs, Table::AllocationDyads).map_err(|e| store_error(&dirs[0], e))?.ok_or_else(|| not_found(&dirs[0], "no allocation_dyads rows"))?;
     let dyads = dyads_from_frame(&frame, origin(&dirs, Table::AllocationDyads))?;
     let options = MinimalGroupOptions {
         bootstrap: BootstrapPlan::Seeded { resamples: BOOTSTRAP_RESAMPLES, seed: BOOTSTRAP_SEED },
