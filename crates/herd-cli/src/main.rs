@@ -11,6 +11,7 @@ mod power_cmd;
 mod prompts_cmd;
 mod report_cmd;
 mod run_cmd;
+mod server_args;
 mod stimuli_cmd;
 
 #[derive(Parser)]

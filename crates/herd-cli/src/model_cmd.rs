@@ -1,7 +1,8 @@
 //! `herd models`, `herd score`, `herd generate`: the model registry and quick checks of one model.
 
 use anyhow::{Context, Result, bail};
-use herd_infer::{Backend, DeviceChoice, GenerateRequest, LoadOptions, LocalModel, ModelRegistry, SamplingParams, ScoreRequest, VisionModel, locate_model};
+use crate::server_args::ServerArgs;
+use herd_infer::{Backend, DeviceChoice, GenerateRequest, LoadOptions, LocalModel, ModelEntry, ModelRegistry, SamplingParams, ScoreRequest, VisionModel, locate_model};
 use herd_prompts::{ChatPrompt, Part};
 use std::io::Write;
 use std::sync::Arc;
@@ -78,6 +79,17 @@ pub struct ModelArgs {
     /// File holding the user message; the model's chat template is applied to it.
     #[arg(long)]
     prompt_file: PathBuf,
+    /// Who runs the model: candle (this machine) or openai (an OpenAI-compatible server, --endpoint).
+    #[arg(long, default_value = "candle")]
+    backend: QuickBackend,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum QuickBackend {
+    Candle,
+    Openai,
 }
 
 impl ModelArgs {
@@ -92,13 +104,10 @@ impl ModelArgs {
             Some(_) => bail!("--image needs a vision model; `{}` reads text (vision models are marked in `herd models`)", self.model),
             None => None,
         };
-        let files = locate_model(entry)?;
-        let options = LoadOptions { device: self.device, ..Default::default() };
-        let context = || format!("loading `{}` from {}", self.model, files.path().display());
-        let model: Box<dyn Backend> = if entry.vision {
-            Box::new(VisionModel::load(entry, &files, &options).with_context(context)?)
+        let model: Box<dyn Backend> = if let QuickBackend::Openai = self.backend {
+            Box::new(self.server.connect(entry)?)
         } else {
-            Box::new(LocalModel::load(entry, &files, &options).with_context(context)?)
+            self.load_local(entry)?
         };
         let mut parts = Vec::new();
         if pixels.is_some() {
@@ -106,6 +115,17 @@ impl ModelArgs {
         }
         parts.push(Part::Text { text });
         Ok((model, ChatPrompt::user(parts), pixels))
+    }
+
+    fn load_local(&self, entry: &ModelEntry) -> Result<Box<dyn Backend>> {
+        let files = locate_model(entry)?;
+        let options = LoadOptions { device: self.device, ..Default::default() };
+        let context = || format!("loading `{}` from {}", self.model, files.path().display());
+        Ok(if entry.vision {
+            Box::new(VisionModel::load(entry, &files, &options).with_context(context)?)
+        } else {
+            Box::new(LocalModel::load(entry, &files, &options).with_context(context)?)
+        })
     }
 }
 
@@ -131,18 +151,20 @@ pub fn score(args: ScoreArgs) -> Result<()> {
         let answers: serde_json::Map<String, serde_json::Value> = result
             .answers
             .iter()
-            .map(|(a, s)| (a.clone(), serde_json::json!({"p": s.p, "logit": s.logit, "token_ids": s.token_ids})))
+            .map(|(a, s)| (a.clone(), serde_json::json!({"p": s.p, "logit": s.logit, "token_ids": s.token_ids, "bound": s.bound})))
             .collect();
         let top: Vec<_> = result.top.iter().map(|t| serde_json::json!({"id": t.id, "text": t.text, "p": t.p, "logit": t.logit})).collect();
         println!("{}", serde_json::json!({"answers": answers, "mass": result.mass, "top": top, "prompt_tokens": result.prompt_tokens}));
     } else {
         for (answer, s) in &result.answers {
-            println!("{answer:>8}  p = {:.6}  logit = {:.4}  tokens = {:?}", s.p, s.logit, s.token_ids);
+            let bound = if s.bound { "  (upper bound: outside the server's top-k)" } else { "" };
+            println!("{answer:>8}  p = {:.6}  logit = {:.4}  tokens = {:?}{bound}", s.p, s.logit, s.token_ids);
         }
         println!("{:>8}  {:.6}", "mass", result.mass);
         println!("top tokens:");
         for t in &result.top {
-            println!("  {:>7}  {:<12} p = {:.6}", t.id, format!("{:?}", t.text), t.p);
+            let id = t.id.map_or_else(|| "-".to_owned(), |id| id.to_string());
+            println!("  {id:>7}  {:<12} p = {:.6}", format!("{:?}", t.text), t.p);
         }
     }
     Ok(())

@@ -2,6 +2,7 @@
 //! rerunning the same command resumes.
 
 use crate::model_cmd::load_registry;
+use crate::server_args::ServerArgs;
 use anyhow::{Context, Result, bail};
 use herd_design::{Experiment, ExperimentFile, Shard, bank_files, load_experiment};
 use herd_infer::{Backend, DeviceChoice, LoadOptions, LocalModel, ModelEntry, ModelFiles, ModelSource, SimAgent, SimParams, VisionModel, locate_model};
@@ -13,6 +14,8 @@ use std::path::{Path, PathBuf};
 pub enum BackendKind {
     /// herd's own candle inference on this machine (CPU, or CUDA/Metal when built with the feature).
     Candle,
+    /// OpenAI-compatible inference servers (`--endpoint URL`, repeatable): vLLM, SGLang, llama.cpp.
+    Openai,
     /// A simulated agent with stated effects (`--sim FILE`), for power analysis and pipeline checks.
     Sim,
 }
@@ -21,6 +24,7 @@ impl BackendKind {
     fn name(self) -> &'static str {
         match self {
             BackendKind::Candle => "candle",
+            BackendKind::Openai => "openai",
             BackendKind::Sim => "sim",
         }
     }
@@ -34,7 +38,8 @@ pub struct RunArgs {
     /// Model alias from the registry (see `herd models`); ignored by the sim backend.
     #[arg(long, default_value = "smollm2-135m")]
     pub model: String,
-    /// Who answers: candle (a real model) or sim (a simulated agent).
+    /// Who answers: candle (a model on this machine), openai (a model on inference servers) or sim (a
+    /// simulated agent).
     #[arg(long, value_enum, default_value = "candle")]
     pub backend: BackendKind,
     /// The simulated agent's parameters (TOML: [conformity], [allocation], seed); defaults when absent.
@@ -55,6 +60,8 @@ pub struct RunArgs {
     /// No progress bars (logs and CI).
     #[arg(long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub server: ServerArgs,
 }
 
 /// The backend a run uses, with what the manifest records about it.
@@ -65,8 +72,16 @@ pub struct LoadedBackend {
     pub model_record: serde_json::Value,
 }
 
-pub fn load_backend(kind: BackendKind, model: &str, sim: Option<&Path>, device: DeviceChoice, registry: Option<&Path>) -> Result<LoadedBackend> {
+pub fn load_backend(kind: BackendKind, model: &str, sim: Option<&Path>, device: DeviceChoice, registry: Option<&Path>, server: &ServerArgs) -> Result<LoadedBackend> {
     match kind {
+        BackendKind::Openai => {
+            let registry = load_registry(registry)?;
+            let entry = registry.get(model)?.clone();
+            let backend = server.connect(&entry)?;
+            // The options name the key's variable, never the key.
+            let model_record = serde_json::json!({"entry": entry, "server": backend.options()});
+            Ok(LoadedBackend { backend: Box::new(backend), entry: Some(entry), files: Vec::new(), model_record })
+        }
         BackendKind::Sim => {
             let params: SimParams = match sim {
                 Some(path) => {
@@ -124,11 +139,12 @@ fn parameters(file: &ExperimentFile) -> serde_json::Value {
 
 pub fn run(args: RunArgs) -> Result<()> {
     let file = load_experiment(&args.experiment)?;
-    let loaded = load_backend(args.backend, &args.model, args.sim.as_deref(), args.device, args.registry.as_deref())?;
+    let loaded = load_backend(args.backend, &args.model, args.sim.as_deref(), args.device, args.registry.as_deref(), &args.server)?;
     let summary = run_loaded(&file, loaded, args.backend, args.shard, &args.out, !args.quiet)?;
     print_summary(&summary, &args.out);
     if !summary.failed.is_empty() {
-        bail!("{} units failed at the backend; rerun the same command to retry them", summary.failed.len());
+        let last = summary.notes.get("last_backend_failure").and_then(|v| v.as_str()).unwrap_or("");
+        bail!("{} units failed at the backend; rerun the same command to retry them\n  last failure: {last}", summary.failed.len());
     }
     Ok(())
 }

@@ -33,11 +33,15 @@ pub struct AnswerScore {
     /// The highest logit among those tokens.
     pub logit: f32,
     pub token_ids: Vec<u32>,
+    /// True when no spelling of the answer was among a server's returned top-k: `p` is then an upper
+    /// bound (the probability the server left out) and `logit` its log.
+    pub bound: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TopToken {
-    pub id: u32,
+    /// `None` where a server returns token texts only.
+    pub id: Option<u32>,
     pub text: String,
     pub p: f64,
     pub logit: f32,
@@ -115,6 +119,9 @@ pub struct Generation {
     pub completion_tokens: usize,
     pub finish_reason: FinishReason,
     pub constrained: bool,
+    /// Reasoning a server returned apart from the answer (`reasoning_content`); local models keep it
+    /// in `text`.
+    pub reasoning: Option<String>,
 }
 
 /// Facts about a backend recorded in run manifests.

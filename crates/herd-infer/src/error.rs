@@ -24,6 +24,8 @@ pub enum InferError {
     Vision(#[from] herd_vision::VisionError),
     #[error("candle: {0}")]
     Candle(#[from] candle_core::Error),
+    #[error("server: {0}")]
+    Server(String),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
 }

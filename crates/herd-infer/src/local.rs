@@ -2,7 +2,7 @@
 
 use crate::backend::{AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreRequest, ScoreResult, TopToken};
 use crate::constraint::{ConstraintEngine, SequenceConstraint};
-use crate::error::{InferError, Result, model_file};
+use crate::error::{InferError, Result, io_error, model_file};
 use crate::model::{Decoder, KvCache, WeightFormat, causal_mask, load_gguf, load_hf_folder};
 use crate::registry::{Family, ModelEntry, ModelFiles, WeightDType};
 use crate::sampling::{sample_token, sequence_rng};
@@ -11,6 +11,7 @@ use candle_core::{DType, Device, Tensor};
 use herd_chat::{ChatTemplate, SpecialTokens, TemplateMessage};
 use herd_prompts::{ChatPrompt, Part, Role};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// Where a model runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -69,56 +70,39 @@ pub struct LocalModel {
     pub alias: String,
     pub family: Family,
     pub tokenizer: TextTokenizer,
-    template: ChatTemplate,
-    template_options: serde_json::Map<String, serde_json::Value>,
+    renderer: PromptRenderer,
     prefill: Decoder,
     decode: Option<Decoder>,
     constraint: Option<ConstraintEngine>,
     device: Device,
 }
 
-impl LocalModel {
-    pub fn load(entry: &ModelEntry, files: &ModelFiles, options: &LoadOptions) -> Result<Self> {
-        if entry.family.is_vision() {
-            return Err(InferError::Request(format!("`{}` is a vision model; load it with herd_infer::VisionModel", entry.alias)));
-        }
-        let device = options.device.open()?;
-        let on_cpu = device.is_cpu();
-        let (prefill, tokenizer, template) = match files {
+/// A model's own chat template with its registry options: turns a [`ChatPrompt`] into the text the
+/// model reads. Loaded with the model, or alone ([`PromptRenderer::load`]) where a server runs the model.
+pub struct PromptRenderer {
+    alias: String,
+    template: ChatTemplate,
+    template_options: serde_json::Map<String, serde_json::Value>,
+}
+
+impl PromptRenderer {
+    /// Reads only the template (GGUF metadata, or the folder's tokenizer files), not the weights.
+    pub fn load(entry: &ModelEntry, files: &ModelFiles) -> Result<Self> {
+        let template = match files {
             ModelFiles::Gguf(path) => {
-                let (decoder, content) = load_gguf(path, &device, WeightFormat::Dense)?;
+                let mut file = std::fs::File::open(path).map_err(io_error(path))?;
+                let content = candle_core::quantized::gguf_file::Content::read(&mut file).map_err(|e| model_file(path, format!("not a readable GGUF file: {e}")))?;
                 let tokenizer = TextTokenizer::from_gguf(path, &content)?;
-                let source = content
-                    .metadata
-                    .get("tokenizer.chat_template")
-                    .and_then(|v| v.to_string().ok())
-                    .ok_or_else(|| model_file(path, "GGUF metadata has no `tokenizer.chat_template`"))?;
-                let special = SpecialTokens { bos_token: tokenizer.bos_token.clone().unwrap_or_default(), eos_token: tokenizer.eos_token.clone().unwrap_or_default(), pad_token: None, unk_token: None };
-                (decoder, tokenizer, ChatTemplate::new(source, special)?)
+                gguf_chat_template(path, &content, &tokenizer)?
             }
-            ModelFiles::HfFolder(dir) => {
-                let decoder = load_hf_folder(dir, &device, safetensors_dtype(entry.dtype, &device), WeightFormat::Dense)?;
-                (decoder, TextTokenizer::from_hf_folder(dir)?, ChatTemplate::from_hf_folder(dir)?)
-            }
+            ModelFiles::HfFolder(dir) => ChatTemplate::from_hf_folder(dir)?,
         };
-        // candle picks its quantised CPU kernels at compile time: without AVX2 in the build (no
-        // `-C target-cpu=native`) Q8_0 products are scalar and slower than dense f32 (runtime-dispatched gemm).
-        let fast_quantised = on_cpu && cfg!(target_feature = "avx2");
-        let decode_format = options.decode_format.unwrap_or(if fast_quantised { WeightFormat::Q8_0 } else { WeightFormat::Dense });
-        let decode = match decode_format {
-            WeightFormat::Dense => None,
-            format => Some(prefill.with_weight_format(format)?),
-        };
-        Ok(Self { alias: entry.alias.clone(), family: entry.family, tokenizer, template, template_options: entry.template_options.clone(), prefill, decode, constraint: None, device })
+        Ok(PromptRenderer { alias: entry.alias.clone(), template, template_options: entry.template_options.clone() })
     }
 
-    /// The prompt text after the model's chat template, ready to tokenize.
-    pub fn render(&self, prompt: &ChatPrompt) -> Result<String> {
-        self.render_thinking(prompt, None)
-    }
-
-    /// [`LocalModel::render`] with thinking switched on or off where the template has the switch.
-    pub fn render_thinking(&self, prompt: &ChatPrompt, thinking: Option<bool>) -> Result<String> {
+    /// The prompt after the template with the generation prompt added; `thinking` sets `enable_thinking`
+    /// where the template has the switch.
+    pub fn render(&self, prompt: &ChatPrompt, thinking: Option<bool>) -> Result<String> {
         let mut messages = Vec::new();
         for m in &prompt.messages {
             let mut texts = Vec::new();
@@ -140,9 +124,63 @@ impl LocalModel {
         Ok(self.template.render(&messages, true, &with_thinking(&self.template_options, thinking))?)
     }
 
+}
+
+fn gguf_chat_template(path: &Path, content: &candle_core::quantized::gguf_file::Content, tokenizer: &TextTokenizer) -> Result<ChatTemplate> {
+    let source = content
+        .metadata
+        .get("tokenizer.chat_template")
+        .and_then(|v| v.to_string().ok())
+        .ok_or_else(|| model_file(path, "GGUF metadata has no `tokenizer.chat_template`"))?;
+    let special = SpecialTokens { bos_token: tokenizer.bos_token.clone().unwrap_or_default(), eos_token: tokenizer.eos_token.clone().unwrap_or_default(), pad_token: None, unk_token: None };
+    Ok(ChatTemplate::new(source, special)?)
+}
+
+impl LocalModel {
+    pub fn load(entry: &ModelEntry, files: &ModelFiles, options: &LoadOptions) -> Result<Self> {
+        if entry.family.is_vision() {
+            return Err(InferError::Request(format!("`{}` is a vision model; load it with herd_infer::VisionModel", entry.alias)));
+        }
+        let device = options.device.open()?;
+        let on_cpu = device.is_cpu();
+        let (prefill, tokenizer, template) = match files {
+            ModelFiles::Gguf(path) => {
+                let (decoder, content) = load_gguf(path, &device, WeightFormat::Dense)?;
+                let tokenizer = TextTokenizer::from_gguf(path, &content)?;
+                let template = gguf_chat_template(path, &content, &tokenizer)?;
+                (decoder, tokenizer, template)
+            }
+            ModelFiles::HfFolder(dir) => {
+                let decoder = load_hf_folder(dir, &device, safetensors_dtype(entry.dtype, &device), WeightFormat::Dense)?;
+                (decoder, TextTokenizer::from_hf_folder(dir)?, ChatTemplate::from_hf_folder(dir)?)
+            }
+        };
+        // candle picks its quantised CPU kernels at compile time: without AVX2 in the build (no
+        // `-C target-cpu=native`) Q8_0 products are scalar and slower than dense f32 (runtime-dispatched gemm).
+        let fast_quantised = on_cpu && cfg!(target_feature = "avx2");
+        let decode_format = options.decode_format.unwrap_or(if fast_quantised { WeightFormat::Q8_0 } else { WeightFormat::Dense });
+        let decode = match decode_format {
+            WeightFormat::Dense => None,
+            format => Some(prefill.with_weight_format(format)?),
+        };
+        let renderer = PromptRenderer { alias: entry.alias.clone(), template, template_options: entry.template_options.clone() };
+        Ok(Self { alias: entry.alias.clone(), family: entry.family, tokenizer, renderer, prefill, decode, constraint: None, device })
+    }
+
+    /// The prompt text after the model's chat template, ready to tokenize.
+    pub fn render(&self, prompt: &ChatPrompt) -> Result<String> {
+        self.renderer.render(prompt, None)
+    }
+
+    /// [`LocalModel::render`] with thinking switched on or off where the template has the switch.
+    pub fn render_thinking(&self, prompt: &ChatPrompt, thinking: Option<bool>) -> Result<String> {
+        self.renderer.render(prompt, thinking)
+    }
+
     pub fn prompt_tokens(&self, prompt: &ChatPrompt) -> Result<Vec<u32>> {
         self.tokenizer.encode(&self.render(prompt)?)
     }
+
 
     fn positions(&self, start: usize, len: usize) -> Result<Tensor> {
         Ok(Tensor::arange(start as u32, (start + len) as u32, &self.device)?.reshape((1, len))?)
@@ -285,6 +323,7 @@ impl LocalModel {
                 completion_tokens: generated[row].len(),
                 finish_reason: finished[row].expect("every row finishes"),
                 constrained: requests[row].schema.is_some(),
+                reasoning: None,
             })
             .collect())
     }
@@ -324,14 +363,14 @@ pub(crate) fn answer_scores(tokenizer: &TextTokenizer, logits: &[f32], answers: 
         let ids: Vec<u32> = tokenizer.answer_token_ids(answer).into_iter().filter(|&id| (id as usize) < logits.len()).collect();
         let p = ids.iter().map(|&id| prob(id)).sum();
         let logit = ids.iter().map(|&id| logits[id as usize]).fold(f32::NEG_INFINITY, f32::max);
-        scores.insert(answer.clone(), AnswerScore { p, logit, token_ids: ids });
+        scores.insert(answer.clone(), AnswerScore { p, logit, token_ids: ids, bound: false });
     }
     let mut order: Vec<u32> = (0..logits.len() as u32).collect();
     let k = 10.min(order.len());
     order.select_nth_unstable_by(k - 1, |&a, &b| logits[b as usize].total_cmp(&logits[a as usize]));
     order.truncate(k);
     order.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]).then(a.cmp(&b)));
-    let top = order.iter().map(|&id| TopToken { id, text: tokenizer.token_text(id).to_string(), p: prob(id), logit: logits[id as usize] }).collect();
+    let top = order.iter().map(|&id| TopToken { id: Some(id), text: tokenizer.token_text(id).to_string(), p: prob(id), logit: logits[id as usize] }).collect();
     ScoreResult { mass: scores.values().map(|s: &AnswerScore| s.p).sum(), answers: scores, top, prompt_tokens, reused_tokens: reused }
 }
 

@@ -200,7 +200,7 @@ impl Backend for SimAgent {
                     } else {
                         (0.0, f32::NEG_INFINITY)
                     };
-                    answers.insert(answer.clone(), AnswerScore { p, logit, token_ids: Vec::new() });
+                    answers.insert(answer.clone(), AnswerScore { p, logit, token_ids: Vec::new(), bound: false });
                 }
                 let mass = answers.values().map(|a| a.p).sum();
                 Ok(ScoreResult { answers, mass, top: Vec::new(), prompt_tokens: 0, reused_tokens: 0 })
@@ -217,7 +217,7 @@ impl Backend for SimAgent {
                 let object: serde_json::Map<String, serde_json::Value> =
                     facts.roster.iter().zip(points).map(|(id, p)| (id.clone(), p.into())).collect();
                 let text = serde_json::Value::Object(object).to_string();
-                Ok(Generation { text, prompt_tokens: 0, completion_tokens: 0, finish_reason: FinishReason::Eos, constrained: false })
+                Ok(Generation { text, prompt_tokens: 0, completion_tokens: 0, finish_reason: FinishReason::Eos, constrained: false, reasoning: None })
             })
             .collect()
     }

@@ -137,7 +137,7 @@ impl Backend for VisionModel {
                     break (text, FinishReason::Length);
                 }
             };
-            out.push(Generation { text, prompt_tokens, completion_tokens: generated.len(), finish_reason, constrained: request.schema.is_some() });
+            out.push(Generation { text, prompt_tokens, completion_tokens: generated.len(), finish_reason, constrained: request.schema.is_some(), reasoning: None });
         }
         Ok(out)
     }

@@ -239,7 +239,7 @@ fn trial_row(
         logit_a: logit(herd_design::Answer::A),
         logit_b: logit(herd_design::Answer::B),
         mass_ab,
-        p_bound: false,
+        p_bound: [correct, wrong].iter().any(|&a| get(a).is_some_and(|s| s.bound)),
         answer_token_ids: token_ids,
         prompt_tokens: score.prompt_tokens as i64,
         reused_tokens: score.reused_tokens as i64,

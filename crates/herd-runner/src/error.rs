@@ -10,7 +10,7 @@ pub enum RunnerError {
     Stimulus(#[from] herd_stimuli::StimulusError),
     #[error(transparent)]
     Store(#[from] herd_store::StoreError),
-    #[error("{unit}: {source}")]
+    #[error("{unit}: {source}\n  the backend failed several times in a row, so the run stopped; stored units are kept: fix the model or server, then rerun the same command to resume")]
     Backend { unit: String, source: herd_infer::InferError },
     #[error("{0}")]
     Plan(String),

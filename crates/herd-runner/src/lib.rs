@@ -246,6 +246,8 @@ impl FailureGuard {
         if self.in_a_row >= self.limit {
             return Err(RunnerError::Backend { unit: units.first().cloned().unwrap_or_default(), source: error });
         }
+        // The last failure's message, so that a user sees why without a log (the manifest keeps it too).
+        summary.notes.insert("last_backend_failure".into(), serde_json::json!(format!("{}: {error}", units.first().map_or("", String::as_str))));
         summary.failed.extend(units.iter().cloned());
         Ok(())
     }

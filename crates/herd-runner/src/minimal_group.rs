@@ -160,6 +160,7 @@ fn decider_rows(
         minority_decider: prompt.minority_decider,
         prompt_hash: prompt.prompt.hash(),
         raw_output: generation.text.clone(),
+        reasoning_output: generation.reasoning.clone(),
         stripped_output: strip_reasoning(&generation.text).answer_text,
         parse_status: status.to_owned(),
         filled: parse.filled,

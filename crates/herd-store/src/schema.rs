@@ -99,6 +99,9 @@ pub struct AllocationDeciderRow {
     pub minority_decider: bool,
     pub prompt_hash: String,
     pub raw_output: String,
+    /// Reasoning a server returned apart from the answer (`reasoning_content`); `None` where the
+    /// reasoning, if any, is part of `raw_output`.
+    pub reasoning_output: Option<String>,
     pub stripped_output: String,
     /// `ok`, or why the output could not be used (then `filled` is true and points are uniform).
     pub parse_status: String,
@@ -193,7 +196,7 @@ impl TableRow for AllocationDeciderRow {
     fn frame(rows: &[Self]) -> PolarsResult<DataFrame> {
         frame!(
             rows, run_id, unit_id, experiment, model, backend, reasoning, instrument, labels, m, seed, swap_pass,
-            decider, decider_id, minority_decider, prompt_hash, raw_output, stripped_output, parse_status, filled,
+            decider, decider_id, minority_decider, prompt_hash, raw_output, reasoning_output, stripped_output, parse_status, filled,
             qc_flags, finish_reason, prompt_tokens, tokens_generated, latency_s,
         )
     }

@@ -1,0 +1,81 @@
+//! The options of the `openai` backend, shared by `herd run`, `herd score` and `herd generate`.
+
+use anyhow::{Context, Result, bail};
+use herd_infer::{ModelEntry, OpenAiBackend, OpenAiOptions, PromptRenderer, RetryPolicy, ScoreApi, ServedModel, StructuredOutput, locate_model};
+use std::time::Duration;
+
+#[derive(clap::Args, Clone, Debug)]
+#[command(next_help_heading = "OpenAI-compatible servers (--backend openai)")]
+pub struct ServerArgs {
+    /// Server base URL, e.g. http://127.0.0.1:8000 (vLLM, SGLang, llama.cpp); repeat for several
+    /// servers, which then share the requests round-robin.
+    #[arg(long = "endpoint", value_name = "URL")]
+    pub endpoints: Vec<String>,
+    /// The model name the servers know (default: the alias).
+    #[arg(long, value_name = "NAME")]
+    pub served_model: Option<String>,
+    /// Environment variable that holds the API key; the key is sent as a bearer token and never
+    /// written to manifests or logs.
+    #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
+    pub api_key_env: String,
+    /// Requests in flight at once (a society's 20 deciders, an image's trials).
+    #[arg(long, default_value_t = 4)]
+    pub max_in_flight: usize,
+    /// Top log-probabilities asked for when scoring; an answer outside them gets an upper bound.
+    #[arg(long, default_value_t = 20)]
+    pub top_logprobs: usize,
+    /// Score through `chat` completions (the server applies the chat template) or `completions` with
+    /// the prompt rendered here by the model's own template (needs the model's files here).
+    #[arg(long, default_value = "chat")]
+    pub score_api: ScoreApi,
+    /// How allocations are constrained: json-schema (OpenAI, vLLM, SGLang) or json-object
+    /// (llama-cpp-python); a server that rejects json-schema is asked with json-object.
+    #[arg(long, default_value = "json-schema")]
+    pub structured_output: StructuredOutput,
+    /// Seconds one request may take, connection to last byte.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
+    pub request_timeout: f64,
+    /// Tries per request on connection errors, timeouts, 429 and 5xx (exponential backoff with jitter).
+    #[arg(long, default_value_t = 6)]
+    pub max_attempts: u32,
+    /// The first backoff in seconds; it doubles per retry up to 30 s.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.5)]
+    pub retry_delay: f64,
+}
+
+impl ServerArgs {
+    pub fn options(&self, entry: &ModelEntry) -> Result<OpenAiOptions> {
+        if self.endpoints.is_empty() {
+            bail!("--backend openai needs --endpoint URL (the server's base URL, e.g. http://127.0.0.1:8000)");
+        }
+        if !(self.request_timeout > 0.0 && self.request_timeout.is_finite()) || !(self.retry_delay >= 0.0 && self.retry_delay.is_finite()) {
+            bail!("--request-timeout must be positive and --retry-delay non-negative (seconds)");
+        }
+        Ok(OpenAiOptions {
+            endpoints: self.endpoints.clone(),
+            served_model: self.served_model.clone().unwrap_or_else(|| entry.alias.clone()),
+            api_key_env: self.api_key_env.clone(),
+            max_in_flight: self.max_in_flight.max(1),
+            top_logprobs: self.top_logprobs,
+            score_api: self.score_api,
+            structured_output: self.structured_output,
+            request_timeout: Duration::from_secs_f64(self.request_timeout),
+            retry: RetryPolicy { max_attempts: self.max_attempts.max(1), base_delay: Duration::from_secs_f64(self.retry_delay), max_delay: Duration::from_secs(30) },
+        })
+    }
+
+    /// The backend for `entry` on the servers; the model's files are read only to render prompts for
+    /// `--score-api completions`.
+    pub fn connect(&self, entry: &ModelEntry) -> Result<OpenAiBackend> {
+        let options = self.options(entry)?;
+        let renderer = match options.score_api {
+            ScoreApi::Completions => {
+                let files = locate_model(entry).context("--score-api completions renders prompts with the model's own chat template")?;
+                Some(PromptRenderer::load(entry, &files)?)
+            }
+            ScoreApi::Chat => None,
+        };
+        let model = ServedModel { alias: entry.alias.clone(), family: entry.family.name().into(), vision: entry.vision };
+        Ok(OpenAiBackend::new(model, options, renderer)?)
+    }
+}

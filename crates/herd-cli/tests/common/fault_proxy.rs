@@ -1,0 +1,172 @@
+//! A local HTTP proxy in front of a server that misbehaves on a fixed schedule: 429 with Retry-After,
+//! 500, a hang past the client's timeout, a reply whose JSON is cut short, and a dropped connection.
+//! Every other request is forwarded untouched. It serves 127.0.0.1 only and stops when dropped.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    Forward,
+    TooManyRequests,
+    ServerError,
+    Hang,
+    TruncatedJson,
+    DroppedConnection,
+}
+
+pub struct FaultProxy {
+    pub port: u16,
+    stop: Arc<AtomicBool>,
+    /// Requests seen, and how many of them were given a fault.
+    pub requests: Arc<AtomicUsize>,
+    pub faults: Arc<AtomicUsize>,
+    /// The most requests forwarded upstream at once. A client's request is open for as long as its
+    /// forward is (a hung or refused one may overlap its own retry, so those are not counted).
+    pub peak_in_flight: Arc<AtomicUsize>,
+    accept: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FaultProxy {
+    /// Request i (0-based) gets `schedule[i % schedule.len()]`; `hang` is how long a hung request is held.
+    pub fn start(upstream_port: u16, schedule: Vec<Fault>, hang: Duration) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("proxy port");
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (requests, faults) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (stop2, requests2, faults2) = (stop.clone(), requests.clone(), faults.clone());
+        let (open, peak_in_flight) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let peak2 = peak_in_flight.clone();
+        let accept = std::thread::spawn(move || {
+            while !stop2.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        let _ = client.set_nonblocking(false);
+                        let i = requests2.fetch_add(1, Ordering::Relaxed);
+                        let fault = schedule[i % schedule.len()];
+                        if fault != Fault::Forward {
+                            faults2.fetch_add(1, Ordering::Relaxed);
+                        }
+                        let (stop, open, peak) = (stop2.clone(), open.clone(), peak2.clone());
+                        std::thread::spawn(move || serve(client, upstream_port, fault, hang, &stop, &open, &peak));
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        FaultProxy { port, stop, requests, faults, peak_in_flight, accept: Some(accept) }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Reads one HTTP/1.1 request (headers and a Content-Length body).
+fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+    stream.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    let mut data = Vec::new();
+    let mut buf = [0u8; 8192];
+    let head_end = loop {
+        if let Some(at) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let n = stream.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        data.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&data[..head_end]).into_owned();
+    let length = head
+        .lines()
+        .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("content-length")).and_then(|(_, v)| v.trim().parse::<usize>().ok()))
+        .unwrap_or(0);
+    while data.len() < head_end + length {
+        let n = stream.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        data.extend_from_slice(&buf[..n]);
+    }
+    Some((head, data[head_end..head_end + length].to_vec()))
+}
+
+/// Sends the request upstream as HTTP/1.0 (one exchange per connection, no chunking) and returns the
+/// status line with headers, and the body.
+fn forward(head: &str, body: &[u8], upstream_port: u16) -> Option<(String, Vec<u8>)> {
+    let mut upstream = TcpStream::connect(("127.0.0.1", upstream_port)).ok()?;
+    let mut lines = head.split("\r\n");
+    let request_line = lines.next()?.replacen("HTTP/1.1", "HTTP/1.0", 1);
+    let mut out = format!("{request_line}\r\n");
+    for line in lines.filter(|l| !l.is_empty()) {
+        let name = line.split(':').next().unwrap_or("").to_ascii_lowercase();
+        if name != "connection" && name != "content-length" {
+            out += &format!("{line}\r\n");
+        }
+    }
+    out += &format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+    upstream.write_all(out.as_bytes()).ok()?;
+    upstream.write_all(body).ok()?;
+    let mut reply = Vec::new();
+    upstream.read_to_end(&mut reply).ok()?;
+    let at = reply.windows(4).position(|w| w == b"\r\n\r\n")?;
+    Some((String::from_utf8_lossy(&reply[..at]).into_owned(), reply[at + 4..].to_vec()))
+}
+
+fn respond(client: &mut TcpStream, status: &str, extra_headers: &str, body: &[u8]) {
+    let head = format!("HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{extra_headers}Content-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+    let _ = client.write_all(head.as_bytes());
+    let _ = client.write_all(body);
+    let _ = client.flush();
+}
+
+fn serve(mut client: TcpStream, upstream_port: u16, fault: Fault, hang: Duration, stop: &AtomicBool, open: &AtomicUsize, peak: &AtomicUsize) {
+    let Some((head, body)) = read_request(&mut client) else { return };
+    match fault {
+        Fault::TooManyRequests => respond(&mut client, "429 Too Many Requests", "Retry-After: 0\r\n", br#"{"error":"rate limited"}"#),
+        Fault::ServerError => respond(&mut client, "500 Internal Server Error", "", br#"{"error":"boom"}"#),
+        Fault::Hang => {
+            // Hold the request unanswered until the client gives up (closes) or `hang` has passed.
+            let until = std::time::Instant::now() + hang;
+            let _ = client.set_read_timeout(Some(Duration::from_millis(20)));
+            let mut byte = [0u8; 1];
+            while std::time::Instant::now() < until && !stop.load(Ordering::Relaxed) {
+                if matches!(client.read(&mut byte), Ok(0)) {
+                    break;
+                }
+            }
+        }
+        Fault::DroppedConnection => {
+            let _ = client.shutdown(Shutdown::Both);
+        }
+        Fault::Forward | Fault::TruncatedJson => {
+            peak.fetch_max(open.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+            let reply = forward(&head, &body, upstream_port);
+            open.fetch_sub(1, Ordering::SeqCst);
+            let Some((upstream_head, mut upstream_body)) = reply else {
+                respond(&mut client, "502 Bad Gateway", "", br#"{"error":"upstream unreachable"}"#);
+                return;
+            };
+            let status = upstream_head.lines().next().and_then(|l| l.split_once(' ')).map_or("502 Bad Gateway", |(_, s)| s).to_owned();
+            if fault == Fault::TruncatedJson {
+                upstream_body.truncate(upstream_body.len() / 2);
+            }
+            respond(&mut client, &status, "", &upstream_body);
+        }
+    }
+}

@@ -1,0 +1,573 @@
+//! The `openai` backend: any OpenAI-compatible inference server (vLLM, SGLang, llama.cpp) over HTTP.
+//!
+//! Scoring asks for one token with `logprobs` and reads the returned top-k; an answer none of whose
+//! spellings is among them gets an upper bound on its probability (the mass the server did not return)
+//! and is flagged. Generation uses chat completions with the request's sampling parameters and, for
+//! allocations, the server's structured outputs with the same JSON schema the local backend enforces.
+//! Requests of a group run concurrently (bounded), spread round-robin over the endpoints, and are retried
+//! with exponential backoff and jitter on connection errors, timeouts, 429, 5xx and unreadable bodies; a
+//! request that still fails fails its whole group, which the runner records as failed units and retries on
+//! the next run.
+
+use crate::backend::{AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreRequest, ScoreResult, TopToken};
+use crate::error::{InferError, Result};
+use crate::local::PromptRenderer;
+use base64::Engine as _;
+use herd_prompts::{ChatPrompt, Part, Role};
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Which endpoint scoring requests go to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScoreApi {
+    /// `/v1/chat/completions`: the server applies the model's chat template.
+    Chat,
+    /// `/v1/completions` with the prompt rendered here by the model's own template (needs its files).
+    Completions,
+}
+
+impl std::str::FromStr for ScoreApi {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        match s {
+            "chat" => Ok(ScoreApi::Chat),
+            "completions" => Ok(ScoreApi::Completions),
+            other => Err(format!("`{other}`: expected chat or completions")),
+        }
+    }
+}
+
+/// How the allocation schema is passed to the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StructuredOutput {
+    /// `{"type": "json_schema", "json_schema": {...}}` (OpenAI, vLLM, SGLang); servers that reject it
+    /// with a 4xx are asked again with `JsonObject`, and that choice is kept.
+    JsonSchema,
+    /// `{"type": "json_object", "schema": ...}` (llama-cpp-python's server).
+    JsonObject,
+}
+
+impl std::str::FromStr for StructuredOutput {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        match s {
+            "json-schema" | "json_schema" => Ok(StructuredOutput::JsonSchema),
+            "json-object" | "json_object" => Ok(StructuredOutput::JsonObject),
+            other => Err(format!("`{other}`: expected json-schema or json-object")),
+        }
+    }
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RetryPolicy {
+    /// Tries per request, the first included.
+    pub max_attempts: u32,
+    /// The first backoff; each retry doubles it, up to `max_delay`, and sleeps a random part of it.
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy { max_attempts: 6, base_delay: Duration::from_millis(500), max_delay: Duration::from_secs(30) }
+    }
+}
+
+/// Everything about talking to the servers. The API key itself is read from `api_key_env` when the
+/// backend is built and is never part of this (serialisable, recorded) value.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct OpenAiOptions {
+    /// Base URLs (`http://host:port` or `…/v1`); requests are spread over them round-robin.
+    pub endpoints: Vec<String>,
+    /// The model name the servers know.
+    pub served_model: String,
+    /// The environment variable holding the API key (sent as a bearer token when set).
+    pub api_key_env: String,
+    /// Requests of one group in flight at once.
+    pub max_in_flight: usize,
+    /// How many top log-probabilities scoring asks for.
+    pub top_logprobs: usize,
+    pub score_api: ScoreApi,
+    pub structured_output: StructuredOutput,
+    /// Limit on one request, connection to last byte.
+    pub request_timeout: Duration,
+    pub retry: RetryPolicy,
+}
+
+impl OpenAiOptions {
+    pub fn new(endpoints: Vec<String>, served_model: impl Into<String>) -> Self {
+        OpenAiOptions {
+            endpoints,
+            served_model: served_model.into(),
+            api_key_env: "OPENAI_API_KEY".into(),
+            max_in_flight: 4,
+            top_logprobs: 20,
+            score_api: ScoreApi::Chat,
+            structured_output: StructuredOutput::JsonSchema,
+            request_timeout: Duration::from_secs(300),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// What the runner needs to know about the model behind the servers.
+#[derive(Clone, Debug)]
+pub struct ServedModel {
+    pub alias: String,
+    pub family: String,
+    pub vision: bool,
+}
+
+pub struct OpenAiBackend {
+    model: ServedModel,
+    options: OpenAiOptions,
+    /// `…/v1` of each endpoint.
+    bases: Vec<String>,
+    api_key: Option<String>,
+    agent: ureq::Agent,
+    next_endpoint: AtomicUsize,
+    /// Set once a server refused `json_schema`.
+    json_object_only: AtomicBool,
+    renderer: Option<PromptRenderer>,
+    requests: AtomicUsize,
+}
+
+/// Why one HTTP exchange failed, and whether trying again may help.
+struct CallError {
+    retryable: bool,
+    /// Seconds a 429 or 503 asked us to wait.
+    retry_after: Option<Duration>,
+    status: Option<u16>,
+    problem: String,
+}
+
+impl CallError {
+    fn fatal(problem: impl Into<String>) -> Self {
+        CallError { retryable: false, retry_after: None, status: None, problem: problem.into() }
+    }
+    fn transient(problem: impl Into<String>) -> Self {
+        CallError { retryable: true, retry_after: None, status: None, problem: problem.into() }
+    }
+}
+
+/// The `/v1` base of an endpoint URL, or why it is not one.
+pub fn endpoint_base(url: &str) -> Result<String> {
+    let trimmed = url.trim().trim_end_matches('/');
+    if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) || trimmed.len() <= "https://".len() {
+        return Err(InferError::Request(format!("--endpoint `{url}` is not an http(s) URL; fix: give the server's base URL, e.g. http://127.0.0.1:8000 or http://host:8000/v1")));
+    }
+    let without = trimmed.strip_suffix("/chat/completions").or_else(|| trimmed.strip_suffix("/completions")).unwrap_or(trimmed);
+    Ok(if without.ends_with("/v1") { without.to_owned() } else { format!("{without}/v1") })
+}
+
+impl OpenAiBackend {
+    /// `renderer` is needed for [`ScoreApi::Completions`] only.
+    pub fn new(model: ServedModel, options: OpenAiOptions, renderer: Option<PromptRenderer>) -> Result<Self> {
+        if options.endpoints.is_empty() {
+            return Err(InferError::Request("the openai backend needs at least one --endpoint URL".into()));
+        }
+        let bases = options.endpoints.iter().map(|e| endpoint_base(e)).collect::<Result<Vec<_>>>()?;
+        if options.score_api == ScoreApi::Completions && renderer.is_none() {
+            return Err(InferError::Request(format!(
+                "scoring through /v1/completions renders `{}`'s chat template here, which needs the model's files on this machine; fix: make them present (`herd models --fetch {}`) or score through chat completions",
+                model.alias, model.alias
+            )));
+        }
+        if options.top_logprobs == 0 {
+            return Err(InferError::Request("top_logprobs must be at least 1".into()));
+        }
+        let api_key = std::env::var(&options.api_key_env).ok().filter(|k| !k.is_empty());
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(options.request_timeout))
+            .http_status_as_error(false)
+            .max_idle_connections_per_host(options.max_in_flight.max(1))
+            .build()
+            .into();
+        Ok(OpenAiBackend { model, options, bases, api_key, agent, next_endpoint: AtomicUsize::new(0), json_object_only: AtomicBool::new(false), renderer, requests: AtomicUsize::new(0) })
+    }
+
+    pub fn options(&self) -> &OpenAiOptions {
+        &self.options
+    }
+
+    /// HTTP requests sent so far, retries included.
+    pub fn requests_sent(&self) -> usize {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    fn post_once(&self, base: &str, path: &str, body: &[u8]) -> std::result::Result<Value, CallError> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let url = format!("{base}{path}");
+        let mut request = self.agent.post(&url).header("Content-Type", "application/json");
+        if let Some(key) = &self.api_key {
+            request = request.header("Authorization", format!("Bearer {key}"));
+        }
+        let mut response = match request.send(body) {
+            Ok(r) => r,
+            // Connection refused or reset, timeouts, broken transfers: the server may come back.
+            Err(e) => return Err(CallError::transient(format!("{url}: {e}"))),
+        };
+        let status = response.status().as_u16();
+        let retry_after = response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok()).map(|s| Duration::from_secs_f64(s.clamp(0.0, 600.0)));
+        let text = match response.body_mut().with_config().limit(64 << 20).read_to_string() {
+            Ok(t) => t,
+            Err(e) => return Err(CallError { retryable: true, retry_after, status: Some(status), problem: format!("{url}: HTTP {status}, body unreadable: {e}") }),
+        };
+        // llama-cpp-python answers a request it cannot validate with a 500 that names the field; asking
+        // again would not help.
+        let rejected_request = status >= 500 && text.contains("validation error");
+        if (status == 429 || status == 408 || status >= 500) && !rejected_request {
+            return Err(CallError { retryable: true, retry_after, status: Some(status), problem: format!("{url}: HTTP {status}: {}", excerpt(&text)) });
+        }
+        if !(200..300).contains(&status) {
+            return Err(CallError { retryable: false, retry_after: None, status: Some(status), problem: format!("{url}: HTTP {status}: {}", excerpt(&text)) });
+        }
+        // A body cut short or mangled in transit is worth asking for again.
+        serde_json::from_str(&text).map_err(|e| CallError::transient(format!("{url}: HTTP {status} with a body that is not JSON ({e}): {}", excerpt(&text))))
+    }
+
+    /// Posts `body` to `path` on the endpoints in turn, retrying what may succeed later, and hands the
+    /// reply to `read` (whose failures on a 2xx body are retried too: a server under load can return
+    /// a truncated or empty choice).
+    fn call<T>(&self, path: &str, body: &Value, read: impl Fn(&Value) -> std::result::Result<T, String>) -> std::result::Result<T, CallError> {
+        let bytes = serde_json::to_vec(body).map_err(|e| CallError::fatal(format!("encoding the request: {e}")))?;
+        let policy = &self.options.retry;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(jitter_seed());
+        let mut last = None;
+        for attempt in 0..policy.max_attempts.max(1) {
+            let base = &self.bases[self.next_endpoint.fetch_add(1, Ordering::Relaxed) % self.bases.len()];
+            let error = match self.post_once(base, path, &bytes) {
+                Ok(reply) => match read(&reply) {
+                    Ok(value) => return Ok(value),
+                    Err(problem) => CallError::transient(format!("{base}{path}: unexpected reply ({problem}): {}", excerpt(&reply.to_string()))),
+                },
+                Err(e) => e,
+            };
+            if !error.retryable || attempt + 1 == policy.max_attempts {
+                return Err(error);
+            }
+            let ceiling = policy.base_delay.saturating_mul(1 << attempt.min(20)).min(policy.max_delay);
+            // Full jitter: clients that failed together do not come back together.
+            let pause = error.retry_after.map_or_else(|| ceiling.mul_f64(rng.random_range(0.0..1.0)), |d| d.min(policy.max_delay));
+            std::thread::sleep(pause);
+            last = Some(error);
+        }
+        Err(last.unwrap_or_else(|| CallError::fatal("no attempt was made")))
+    }
+
+    /// Runs `work` on every item with at most `max_in_flight` at once; the first failure stops the
+    /// items not yet started and is returned.
+    fn in_flight<I: Sync, T: Send>(&self, items: &[I], work: impl Fn(&I) -> Result<T> + Sync) -> Result<Vec<T>> {
+        let next = AtomicUsize::new(0);
+        let failed = AtomicBool::new(false);
+        let results: Vec<Mutex<Option<Result<T>>>> = items.iter().map(|_| Mutex::new(None)).collect();
+        let workers = self.options.max_in_flight.clamp(1, items.len().max(1));
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= items.len() || failed.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let result = work(&items[i]);
+                        if result.is_err() {
+                            failed.store(true, Ordering::Relaxed);
+                        }
+                        *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+                    }
+                });
+            }
+        });
+        let mut out = Vec::with_capacity(items.len());
+        let mut first_error = None;
+        for slot in results {
+            match slot.into_inner().unwrap_or_else(|p| p.into_inner()) {
+                Some(Ok(value)) => out.push(value),
+                Some(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                None => {}
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+
+    fn server_error(&self, what: &str, e: CallError) -> InferError {
+        let attempts = if e.retryable { format!(" after {} attempts", self.options.retry.max_attempts) } else { String::new() };
+        let fix = match e.status {
+            Some(401 | 403) => format!("; fix: set the API key in ${}", self.options.api_key_env),
+            Some(404) => format!("; fix: check the endpoint URL and that the server serves `{}` (--served-model)", self.options.served_model),
+            _ => String::new(),
+        };
+        InferError::Server(format!("{what} failed{attempts}: {}{fix}", e.problem))
+    }
+
+    fn messages(&self, prompt: &ChatPrompt, image: Option<&image::RgbImage>) -> Result<Value> {
+        let image_url = match image {
+            Some(pixels) => Some(png_data_url(pixels)?),
+            None => None,
+        };
+        let mut messages = Vec::new();
+        for message in &prompt.messages {
+            let role = match message.role {
+                Role::System => "system",
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            };
+            let has_image = message.content.iter().any(|p| matches!(p, Part::Image { .. }));
+            let content = if has_image {
+                let mut parts = Vec::new();
+                for part in &message.content {
+                    match part {
+                        Part::Text { text } => parts.push(json!({"type": "text", "text": text})),
+                        Part::Image { image } => {
+                            let url = image_url.as_ref().ok_or_else(|| InferError::Request(format!("the prompt shows image `{image}` but the request carries no pixels")))?;
+                            parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
+                        }
+                    }
+                }
+                Value::Array(parts)
+            } else {
+                Value::String(message.content.iter().filter_map(|p| if let Part::Text { text } = p { Some(text.as_str()) } else { None }).collect::<Vec<_>>().join("\n"))
+            };
+            messages.push(json!({"role": role, "content": content}));
+        }
+        Ok(Value::Array(messages))
+    }
+
+    fn score_one(&self, request: &ScoreRequest) -> Result<ScoreResult> {
+        let k = self.options.top_logprobs;
+        let (path, body) = match self.options.score_api {
+            ScoreApi::Chat => (
+                "/chat/completions",
+                json!({
+                    "model": self.options.served_model,
+                    "messages": self.messages(&request.prompt, request.image.as_deref())?,
+                    "max_tokens": 1, "temperature": 0.0, "logprobs": true, "top_logprobs": k,
+                }),
+            ),
+            ScoreApi::Completions => {
+                let renderer = self.renderer.as_ref().expect("checked in new");
+                if request.image.is_some() {
+                    return Err(InferError::Request("image prompts are scored through chat completions; the completions API takes text only".into()));
+                }
+                ("/completions", json!({"model": self.options.served_model, "prompt": renderer.render(&request.prompt, None)?, "max_tokens": 1, "temperature": 0.0, "logprobs": k}))
+            }
+        };
+        let api = self.options.score_api;
+        let (top, prompt_tokens) = self.call(path, &body, |reply| read_top_logprobs(reply, api)).map_err(|e| self.server_error("scoring", e))?;
+        Ok(score_from_top_logprobs(&top, &request.answers, prompt_tokens))
+    }
+
+    fn generate_one(&self, request: &GenerateRequest) -> Result<Generation> {
+        let s = &request.sampling;
+        let mut body = json!({
+            "model": self.options.served_model,
+            "messages": self.messages(&request.prompt, request.image.as_deref())?,
+            "temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens, "seed": s.seed,
+        });
+        if s.top_k > 0 {
+            body["top_k"] = json!(s.top_k);
+        }
+        if !s.stop.is_empty() {
+            body["stop"] = json!(s.stop);
+        }
+        if let Some(on) = request.thinking {
+            body["chat_template_kwargs"] = json!({"enable_thinking": on});
+        }
+        let Some(schema) = &request.schema else {
+            return self.call("/chat/completions", &body, read_generation).map_err(|e| self.server_error("generation", e)).map(|g| with_constraint(g, false));
+        };
+        if !self.json_object_only.load(Ordering::Relaxed) && self.options.structured_output == StructuredOutput::JsonSchema {
+            body["response_format"] = json!({"type": "json_schema", "json_schema": {"name": "allocation", "schema": schema, "strict": true}});
+            match self.call("/chat/completions", &body, read_generation) {
+                Ok(g) => return Ok(with_constraint(g, true)),
+                // A server that does not know `json_schema` refuses the request (a 4xx, or llama-cpp-python's
+                // 500 naming `response_format`); ask it the other way.
+                Err(e) if !e.retryable && (matches!(e.status, Some(400 | 422)) || e.problem.contains("response_format")) => {
+                    self.json_object_only.store(true, Ordering::Relaxed);
+                }
+                Err(e) => return Err(self.server_error("generation", e)),
+            }
+        }
+        body["response_format"] = json!({"type": "json_object", "schema": schema});
+        self.call("/chat/completions", &body, read_generation).map_err(|e| self.server_error("generation", e)).map(|g| with_constraint(g, true))
+    }
+}
+
+fn with_constraint(mut g: Generation, constrained: bool) -> Generation {
+    g.constrained = constrained;
+    g
+}
+
+/// Backoff jitter only spreads clients apart in time; it never reaches a result, so it may come from the clock.
+fn jitter_seed() -> u64 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 32)
+}
+
+fn excerpt(text: &str) -> String {
+    const LIMIT: usize = 300;
+    let text = text.trim();
+    if text.len() <= LIMIT {
+        return text.to_owned();
+    }
+    let mut end = LIMIT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
+fn png_data_url(pixels: &image::RgbImage) -> Result<String> {
+    let mut png = Vec::new();
+    pixels
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .map_err(|e| InferError::Request(format!("encoding the image as PNG: {e}")))?;
+    Ok(format!("data:image/png;base64,{}", base64::engine::general_purpose::STANDARD.encode(png)))
+}
+
+/// The returned top tokens with their log-probabilities, and the prompt's token count when reported.
+fn read_top_logprobs(reply: &Value, api: ScoreApi) -> std::result::Result<(Vec<(String, f64)>, usize), String> {
+    let choice = reply.pointer("/choices/0").ok_or("no choices")?;
+    let logprobs = choice.get("logprobs").filter(|v| !v.is_null()).ok_or("no logprobs: the server ignored `logprobs` (llama.cpp needs a build with logprobs, vLLM --max-logprobs ≥ top_logprobs)")?;
+    let mut top = Vec::new();
+    match api {
+        ScoreApi::Chat => {
+            let list = logprobs.pointer("/content/0/top_logprobs").and_then(Value::as_array).ok_or("no content[0].top_logprobs")?;
+            for entry in list {
+                let token = entry.get("token").and_then(Value::as_str).ok_or("a top_logprobs entry without `token`")?;
+                let lp = entry.get("logprob").and_then(Value::as_f64).ok_or("a top_logprobs entry without a numeric `logprob`")?;
+                top.push((token.to_owned(), lp));
+            }
+        }
+        ScoreApi::Completions => {
+            let map = logprobs.pointer("/top_logprobs/0").and_then(Value::as_object).ok_or("no top_logprobs[0]")?;
+            for (token, lp) in map {
+                top.push((token.clone(), lp.as_f64().ok_or("a non-numeric logprob")?));
+            }
+        }
+    }
+    if top.is_empty() {
+        return Err("an empty top_logprobs list".into());
+    }
+    if top.iter().any(|(_, lp)| !(lp.is_finite() || *lp == f64::NEG_INFINITY) || *lp > 1e-6) {
+        return Err("a log-probability above 0 or not a number".into());
+    }
+    let prompt_tokens = reply.pointer("/usage/prompt_tokens").and_then(Value::as_u64).unwrap_or(0) as usize;
+    Ok((top, prompt_tokens))
+}
+
+/// Sums, for each answer, the probabilities of the returned tokens that spell it (leading whitespace
+/// stripped). An answer none of whose spellings was returned is bounded by the probability the server
+/// left out, `1 − Σ top`, and flagged.
+pub fn score_from_top_logprobs(top: &[(String, f64)], answers: &[String], prompt_tokens: usize) -> ScoreResult {
+    let mut sorted: Vec<(String, f64)> = Vec::with_capacity(top.len());
+    for (token, lp) in top {
+        // Servers may list a spelling twice (different token ids, same text); count each once.
+        if !sorted.iter().any(|(t, _)| t == token) {
+            sorted.push((token.clone(), *lp));
+        }
+    }
+    sorted.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let returned: f64 = sorted.iter().map(|(_, lp)| lp.exp()).sum();
+    let left_out = (1.0 - returned).clamp(0.0, 1.0);
+    let mut scores = BTreeMap::new();
+    for answer in answers {
+        let spellings: Vec<f64> = sorted.iter().filter(|(t, _)| t.trim_start() == answer).map(|(_, lp)| *lp).collect();
+        let score = if spellings.is_empty() {
+            AnswerScore { p: left_out, logit: left_out.ln() as f32, token_ids: Vec::new(), bound: true }
+        } else {
+            let max = spellings.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            AnswerScore { p: spellings.iter().map(|lp| lp.exp()).sum(), logit: max as f32, token_ids: Vec::new(), bound: false }
+        };
+        scores.insert(answer.clone(), score);
+    }
+    let top = sorted.iter().take(10).map(|(t, lp)| TopToken { id: None, text: t.clone(), p: lp.exp(), logit: *lp as f32 }).collect();
+    ScoreResult { mass: scores.values().map(|s: &AnswerScore| s.p).sum(), answers: scores, top, prompt_tokens, reused_tokens: 0 }
+}
+
+fn read_generation(reply: &Value) -> std::result::Result<Generation, String> {
+    let choice = reply.pointer("/choices/0").ok_or("no choices")?;
+    let message = choice.get("message").ok_or("no message")?;
+    let text = match message.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(_) => return Err("`content` is not a string".into()),
+    };
+    // vLLM and SGLang name it `reasoning_content`, some servers `reasoning`.
+    let reasoning = ["reasoning_content", "reasoning"].iter().find_map(|k| message.get(*k).and_then(Value::as_str)).map(str::to_owned);
+    let finish_reason = match choice.get("finish_reason").and_then(Value::as_str) {
+        Some("length") => FinishReason::Length,
+        Some("stop") | Some("eos") | None => FinishReason::Eos,
+        Some(_) => FinishReason::Eos,
+    };
+    let usage = |k: &str| reply.pointer(&format!("/usage/{k}")).and_then(Value::as_u64).unwrap_or(0) as usize;
+    Ok(Generation { text, prompt_tokens: usage("prompt_tokens"), completion_tokens: usage("completion_tokens"), finish_reason, constrained: false, reasoning })
+}
+
+impl Backend for OpenAiBackend {
+    fn score(&mut self, group: &[ScoreRequest]) -> Result<Vec<ScoreResult>> {
+        self.in_flight(group, |r| self.score_one(r))
+    }
+
+    fn generate(&mut self, batch: &[GenerateRequest]) -> Result<Vec<Generation>> {
+        self.in_flight(batch, |r| self.generate_one(r))
+    }
+
+    fn info(&self) -> BackendInfo {
+        BackendInfo { backend: "openai".into(), model: self.model.alias.clone(), family: self.model.family.clone(), device: format!("remote: {}", self.bases.join(", ")), vision: self.model.vision }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn top(pairs: &[(&str, f64)]) -> Vec<(String, f64)> {
+        pairs.iter().map(|(t, p)| ((*t).to_owned(), p.ln())).collect()
+    }
+
+    #[test]
+    fn answers_sum_every_spelling_and_missing_answers_are_bounded() {
+        let answers = vec!["A".to_owned(), "B".to_owned()];
+        let result = score_from_top_logprobs(&top(&[("A", 0.5), (" A", 0.2), ("The", 0.1)]), &answers, 7);
+        assert!((result.answers["A"].p - 0.7).abs() < 1e-12);
+        assert!(!result.answers["A"].bound);
+        let b = &result.answers["B"];
+        assert!(b.bound && (b.p - 0.2).abs() < 1e-12, "B is bounded by the mass not returned: {b:?}");
+        assert_eq!(result.top[0].text, "A");
+        assert_eq!(result.prompt_tokens, 7);
+    }
+
+    #[test]
+    fn endpoint_bases_accept_the_usual_spellings() {
+        for url in ["http://127.0.0.1:8000", "http://127.0.0.1:8000/", "http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1/chat/completions"] {
+            assert_eq!(endpoint_base(url).unwrap(), "http://127.0.0.1:8000/v1", "{url}");
+        }
+        assert!(endpoint_base("127.0.0.1:8000").is_err());
+        assert!(endpoint_base("ftp://x").is_err());
+    }
+
+    #[test]
+    fn malformed_replies_are_errors_not_panics() {
+        for reply in [json!({}), json!({"choices": []}), json!({"choices": [{"logprobs": null}]}), json!({"choices": [{"logprobs": {"content": [{"top_logprobs": [{"token": "A", "logprob": "x"}]}]}}]}), json!({"choices": [{"logprobs": {"content": [{"top_logprobs": []}]}}]}), json!({"choices": [{"logprobs": {"content": [{"top_logprobs": [{"token": "A", "logprob": 3.0}]}]}}]})] {
+            assert!(read_top_logprobs(&reply, ScoreApi::Chat).is_err(), "{reply}");
+        }
+        for reply in [json!({}), json!({"choices": [{}]}), json!({"choices": [{"message": {"content": 5}}]})] {
+            assert!(read_generation(&reply).is_err(), "{reply}");
+        }
+        let g = read_generation(&json!({"choices": [{"message": {"content": "{}", "reasoning_content": "hm"}, "finish_reason": "length"}], "usage": {"prompt_tokens": 3, "completion_tokens": 2}})).unwrap();
+        assert_eq!((g.finish_reason, g.reasoning.as_deref(), g.completion_tokens), (FinishReason::Length, Some("hm"), 2));
+    }
+}
