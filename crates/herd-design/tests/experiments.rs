@@ -74,9 +74,11 @@ fn quick_profiles_keep_every_family() {
     let Experiment::MinimalGroup(q) = load_experiment(&data("minimal-group.quick.toml")).unwrap().experiment else {
         panic!("minimal-group.quick.toml is a minimal-group experiment")
     };
-    // Quick keeps both groups' deciders, both instruments and both reasoning modes.
+    // Quick keeps both groups' deciders, both label conditions and both reasoning modes; the paraphrase
+    // instrument is the full profile's.
     assert_eq!(q.society.minority_sizes, vec![5]);
-    assert_eq!(q.instruments.len(), 2);
+    assert_eq!(q.instruments.len(), 1);
+    assert_eq!(q.design.labels.len(), 2);
     assert_eq!(q.design.reasoning.len(), 2);
 }
 
