@@ -21,14 +21,12 @@ fn herd(args: &[&str]) -> Result<String> {
     Ok(String::from_utf8(out.stdout)?)
 }
 
-/// The Python that has llama-cpp-python: `$HERD_LLAMA_PYTHON`, else `target/llama-venv/bin/python`.
+/// The Python that has llama-cpp-python: `$HERD_LLAMA_PYTHON`, else the environment `cargo xtask
+/// llama-server` makes (llama-cpp-python with numpy and jinja2, built with AMX off).
 fn llama_python() -> Result<PathBuf> {
-    let path = std::env::var_os("HERD_LLAMA_PYTHON").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("target/llama-venv/bin/python"));
+    let path = std::env::var_os("HERD_LLAMA_PYTHON").map(PathBuf::from).unwrap_or_else(|| crate::llama_server::venv_dir().join("bin/python"));
     if !path.exists() {
-        bail!(
-            "no Python with llama-cpp-python at {} (set HERD_LLAMA_PYTHON). Create it with:\n  python3 -m venv target/llama-venv && \\\n  CMAKE_ARGS=\"-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF\" \\\n  target/llama-venv/bin/pip install -r crates/herd-infer/tests/golden/requirements.txt numpy\n(AMX is turned off because llama.cpp's AMX kernels crash in sandboxes that do not grant AMX state; about 15 minutes on 2 cores)",
-            path.display()
-        );
+        bail!("no Python with llama-cpp-python at {}: run `cargo xtask llama-server` once (about 15 minutes on 2 cores), or set HERD_LLAMA_PYTHON", path.display());
     }
     Ok(path)
 }
