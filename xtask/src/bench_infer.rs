@@ -24,9 +24,12 @@ fn herd(args: &[&str]) -> Result<String> {
 /// The Python that has llama-cpp-python: `$HERD_LLAMA_PYTHON`, else the environment `cargo xtask
 /// llama-server` makes (llama-cpp-python with numpy and jinja2, built with AMX off).
 fn llama_python() -> Result<PathBuf> {
-    let path = std::env::var_os("HERD_LLAMA_PYTHON").map(PathBuf::from).unwrap_or_else(|| crate::llama_server::venv_dir().join("bin/python"));
+    let path = match std::env::var_os("HERD_LLAMA_PYTHON") {
+        Some(p) => PathBuf::from(p),
+        None => crate::llama_server::python()?,
+    };
     if !path.exists() {
-        bail!("no Python with llama-cpp-python at {}: run `cargo xtask llama-server` once (about 15 minutes on 2 cores), or set HERD_LLAMA_PYTHON", path.display());
+        bail!("no Python with llama-cpp-python at {} (HERD_LLAMA_PYTHON)", path.display());
     }
     Ok(path)
 }

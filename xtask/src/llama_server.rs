@@ -1,28 +1,25 @@
-//! `cargo xtask llama-server`: makes the Python environment with llama.cpp's OpenAI-compatible server
-//! (`llama-cpp-python[server]`) that the openai backend's tests and `bench openai` serve the default
-//! model with. It lives in the herd cache, so it is built once per machine.
+//! `cargo xtask llama-server` and `cargo xtask bench openai`: llama.cpp's OpenAI-compatible server
+//! (`llama-cpp-python[server]`), built once into the herd cache by `xtask/llama-server.sh` (which
+//! `.ci/run` calls directly), serves the default model for the openai backend's tests and benchmarks.
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
-/// The version the tests were written against; its server returns chat `top_logprobs`.
-const PACKAGE: &str = "llama-cpp-python[server]==0.3.36";
-
-/// llama.cpp's AMX kernels crash in sandboxes that do not grant AMX state, and a native build would
-/// not run on another CPU of the same cache.
-const CMAKE_ARGS: &str = "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF";
-
-pub fn venv_dir() -> PathBuf {
-    herd_cache_dir().join("venvs/llama-server")
+/// Makes sure the environment exists (building it the first time) and returns its python.
+pub fn python() -> Result<PathBuf> {
+    let out = Command::new("bash").arg("xtask/llama-server.sh").stderr(Stdio::inherit()).output().context("running xtask/llama-server.sh")?;
+    if !out.status.success() {
+        bail!("xtask/llama-server.sh failed; see its output above");
+    }
+    let stdout = String::from_utf8(out.stdout).context("xtask/llama-server.sh printed no UTF-8 path")?;
+    let path = stdout.lines().last().map(str::trim).filter(|l| !l.is_empty()).context("xtask/llama-server.sh printed no python path")?;
+    Ok(PathBuf::from(path))
 }
 
-/// herd_infer::herd_cache_dir's rule, restated so that xtask builds without candle.
-fn herd_cache_dir() -> PathBuf {
-    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    var("HERD_CACHE")
-        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("herd")))
-        .unwrap_or_else(|| var("HOME").unwrap_or_else(|| PathBuf::from(".")).join(".cache/herd"))
+pub fn install() -> Result<()> {
+    println!("llama.cpp server ready: {}", python()?.display());
+    Ok(())
 }
 
 /// `cargo xtask bench openai`: makes sure the server is installed, writes the conformity prompts and runs
@@ -46,46 +43,5 @@ pub fn bench() -> Result<()> {
     if !status.success() {
         bail!("the openai benchmark failed");
     }
-    Ok(())
-}
-
-/// Records the build flags beside the environment: one built with other flags (AMX on, say) is rebuilt.
-fn marker(venv: &Path) -> PathBuf {
-    venv.join("herd-build-flags.txt")
-}
-
-fn works(venv: &Path) -> bool {
-    let imports = Command::new(venv.join("bin/python")).args(["-c", "import llama_cpp.server, uvicorn, fastapi"]).output().is_ok_and(|o| o.status.success());
-    imports && std::fs::read_to_string(marker(venv)).is_ok_and(|flags| flags == CMAKE_ARGS)
-}
-
-pub fn install() -> Result<()> {
-    let venv = venv_dir();
-    let python = venv.join("bin/python");
-    if works(&venv) {
-        println!("llama.cpp server ready: {}", python.display());
-        return Ok(());
-    }
-    if !python.is_file() {
-        let status = Command::new("python3").args(["-m", "venv"]).arg(&venv).status().context("running python3 -m venv")?;
-        if !status.success() {
-            bail!("python3 -m venv {} failed (on Debian: apt-get install python3-venv)", venv.display());
-        }
-    }
-    println!("building {PACKAGE} into {} (compiles llama.cpp: about 15 minutes on 2 cores the first time)", venv.display());
-    // pip's wheel cache does not know the flags a cached wheel was built with: build afresh.
-    let status = Command::new(&python)
-        .args(["-m", "pip", "install", "--quiet", "--no-cache-dir", "--force-reinstall", PACKAGE])
-        .env("CMAKE_ARGS", CMAKE_ARGS)
-        .status()
-        .context("running pip")?;
-    if !status.success() {
-        bail!("installing {PACKAGE} into {} failed; see pip's output above", venv.display());
-    }
-    std::fs::write(marker(&venv), CMAKE_ARGS).with_context(|| format!("writing {}", marker(&venv).display()))?;
-    if !works(&venv) {
-        bail!("{PACKAGE} installed into {} but `import llama_cpp.server` fails", venv.display());
-    }
-    println!("llama.cpp server ready: {}", python.display());
     Ok(())
 }
