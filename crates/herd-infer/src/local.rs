@@ -9,7 +9,7 @@ use crate::sampling::{sample_token, sequence_rng};
 use crate::tokenizer::TextTokenizer;
 use candle_core::{DType, Device, Tensor};
 use herd_chat::{ChatTemplate, SpecialTokens, TemplateMessage};
-use herd_prompts::{ChatPrompt, Part, Role};
+use herd_prompts::{ChatPrompt, Part};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -114,16 +114,10 @@ impl PromptRenderer {
                     }
                 }
             }
-            let role = match m.role {
-                Role::System => "system",
-                Role::User => "user",
-                Role::Assistant => "assistant",
-            };
-            messages.push(TemplateMessage::text(role, texts.join("\n")));
+            messages.push(TemplateMessage::text(m.role.as_str(), texts.join("\n")));
         }
         Ok(self.template.render(&messages, true, &with_thinking(&self.template_options, thinking))?)
     }
-
 }
 
 fn gguf_chat_template(path: &Path, content: &candle_core::quantized::gguf_file::Content, tokenizer: &TextTokenizer) -> Result<ChatTemplate> {

@@ -13,7 +13,7 @@ use crate::backend::{AnswerScore, Backend, BackendInfo, FinishReason, GenerateRe
 use crate::error::{InferError, Result};
 use crate::local::PromptRenderer;
 use base64::Engine as _;
-use herd_prompts::{ChatPrompt, Part, Role};
+use herd_prompts::{ChatPrompt, Part};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -319,11 +319,7 @@ impl OpenAiBackend {
         };
         let mut messages = Vec::new();
         for message in &prompt.messages {
-            let role = match message.role {
-                Role::System => "system",
-                Role::User => "user",
-                Role::Assistant => "assistant",
-            };
+            let role = message.role.as_str();
             let has_image = message.content.iter().any(|p| matches!(p, Part::Image { .. }));
             let content = if has_image {
                 let mut parts = Vec::new();

@@ -10,7 +10,7 @@ use crate::sampling::{sample_token, sequence_rng};
 use crate::tokenizer::TextTokenizer;
 use candle_core::DType;
 use herd_chat::{ChatTemplate, ContentPart, TemplateMessage};
-use herd_prompts::{ChatPrompt, Part, Role};
+use herd_prompts::{ChatPrompt, Part};
 
 pub struct VisionModel {
     pub alias: String,
@@ -45,11 +45,7 @@ impl VisionModel {
             .messages
             .iter()
             .map(|m| {
-                let role = match m.role {
-                    Role::System => "system",
-                    Role::User => "user",
-                    Role::Assistant => "assistant",
-                };
+                let role = m.role.as_str();
                 let parts = m
                     .content
                     .iter()

@@ -11,6 +11,17 @@ pub enum Role {
     Assistant,
 }
 
+impl Role {
+    /// The role's name in chat templates and chat-completion APIs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "type")]
 pub enum Part {
@@ -77,11 +88,7 @@ impl ChatPrompt {
     pub fn display(&self) -> String {
         let mut out = String::new();
         for message in &self.messages {
-            let role = match message.role {
-                Role::System => "system",
-                Role::User => "user",
-                Role::Assistant => "assistant",
-            };
+            let role = message.role.as_str();
             out.push_str(&format!("[{role}]\n"));
             for part in &message.content {
                 match part {
