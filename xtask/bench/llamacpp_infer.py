@@ -75,30 +75,38 @@ def main(gguf, scoring, society, max_tokens, threads):
         out = llm.create_completion(text, max_tokens=max_tokens, temperature=0.7, top_p=1.0, top_k=0, seed=i)
         sequential_tokens += out["usage"]["completion_tokens"]
     sequential_s = time.perf_counter() - start
-    parallel = parallel_generation(gguf, llm, deciders, max_tokens, threads)
+    parallel = parallel_generation(llm, deciders, max_tokens, threads)
     print(json.dumps({"load_s": load_s,
                       "scoring": {"prompts": len(prompts), "seconds": scoring_s, "p_a": p_a},
                       "generation_sequential": {"completion_tokens": sequential_tokens, "seconds": sequential_s},
                       "generation_parallel": parallel}))
 
 
-def parallel_generation(gguf, llm0, texts, max_tokens, threads):
-    """All sequences decoded together: one llama_batch per step with one token per live sequence."""
-    try:
-        n = len(texts)
-        llm = llama_cpp.Llama(model_path=gguf, n_ctx=4096 * 2, n_batch=4096, n_seq_max=n, n_threads=threads,
-                              n_threads_batch=threads, logits_all=False, verbose=False, kv_unified=True)
-    except TypeError as e:
-        return {"error": f"this llama-cpp-python cannot open parallel sequences: {e}"}
-    ctx = llm._ctx.ctx
-    n_vocab = llm.n_vocab()
-    eos = llm.token_eos()
+def parallel_generation(llm0, texts, max_tokens, threads):
+    """All sequences decoded together, as llama.cpp's server slots do: each prompt is prefilled in chunks
+    of at most n_batch tokens (its first token sampled from its own last chunk), then one llama_batch per
+    step carries one token for every live sequence."""
+    n = len(texts)
+    toks = [llm0.tokenize(t.encode(), add_bos=False, special=True) for t in texts]
+    n_batch = 512
+    # Separate KV streams of equal size: every sequence gets its prompt plus max_tokens, rounded up.
+    per_seq = -(-(max(len(t) for t in toks) + max_tokens) // 256) * 256
+    # The Llama class ignores n_seq_max, so the context comes from the low-level API on the loaded model.
+    params = llama_cpp.llama_context_default_params()
+    params.n_ctx = per_seq * n
+    params.n_batch = params.n_ubatch = n_batch
+    params.n_seq_max = n
+    params.n_threads = params.n_threads_batch = threads
+    params.kv_unified = False
+    ctx = llama_cpp.llama_init_from_model(llm0._model.model, params)
+    if not ctx:
+        return {"error": f"llama.cpp could not open a context for {n} parallel sequences"}
+    n_vocab = llm0.n_vocab()
+    eos = llm0.token_eos()
     rng = np.random.default_rng(0)
-    toks = [llm.tokenize(t.encode(), add_bos=False, special=True) for t in texts]
-    batch = llama_cpp.llama_batch_init(sum(len(t) for t in toks) + n, 0, n)
-    start = time.perf_counter()
+    batch = llama_cpp.llama_batch_init(max(n_batch, n), 0, 1)
 
-    def fill(entries):
+    def decode(entries):
         batch.n_tokens = len(entries)
         for i, (tok, pos, seq, want) in enumerate(entries):
             batch.token[i] = tok
@@ -109,38 +117,40 @@ def parallel_generation(gguf, llm0, texts, max_tokens, threads):
         if llama_cpp.llama_decode(ctx, batch) != 0:
             raise RuntimeError("llama_decode failed")
 
-    entries, last_index = [], {}
+    def sample(index):
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, index), shape=(n_vocab,)).astype(np.float64)
+        z = np.exp((logits - logits.max()) / 0.7)
+        return int(rng.choice(n_vocab, p=z / z.sum()))
+
+    start = time.perf_counter()
+    generated, nxt = 0, []
     for s, t in enumerate(toks):
-        for p, tok in enumerate(t):
-            want = p == len(t) - 1
-            if want:
-                last_index[s] = len(entries)
-            entries.append((tok, p, s, want))
-    fill(entries)
+        for c in range(0, len(t), n_batch):
+            chunk = t[c:c + n_batch]
+            decode([(tok, c + p, s, c + p == len(t) - 1) for p, tok in enumerate(chunk)])
+        tok = sample(len(t) - 1 - (len(t) - 1) // n_batch * n_batch)
+        if tok != eos:
+            nxt.append((s, tok))
+            generated += 1
+    prefill_s = time.perf_counter() - start
     lengths = [len(t) for t in toks]
-    live = list(range(n))
-    generated = 0
-    for step in range(max_tokens):
-        nxt = []
-        for s in live:
-            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, last_index[s]), shape=(n_vocab,)).astype(np.float64)
-            z = np.exp((logits - logits.max()) / 0.7)
-            tok = int(rng.choice(n_vocab, p=z / z.sum()))
-            if tok != eos:
-                nxt.append((s, tok))
-                generated += 1
-        live = [s for s, _ in nxt]
-        if not live or step == max_tokens - 1:
+    for _ in range(max_tokens - 1):
+        if not nxt:
             break
-        entries = []
-        for i, (s, tok) in enumerate(nxt):
-            last_index[s] = i
-            entries.append((tok, lengths[s], s, True))
+        decode([(tok, lengths[s], s, True) for s, tok in nxt])
+        for s, _ in nxt:
             lengths[s] += 1
-        fill(entries)
+        following = []
+        for i, (s, _) in enumerate(nxt):
+            tok = sample(i)
+            if tok != eos:
+                following.append((s, tok))
+                generated += 1
+        nxt = following
     seconds = time.perf_counter() - start
     llama_cpp.llama_batch_free(batch)
-    return {"completion_tokens": generated, "seconds": seconds}
+    llama_cpp.llama_free(ctx)
+    return {"completion_tokens": generated, "seconds": seconds, "prefill_seconds": prefill_s}
 
 
 if __name__ == "__main__":

@@ -86,7 +86,8 @@ fn report(ours: &Value, theirs: &Value) -> Result<()> {
     let prompts = f(&ours["scoring"]["prompts"]);
     let herd_score = prompts / f(&ours["scoring"]["seconds"]);
     let llama_score = prompts / f(&theirs["scoring"]["seconds"]);
-    let computed = f(&ours["scoring"]["prompt_tokens"]) - f(&ours["scoring"]["reused_tokens"]);
+    // Every prompt's continuation, and each group's shared prefix once.
+    let computed = f(&ours["scoring"]["prompt_tokens"]) - f(&ours["scoring"]["reused_tokens"]) + f(&ours["scoring"]["prefix_tokens"]);
     println!("\n(a) scoring {} prompts in {} image groups ({} prompt tokens, {} computed after prefix reuse)", prompts, ours["scoring"]["groups"], ours["scoring"]["prompt_tokens"], computed);
     println!("    herd       {herd_score:8.2} prompts/s   ({:.0} computed tokens/s)", computed / f(&ours["scoring"]["seconds"]));
     println!("    llama.cpp  {llama_score:8.2} prompts/s   (prefix kept between consecutive prompts)");
@@ -95,6 +96,9 @@ fn report(ours: &Value, theirs: &Value) -> Result<()> {
     let pa_theirs: Vec<f64> = theirs["scoring"]["p_a"].as_array().map(|a| a.iter().map(f).collect()).unwrap_or_default();
     let worst = pa_ours.iter().zip(&pa_theirs).map(|(a, b)| (a.ln() - b.ln()).abs()).fold(0.0, f64::max);
     println!("    agreement  largest |Δ log P(\"A\" token)| = {worst:.3} (herd sums every token spelling A; llama.cpp side reads token \"A\" only)");
+
+    let prefix_s = f(&ours["scoring"]["prefix_seconds"]);
+    println!("    where herd's time goes: shared prefixes {:.1} s, continuations {:.1} s", prefix_s, f(&ours["scoring"]["seconds"]) - prefix_s);
 
     let herd_gen = f(&ours["generation"]["completion_tokens"]) / f(&ours["generation"]["seconds"]);
     let seq = f(&theirs["generation_sequential"]["completion_tokens"]) / f(&theirs["generation_sequential"]["seconds"]);
@@ -105,9 +109,13 @@ fn report(ours: &Value, theirs: &Value) -> Result<()> {
         Some(s) => {
             let par = f(&theirs["generation_parallel"]["completion_tokens"]) / s;
             println!("    llama.cpp parallel sequences  {par:8.1} tokens/s   ratio {:.2}×   (target ≥ 1.5×)", herd_gen / par);
+            let prefill = f(&theirs["generation_parallel"]["prefill_seconds"]);
+            println!("    where llama.cpp's time goes: prompts {prefill:.1} s, decoding {:.1} s", s - prefill);
         }
         None => println!("    llama.cpp parallel sequences  not measured: {}", theirs["generation_parallel"]["error"]),
     }
+    let (total, prefill, sampling) = (f(&ours["generation"]["seconds"]), f(&ours["generation"]["prefill_seconds"]), f(&ours["generation"]["sampling_seconds"]));
+    println!("    where herd's time goes: prompts and first token {prefill:.1} s, decoding {:.1} s, of which sampling {sampling:.1} s", total - prefill);
     println!("\nload: herd {:.2} s (dequantise to f32 for scoring, requantise to Q8_0 for decoding), llama.cpp {:.2} s", f(&ours["load_s"]), f(&theirs["load_s"]));
     Ok(())
 }

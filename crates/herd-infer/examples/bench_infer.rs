@@ -73,6 +73,15 @@ fn main() {
         p_a.extend(results.iter().map(|r| r.answers["A"].p));
     }
     let scoring_s = start.elapsed().as_secs_f64();
+    // Where scoring's time goes: the groups' shared prefixes alone, scored as prompts of their own.
+    let start = Instant::now();
+    let mut prefix_tokens = 0;
+    for group in groups.iter().filter(|g| g.len() > 1) {
+        let shared = herd_infer::common_prefix_len(group);
+        prefix_tokens += shared;
+        model.score_tokens(&[group[0][..shared.max(1)].to_vec()], std::slice::from_ref(&answers)).expect("scores");
+    }
+    let prefix_s = start.elapsed().as_secs_f64();
 
     // Generation: one society of 20 deciders as one batch.
     let deciders = read_prompts(society);
@@ -84,14 +93,28 @@ fn main() {
     let start = Instant::now();
     let generations = model.generate(&requests).expect("generates");
     let generation_s = start.elapsed().as_secs_f64();
+    // Where generation's time goes: the batch's prompts and first token alone, then sampling alone
+    // (every step's draw for every live sequence, on logits of the vocabulary's size).
+    let first_only: Vec<GenerateRequest> = requests.iter().cloned().map(|mut r| { r.sampling.max_tokens = 1; r }).collect();
+    let start = Instant::now();
+    model.generate(&first_only).expect("generates");
+    let generation_prefill_s = start.elapsed().as_secs_f64();
+    let vocab = model.tokenizer.vocab_size();
+    let logits: Vec<f32> = (0..vocab).map(|i| ((i * 7919) % 1000) as f32 / 100.0).collect();
+    let draws: usize = generations.iter().map(|g| g.completion_tokens + 1).sum();
+    let start = Instant::now();
+    for (i, r) in requests.iter().enumerate().cycle().take(draws) {
+        std::hint::black_box(herd_infer::sample_token(&logits, &r.sampling, &mut herd_infer::sequence_rng(i as u64)));
+    }
+    let sampling_s = start.elapsed().as_secs_f64();
     let completion_tokens: usize = generations.iter().map(|g| g.completion_tokens).sum();
     let generation_prompt_tokens: usize = generations.iter().map(|g| g.prompt_tokens).sum();
     println!(
         "{}",
         serde_json::json!({
             "load_s": load_s,
-            "scoring": {"prompts": prompts.len(), "groups": groups.len(), "prompt_tokens": prompt_tokens, "reused_tokens": reused, "seconds": scoring_s, "p_a": p_a},
-            "generation": {"sequences": generations.len(), "prompt_tokens": generation_prompt_tokens, "completion_tokens": completion_tokens, "seconds": generation_s},
+            "scoring": {"prompts": prompts.len(), "groups": groups.len(), "prompt_tokens": prompt_tokens, "reused_tokens": reused, "seconds": scoring_s, "prefix_seconds": prefix_s, "prefix_tokens": prefix_tokens, "p_a": p_a},
+            "generation": {"sequences": generations.len(), "prompt_tokens": generation_prompt_tokens, "completion_tokens": completion_tokens, "seconds": generation_s, "prefill_seconds": generation_prefill_s, "sampling_seconds": sampling_s},
         })
     );
 }

@@ -190,7 +190,8 @@ impl LocalModel {
         Ok(self.prefill.logits(&last)?.flatten_all()?.to_vec1()?)
     }
 
-    /// Scores token sequences, computing their longest common prefix once.
+    /// Scores token sequences, computing their longest common prefix once and their continuations
+    /// packed side by side into one row per forward pass (large matrix products, no padding).
     pub fn score_tokens(&self, sequences: &[Vec<u32>], answers: &[Vec<String>]) -> Result<Vec<ScoreResult>> {
         if let Some(i) = sequences.iter().position(|s| s.is_empty()) {
             return Err(InferError::Request(format!("request {i} renders to no tokens")));
@@ -200,15 +201,33 @@ impl LocalModel {
         if shared > 0 {
             self.next_token_logits(&sequences[0][..shared], &mut prefix_cache)?;
         }
-        sequences
-            .iter()
-            .zip(answers)
-            .map(|(tokens, answers)| {
-                let mut cache = prefix_cache.clone();
-                let logits = self.next_token_logits(&tokens[shared..], &mut cache)?;
-                Ok(answer_scores(&self.tokenizer, &logits, answers, tokens.len(), shared))
-            })
-            .collect()
+        let mut results = Vec::with_capacity(sequences.len());
+        let mut start = 0;
+        while start < sequences.len() {
+            // As many continuations as fit the token budget, and always at least one.
+            let mut end = start + 1;
+            let mut packed = sequences[start].len() - shared;
+            while end < sequences.len() && packed + sequences[end].len() - shared <= SCORE_PACK_TOKENS {
+                packed += sequences[end].len() - shared;
+                end += 1;
+            }
+            let suffixes: Vec<&[u32]> = sequences[start..end].iter().map(|s| &s[shared..]).collect();
+            let pack = PackedSuffixes::new(&suffixes, shared, &self.device)?;
+            let mut cache = prefix_cache.clone();
+            let hidden = self.prefill.forward(&pack.tokens, &pack.positions, Some(&pack.mask), &mut cache)?;
+            let last = Tensor::new(pack.last.as_slice(), &self.device)?;
+            let logits: Vec<Vec<f32>> = self.prefill.logits(&hidden.squeeze(0)?.index_select(&last, 0)?)?.to_vec2()?;
+            for (i, logits) in logits.iter().enumerate() {
+                results.push(answer_scores(&self.tokenizer, logits, &answers[start + i], sequences[start + i].len(), shared));
+            }
+            start = end;
+        }
+        Ok(results)
+    }
+
+    /// The token that fills left padding (never attended to, so any id would do).
+    fn pad_id(&self) -> u32 {
+        self.tokenizer.pad_id.or(self.tokenizer.eos_ids.first().copied()).unwrap_or(0)
     }
 
     fn constraint_engine(&mut self) -> Result<&ConstraintEngine> {
@@ -235,28 +254,11 @@ impl LocalModel {
             });
         }
         let b = prompts.len();
-        let width = prompts.iter().map(Vec::len).max().expect("non-empty");
-        let pads: Vec<usize> = prompts.iter().map(|p| width - p.len()).collect();
-        let pad_id = self.tokenizer.pad_id.or(self.tokenizer.eos_ids.first().copied()).unwrap_or(0);
-        let mut tokens = Vec::with_capacity(b * width);
-        let mut positions = Vec::with_capacity(b * width);
-        let mut mask = Vec::with_capacity(b * width * width);
-        for (p, pad) in prompts.iter().zip(&pads) {
-            tokens.extend(std::iter::repeat_n(pad_id, *pad).chain(p.iter().copied()));
-            positions.extend((0..width).map(|j| j.saturating_sub(*pad) as u32));
-            for i in 0..width {
-                // A padding row still attends to itself, so its softmax is never over nothing.
-                mask.extend((0..width).map(|j| if j <= i && (j >= *pad || j == i) { 0.0f32 } else { f32::NEG_INFINITY }));
-            }
-        }
+        let rows: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
+        let PaddedBatch { tokens, positions, mask, pads, width } = PaddedBatch::new(&rows, 0, self.pad_id(), &self.device)?;
         let dev = &self.device;
         let mut cache = self.prefill.new_cache();
-        let hidden = self.prefill.forward(
-            &Tensor::from_vec(tokens, (b, width), dev)?,
-            &Tensor::from_vec(positions, (b, width), dev)?,
-            Some(&Tensor::from_vec(mask, (b, 1, width, width), dev)?),
-            &mut cache,
-        )?;
+        let hidden = self.prefill.forward(&tokens, &positions, Some(&mask), &mut cache)?;
         let mut logits: Vec<Vec<f32>> = self.prefill.logits(&hidden.narrow(1, width - 1, 1)?.reshape((b, ()))?)?.to_vec2()?;
         let decoder = self.decode.as_ref().unwrap_or(&self.prefill);
         let mut rngs: Vec<_> = requests.iter().map(|r| sequence_rng(r.sampling.seed)).collect();
@@ -281,15 +283,18 @@ impl LocalModel {
                     c.accept(token)?;
                 }
                 generated[row].push(token);
-                let text = self.tokenizer.decode(&generated[row])?;
-                if let Some(cut) = requests[row].sampling.stop.iter().filter_map(|s| text.find(s.as_str())).min() {
-                    texts[row] = text[..cut].to_string();
-                    finished[row] = Some(FinishReason::Stop);
-                } else {
-                    texts[row] = text;
-                    if generated[row].len() >= requests[row].sampling.max_tokens {
-                        finished[row] = Some(FinishReason::Length);
+                let stop = &requests[row].sampling.stop;
+                // Decoding the text so far at every step costs only where a stop string may end it.
+                if !stop.is_empty() {
+                    let text = self.tokenizer.decode(&generated[row])?;
+                    if let Some(cut) = stop.iter().filter_map(|s| text.find(s.as_str())).min() {
+                        texts[row] = text[..cut].to_string();
+                        finished[row] = Some(FinishReason::Stop);
+                        continue;
                     }
+                }
+                if generated[row].len() >= requests[row].sampling.max_tokens {
+                    finished[row] = Some(FinishReason::Length);
                 }
             }
             let keep: Vec<usize> = (0..active.len()).filter(|&slot| finished[active[slot]].is_none()).collect();
@@ -310,6 +315,11 @@ impl LocalModel {
             let hidden = decoder.forward(&Tensor::from_vec(next, (n, 1), dev)?, &Tensor::from_vec(positions, (n, 1), dev)?, step_mask.as_ref(), &mut cache)?;
             logits = decoder.logits(&hidden.reshape((n, ()))?)?.to_vec2()?;
         }
+        for row in 0..b {
+            if finished[row] != Some(FinishReason::Stop) {
+                texts[row] = self.tokenizer.decode(&generated[row])?;
+            }
+        }
         Ok((0..b)
             .map(|row| Generation {
                 text: std::mem::take(&mut texts[row]),
@@ -324,6 +334,89 @@ impl LocalModel {
 
     pub fn device_name(&self) -> String {
         device_name(&self.device)
+    }
+}
+
+/// Continuation tokens packed into one forward pass at most (bounds the attention matrix, which grows
+/// with the square of the packed length).
+const SCORE_PACK_TOKENS: usize = 1024;
+
+/// Continuations of one cached prefix packed into a single row: each attends to the prefix and to its
+/// own earlier tokens only, and continues the prefix's positions, so it computes what it would alone.
+struct PackedSuffixes {
+    /// `[1, total]` token ids.
+    tokens: Tensor,
+    /// `[1, total]` positions, from `past` within each continuation.
+    positions: Tensor,
+    /// `[1, 1, total, past + total]` additive mask.
+    mask: Tensor,
+    /// Index of each continuation's last token in the row.
+    last: Vec<u32>,
+}
+
+impl PackedSuffixes {
+    fn new(suffixes: &[&[u32]], past: usize, device: &Device) -> Result<Self> {
+        let total: usize = suffixes.iter().map(|s| s.len()).sum();
+        let mut tokens = Vec::with_capacity(total);
+        let mut positions = Vec::with_capacity(total);
+        let mut mask = vec![f32::NEG_INFINITY; total * (past + total)];
+        let mut last = Vec::with_capacity(suffixes.len());
+        for suffix in suffixes {
+            let start = tokens.len();
+            for (i, &token) in suffix.iter().enumerate() {
+                let row = &mut mask[(start + i) * (past + total)..(start + i + 1) * (past + total)];
+                row[..past].fill(0.0);
+                row[past + start..=past + start + i].fill(0.0);
+                tokens.push(token);
+                positions.push((past + i) as u32);
+            }
+            last.push((tokens.len() - 1) as u32);
+        }
+        Ok(Self {
+            tokens: Tensor::from_vec(tokens, (1, total), device)?,
+            positions: Tensor::from_vec(positions, (1, total), device)?,
+            mask: Tensor::from_vec(mask, (1, 1, total, past + total), device)?,
+            last,
+        })
+    }
+}
+
+/// Token rows of different lengths as one left-padded batch after `past` positions every row shares.
+struct PaddedBatch {
+    /// `[b, width]` token ids, padding first.
+    tokens: Tensor,
+    /// `[b, width]` positions: each row's tokens continue at `past` whatever its padding.
+    positions: Tensor,
+    /// `[b, 1, width, past + width]` additive mask: causal, blind to padding. A padding position
+    /// attends to itself alone, so no softmax row is over nothing (all -inf gives NaN that spreads).
+    mask: Tensor,
+    pads: Vec<usize>,
+    width: usize,
+}
+
+impl PaddedBatch {
+    fn new(rows: &[&[u32]], past: usize, pad_id: u32, device: &Device) -> Result<Self> {
+        let b = rows.len();
+        let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+        let pads: Vec<usize> = rows.iter().map(|r| width - r.len()).collect();
+        let mut tokens = Vec::with_capacity(b * width);
+        let mut positions = Vec::with_capacity(b * width);
+        let mut mask = Vec::with_capacity(b * width * (past + width));
+        for (row, &pad) in rows.iter().zip(&pads) {
+            tokens.extend(std::iter::repeat_n(pad_id, pad).chain(row.iter().copied()));
+            positions.extend((0..width).map(|j| (past + j.saturating_sub(pad)) as u32));
+            for i in 0..width {
+                mask.extend(std::iter::repeat_n(0.0f32, past));
+                mask.extend((0..width).map(|j| if j <= i && (j >= pad || j == i) { 0.0f32 } else { f32::NEG_INFINITY }));
+            }
+        }
+        Ok(Self {
+            tokens: Tensor::from_vec(tokens, (b, width), device)?,
+            positions: Tensor::from_vec(positions, (b, width), device)?,
+            mask: Tensor::from_vec(mask, (b, 1, width, past + width), device)?,
+            pads,
+            width,
+        })
     }
 }
 

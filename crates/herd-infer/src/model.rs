@@ -8,8 +8,8 @@
 
 use crate::error::{Result, model_file};
 use crate::registry::Family;
-use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
-use candle_core::{D, DType, Device, Module, Tensor};
+use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
+use candle_core::{D, DType, Device, Tensor};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -57,9 +57,20 @@ pub struct Llama3RopeScaling {
     pub original_max_position_embeddings: f64,
 }
 
+/// A linear layer's weight in the form its products want.
+#[derive(Clone, Debug)]
+enum LinearWeight {
+    /// Dense and stored transposed, `[in, out]`: gemm multiplies activations by it faster than by a
+    /// transposed view of `[out, in]` (measured with the AVX-512 kernels: 1.7× at 20 rows, 0.95–1.4× at
+    /// 424 rows, by shape).
+    DenseT(Tensor),
+    /// Quantised blocks, `[out, in]` as GGUF stores them.
+    Quantized(Arc<QTensor>),
+}
+
 #[derive(Clone, Debug)]
 struct Linear {
-    weight: QMatMul,
+    weight: LinearWeight,
     bias: Option<Tensor>,
 }
 
@@ -70,8 +81,8 @@ impl Linear {
         let rows: usize = dims[..dims.len() - 1].iter().product();
         let flat = xs.reshape((rows, dims[dims.len() - 1]))?;
         let out = match &self.weight {
-            QMatMul::Tensor(w) => flat.matmul(&w.t()?)?,
-            other => other.forward(&flat)?,
+            LinearWeight::DenseT(wt) => flat.matmul(wt)?,
+            LinearWeight::Quantized(q) => flat.contiguous()?.apply_op1_no_bwd(q.as_ref())?,
         };
         let out = match &self.bias {
             Some(b) => out.broadcast_add(b)?,
@@ -84,10 +95,10 @@ impl Linear {
 
     fn to_format(&self, format: WeightFormat) -> candle_core::Result<Self> {
         let weight = match (format, &self.weight) {
-            (WeightFormat::Q8_0, QMatMul::Tensor(w)) if w.dim(1)? % 32 == 0 => {
-                QMatMul::QTensor(Arc::new(QTensor::quantize(&w.to_dtype(DType::F32)?, GgmlDType::Q8_0)?))
+            (WeightFormat::Q8_0, LinearWeight::DenseT(wt)) if wt.dim(0)? % 32 == 0 => {
+                LinearWeight::Quantized(Arc::new(QTensor::quantize(&wt.t()?.to_dtype(DType::F32)?.contiguous()?, GgmlDType::Q8_0)?))
             }
-            (WeightFormat::Dense, QMatMul::QTensor(q)) => QMatMul::Tensor(q.dequantize(&q.device())?),
+            (WeightFormat::Dense, LinearWeight::Quantized(q)) => LinearWeight::DenseT(q.dequantize(&q.device())?.t()?.contiguous()?),
             _ => self.weight.clone(),
         };
         Ok(Self { weight, bias: self.bias.clone() })
@@ -122,11 +133,67 @@ struct Layer {
 }
 
 /// Keys and values of every layer for the tokens seen so far, `[batch, kv_heads, seq, head_dim]`.
-/// Cloning is cheap (tensors are shared), so a cache is also a snapshot: extending a clone leaves the
-/// original intact, which is how scoring reuses a shared prefix.
+/// Cloning is cheap and a clone is a snapshot: extending one leaves the others intact, which is how
+/// scoring reuses a shared prefix.
 #[derive(Clone, Debug, Default)]
 pub struct KvCache {
-    layers: Vec<Option<(Tensor, Tensor)>>,
+    layers: Vec<Option<LayerCache>>,
+}
+
+/// One layer's keys and values in buffers with spare room along the sequence axis, so a decoding step
+/// writes one position in place instead of concatenating (copying) the whole cache. Clones share the
+/// buffers copy-on-write: `owner` counts the clones, and one that appends while others hold the buffer
+/// first copies its valid part into a buffer of its own.
+#[derive(Clone, Debug)]
+struct LayerCache {
+    k: Tensor,
+    v: Tensor,
+    len: usize,
+    owner: Arc<()>,
+}
+
+/// Positions a grown buffer keeps free beyond what it must hold (a generation's worth of steps).
+const KV_HEADROOM: usize = 128;
+
+impl LayerCache {
+    fn capacity(&self) -> usize {
+        self.k.dim(2).unwrap_or(0)
+    }
+
+    /// The cached keys and values, as views into the buffers.
+    fn valid(&self) -> candle_core::Result<(Tensor, Tensor)> {
+        Ok((self.k.narrow(2, 0, self.len)?, self.v.narrow(2, 0, self.len)?))
+    }
+
+    /// Appends `[b, h, t, d]` keys and values; returns views of everything cached.
+    fn append(&mut self, k: &Tensor, v: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
+        let t = k.dim(2)?;
+        let shared = Arc::strong_count(&self.owner) > 1;
+        if shared || self.len + t > self.capacity() {
+            let capacity = (self.len + t + KV_HEADROOM).max(if shared { 0 } else { 2 * self.capacity() });
+            let grow = |old: &Tensor| -> candle_core::Result<Tensor> {
+                let (b, h, _, d) = old.dims4()?;
+                let buffer = Tensor::zeros((b, h, capacity, d), old.dtype(), old.device())?;
+                if self.len > 0 {
+                    buffer.slice_set(&old.narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
+                }
+                Ok(buffer)
+            };
+            self.k = grow(&self.k)?;
+            self.v = grow(&self.v)?;
+            self.owner = Arc::new(());
+        }
+        self.k.slice_set(&k.contiguous()?, 2, self.len)?;
+        self.v.slice_set(&v.contiguous()?, 2, self.len)?;
+        self.len += t;
+        self.valid()
+    }
+
+    /// A cache of its own made of rows of this one (the spare room comes along, so decoding goes on
+    /// writing in place).
+    fn select_rows(&self, rows: &Tensor) -> candle_core::Result<Self> {
+        Ok(Self { k: self.k.index_select(rows, 0)?, v: self.v.index_select(rows, 0)?, len: self.len, owner: Arc::new(()) })
+    }
 }
 
 impl KvCache {
@@ -136,30 +203,29 @@ impl KvCache {
 
     /// Tokens cached so far.
     pub fn len(&self) -> usize {
-        self.layers.first().and_then(|l| l.as_ref()).map(|(k, _)| k.dim(2).unwrap_or(0)).unwrap_or(0)
+        self.layers.first().and_then(|l| l.as_ref()).map(|l| l.len).unwrap_or(0)
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Keeps the given batch rows, in that order (finished sequences leave a generation batch).
-    pub fn select_rows(&self, rows: &Tensor) -> candle_core::Result<Self> {
-        let layers = self
-            .layers
-            .iter()
-            .map(|l| l.as_ref().map(|(k, v)| Ok::<_, candle_core::Error>((k.index_select(rows, 0)?, v.index_select(rows, 0)?))).transpose())
-            .collect::<candle_core::Result<_>>()?;
-        Ok(Self { layers })
+    /// Appends one layer's new keys and values; returns everything that layer has cached.
+    fn append(&mut self, layer: usize, k: Tensor, v: Tensor) -> candle_core::Result<(Tensor, Tensor)> {
+        match &mut self.layers[layer] {
+            Some(cache) => cache.append(&k, &v),
+            slot @ None => {
+                let mut cache = LayerCache { k: k.narrow(2, 0, 0)?, v: v.narrow(2, 0, 0)?, len: 0, owner: Arc::new(()) };
+                let out = cache.append(&k, &v)?;
+                *slot = Some(cache);
+                Ok(out)
+            }
+        }
     }
 
-    /// Repeats a batch-1 cache `n` times (a shared prefix for a batch of continuations).
-    pub fn repeat_rows(&self, n: usize) -> candle_core::Result<Self> {
-        let layers = self
-            .layers
-            .iter()
-            .map(|l| l.as_ref().map(|(k, v)| Ok::<_, candle_core::Error>((k.repeat((n, 1, 1, 1))?, v.repeat((n, 1, 1, 1))?))).transpose())
-            .collect::<candle_core::Result<_>>()?;
+    /// Keeps the given batch rows, in that order (finished sequences leave a generation batch).
+    pub fn select_rows(&self, rows: &Tensor) -> candle_core::Result<Self> {
+        let layers = self.layers.iter().map(|l| l.as_ref().map(|l| l.select_rows(rows)).transpose()).collect::<candle_core::Result<_>>()?;
         Ok(Self { layers })
     }
 }
@@ -247,11 +313,7 @@ impl Decoder {
                 RopeStyle::Interleaved => (candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?, candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?),
                 RopeStyle::Halves => (candle_nn::rotary_emb::rope(&q, &cos, &sin)?, candle_nn::rotary_emb::rope(&k, &cos, &sin)?),
             };
-            let (k, v) = match &cache.layers[i] {
-                Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
-                None => (k, v),
-            };
-            cache.layers[i] = Some((k.clone(), v.clone()));
+            let (k, v) = cache.append(i, k, v)?;
             let kv_len = k.dim(2)?;
             // Grouped-query attention: fold the query groups into the row dimension instead of copying K/V.
             let q = q.reshape((b, c.num_kv_heads, groups * t, c.head_dim))?;
@@ -262,7 +324,7 @@ impl Decoder {
                 att = att5.broadcast_add(&m)?.reshape((b, c.num_kv_heads, groups * t, kv_len))?;
             }
             let att = candle_nn::ops::softmax_last_dim(&att.to_dtype(DType::F32)?)?.to_dtype(self.dtype)?;
-            let y = att.matmul(&v.contiguous()?)?.reshape((b, c.num_heads, t, c.head_dim))?;
+            let y = att.matmul(&v)?.reshape((b, c.num_heads, t, c.head_dim))?;
             let y = y.transpose(1, 2)?.reshape((b, t, c.num_heads * c.head_dim))?;
             x = (x + layer.o.forward(&y)?)?;
             let h = layer.mlp_norm.forward(&x)?;
@@ -351,9 +413,9 @@ impl WeightSource<'_> {
 
     fn linear_from(&self, weight: QTensorOrDense, bias: Option<Tensor>) -> Result<Linear> {
         let weight = match weight {
-            QTensorOrDense::Q(q) if self.format == WeightFormat::Native => QMatMul::QTensor(Arc::new(q)),
-            QTensorOrDense::Q(q) => QMatMul::Tensor(q.dequantize(&self.device)?.to_dtype(self.dtype)?),
-            QTensorOrDense::Dense(t) => QMatMul::Tensor(t.to_dtype(self.dtype)?),
+            QTensorOrDense::Q(q) if self.format == WeightFormat::Native => LinearWeight::Quantized(Arc::new(q)),
+            QTensorOrDense::Q(q) => LinearWeight::DenseT(q.dequantize(&self.device)?.to_dtype(self.dtype)?.t()?.contiguous()?),
+            QTensorOrDense::Dense(t) => LinearWeight::DenseT(t.to_dtype(self.dtype)?.t()?.contiguous()?),
         };
         let linear = Linear { weight, bias };
         Ok(if self.format == WeightFormat::Q8_0 { linear.to_format(WeightFormat::Q8_0)? } else { linear })

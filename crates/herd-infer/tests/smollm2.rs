@@ -182,3 +182,26 @@ fn stop_strings_cut_the_text_and_max_tokens_bounds_it() {
     let short = model.generate(std::slice::from_ref(&request)).unwrap().remove(0);
     assert_eq!((short.completion_tokens, short.finish_reason), (3, herd_infer::FinishReason::Length));
 }
+
+#[test]
+fn continuations_past_one_forward_pass_score_as_alone() {
+    let mut model = model();
+    // Twelve long continuations of one prefix: more tokens than one packed pass takes, so later passes
+    // extend the same prefix snapshot again after earlier ones extended it.
+    let replies: Vec<String> = (0..12).map(|n| (1..=12).map(|i| format!("reply {i}: I am fairly sure that the answer is {}.\n", if (i + n) % 3 == 0 { "B" } else { "A" })).collect()).collect();
+    let group: Vec<ScoreRequest> = replies
+        .iter()
+        .enumerate()
+        .map(|(n, r)| ScoreRequest::new(user(&format!("Which line, A or B, is longer?\nThe participants before you replied:\n{}{r}Answer A or B.", "reply 0: A.\n".repeat(n % 2))), vec!["A".into(), "B".into()]))
+        .collect();
+    let together = model.score(&group).unwrap();
+    let continuation_tokens: usize = together.iter().map(|r| r.prompt_tokens - r.reused_tokens).sum();
+    assert!(continuation_tokens > 1100, "only {continuation_tokens} continuation tokens: the group fits one pass");
+    for i in [0, 5, 11] {
+        let alone = model.score(std::slice::from_ref(&group[i])).unwrap().remove(0);
+        for answer in ["A", "B"] {
+            let (a, b) = (alone.answers[answer].p, together[i].answers[answer].p);
+            assert!((a - b).abs() <= 1e-4 * a.max(b) + 1e-7, "request {i}, {answer}: alone {a} vs in the group {b}");
+        }
+    }
+}
