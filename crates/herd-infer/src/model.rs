@@ -316,8 +316,9 @@ impl Decoder {
             let (k, v) = cache.append(i, k, v)?;
             let kv_len = k.dim(2)?;
             // Grouped-query attention: fold the query groups into the row dimension instead of copying K/V.
-            let q = q.reshape((b, c.num_kv_heads, groups * t, c.head_dim))?;
-            let mut att = (q.matmul(&k.t()?)? * scale)?;
+            // Scaling the queries costs t × head_dim products; scaling the scores would cost t × kv_len.
+            let q = (q * scale)?.reshape((b, c.num_kv_heads, groups * t, c.head_dim))?;
+            let mut att = q.matmul(&k.t()?)?;
             if let Some(m) = mask {
                 let att5 = att.reshape((b, c.num_kv_heads, groups, t, kv_len))?;
                 let m = m.to_dtype(att.dtype())?.reshape((m.dim(0)?, 1, 1, t, kv_len))?;
