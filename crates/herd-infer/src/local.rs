@@ -255,7 +255,7 @@ impl LocalModel {
         }
         let b = prompts.len();
         let rows: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
-        let PaddedBatch { tokens, positions, mask, pads, width } = PaddedBatch::new(&rows, 0, self.pad_id(), &self.device)?;
+        let PaddedBatch { tokens, positions, mask, pads, width } = PaddedBatch::new(&rows, self.pad_id(), &self.device)?;
         let dev = &self.device;
         let mut cache = self.prefill.new_cache();
         let hidden = self.prefill.forward(&tokens, &positions, Some(&mask), &mut cache)?;
@@ -381,13 +381,13 @@ impl PackedSuffixes {
     }
 }
 
-/// Token rows of different lengths as one left-padded batch after `past` positions every row shares.
+/// Token rows of different lengths as one left-padded batch.
 struct PaddedBatch {
     /// `[b, width]` token ids, padding first.
     tokens: Tensor,
-    /// `[b, width]` positions: each row's tokens continue at `past` whatever its padding.
+    /// `[b, width]` positions: each row's tokens start at 0 whatever its padding.
     positions: Tensor,
-    /// `[b, 1, width, past + width]` additive mask: causal, blind to padding. A padding position
+    /// `[b, 1, width, width]` additive mask: causal, blind to padding. A padding position
     /// attends to itself alone, so no softmax row is over nothing (all -inf gives NaN that spreads).
     mask: Tensor,
     pads: Vec<usize>,
@@ -395,25 +395,24 @@ struct PaddedBatch {
 }
 
 impl PaddedBatch {
-    fn new(rows: &[&[u32]], past: usize, pad_id: u32, device: &Device) -> Result<Self> {
+    fn new(rows: &[&[u32]], pad_id: u32, device: &Device) -> Result<Self> {
         let b = rows.len();
         let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
         let pads: Vec<usize> = rows.iter().map(|r| width - r.len()).collect();
         let mut tokens = Vec::with_capacity(b * width);
         let mut positions = Vec::with_capacity(b * width);
-        let mut mask = Vec::with_capacity(b * width * (past + width));
+        let mut mask = Vec::with_capacity(b * width * width);
         for (row, &pad) in rows.iter().zip(&pads) {
             tokens.extend(std::iter::repeat_n(pad_id, pad).chain(row.iter().copied()));
-            positions.extend((0..width).map(|j| (past + j.saturating_sub(pad)) as u32));
+            positions.extend((0..width).map(|j| j.saturating_sub(pad) as u32));
             for i in 0..width {
-                mask.extend(std::iter::repeat_n(0.0f32, past));
                 mask.extend((0..width).map(|j| if j <= i && (j >= pad || j == i) { 0.0f32 } else { f32::NEG_INFINITY }));
             }
         }
         Ok(Self {
             tokens: Tensor::from_vec(tokens, (b, width), device)?,
             positions: Tensor::from_vec(positions, (b, width), device)?,
-            mask: Tensor::from_vec(mask, (b, 1, width, past + width), device)?,
+            mask: Tensor::from_vec(mask, (b, 1, width, width), device)?,
             pads,
             width,
         })
