@@ -53,7 +53,12 @@ enum Command {
     Report(report_cmd::ReportArgs),
 }
 
+// Model runs allocate and free large tensors at every layer; mimalloc reuses the pages.
+#[global_allocator]
+static ALLOCATOR: herd_kernels::MiMalloc = herd_kernels::MiMalloc;
+
 fn main() -> std::process::ExitCode {
+    herd_kernels::keep_freed_pages();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Stimuli(args) => stimuli_cmd::run(args),

@@ -9,6 +9,10 @@ use serde_json::Value;
 use std::path::Path;
 use std::time::Instant;
 
+// As herd's binary does (see herd-cli's main).
+#[global_allocator]
+static ALLOCATOR: herd_kernels::MiMalloc = herd_kernels::MiMalloc;
+
 /// Reads `herd prompts --jsonl` output.
 fn read_prompts(path: &str) -> Vec<(Value, ChatPrompt)> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -36,6 +40,7 @@ fn read_prompts(path: &str) -> Vec<(Value, ChatPrompt)> {
 }
 
 fn main() {
+    herd_kernels::keep_freed_pages();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [gguf, scoring, society, max_tokens] = args.as_slice() else {
         eprintln!("usage: bench_infer GGUF SCORING.jsonl SOCIETY.jsonl MAX_TOKENS");

@@ -60,12 +60,15 @@ impl DeviceChoice {
 #[derive(Clone, Debug, Default)]
 pub struct LoadOptions {
     pub device: DeviceChoice,
-    /// Overrides the per-operation choice of weight formats (tests and benchmarks).
+    /// Overrides the choice of weight formats (tests and benchmarks): the format prefill (scoring,
+    /// prompts) runs with, and the one decoding runs with.
+    pub prefill_format: Option<WeightFormat>,
     pub decode_format: Option<WeightFormat>,
 }
 
-/// A text model held in memory, with the weights it scores with (dense, for long prefills) and the
-/// weights it decodes with (Q8_0 on CPU, where single-row products are memory bound).
+/// A text model held in memory, with the weights it scores with and the weights it decodes with: one
+/// int8 copy for both on CPUs with AVX-512 VNNI; elsewhere dense for long prefills and Q8_0 for
+/// decoding on CPU, where single-row products are memory bound.
 pub struct LocalModel {
     pub alias: String,
     pub family: Family,
@@ -137,26 +140,29 @@ impl LocalModel {
         }
         let device = options.device.open()?;
         let on_cpu = device.is_cpu();
+        let int8 = on_cpu && herd_kernels::int8_supported();
+        let prefill_format = options.prefill_format.unwrap_or(if int8 { WeightFormat::Int8 } else { WeightFormat::Dense });
         let (prefill, tokenizer, template) = match files {
             ModelFiles::Gguf(path) => {
-                let (decoder, content) = load_gguf(path, &device, WeightFormat::Dense)?;
+                let (decoder, content) = load_gguf(path, &device, prefill_format)?;
                 let tokenizer = TextTokenizer::from_gguf(path, &content)?;
                 let template = gguf_chat_template(path, &content, &tokenizer)?;
                 (decoder, tokenizer, template)
             }
             ModelFiles::HfFolder(dir) => {
-                let decoder = load_hf_folder(dir, &device, safetensors_dtype(entry.dtype, &device), WeightFormat::Dense)?;
+                let decoder = load_hf_folder(dir, &device, safetensors_dtype(entry.dtype, &device), prefill_format)?;
                 (decoder, TextTokenizer::from_hf_folder(dir)?, ChatTemplate::from_hf_folder(dir)?)
             }
         };
         // candle picks its quantised CPU kernels at compile time: without AVX2 in the build (no
         // `-C target-cpu=native`) Q8_0 products are scalar and slower than dense f32 (runtime-dispatched gemm).
         let fast_quantised = on_cpu && cfg!(target_feature = "avx2");
-        let decode_format = options.decode_format.unwrap_or(if fast_quantised { WeightFormat::Q8_0 } else { WeightFormat::Dense });
-        let decode = match decode_format {
-            WeightFormat::Dense => None,
-            format => Some(prefill.with_weight_format(format)?),
-        };
+        let decode_format = options.decode_format.unwrap_or(match prefill_format {
+            WeightFormat::Int8 => WeightFormat::Int8,
+            _ if fast_quantised => WeightFormat::Q8_0,
+            _ => WeightFormat::Dense,
+        });
+        let decode = if decode_format == prefill_format { None } else { Some(prefill.with_weight_format(decode_format)?) };
         let renderer = PromptRenderer { alias: entry.alias.clone(), template, template_options: entry.template_options.clone() };
         Ok(Self { alias: entry.alias.clone(), family: entry.family, tokenizer, renderer, prefill, decode, constraint: None, device })
     }

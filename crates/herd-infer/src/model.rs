@@ -10,6 +10,7 @@ use crate::error::{Result, model_file};
 use crate::registry::Family;
 use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
 use candle_core::{D, DType, Device, Tensor};
+use herd_kernels::{AttentionShape, HeadsView, Int8Matrix, KeyMask, masked_attention};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -23,6 +24,10 @@ pub enum WeightFormat {
     Q8_0,
     /// The GGUF file's own quantisation, untouched.
     Native,
+    /// 8-bit weights and activations on AVX-512 VNNI ([`herd_kernels::Int8Matrix`]): faster than dense
+    /// f32 for prefill and than Q8_0 for batched decoding, so one copy serves both. Layers whose input
+    /// size is not a multiple of [`herd_kernels::BLOCK`] stay dense.
+    Int8,
 }
 
 /// Rotary embedding layout: llama.cpp stores llama Q/K weights permuted for interleaved pairs.
@@ -66,6 +71,29 @@ enum LinearWeight {
     DenseT(Tensor),
     /// Quantised blocks, `[out, in]` as GGUF stores them.
     Quantized(Arc<QTensor>),
+    /// herd's own 8-bit format, applied as a candle custom operation.
+    Int8(Int8Linear),
+}
+
+/// [`Int8Matrix`] as a candle operation on f32 CPU tensors `[rows, in]` → `[rows, out]`.
+#[derive(Clone, Debug)]
+struct Int8Linear(Arc<Int8Matrix>);
+
+impl candle_core::CustomOp1 for Int8Linear {
+    fn name(&self) -> &'static str {
+        "herd-int8-linear"
+    }
+
+    fn cpu_fwd(&self, storage: &candle_core::CpuStorage, layout: &candle_core::Layout) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
+        let candle_core::CpuStorage::F32(values) = storage else {
+            candle_core::bail!("int8 linear layers take f32 activations")
+        };
+        let Some((start, end)) = layout.contiguous_offsets() else { candle_core::bail!("int8 linear layers take contiguous activations") };
+        let cols = self.0.cols();
+        let rows = (end - start) / cols;
+        let out = self.0.matmul(&values[start..end], rows).map_err(candle_core::Error::wrap)?;
+        Ok((candle_core::CpuStorage::F32(out), candle_core::Shape::from((rows, self.0.rows()))))
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -83,6 +111,7 @@ impl Linear {
         let out = match &self.weight {
             LinearWeight::DenseT(wt) => flat.matmul(wt)?,
             LinearWeight::Quantized(q) => flat.contiguous()?.apply_op1_no_bwd(q.as_ref())?,
+            LinearWeight::Int8(w) => flat.to_dtype(DType::F32)?.contiguous()?.apply_op1_no_bwd(w)?.to_dtype(xs.dtype())?,
         };
         let out = match &self.bias {
             Some(b) => out.broadcast_add(b)?,
@@ -99,10 +128,61 @@ impl Linear {
                 LinearWeight::Quantized(Arc::new(QTensor::quantize(&wt.t()?.to_dtype(DType::F32)?.contiguous()?, GgmlDType::Q8_0)?))
             }
             (WeightFormat::Dense, LinearWeight::Quantized(q)) => LinearWeight::DenseT(q.dequantize(&q.device())?.t()?.contiguous()?),
+            (WeightFormat::Int8, LinearWeight::DenseT(wt)) if wt.device().is_cpu() && wt.dim(0)? % herd_kernels::BLOCK == 0 => int8_weight(&wt.t()?)?,
+            (WeightFormat::Int8, LinearWeight::Quantized(q)) if q.device().is_cpu() && q.shape().dims()[1] % herd_kernels::BLOCK == 0 => int8_weight(&q.dequantize(&q.device())?)?,
+            // Where int8 does not apply, dense is the faster of the rest for prefill.
+            (WeightFormat::Int8, LinearWeight::Quantized(q)) => LinearWeight::DenseT(q.dequantize(&q.device())?.t()?.contiguous()?),
             _ => self.weight.clone(),
         };
         Ok(Self { weight, bias: self.bias.clone() })
     }
+}
+
+/// [`herd_kernels::masked_attention`] as a candle operation: q `[b, heads, t, d]` (contiguous), k and v
+/// `[b, kv_heads, keys, d]` (cache views) → `[b, t, heads · d]`.
+#[derive(Clone, Debug)]
+struct FusedAttention {
+    mask: Arc<KeyMask>,
+    scale: f32,
+}
+
+impl candle_core::CustomOp3 for FusedAttention {
+    fn name(&self) -> &'static str {
+        "herd-masked-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        q: &candle_core::CpuStorage,
+        q_layout: &candle_core::Layout,
+        k: &candle_core::CpuStorage,
+        k_layout: &candle_core::Layout,
+        v: &candle_core::CpuStorage,
+        v_layout: &candle_core::Layout,
+    ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
+        fn view<'a>(storage: &'a candle_core::CpuStorage, layout: &candle_core::Layout) -> candle_core::Result<HeadsView<'a>> {
+            let candle_core::CpuStorage::F32(data) = storage else { candle_core::bail!("herd's attention takes f32 tensors") };
+            let &[batch_stride, head_stride, position_stride, 1] = layout.stride() else {
+                candle_core::bail!("herd's attention takes [batch, heads, positions, head_dim] with head_dim contiguous, got strides {:?}", layout.stride())
+            };
+            Ok(HeadsView { data: &data[layout.start_offset()..], batch_stride, head_stride, position_stride })
+        }
+        let (batch, heads, queries, head_dim) = q_layout.shape().dims4()?;
+        let (_, kv_heads, keys, _) = k_layout.shape().dims4()?;
+        if keys != self.mask.keys() || v_layout.shape().dims4()?.2 != keys {
+            candle_core::bail!("attention mask covers {} keys but the cache holds {keys}", self.mask.keys())
+        }
+        let shape = AttentionShape { batch, heads, kv_heads, queries, head_dim };
+        let out = masked_attention(shape, view(q, q_layout)?, view(k, k_layout)?, view(v, v_layout)?, &self.mask, self.scale).map_err(candle_core::Error::wrap)?;
+        Ok((candle_core::CpuStorage::F32(out), candle_core::Shape::from((batch, queries, heads * head_dim))))
+    }
+}
+
+/// Quantises `[out, in]` weights to herd's int8 format.
+fn int8_weight(w: &Tensor) -> candle_core::Result<LinearWeight> {
+    let (rows, cols) = w.dims2()?;
+    let values = w.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+    Ok(LinearWeight::Int8(Int8Linear(Arc::new(Int8Matrix::quantize(&values, rows, cols).map_err(candle_core::Error::wrap)?))))
 }
 
 #[derive(Clone, Debug)]
@@ -297,6 +377,17 @@ impl Decoder {
         let mut x = self.embed.index_select(&tokens.flatten_all()?, 0)?.reshape((b, t, c.hidden_size))?.to_dtype(self.dtype)?;
         let scale = 1.0 / (c.head_dim as f64).sqrt();
         let groups = c.num_heads / c.num_kv_heads;
+        // On CPU, herd's own attention: it skips masked keys and makes every row independent of its batch.
+        let fused = match mask {
+            _ if !self.device.is_cpu() || self.dtype != DType::F32 => None,
+            Some(m) => {
+                let (mb, _, mt, keys) = m.dims4()?;
+                let entries = m.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+                Some(KeyMask::from_additive(&entries, mb, mt, keys).map_err(candle_core::Error::wrap)?)
+            }
+            None => Some(KeyMask::causal(t, past)),
+        }
+        .map(|mask| FusedAttention { mask: Arc::new(mask), scale: scale as f32 });
         for (i, layer) in self.layers.iter().enumerate() {
             let h = layer.attn_norm.forward(&x)?;
             let heads = |lin: &Linear, n: usize| -> candle_core::Result<Tensor> { lin.forward(&h)?.reshape((b, t, n, c.head_dim))?.transpose(1, 2)?.contiguous() };
@@ -314,19 +405,23 @@ impl Decoder {
                 RopeStyle::Halves => (candle_nn::rotary_emb::rope(&q, &cos, &sin)?, candle_nn::rotary_emb::rope(&k, &cos, &sin)?),
             };
             let (k, v) = cache.append(i, k, v)?;
-            let kv_len = k.dim(2)?;
-            // Grouped-query attention: fold the query groups into the row dimension instead of copying K/V.
-            // Scaling the queries costs t × head_dim products; scaling the scores would cost t × kv_len.
-            let q = (q * scale)?.reshape((b, c.num_kv_heads, groups * t, c.head_dim))?;
-            let mut att = q.matmul(&k.t()?)?;
-            if let Some(m) = mask {
-                let att5 = att.reshape((b, c.num_kv_heads, groups, t, kv_len))?;
-                let m = m.to_dtype(att.dtype())?.reshape((m.dim(0)?, 1, 1, t, kv_len))?;
-                att = att5.broadcast_add(&m)?.reshape((b, c.num_kv_heads, groups * t, kv_len))?;
-            }
-            let att = candle_nn::ops::softmax_last_dim(&att.to_dtype(DType::F32)?)?.to_dtype(self.dtype)?;
-            let y = att.matmul(&v)?.reshape((b, c.num_heads, t, c.head_dim))?;
-            let y = y.transpose(1, 2)?.reshape((b, t, c.num_heads * c.head_dim))?;
+            let y = if let Some(op) = &fused {
+                q.contiguous()?.apply_op3_no_bwd(&k, &v, op)?
+            } else {
+                let kv_len = k.dim(2)?;
+                // Grouped-query attention: fold the query groups into the row dimension instead of copying K/V.
+                // Scaling the queries costs t × head_dim products; scaling the scores would cost t × kv_len.
+                let q = (q * scale)?.reshape((b, c.num_kv_heads, groups * t, c.head_dim))?;
+                let mut att = q.matmul(&k.t()?)?;
+                if let Some(m) = mask {
+                    let att5 = att.reshape((b, c.num_kv_heads, groups, t, kv_len))?;
+                    let m = m.to_dtype(att.dtype())?.reshape((m.dim(0)?, 1, 1, t, kv_len))?;
+                    att = att5.broadcast_add(&m)?.reshape((b, c.num_kv_heads, groups * t, kv_len))?;
+                }
+                let att = candle_nn::ops::softmax_last_dim(&att.to_dtype(DType::F32)?)?.to_dtype(self.dtype)?;
+                let y = att.matmul(&v)?.reshape((b, c.num_heads, t, c.head_dim))?;
+                y.transpose(1, 2)?.reshape((b, t, c.num_heads * c.head_dim))?
+            };
             x = (x + layer.o.forward(&y)?)?;
             let h = layer.mlp_norm.forward(&x)?;
             let mlp = layer.down.forward(&(candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?)?;
@@ -414,12 +509,13 @@ impl WeightSource<'_> {
 
     fn linear_from(&self, weight: QTensorOrDense, bias: Option<Tensor>) -> Result<Linear> {
         let weight = match weight {
-            QTensorOrDense::Q(q) if self.format == WeightFormat::Native => LinearWeight::Quantized(Arc::new(q)),
+            // Int8 requantises from the blocks directly (to_format below).
+            QTensorOrDense::Q(q) if matches!(self.format, WeightFormat::Native | WeightFormat::Int8) => LinearWeight::Quantized(Arc::new(q)),
             QTensorOrDense::Q(q) => LinearWeight::DenseT(q.dequantize(&self.device)?.to_dtype(self.dtype)?.t()?.contiguous()?),
             QTensorOrDense::Dense(t) => LinearWeight::DenseT(t.to_dtype(self.dtype)?.t()?.contiguous()?),
         };
         let linear = Linear { weight, bias };
-        Ok(if self.format == WeightFormat::Q8_0 { linear.to_format(WeightFormat::Q8_0)? } else { linear })
+        Ok(if matches!(self.format, WeightFormat::Q8_0 | WeightFormat::Int8) { linear.to_format(self.format)? } else { linear })
     }
 
     fn linear(&mut self, name: &str, bias: Option<&str>) -> Result<Linear> {

@@ -1,0 +1,383 @@
+//! Masked grouped-query attention that visits only the keys each query may see, in position order.
+//!
+//! Every query row is computed alone from its own query vector and the keys and values it attends to,
+//! with a fixed order of operations: its result does not depend on which other rows share the batch,
+//! how much left padding they carry, or whether its prefix came from a cache. That is what makes
+//! batched generation equal unbatched generation and prefix reuse equal full recomputation bit for
+//! bit, even behind 8-bit activations, where a last-bit difference can flip a rounding. Skipping
+//! masked keys (rather than adding -inf and multiplying by zero) is also where packed scoring saves
+//! most of its attention work: each packed continuation sees the shared prefix and itself only.
+
+use crate::KernelError;
+use rayon::prelude::*;
+use std::ops::Range;
+
+/// Which keys each query row attends to: per (batch row, query position), sorted disjoint spans.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyMask {
+    batch: usize,
+    queries: usize,
+    keys: usize,
+    /// Per (batch row, query): `offsets[i]..offsets[i + 1]` indexes `spans`.
+    offsets: Vec<usize>,
+    spans: Vec<Range<usize>>,
+}
+
+impl KeyMask {
+    /// Causal attention for `queries` new positions after `past` cached ones, the same for every row.
+    pub fn causal(queries: usize, past: usize) -> Self {
+        let spans = (0..queries).map(|i| 0..past + i + 1).collect();
+        Self { batch: 1, queries, keys: past + queries, offsets: (0..=queries).collect(), spans }
+    }
+
+    /// From an additive mask `[batch, queries, keys]` (batch 1 is shared by every row): a finite entry
+    /// is attended to, -inf is not.
+    pub fn from_additive(mask: &[f32], batch: usize, queries: usize, keys: usize) -> Result<Self, KernelError> {
+        if mask.len() != batch * queries * keys {
+            return Err(KernelError::Shape { what: "mask entries", got: mask.len(), rows: batch * queries, cols: keys });
+        }
+        let mut offsets = Vec::with_capacity(batch * queries + 1);
+        let mut spans = Vec::new();
+        offsets.push(0);
+        for row in mask.chunks(keys) {
+            let mut start = None;
+            for (j, m) in row.iter().enumerate() {
+                match (m.is_finite(), start) {
+                    (true, None) => start = Some(j),
+                    (false, Some(s)) => {
+                        spans.push(s..j);
+                        start = None;
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(s) = start {
+                spans.push(s..keys);
+            }
+            offsets.push(spans.len());
+        }
+        Ok(Self { batch, queries, keys, offsets, spans })
+    }
+
+    pub fn queries(&self) -> usize {
+        self.queries
+    }
+
+    pub fn keys(&self) -> usize {
+        self.keys
+    }
+
+    fn spans(&self, row: usize, query: usize) -> &[Range<usize>] {
+        let i = if self.batch == 1 { query } else { row * self.queries + query };
+        &self.spans[self.offsets[i]..self.offsets[i + 1]]
+    }
+}
+
+/// A `[batch, heads, positions, head_dim]` tensor in memory, `head_dim` contiguous, positions possibly
+/// fewer than its buffer holds (a KV cache with spare room).
+#[derive(Clone, Copy, Debug)]
+pub struct HeadsView<'a> {
+    pub data: &'a [f32],
+    pub batch_stride: usize,
+    pub head_stride: usize,
+    pub position_stride: usize,
+}
+
+impl HeadsView<'_> {
+    fn row(&self, b: usize, h: usize, p: usize, head_dim: usize) -> &[f32] {
+        let at = b * self.batch_stride + h * self.head_stride + p * self.position_stride;
+        &self.data[at..at + head_dim]
+    }
+}
+
+/// Sizes of one attention call.
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionShape {
+    pub batch: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub queries: usize,
+    pub head_dim: usize,
+}
+
+/// `softmax(scale · q·kᵀ + mask) · v` per head; query head `h` reads key/value head
+/// `h / (heads / kv_heads)`. Returns `[batch, queries, heads, head_dim]` (the layout the output
+/// projection reads). A query that may see no key gets zeros.
+pub fn masked_attention(shape: AttentionShape, q: HeadsView<'_>, k: HeadsView<'_>, v: HeadsView<'_>, mask: &KeyMask, scale: f32) -> Result<Vec<f32>, KernelError> {
+    let AttentionShape { batch, heads, kv_heads, queries, head_dim } = shape;
+    if kv_heads == 0 || heads % kv_heads != 0 {
+        return Err(KernelError::Heads { heads, kv_heads });
+    }
+    if mask.queries != queries || (mask.batch != 1 && mask.batch != batch) {
+        return Err(KernelError::Shape { what: "mask rows", got: mask.batch * mask.queries, rows: batch, cols: queries });
+    }
+    let last = |view: &HeadsView<'_>, hs: usize, ps: usize| (batch - 1) * view.batch_stride + (hs - 1) * view.head_stride + (ps - 1) * view.position_stride + head_dim;
+    if batch * queries * heads * head_dim > 0
+        && (last(&q, heads, queries) > q.data.len() || last(&k, kv_heads, mask.keys.max(1)) > k.data.len() || last(&v, kv_heads, mask.keys.max(1)) > v.data.len())
+    {
+        return Err(KernelError::Shape { what: "query, key or value entries", got: q.data.len(), rows: batch * heads * queries, cols: head_dim });
+    }
+    let group = heads / kv_heads;
+    let isa = Isa::detect();
+    let mut out = vec![0f32; batch * queries * heads * head_dim];
+    out.par_chunks_mut(heads * head_dim).enumerate().with_min_len(4).for_each(|(row, out_row)| {
+        let (b, i) = (row / queries, row % queries);
+        let spans = mask.spans(b, i);
+        let seen: usize = spans.iter().map(|s| s.len()).sum();
+        if seen == 0 {
+            return;
+        }
+        let mut scores = vec![0f32; seen * group];
+        let mut query = vec![0f32; head_dim * group];
+        for kv in 0..kv_heads {
+            for (g, qg) in query.chunks_exact_mut(head_dim).enumerate() {
+                for (x, &y) in qg.iter_mut().zip(q.row(b, kv * group + g, i, head_dim)) {
+                    *x = y * scale;
+                }
+            }
+            let out_group = &mut out_row[kv * group * head_dim..(kv + 1) * group * head_dim];
+            let task = GroupTask { query: &query, keys: k, values: v, b, kv, spans, head_dim };
+            isa.run(&task, &mut scores, out_group);
+        }
+    });
+    Ok(out)
+}
+
+/// One query position's heads that share key/value head `kv`.
+struct GroupTask<'a> {
+    /// `[group][head_dim]`, already scaled.
+    query: &'a [f32],
+    keys: HeadsView<'a>,
+    values: HeadsView<'a>,
+    b: usize,
+    kv: usize,
+    spans: &'a [Range<usize>],
+    head_dim: usize,
+}
+
+/// The instruction sets the row loop is compiled for (the same source, so the same order of operations).
+#[derive(Clone, Copy)]
+enum Isa {
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    Baseline,
+}
+
+impl Isa {
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f") {
+                return Isa::Avx512;
+            }
+            if is_x86_feature_detected!("avx2") {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Baseline
+    }
+
+    fn run(self, task: &GroupTask<'_>, scores: &mut [f32], out: &mut [f32]) {
+        match self {
+            // SAFETY: `detect` found the features on this CPU.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => unsafe { attend_avx512(task, scores, out) },
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { attend_avx2(task, scores, out) },
+            Isa::Baseline => attend(task, scores, out),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn attend_avx512(task: &GroupTask<'_>, scores: &mut [f32], out: &mut [f32]) {
+    attend(task, scores, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn attend_avx2(task: &GroupTask<'_>, scores: &mut [f32], out: &mut [f32]) {
+    attend(task, scores, out)
+}
+
+/// Scores of every visible key for each head of the group, softmax, then the weighted values; each
+/// key's row is read once for all the group's heads.
+#[inline(always)]
+fn attend(task: &GroupTask<'_>, scores: &mut [f32], out: &mut [f32]) {
+    let d = task.head_dim;
+    let group = task.query.len() / d;
+    let seen = scores.len() / group;
+    for (n, j) in task.spans.iter().flat_map(Clone::clone).enumerate() {
+        let key = task.keys.row(task.b, task.kv, j, d);
+        for (g, qg) in task.query.chunks_exact(d).enumerate() {
+            scores[g * seen + n] = dot(qg, key);
+        }
+    }
+    let mut totals = [0f32; 16];
+    let mut spill = Vec::new();
+    let totals: &mut [f32] = if group <= 16 {
+        &mut totals[..group]
+    } else {
+        spill.resize(group, 0f32);
+        &mut spill
+    };
+    for (s, total) in scores.chunks_exact_mut(seen).zip(totals.iter_mut()) {
+        let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        for x in s.iter_mut() {
+            *x = (*x - max).exp();
+            *total += *x;
+        }
+    }
+    for (n, j) in task.spans.iter().flat_map(Clone::clone).enumerate() {
+        let value = task.values.row(task.b, task.kv, j, d);
+        for (g, acc) in out.chunks_exact_mut(d).enumerate() {
+            let p = scores[g * seen + n];
+            for (a, &x) in acc.iter_mut().zip(value) {
+                *a += p * x;
+            }
+        }
+    }
+    for (acc, total) in out.chunks_exact_mut(d).zip(totals.iter()) {
+        let inv = 1.0 / total;
+        acc.iter_mut().for_each(|a| *a *= inv);
+    }
+}
+
+/// A dot product whose summation order depends only on the length: 16 running lanes, then a fixed
+/// pairwise reduction (vectorised by the compiler, the same order whatever the instruction set).
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 16];
+    let (a16, b16) = (a.chunks_exact(16), b.chunks_exact(16));
+    let tail: f32 = a16.remainder().iter().zip(b16.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in a16.zip(b16) {
+        for l in 0..16 {
+            lanes[l] += x[l] * y[l];
+        }
+    }
+    let mut width = 8;
+    while width > 0 {
+        for l in 0..width {
+            lanes[l] += lanes[l + width];
+        }
+        width /= 2;
+    }
+    lanes[0] + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    fn random(n: usize, seed: u64) -> Vec<f32> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+    }
+
+    fn contiguous(data: &[f32], heads: usize, positions: usize, head_dim: usize) -> HeadsView<'_> {
+        HeadsView { data, batch_stride: heads * positions * head_dim, head_stride: positions * head_dim, position_stride: head_dim }
+    }
+
+    /// Dense masked softmax attention in f64.
+    fn reference(shape: AttentionShape, q: &[f32], k: &[f32], v: &[f32], keys: usize, mask: &[f32], scale: f64) -> Vec<f64> {
+        let AttentionShape { batch, heads, kv_heads, queries, head_dim: d } = shape;
+        let mut out = vec![0f64; batch * queries * heads * d];
+        for b in 0..batch {
+            for h in 0..heads {
+                let kv = h / (heads / kv_heads);
+                for i in 0..queries {
+                    let row = &mask[(b * queries + i) * keys..(b * queries + i + 1) * keys];
+                    let scores: Vec<f64> = (0..keys)
+                        .map(|j| {
+                            let s: f64 = (0..d).map(|x| f64::from(q[((b * heads + h) * queries + i) * d + x]) * f64::from(k[((b * kv_heads + kv) * keys + j) * d + x])).sum();
+                            s * scale + f64::from(row[j])
+                        })
+                        .collect();
+                    let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+                    let total: f64 = e.iter().sum();
+                    for x in 0..d {
+                        out[((b * queries + i) * heads + h) * d + x] = (0..keys).map(|j| e[j] * f64::from(v[((b * kv_heads + kv) * keys + j) * d + x])).sum::<f64>() / total;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn matches_dense_masked_softmax_attention() {
+        let shape = AttentionShape { batch: 2, heads: 6, kv_heads: 2, queries: 5, head_dim: 40 };
+        let keys = 9;
+        let q = random(2 * 6 * 5 * 40, 1);
+        let k = random(2 * 2 * keys * 40, 2);
+        let v = random(2 * 2 * keys * 40, 3);
+        // Row 0: causal after 4 cached keys; row 1: two left-padding keys, then causal.
+        let mut mask = vec![f32::NEG_INFINITY; 2 * 5 * keys];
+        for i in 0..5 {
+            for j in 0..=4 + i {
+                mask[i * keys + j] = 0.0;
+                if j >= 2 {
+                    mask[(5 + i) * keys + j] = 0.0;
+                }
+            }
+        }
+        let km = KeyMask::from_additive(&mask, 2, 5, keys).unwrap();
+        let got = masked_attention(shape, contiguous(&q, 6, 5, 40), contiguous(&k, 2, keys, 40), contiguous(&v, 2, keys, 40), &km, 0.3).unwrap();
+        let want = reference(shape, &q, &k, &v, keys, &mask, 0.3);
+        for (g, w) in got.iter().zip(&want) {
+            assert!((f64::from(*g) - w).abs() < 1e-5, "{g} vs {w}");
+        }
+    }
+
+    #[test]
+    fn a_row_gives_the_same_bits_alone_padded_or_after_a_cache_with_spare_room() {
+        let (heads, d, keys) = (4, 64, 12);
+        let shape = AttentionShape { batch: 1, heads, kv_heads: 2, queries: 1, head_dim: d };
+        let q = random(heads * d, 4);
+        let k = random(2 * keys * d, 5);
+        let v = random(2 * keys * d, 6);
+        let alone = masked_attention(shape, contiguous(&q, heads, 1, d), contiguous(&k, 2, keys, d), contiguous(&v, 2, keys, d), &KeyMask::causal(1, keys - 1), 0.125).unwrap();
+        // The same keys behind three padding positions, in buffers with room for 20 positions.
+        let (pad, cap) = (3, 20);
+        let mut kp = vec![9.0f32; 2 * cap * d];
+        let mut vp = vec![-9.0f32; 2 * cap * d];
+        for h in 0..2 {
+            for j in 0..keys {
+                kp[(h * cap + pad + j) * d..(h * cap + pad + j + 1) * d].copy_from_slice(&k[(h * keys + j) * d..(h * keys + j + 1) * d]);
+                vp[(h * cap + pad + j) * d..(h * cap + pad + j + 1) * d].copy_from_slice(&v[(h * keys + j) * d..(h * keys + j + 1) * d]);
+            }
+        }
+        let mut mask = vec![0f32; pad + keys];
+        mask[..pad].fill(f32::NEG_INFINITY);
+        let padded = masked_attention(
+            shape,
+            contiguous(&q, heads, 1, d),
+            HeadsView { data: &kp, batch_stride: 2 * cap * d, head_stride: cap * d, position_stride: d },
+            HeadsView { data: &vp, batch_stride: 2 * cap * d, head_stride: cap * d, position_stride: d },
+            &KeyMask::from_additive(&mask, 1, 1, pad + keys).unwrap(),
+            0.125,
+        )
+        .unwrap();
+        assert_eq!(alone, padded);
+    }
+
+    #[test]
+    fn a_query_that_sees_nothing_gets_zeros_and_misfits_are_errors() {
+        let shape = AttentionShape { batch: 1, heads: 1, kv_heads: 1, queries: 1, head_dim: 4 };
+        let km = KeyMask::from_additive(&[f32::NEG_INFINITY; 3], 1, 1, 3).unwrap();
+        let data = [1.0f32; 12];
+        let view = contiguous(&data, 1, 3, 4);
+        assert_eq!(masked_attention(shape, contiguous(&data[..4], 1, 1, 4), view, view, &km, 1.0).unwrap(), vec![0.0; 4]);
+        assert!(matches!(KeyMask::from_additive(&[0.0; 5], 1, 2, 3), Err(KernelError::Shape { .. })));
+        let bad = AttentionShape { kv_heads: 2, heads: 3, ..shape };
+        assert!(matches!(masked_attention(bad, view, view, view, &km, 1.0), Err(KernelError::Heads { .. })));
+        let short = contiguous(&data[..8], 1, 2, 4);
+        assert!(matches!(masked_attention(shape, view, short, view, &KeyMask::causal(1, 2), 1.0), Err(KernelError::Shape { .. })));
+    }
+}

@@ -1,0 +1,44 @@
+//! CPU compute kernels for herd's local inference, free of any tensor library: herd-infer wraps them
+//! as candle operations where they beat candle's own (see ARCHITECTURE.md, "Local inference speed").
+//!
+//! - [`Int8Matrix`]: linear layers with 8-bit weights and activations on AVX-512 VNNI, llama.cpp's
+//!   Q4_1 × Q8_1 arithmetic at four times the multiply-adds per instruction of f32.
+//! - [`masked_attention`]: attention that visits only the keys a query may see, each query computed
+//!   alone in a fixed order, so batching, padding and prefix caches never change a result's bits.
+//! - [`keep_freed_pages`]: the allocator policy those speeds rely on (mimalloc keeping freed pages).
+//!
+//! ```
+//! use herd_kernels::{Int8Matrix, int8_supported};
+//!
+//! // y = x · Wᵀ for a 2 × 64 weight and one activation row.
+//! let weights: Vec<f32> = (0..128).map(|i| (i % 7) as f32 / 7.0 - 0.5).collect();
+//! let w = Int8Matrix::quantize(&weights, 2, 64).unwrap();
+//! if int8_supported() {
+//!     let y = w.matmul(&[1.0; 64], 1).unwrap();
+//!     let exact: f32 = weights[..64].iter().sum();
+//!     assert!((y[0] - exact).abs() < 0.05, "{} vs {exact}", y[0]);
+//! }
+//! ```
+
+// SIMD intrinsics and disjoint parallel writes need `unsafe`; every block says why it holds.
+#![allow(unsafe_code)]
+
+mod allocator;
+mod attention;
+mod int8;
+
+pub use allocator::{MiMalloc, keep_freed_pages};
+pub use attention::{AttentionShape, HeadsView, KeyMask, masked_attention};
+pub use int8::{BLOCK, Int8Matrix, int8_supported};
+
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error("int8 weights need an input size that is a multiple of {BLOCK}, got {cols}")]
+    Blocks { cols: usize },
+    #[error("{what} have {got} values, expected {rows} × {cols}")]
+    Shape { what: &'static str, got: usize, rows: usize, cols: usize },
+    #[error("{heads} query heads cannot share {kv_heads} key/value heads evenly")]
+    Heads { heads: usize, kv_heads: usize },
+    #[error("this CPU lacks AVX-512 VNNI, which the int8 kernels need")]
+    Unsupported,
+}
