@@ -67,11 +67,13 @@ fn chat_template_renders_what_llama_cpp_was_given() {
     }
 }
 
-/// llama.cpp multiplies Q4_1 weights with activations quantised to 8 bits (Q8_1) per 32 values; herd
-/// scores with the same weights dequantised to f32 and exact activations. The difference is
-/// quantisation noise of the activations: log-probabilities of the answers differ by up to ~0.2 nats on
-/// these prompts, so the tolerance is 0.35 nats on each answer's log-probability (a factor of 1.4 on p),
-/// and the most probable next token must be the same.
+/// llama.cpp multiplies Q4_1 weights with activations quantised to 8 bits (Q8_1) per 32 values. herd
+/// either does the same (int8 kernels: the weights requantised to 8 bits per 32, nearly exact, and
+/// activations quantised as Q8_1 does) or uses the weights dequantised to f32 with exact activations. The
+/// difference is quantisation noise of the activations: log-probabilities of the answers differ by up
+/// to ~0.25 nats on these prompts, so the tolerance is 0.35 nats on each answer's log-probability (a
+/// factor of 1.4 on p). The most probable next token must be one that llama.cpp ranks within the same
+/// tolerance of its own most probable (two tokens 0.2 nats apart may swap under that noise).
 #[test]
 fn answer_probabilities_agree_with_llama_cpp() {
     let mut model = model();
@@ -88,9 +90,26 @@ fn answer_probabilities_agree_with_llama_cpp() {
             worst = worst.max((ours - theirs).abs());
             assert!((ours - theirs).abs() < 0.35, "{} {answer}: log p herd {ours:.4} llama.cpp {theirs:.4}", p["id"]);
         }
-        assert_eq!(result.top[0].id.unwrap() as u64, s["top"][0]["id"].as_u64().unwrap(), "{}: top token", p["id"]);
+        let ours_top = u64::from(result.top[0].id.unwrap());
+        let their_best = s["top"][0]["logprob"].as_f64().unwrap();
+        let their_logprob = s["top"].as_array().unwrap().iter().find(|t| t["id"].as_u64() == Some(ours_top)).map(|t| t["logprob"].as_f64().unwrap());
+        assert!(
+            their_logprob.is_some_and(|lp| lp > their_best - 0.35),
+            "{}: herd's top token {ours_top} has llama.cpp log p {their_logprob:?}, llama.cpp's best {their_best:.4}",
+            p["id"]
+        );
     }
     eprintln!("largest |Δ log p| against llama.cpp: {worst:.4}");
+}
+
+/// Scores of one prompt computed two ways agree: exactly where herd's CPU kernels run (each row is
+/// computed independently of the rest of its batch), within float tolerance elsewhere.
+fn assert_same_score(a: f64, b: f64, what: &str) {
+    if herd_kernels::int8_supported() {
+        assert_eq!(a, b, "{what}");
+    } else {
+        assert!((a - b).abs() <= 1e-4 * a.max(b) + 1e-7, "{what}");
+    }
 }
 
 #[test]
@@ -109,7 +128,7 @@ fn prefix_reuse_gives_the_scores_of_full_recomputation() {
         assert_eq!(alone.reused_tokens, 0);
         for answer in ["A", "B"] {
             let (a, b) = (alone.answers[answer].p, shared.answers[answer].p);
-            assert!((a - b).abs() <= 1e-4 * a.max(b) + 1e-7, "{answer}: alone {a} vs with a shared prefix {b}");
+            assert_same_score(a, b, &format!("{answer}: alone {a} vs with a shared prefix {b}"));
         }
     }
 }
@@ -201,7 +220,7 @@ fn continuations_past_one_forward_pass_score_as_alone() {
         let alone = model.score(std::slice::from_ref(&group[i])).unwrap().remove(0);
         for answer in ["A", "B"] {
             let (a, b) = (alone.answers[answer].p, together[i].answers[answer].p);
-            assert!((a - b).abs() <= 1e-4 * a.max(b) + 1e-7, "request {i}, {answer}: alone {a} vs in the group {b}");
+            assert_same_score(a, b, &format!("request {i}, {answer}: alone {a} vs in the group {b}"));
         }
     }
 }

@@ -118,8 +118,23 @@ pub fn masked_attention(shape: AttentionShape, q: HeadsView<'_>, k: HeadsView<'_
         return Err(KernelError::Shape { what: "query, key or value entries", got: q.data.len(), rows: batch * heads * queries, cols: head_dim });
     }
     let group = heads / kv_heads;
-    let isa = Isa::detect();
     let mut out = vec![0f32; batch * queries * heads * head_dim];
+    #[cfg(target_arch = "x86_64")]
+    if head_dim % 16 == 0 && is_x86_feature_detected!("avx512f") {
+        // Blocks of consecutive queries of one sequence, with their group's heads side by side in the
+        // 16 lanes of a register; each lane still computes its own query alone.
+        let rows_per_block = (16 / group).max(1);
+        let row_len = heads * head_dim;
+        out.par_chunks_mut(queries * row_len).enumerate().for_each(|(b, out_b)| {
+            out_b.par_chunks_mut(rows_per_block * row_len).enumerate().for_each(|(block, out_block)| {
+                let task = lanes::BlockTask { q, k, v, mask, b, first: block * rows_per_block, rows: out_block.len() / row_len, kv_heads, group, head_dim, scale };
+                // SAFETY: the CPU has AVX-512 F (checked above); the views were bounds-checked above.
+                unsafe { lanes::attend_block(&task, out_block) };
+            });
+        });
+        return Ok(out);
+    }
+    let isa = Isa::detect();
     out.par_chunks_mut(heads * head_dim).enumerate().with_min_len(4).for_each(|(row, out_row)| {
         let (b, i) = (row / queries, row % queries);
         let spans = mask.spans(b, i);
@@ -141,6 +156,160 @@ pub fn masked_attention(shape: AttentionShape, q: HeadsView<'_>, k: HeadsView<'_
         }
     });
     Ok(out)
+}
+
+/// The AVX-512 path: a block's queries (× the heads of a group) in the lanes of one register.
+///
+/// Per lane, the arithmetic is fixed: a score is `fma` over the head dimension in order, masked keys
+/// score -inf (so they add exactly 0 to the max, the sum and the values), the softmax sums keys in
+/// order, and the values are accumulated over the lane's keys in order. Which other queries share the
+/// register changes nothing.
+#[cfg(target_arch = "x86_64")]
+mod lanes {
+    use super::{HeadsView, KeyMask};
+    use std::arch::x86_64::*;
+
+    pub(super) struct BlockTask<'a> {
+        pub q: HeadsView<'a>,
+        pub k: HeadsView<'a>,
+        pub v: HeadsView<'a>,
+        pub mask: &'a KeyMask,
+        pub b: usize,
+        pub first: usize,
+        pub rows: usize,
+        pub kv_heads: usize,
+        pub group: usize,
+        pub head_dim: usize,
+        pub scale: f32,
+    }
+
+    /// Keys scored together: eight accumulators per pass over the head dimension.
+    const KEYS_PER_PASS: usize = 8;
+
+    /// `out`: the block's rows, `[rows][heads · head_dim]`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn attend_block(t: &BlockTask<'_>, out: &mut [f32]) {
+        let d = t.head_dim;
+        let row_len = t.kv_heads * t.group * d;
+        // The keys any query of the block sees, and for each, which of the block's queries see it.
+        let spans: Vec<_> = (0..t.rows).map(|r| t.mask.spans(t.b, t.first + r)).collect();
+        let Some(lo) = spans.iter().filter_map(|s| s.first()).map(|s| s.start).min() else { return };
+        let hi = spans.iter().filter_map(|s| s.last()).map(|s| s.end).max().unwrap_or(lo);
+        let mut seen_by = vec![0u16; hi - lo];
+        for (r, row_spans) in spans.iter().enumerate() {
+            for j in row_spans.iter().flat_map(Clone::clone) {
+                seen_by[j - lo] |= 1 << r;
+            }
+        }
+        let keys: Vec<usize> = (lo..hi).filter(|j| seen_by[j - lo] != 0).collect();
+        let n = keys.len();
+        let mut qt = vec![0f32; d * 16];
+        let mut scores = vec![0f32; n * 16];
+        // SAFETY (whole body): rows come from views checked by `masked_attention`; `qt` holds `d`
+        // registers and `scores` `n`; output indices stay inside the block's `rows × row_len`.
+        unsafe {
+            for kv in 0..t.kv_heads {
+                for first_head in (0..t.group).step_by(16) {
+                    let heads = (t.group - first_head).min(16);
+                    let lanes = t.rows * heads;
+                    debug_assert!(lanes <= 16);
+                    qt.fill(0.0);
+                    for lane in 0..lanes {
+                        let (r, g) = (lane / heads, lane % heads);
+                        for (x, &value) in t.q.row(t.b, kv * t.group + first_head + g, t.first + r, d).iter().enumerate() {
+                            qt[x * 16 + lane] = value * t.scale;
+                        }
+                    }
+                    let lane_mask = |rows_bits: u16| -> u16 {
+                        let mut m = 0u16;
+                        for r in 0..t.rows {
+                            if rows_bits & (1 << r) != 0 {
+                                m |= (((1u32 << heads) - 1) << (r * heads)) as u16;
+                            }
+                        }
+                        m
+                    };
+                    // Scores: lanes × keys, eight keys per pass (a short last pass repeats its last key).
+                    let neg_inf = _mm512_set1_ps(f32::NEG_INFINITY);
+                    for pass in (0..n).step_by(KEYS_PER_PASS) {
+                        let rows: [*const f32; KEYS_PER_PASS] = std::array::from_fn(|c| t.k.row(t.b, kv, keys[(pass + c).min(n - 1)], d).as_ptr());
+                        let mut acc = [_mm512_setzero_ps(); KEYS_PER_PASS];
+                        for x in 0..d {
+                            let qx = _mm512_loadu_ps(qt.as_ptr().add(x * 16));
+                            for c in 0..KEYS_PER_PASS {
+                                acc[c] = _mm512_fmadd_ps(qx, _mm512_set1_ps(*rows[c].add(x)), acc[c]);
+                            }
+                        }
+                        for c in 0..KEYS_PER_PASS.min(n - pass) {
+                            let m = lane_mask(seen_by[keys[pass + c] - lo]);
+                            _mm512_storeu_ps(scores.as_mut_ptr().add((pass + c) * 16), _mm512_mask_blend_ps(m, neg_inf, acc[c]));
+                        }
+                    }
+                    let mut max = neg_inf;
+                    for key in 0..n {
+                        max = _mm512_max_ps(max, _mm512_loadu_ps(scores.as_ptr().add(key * 16)));
+                    }
+                    // A lane that sees nothing keeps -inf scores: subtract 0 so they become exp(-inf) = 0.
+                    max = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(max, neg_inf, _CMP_EQ_OQ), max, _mm512_setzero_ps());
+                    let mut total = _mm512_setzero_ps();
+                    for key in 0..n {
+                        let at = scores.as_mut_ptr().add(key * 16);
+                        let p = exp(_mm512_sub_ps(_mm512_loadu_ps(at), max));
+                        _mm512_storeu_ps(at, p);
+                        total = _mm512_add_ps(total, p);
+                    }
+                    let mut totals = [0f32; 16];
+                    _mm512_storeu_ps(totals.as_mut_ptr(), total);
+                    for lane in 0..lanes {
+                        let (r, g) = (lane / heads, lane % heads);
+                        let dst = out.as_mut_ptr().add(r * row_len + (kv * t.group + first_head + g) * d);
+                        let inv = _mm512_set1_ps(if totals[lane] > 0.0 { 1.0 / totals[lane] } else { 0.0 });
+                        let mut x0 = 0;
+                        while x0 < d {
+                            let width = (d - x0).min(64) / 16;
+                            let mut acc = [_mm512_setzero_ps(); 4];
+                            for key in 0..n {
+                                let p = *scores.get_unchecked(key * 16 + lane);
+                                if p != 0.0 {
+                                    let pv = _mm512_set1_ps(p);
+                                    let value = t.v.row(t.b, kv, keys[key], d).as_ptr().add(x0);
+                                    for (c, a) in acc.iter_mut().enumerate().take(width) {
+                                        *a = _mm512_fmadd_ps(pv, _mm512_loadu_ps(value.add(c * 16)), *a);
+                                    }
+                                }
+                            }
+                            for (c, a) in acc.iter().enumerate().take(width) {
+                                _mm512_storeu_ps(dst.add(x0 + c * 16), _mm512_mul_ps(*a, inv));
+                            }
+                            x0 += width * 16;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) unsafe fn exp_for_tests(x: __m512) -> __m512 {
+        // SAFETY: the caller checked AVX-512 F.
+        unsafe { exp(x) }
+    }
+
+    /// `e^x` for 16 lanes (Cephes' single-precision polynomial, about 1 ulp); 0 below -87.3.
+    #[target_feature(enable = "avx512f")]
+    fn exp(x: __m512) -> __m512 {
+        let underflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33), _CMP_LT_OQ);
+        let x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33)), _mm512_set1_ps(88.72));
+        let n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), x);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.121_944_4e-4), r);
+        let mut y = _mm512_set1_ps(1.987_569_1e-4);
+        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
+            y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(c));
+        }
+        let y = _mm512_add_ps(_mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0));
+        _mm512_maskz_mov_ps(!underflow, _mm512_scalef_ps(y, n))
+    }
 }
 
 /// One query position's heads that share key/value head `kv`.
@@ -312,26 +481,30 @@ mod tests {
 
     #[test]
     fn matches_dense_masked_softmax_attention() {
-        let shape = AttentionShape { batch: 2, heads: 6, kv_heads: 2, queries: 5, head_dim: 40 };
-        let keys = 9;
-        let q = random(2 * 6 * 5 * 40, 1);
-        let k = random(2 * 2 * keys * 40, 2);
-        let v = random(2 * 2 * keys * 40, 3);
-        // Row 0: causal after 4 cached keys; row 1: two left-padding keys, then causal.
-        let mut mask = vec![f32::NEG_INFINITY; 2 * 5 * keys];
-        for i in 0..5 {
-            for j in 0..=4 + i {
-                mask[i * keys + j] = 0.0;
-                if j >= 2 {
-                    mask[(5 + i) * keys + j] = 0.0;
+        // head_dim 40 takes the per-query path, 64 the lane blocks; groups of 1, 3 and 8 heads.
+        for (heads, kv_heads, d) in [(6, 2, 40), (6, 2, 64), (2, 2, 64), (16, 2, 32)] {
+            let (queries, keys) = (7, 11);
+            let shape = AttentionShape { batch: 2, heads, kv_heads, queries, head_dim: d };
+            let q = random(2 * heads * queries * d, 1);
+            let k = random(2 * kv_heads * keys * d, 2);
+            let v = random(2 * kv_heads * keys * d, 3);
+            // Row 0: causal after 4 cached keys; row 1: two left-padding keys, then causal, and its
+            // fourth query also skips key 5 (a mask with a hole, as packed continuations have).
+            let mut mask = vec![f32::NEG_INFINITY; 2 * queries * keys];
+            for i in 0..queries {
+                for j in 0..=4 + i {
+                    mask[i * keys + j] = 0.0;
+                    if j >= 2 && !(i == 3 && j == 5) {
+                        mask[(queries + i) * keys + j] = 0.0;
+                    }
                 }
             }
-        }
-        let km = KeyMask::from_additive(&mask, 2, 5, keys).unwrap();
-        let got = masked_attention(shape, contiguous(&q, 6, 5, 40), contiguous(&k, 2, keys, 40), contiguous(&v, 2, keys, 40), &km, 0.3).unwrap();
-        let want = reference(shape, &q, &k, &v, keys, &mask, 0.3);
-        for (g, w) in got.iter().zip(&want) {
-            assert!((f64::from(*g) - w).abs() < 1e-5, "{g} vs {w}");
+            let km = KeyMask::from_additive(&mask, 2, queries, keys).unwrap();
+            let got = masked_attention(shape, contiguous(&q, heads, queries, d), contiguous(&k, kv_heads, keys, d), contiguous(&v, kv_heads, keys, d), &km, 0.3).unwrap();
+            let want = reference(shape, &q, &k, &v, keys, &mask, 0.3);
+            for (g, w) in got.iter().zip(&want) {
+                assert!((f64::from(*g) - w).abs() < 1e-5, "{heads}/{kv_heads} heads, d {d}: {g} vs {w}");
+            }
         }
     }
 
@@ -365,6 +538,46 @@ mod tests {
         )
         .unwrap();
         assert_eq!(alone, padded);
+    }
+
+    #[test]
+    fn queries_computed_together_equal_each_computed_alone() {
+        // Within a block a query sits in other lanes, beside other queries; alone it sits in lane 0.
+        let (heads, kv_heads, d, queries, past) = (9, 3, 64, 13, 5);
+        let keys = past + queries;
+        let q = random(heads * queries * d, 7);
+        let k = random(kv_heads * keys * d, 8);
+        let v = random(kv_heads * keys * d, 9);
+        let kview = contiguous(&k, kv_heads, keys, d);
+        let vview = contiguous(&v, kv_heads, keys, d);
+        let together = masked_attention(AttentionShape { batch: 1, heads, kv_heads, queries, head_dim: d }, contiguous(&q, heads, queries, d), kview, vview, &KeyMask::causal(queries, past), 0.125).unwrap();
+        for i in 0..queries {
+            let qi = HeadsView { data: &q[i * d..], batch_stride: 0, head_stride: queries * d, position_stride: d };
+            // Query i alone sees the first past + i + 1 keys (a cache view with spare room behind).
+            let mask = KeyMask::causal(1, past + i);
+            let alone = masked_attention(AttentionShape { batch: 1, heads, kv_heads, queries: 1, head_dim: d }, qi, kview, vview, &mask, 0.125).unwrap();
+            assert_eq!(alone, together[i * heads * d..(i + 1) * heads * d], "query {i}");
+        }
+    }
+
+    #[test]
+    fn vector_exp_is_close_to_libm() {
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx512f") {
+            use std::arch::x86_64::*;
+            let xs: Vec<f32> = (0..4000).map(|i| -90.0 + i as f32 * 0.0449).chain([f32::NEG_INFINITY, 0.0, -1e-8]).collect();
+            for chunk in xs.chunks(16) {
+                let mut lanes = [0f32; 16];
+                lanes[..chunk.len()].copy_from_slice(chunk);
+                let mut got = [0f32; 16];
+                // SAFETY: AVX-512 F is present.
+                unsafe { _mm512_storeu_ps(got.as_mut_ptr(), lanes::exp_for_tests(_mm512_loadu_ps(lanes.as_ptr()))) };
+                for (x, g) in chunk.iter().zip(got) {
+                    let want = x.exp();
+                    assert!((g - want).abs() <= 4.0 * f32::EPSILON * want || (*x < -87.3 && g == 0.0), "exp({x}) = {g}, libm {want}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -9,9 +9,10 @@
 use crate::KernelError;
 use rayon::prelude::*;
 
-/// Inputs per quantisation block: twice GGUF's 32, which halves the per-block float work in the
-/// kernel; every hidden size of the supported families is a multiple of it.
-pub const BLOCK: usize = 64;
+/// Inputs per quantisation block: GGUF's 32, so activations are quantised exactly as llama.cpp's Q8_1
+/// quantises them. (Blocks of 64 run the kernel 12 % faster, but moved answer log-probabilities up to
+/// 0.34 nats from llama.cpp's against 0.25 with 32, on the golden prompts.)
+pub const BLOCK: usize = 32;
 /// Output columns per panel: one 512-bit register of 32-bit lanes.
 const LANES: usize = 16;
 /// Register tile: activation rows × panels of 16 outputs (6 × 2: 12 integer and 12 float accumulators,
@@ -117,7 +118,8 @@ impl Int8Matrix {
             return Err(KernelError::Unsupported);
         }
         let acts = QuantizedActivations::new(x, m, self.cols);
-        let mut out = vec![0f32; m * self.rows];
+        // Not zeroed first: the tiles write every element (zeroing was 5 % of a scoring run).
+        let mut out = Vec::<f32>::with_capacity(m * self.rows);
         let out_ptr = OutPtr(out.as_mut_ptr());
         let groups = self.panels().div_ceil(TILE_PANELS);
         (0..groups).into_par_iter().for_each(|g| {
@@ -133,6 +135,9 @@ impl Int8Matrix {
                 row0 += rows;
             }
         });
+        // SAFETY: the panels cover every output column and the row loop every row, so all
+        // `m × rows` elements were written above.
+        unsafe { out.set_len(m * self.rows) };
         Ok(out)
     }
 
@@ -471,7 +476,7 @@ mod tests {
 
     #[test]
     fn misfit_shapes_are_errors() {
-        assert!(matches!(Int8Matrix::quantize(&[0.0; 32], 1, 32), Err(KernelError::Blocks { cols: 32 })));
+        assert!(matches!(Int8Matrix::quantize(&[0.0; 48], 1, 48), Err(KernelError::Blocks { cols: 48 })));
         assert!(matches!(Int8Matrix::quantize(&[0.0; 120], 2, 64), Err(KernelError::Shape { .. })));
         let w = Int8Matrix::quantize(&[0.0; 128], 2, 64).unwrap();
         assert!(matches!(w.matmul(&[0.0; 65], 1), Err(KernelError::Shape { .. })));
