@@ -1,8 +1,8 @@
 //! `cargo xtask bench infer`: herd's candle backend against llama.cpp (llama-cpp-python) on the same GGUF,
 //! prompts and thread count, in one run. (a) scoring 200 conformity prompts that share prefixes per
 //! image; (b) generating for one 20-decider society, llama.cpp serving the deciders one by one and as
-//! parallel sequences. herd is built in release with `-C target-cpu=native` (its quantised kernels pick
-//! their SIMD paths at compile time), in its own target folder.
+//! parallel sequences. herd is built in release with `-C target-cpu=native` (candle's quantised kernels
+//! pick their SIMD paths at compile time; herd-kernels' at run time), in its own target folder.
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
@@ -116,6 +116,6 @@ fn report(ours: &Value, theirs: &Value) -> Result<()> {
     }
     let (total, prefill, sampling) = (f(&ours["generation"]["seconds"]), f(&ours["generation"]["prefill_seconds"]), f(&ours["generation"]["sampling_seconds"]));
     println!("    where herd's time goes: prompts and first token {prefill:.1} s, decoding {:.1} s, of which sampling {sampling:.1} s", total - prefill);
-    println!("\nload: herd {:.2} s (dequantise to f32 for scoring, requantise to Q8_0 for decoding), llama.cpp {:.2} s", f(&ours["load_s"]), f(&theirs["load_s"]));
+    println!("\nload: herd {:.2} s ({}), llama.cpp {:.2} s", f(&ours["load_s"]), ours["weights"].as_str().unwrap_or("?"), f(&theirs["load_s"]));
     Ok(())
 }

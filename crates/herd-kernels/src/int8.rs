@@ -49,7 +49,7 @@ pub struct Int8Matrix {
 impl Int8Matrix {
     /// Quantises row-major f32 weights `[rows, cols]`; `cols` must be a multiple of [`BLOCK`].
     pub fn quantize(weights: &[f32], rows: usize, cols: usize) -> Result<Self, KernelError> {
-        if cols == 0 || cols % BLOCK != 0 {
+        if cols == 0 || !cols.is_multiple_of(BLOCK) {
             return Err(KernelError::Blocks { cols });
         }
         if weights.len() != rows * cols {
