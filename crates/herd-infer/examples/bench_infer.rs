@@ -118,7 +118,7 @@ fn main() {
         "{}",
         serde_json::json!({
             "load_s": load_s,
-            "weights": if herd_kernels::int8_supported() { "int8 weights and attention from herd-kernels (AVX-512 VNNI)" } else { "dense f32 for prefill, Q8_0 for decoding" },
+            "weights": if herd_kernels::int8_supported() { "int8 weights and attention from herd-kernels" } else { "dense f32 for prefill, Q8_0 for decoding" },
             "scoring": {"prompts": prompts.len(), "groups": groups.len(), "prompt_tokens": prompt_tokens, "reused_tokens": reused, "seconds": scoring_s, "prefix_seconds": prefix_s, "prefix_tokens": prefix_tokens, "p_a": p_a},
             "generation": {"sequences": generations.len(), "prompt_tokens": generation_prompt_tokens, "completion_tokens": completion_tokens, "seconds": generation_s, "prefill_seconds": generation_prefill_s, "sampling_seconds": sampling_s},
         })

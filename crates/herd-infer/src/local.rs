@@ -67,7 +67,7 @@ pub struct LoadOptions {
 }
 
 /// A text model held in memory, with the weights it scores with and the weights it decodes with: one
-/// int8 copy for both on CPUs with AVX-512 VNNI; elsewhere dense for long prefills and Q8_0 for
+/// int8 copy for both on CPUs with AVX-512 VNNI or AVX-VNNI; elsewhere dense for long prefills and Q8_0 for
 /// decoding on CPU, where single-row products are memory bound.
 pub struct LocalModel {
     pub alias: String,

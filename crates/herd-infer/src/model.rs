@@ -24,7 +24,7 @@ pub enum WeightFormat {
     Q8_0,
     /// The GGUF file's own quantisation, untouched.
     Native,
-    /// 8-bit weights and activations on AVX-512 VNNI ([`herd_kernels::Int8Matrix`]): faster than dense
+    /// 8-bit weights and activations on AVX-512 VNNI or AVX-VNNI ([`herd_kernels::Int8Matrix`]): faster than dense
     /// f32 for prefill and than Q8_0 for batched decoding, so one copy serves both. Layers whose input
     /// size is not a multiple of [`herd_kernels::BLOCK`] stay dense.
     Int8,

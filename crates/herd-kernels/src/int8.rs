@@ -3,8 +3,8 @@
 //! The arithmetic is llama.cpp's for its Q4_1/Q8_1 pair: weights are asymmetric per block of 32 inputs
 //! (`w ≈ scale · q + min`, `q` in 0..=255), activations symmetric per block (`x ≈ s · q`, `q` in
 //! -127..=127), so a block's contribution is `scale · s · Σ qw·qx + min · s · Σ qx`. The integer sums are
-//! what AVX-512 VNNI's `vpdpbusd` computes (unsigned × signed bytes, four per 32-bit lane): 64
-//! multiply-adds per instruction against 16 for an f32 FMA.
+//! what VNNI's `vpdpbusd` computes (unsigned × signed bytes, four per 32-bit lane): 64 multiply-adds
+//! per AVX-512 instruction against 16 for an f32 FMA (32 and 8 at 256 bits, with AVX-VNNI).
 
 use crate::KernelError;
 use rayon::prelude::*;
@@ -20,16 +20,51 @@ const LANES: usize = 16;
 const TILE_ROWS: usize = 6;
 const TILE_PANELS: usize = 2;
 
-/// Whether this CPU runs the int8 kernels (AVX-512 F/BW and VNNI, checked at run time).
+/// The instruction sets the int8 tiles are written for. Both compute the same integer sums and the
+/// same float operations in the same order, so their results are identical.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Isa {
+    /// AVX-512 F/BW and VNNI: 6 rows × 32 outputs per tile (server CPUs since Ice Lake, AMD Zen 4).
+    Avx512,
+    /// AVX2, FMA and AVX-VNNI (256-bit `vpdpbusd`, 16 registers): 2 rows × 16 outputs (Intel laptop
+    /// and desktop CPUs since Alder Lake).
+    AvxVnni,
+}
+
+impl Isa {
+    /// Every set this CPU has, best first.
+    fn available() -> Vec<Isa> {
+        let mut sets = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") && is_x86_feature_detected!("avx512vnni") {
+                sets.push(Isa::Avx512);
+            }
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("avxvnni") {
+                sets.push(Isa::AvxVnni);
+            }
+        }
+        sets
+    }
+
+    fn best() -> Option<Isa> {
+        static BEST: std::sync::OnceLock<Option<Isa>> = std::sync::OnceLock::new();
+        *BEST.get_or_init(|| Isa::available().first().copied())
+    }
+
+    /// Activation rows and 16-output panels per tile.
+    fn tile(self) -> (usize, usize) {
+        match self {
+            Isa::Avx512 => (TILE_ROWS, TILE_PANELS),
+            Isa::AvxVnni => (2, 1),
+        }
+    }
+}
+
+/// Whether this CPU runs the int8 kernels (AVX-512 VNNI, or AVX-VNNI with AVX2 and FMA; checked at
+/// run time).
 pub fn int8_supported() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") && is_x86_feature_detected!("avx512vnni")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    Isa::best().is_some()
 }
 
 /// A weight matrix `[rows (outputs), cols (inputs)]` quantised to 8 bits per block of 32 inputs and
@@ -111,27 +146,29 @@ impl Int8Matrix {
 
     /// `x · Wᵀ` for row-major `x` `[m, cols]`: returns `[m, rows]` row-major. Needs [`int8_supported`].
     pub fn matmul(&self, x: &[f32], m: usize) -> Result<Vec<f32>, KernelError> {
+        self.matmul_with(Isa::best().ok_or(KernelError::Unsupported)?, x, m)
+    }
+
+    fn matmul_with(&self, isa: Isa, x: &[f32], m: usize) -> Result<Vec<f32>, KernelError> {
         if x.len() != m * self.cols {
             return Err(KernelError::Shape { what: "activations", got: x.len(), rows: m, cols: self.cols });
         }
-        if !int8_supported() {
-            return Err(KernelError::Unsupported);
-        }
-        let acts = QuantizedActivations::new(x, m, self.cols);
+        let (tile_rows, tile_panels) = isa.tile();
+        let acts = QuantizedActivations::new(x, m, self.cols, isa);
         // Not zeroed first: the tiles write every element (zeroing was 5 % of a scoring run).
         let mut out = Vec::<f32>::with_capacity(m * self.rows);
         let out_ptr = OutPtr(out.as_mut_ptr());
-        let groups = self.panels().div_ceil(TILE_PANELS);
+        let groups = self.panels().div_ceil(tile_panels);
         (0..groups).into_par_iter().for_each(|g| {
             let out_ptr = &out_ptr;
-            let panel0 = g * TILE_PANELS;
-            let panels = TILE_PANELS.min(self.panels() - panel0);
+            let panel0 = g * tile_panels;
+            let panels = tile_panels.min(self.panels() - panel0);
             let mut row0 = 0;
             while row0 < m {
-                let rows = TILE_ROWS.min(m - row0);
-                // SAFETY: the CPU has the features (checked above); each task writes only the output
-                // columns of its own panels, so no two tasks write the same element.
-                unsafe { self.tile_dispatch(&acts, panel0, panels, row0, rows, out_ptr.0) };
+                let rows = tile_rows.min(m - row0);
+                // SAFETY: the CPU has the features (`isa` came from detection); each task writes only
+                // the output columns of its own panels, so no two tasks write the same element.
+                unsafe { self.tile_dispatch(isa, &acts, panel0, panels, row0, rows, out_ptr.0) };
                 row0 += rows;
             }
         });
@@ -142,9 +179,18 @@ impl Int8Matrix {
     }
 
     #[cfg(target_arch = "x86_64")]
-    unsafe fn tile_dispatch(&self, acts: &QuantizedActivations, panel0: usize, panels: usize, row0: usize, rows: usize, out: *mut f32) {
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile_dispatch(&self, isa: Isa, acts: &QuantizedActivations, panel0: usize, panels: usize, row0: usize, rows: usize, out: *mut f32) {
         // SAFETY: forwarded from `matmul`.
         unsafe {
+            if isa == Isa::AvxVnni {
+                match rows {
+                    2 => x86::tile_avx_vnni::<2>(self, acts, panel0, row0, out),
+                    1 => x86::tile_avx_vnni::<1>(self, acts, panel0, row0, out),
+                    _ => unreachable!("AVX-VNNI tiles are at most 2 rows"),
+                }
+                return;
+            }
             match (rows, panels) {
                 (6, 2) => x86::tile_6x2(self, acts, panel0, row0, out),
                 (5, 2) => x86::tile::<5, 2>(self, acts, panel0, row0, out),
@@ -164,7 +210,8 @@ impl Int8Matrix {
     }
 
     #[cfg(not(target_arch = "x86_64"))]
-    unsafe fn tile_dispatch(&self, _: &QuantizedActivations, _: usize, _: usize, _: usize, _: usize, _: *mut f32) {
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile_dispatch(&self, _: Isa, _: &QuantizedActivations, _: usize, _: usize, _: usize, _: usize, _: *mut f32) {
         unreachable!("int8_supported() is false off x86_64")
     }
 }
@@ -183,14 +230,16 @@ struct QuantizedActivations {
 }
 
 impl QuantizedActivations {
-    fn new(x: &[f32], m: usize, cols: usize) -> Self {
+    /// `isa` must be available: AVX-512 quantises sixteen lanes at a time, the rest one value at a time.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+    fn new(x: &[f32], m: usize, cols: usize, isa: Isa) -> Self {
         let blocks = cols / BLOCK;
         let mut quants = vec![0i8; m * cols];
         let mut scales = vec![0f32; m * blocks];
         let mut scaled_sums = vec![0f32; m * blocks];
         let quantize_rows = |((q, s), (ss, x)): ((&mut [i8], &mut [f32]), (&mut [f32], &[f32]))| {
             #[cfg(target_arch = "x86_64")]
-            if int8_supported() {
+            if isa == Isa::Avx512 {
                 // SAFETY: the CPU has AVX-512 F/BW; the slices hold `cols` values and `blocks` blocks.
                 unsafe { x86::quantize_row(x, q, s, ss) };
                 return;
@@ -313,6 +362,56 @@ mod x86 {
         }
     }
 
+    /// `ROWS` activation rows × one panel of 16 outputs in two 256-bit halves: the same sums and float
+    /// operations, in the same order, as the AVX-512 tiles.
+    #[target_feature(enable = "avx2,fma,avxvnni")]
+    pub(super) unsafe fn tile_avx_vnni<const ROWS: usize>(w: &Int8Matrix, a: &QuantizedActivations, panel: usize, row0: usize, out: *mut f32) {
+        let (cols, blocks) = (w.cols, w.cols / BLOCK);
+        let quads = cols / 4;
+        // SAFETY (whole body): as for `tile`, with one panel; stores are masked to the matrix's rows.
+        unsafe {
+            let wp = w.quants.as_ptr().add(panel * quads * LANES * 4);
+            let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
+            for b in 0..blocks {
+                let mut sums = [[_mm256_setzero_si256(); 2]; ROWS];
+                for s in 0..BLOCK / 4 {
+                    let quad = b * (BLOCK / 4) + s;
+                    let lo = _mm256_loadu_si256(wp.add(quad * LANES * 4).cast());
+                    let hi = _mm256_loadu_si256(wp.add(quad * LANES * 4 + 32).cast());
+                    for (r, row_sums) in sums.iter_mut().enumerate() {
+                        let xv = _mm256_set1_epi32(a.quants.as_ptr().add((row0 + r) * cols + quad * 4).cast::<i32>().read_unaligned());
+                        row_sums[0] = _mm256_dpbusd_avx_epi32(row_sums[0], lo, xv);
+                        row_sums[1] = _mm256_dpbusd_avx_epi32(row_sums[1], hi, xv);
+                    }
+                }
+                let at = (panel * blocks + b) * LANES;
+                let scale = [_mm256_loadu_ps(w.scales.as_ptr().add(at)), _mm256_loadu_ps(w.scales.as_ptr().add(at + 8))];
+                let min = [_mm256_loadu_ps(w.mins.as_ptr().add(at)), _mm256_loadu_ps(w.mins.as_ptr().add(at + 8))];
+                for r in 0..ROWS {
+                    let xs = _mm256_set1_ps(*a.scales.get_unchecked((row0 + r) * blocks + b));
+                    let xss = _mm256_set1_ps(*a.scaled_sums.get_unchecked((row0 + r) * blocks + b));
+                    for h in 0..2 {
+                        let block = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[r][h]), _mm256_mul_ps(scale[h], xs), acc[r][h]);
+                        acc[r][h] = _mm256_fmadd_ps(min[h], xss, block);
+                    }
+                }
+            }
+            let lane_ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            for (r, halves) in acc.iter().enumerate() {
+                for (h, v) in halves.iter().enumerate() {
+                    let col = panel * LANES + h * 8;
+                    let valid = 8.min(w.rows.saturating_sub(col));
+                    let dst = out.add((row0 + r) * w.rows + col);
+                    if valid == 8 {
+                        _mm256_storeu_ps(dst, *v);
+                    } else if valid > 0 {
+                        _mm256_maskstore_ps(dst, _mm256_cmpgt_epi32(_mm256_set1_epi32(valid as i32), lane_ids), *v);
+                    }
+                }
+            }
+        }
+    }
+
     /// Writes a tile's rows; columns past the matrix's last row (a partial panel) are masked off.
     #[target_feature(enable = "avx512f")]
     unsafe fn store_tile<const ROWS: usize, const PANELS: usize>(w: &Int8Matrix, out: *mut f32, panel0: usize, row0: usize, acc: &[[__m512; PANELS]; ROWS]) {
@@ -393,7 +492,7 @@ mod tests {
 
     /// The kernel's arithmetic, one output at a time in f64: what the SIMD tiles must reproduce.
     fn reference(w: &Int8Matrix, x: &[f32], m: usize) -> Vec<f64> {
-        let acts = QuantizedActivations::new(x, m, w.cols);
+        let acts = QuantizedActivations::new(x, m, w.cols, Isa::AvxVnni);
         let blocks = w.cols / BLOCK;
         let mut out = vec![0f64; m * w.rows];
         for i in 0..m {
@@ -415,15 +514,19 @@ mod tests {
 
     #[test]
     fn tiles_reproduce_the_quantised_arithmetic_at_every_edge() {
-        assert!(int8_supported(), "these tests run where the kernels do (AVX-512 VNNI)");
+        assert!(int8_supported(), "these tests run where the kernels do (AVX-512 VNNI or AVX-VNNI)");
         for (m, rows, cols) in [(1, 1, 64), (1, 16, 128), (3, 17, 192), (4, 32, 64), (5, 33, 128), (6, 32, 64), (9, 48, 128), (13, 70, 576), (20, 40, 1536)] {
             let w = Int8Matrix::quantize(&random(rows * cols, 1), rows, cols).unwrap();
             let x = random(m * cols, 2);
-            let got = w.matmul(&x, m).unwrap();
             let want = reference(&w, &x, m);
-            for (g, e) in got.iter().zip(&want) {
-                assert!((f64::from(*g) - e).abs() <= 1e-5 * (1.0 + e.abs()), "{m}×{rows}×{cols}: {g} vs {e}");
+            let results: Vec<Vec<f32>> = Isa::available().into_iter().map(|isa| w.matmul_with(isa, &x, m).unwrap()).collect();
+            for (got, isa) in results.iter().zip(Isa::available()) {
+                for (g, e) in got.iter().zip(&want) {
+                    assert!((f64::from(*g) - e).abs() <= 1e-5 * (1.0 + e.abs()), "{isa:?} {m}×{rows}×{cols}: {g} vs {e}");
+                }
             }
+            // Same sums, same float operations in the same order: the same bits on either set.
+            assert!(results.windows(2).all(|p| p[0] == p[1]), "{m}×{rows}×{cols}: AVX-512 and AVX-VNNI differ");
         }
     }
 
@@ -436,7 +539,10 @@ mod tests {
         x[3 * BLOCK..3 * BLOCK + 4].copy_from_slice(&[127.0, 0.5, 1.5, -2.5]);
         let (mut q1, mut s1, mut ss1) = (vec![0i8; x.len()], vec![0f32; 4], vec![0f32; 4]);
         quantize_row(&x, &mut q1, &mut s1, &mut ss1);
-        let simd = QuantizedActivations::new(&x, 1, x.len());
+        if !Isa::available().contains(&Isa::Avx512) {
+            return;
+        }
+        let simd = QuantizedActivations::new(&x, 1, x.len(), Isa::Avx512);
         assert_eq!((q1, s1, ss1), (simd.quants, simd.scales, simd.scaled_sums));
     }
 

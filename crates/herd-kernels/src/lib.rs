@@ -1,8 +1,8 @@
 //! CPU compute kernels for herd's local inference, free of any tensor library: herd-infer wraps them
 //! as candle operations where they beat candle's own (see ARCHITECTURE.md, "Local inference speed").
 //!
-//! - [`Int8Matrix`]: linear layers with 8-bit weights and activations on AVX-512 VNNI, llama.cpp's
-//!   Q4_1 × Q8_1 arithmetic at four times the multiply-adds per instruction of f32.
+//! - [`Int8Matrix`]: linear layers with 8-bit weights and activations on AVX-512 VNNI or AVX-VNNI,
+//!   llama.cpp's Q4_1 × Q8_1 arithmetic at four times the multiply-adds per instruction of f32.
 //! - [`masked_attention`]: attention that visits only the keys a query may see, each query computed
 //!   alone in a fixed order, so batching, padding and prefix caches never change a result's bits.
 //! - [`keep_freed_pages`]: the allocator policy those speeds rely on (mimalloc keeping freed pages).
@@ -39,6 +39,6 @@ pub enum KernelError {
     Shape { what: &'static str, got: usize, rows: usize, cols: usize },
     #[error("{heads} query heads cannot share {kv_heads} key/value heads evenly")]
     Heads { heads: usize, kv_heads: usize },
-    #[error("this CPU lacks AVX-512 VNNI, which the int8 kernels need")]
+    #[error("this CPU has neither AVX-512 VNNI nor AVX-VNNI, which the int8 kernels need")]
     Unsupported,
 }
