@@ -119,6 +119,9 @@ pub fn masked_attention(shape: AttentionShape, q: HeadsView<'_>, k: HeadsView<'_
     }
     let group = heads / kv_heads;
     let mut out = vec![0f32; batch * queries * heads * head_dim];
+    if out.is_empty() {
+        return Ok(out);
+    }
     #[cfg(target_arch = "x86_64")]
     if head_dim % 16 == 0 && is_x86_feature_detected!("avx512f") {
         // Blocks of consecutive queries of one sequence, with their group's heads side by side in the
@@ -590,6 +593,8 @@ mod tests {
         assert!(matches!(KeyMask::from_additive(&[0.0; 5], 1, 2, 3), Err(KernelError::Shape { .. })));
         let bad = AttentionShape { kv_heads: 2, heads: 3, ..shape };
         assert!(matches!(masked_attention(bad, view, view, view, &km, 1.0), Err(KernelError::Heads { .. })));
+        let none = AttentionShape { queries: 0, ..shape };
+        assert_eq!(masked_attention(none, view, view, view, &KeyMask::causal(0, 3), 1.0).unwrap(), Vec::<f32>::new());
         let short = contiguous(&data[..8], 1, 2, 4);
         assert!(matches!(masked_attention(shape, view, short, view, &KeyMask::causal(1, 2), 1.0), Err(KernelError::Shape { .. })));
     }
