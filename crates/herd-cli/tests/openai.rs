@@ -289,10 +289,14 @@ fn a_run_through_a_proxy_injecting_faults_stores_every_unit_exactly_once() {
     let secret = "sk-herd-test-secret-0123456789";
     for (experiment, table, timeout) in [(&conformity, Table::ConformityTrials, "6"), (&society, Table::AllocationDeciders, "120")] {
         let out = dir.path().join(format!("{table}"));
-        proxy.peak_in_flight.store(0, std::sync::atomic::Ordering::SeqCst);
+        let mut peak = 0;
         let mut sessions = 0;
         loop {
             sessions += 1;
+            // Forwards a finished or failed session gave up on (a scoring request past its 6 s timeout
+            // on a loaded machine) still run upstream; they are not this session's requests.
+            assert!(proxy.wait_until_idle(Duration::from_secs(300)), "{table}: the server never finished the forwards of session {}", sessions - 1);
+            proxy.peak_in_flight.store(0, std::sync::atomic::Ordering::SeqCst);
             let mut command = Command::new(env!("CARGO_BIN_EXE_herd"));
             command.current_dir(root()).env("HERD_TEST_KEY", secret);
             command.args(["run", "--backend", "openai", "--endpoint", &proxy.url(), "--experiment", experiment.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]);
@@ -301,6 +305,7 @@ fn a_run_through_a_proxy_injecting_faults_stores_every_unit_exactly_once() {
             // failure a few in a million, were faults independent.
             command.args(["--api-key-env", "HERD_TEST_KEY", "--request-timeout", timeout, "--retry-delay", "0.05", "--max-attempts", "6", "--max-in-flight", "2"]);
             let output = command.output().unwrap();
+            peak = peak.max(proxy.peak_in_flight.load(std::sync::atomic::Ordering::SeqCst));
             let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
             assert!(!text.contains(secret), "the API key never reaches the output");
             if output.status.success() {
@@ -315,7 +320,6 @@ fn a_run_through_a_proxy_injecting_faults_stores_every_unit_exactly_once() {
         assert!(!manifest.contains(secret), "the API key is not in the manifest");
         if table == Table::AllocationDeciders {
             // Generations never outlast the 120 s timeout here, so no forward overlaps its own retry.
-            let peak = proxy.peak_in_flight.load(std::sync::atomic::Ordering::SeqCst);
             assert_eq!(peak, 2, "requests in flight are bounded by --max-in-flight 2, and a society uses both");
         }
     }

@@ -27,6 +27,9 @@ pub struct FaultProxy {
     /// The most requests forwarded upstream at once. A client's request is open for as long as its
     /// forward is (a hung or refused one may overlap its own retry, so those are not counted).
     pub peak_in_flight: Arc<AtomicUsize>,
+    /// Requests forwarded upstream now: a client that gave up on one (timeout, or exit) leaves it here
+    /// until the server answers.
+    pub in_flight: Arc<AtomicUsize>,
     accept: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -40,7 +43,7 @@ impl FaultProxy {
         let (requests, faults) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let (stop2, requests2, faults2) = (stop.clone(), requests.clone(), faults.clone());
         let (open, peak_in_flight) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let peak2 = peak_in_flight.clone();
+        let (peak2, in_flight) = (peak_in_flight.clone(), open.clone());
         let accept = std::thread::spawn(move || {
             while !stop2.load(Ordering::Relaxed) {
                 match listener.accept() {
@@ -59,7 +62,19 @@ impl FaultProxy {
                 }
             }
         });
-        FaultProxy { port, stop, requests, faults, peak_in_flight, accept: Some(accept) }
+        FaultProxy { port, stop, requests, faults, peak_in_flight, in_flight, accept: Some(accept) }
+    }
+
+    /// Waits until no forward is open (at most `limit`); false if some still are.
+    pub fn wait_until_idle(&self, limit: Duration) -> bool {
+        let until = std::time::Instant::now() + limit;
+        while self.in_flight.load(Ordering::SeqCst) > 0 {
+            if std::time::Instant::now() > until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
     }
 
     pub fn url(&self) -> String {
