@@ -127,11 +127,10 @@ impl Linear {
             (WeightFormat::Q8_0, LinearWeight::DenseT(wt)) if wt.dim(0)? % 32 == 0 => {
                 LinearWeight::Quantized(Arc::new(QTensor::quantize(&wt.t()?.to_dtype(DType::F32)?.contiguous()?, GgmlDType::Q8_0)?))
             }
-            (WeightFormat::Dense, LinearWeight::Quantized(q)) => LinearWeight::DenseT(q.dequantize(&q.device())?.t()?.contiguous()?),
             (WeightFormat::Int8, LinearWeight::DenseT(wt)) if wt.device().is_cpu() && wt.dim(0)? % herd_kernels::BLOCK == 0 => int8_weight(&wt.t()?)?,
             (WeightFormat::Int8, LinearWeight::Quantized(q)) if q.device().is_cpu() && q.shape().dims()[1] % herd_kernels::BLOCK == 0 => int8_weight(&q.dequantize(&q.device())?)?,
             // Where int8 does not apply, dense is the faster of the rest for prefill.
-            (WeightFormat::Int8, LinearWeight::Quantized(q)) => LinearWeight::DenseT(q.dequantize(&q.device())?.t()?.contiguous()?),
+            (WeightFormat::Dense | WeightFormat::Int8, LinearWeight::Quantized(q)) => LinearWeight::DenseT(q.dequantize(&q.device())?.t()?.contiguous()?),
             _ => self.weight.clone(),
         };
         Ok(Self { weight, bias: self.bias.clone() })

@@ -80,7 +80,7 @@ fn answer_probabilities_agree_with_llama_cpp() {
     assert_agrees_with_llama_cpp(&mut model());
 }
 
-/// The weights CPUs without AVX-512 VNNI (and GPUs) score with: dense f32.
+/// The weights CPUs without VNNI (and GPUs) score with: dense f32.
 #[test]
 fn dense_weights_agree_with_llama_cpp_too() {
     let registry = registry();
