@@ -39,7 +39,11 @@ pub fn models(args: ModelsArgs) -> Result<()> {
         let entry = registry.get(&alias)?;
         // Only PyPI models are fetched by herd; others are found where their tools put them.
         let path = match entry.source {
-            herd_infer::ModelSource::Pypi { .. } => herd_infer::fetch_model(entry)?,
+            herd_infer::ModelSource::Pypi { .. } => {
+                let say = |line: &str| eprintln!("{line}");
+                let options = herd_infer::FetchOptions { progress: Some(&say), ..Default::default() };
+                herd_infer::fetch_model_with(entry, &herd_infer::herd_cache_dir(), &options)?
+            }
             _ => locate_model(entry)?.path().to_path_buf(),
         };
         println!("{alias}: {}", path.display());
@@ -49,10 +53,18 @@ pub fn models(args: ModelsArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let mut table = format!("{:<22} {:<9} {:<7} {:>9}  {:<8} description\n", "alias", "family", "input", "size", "present");
     for entry in &registry.entries {
-        let (present, size, note) = match locate_model(entry) {
+        let (present, size, mut note) = match locate_model(entry) {
             Ok(files) => ("yes", format!("{:.1} MB", files.size_bytes() as f64 / 1e6), files.path().display().to_string()),
             Err(e) => ("no", "-".into(), e.to_string().lines().last().unwrap_or("").trim().to_string()),
         };
+        if let herd_infer::ModelSource::Pypi { parts, .. } = &entry.source {
+            let from = match parts.as_slice() {
+                [one] => format!("PyPI {}", one.requirement()),
+                [first, .., last] => format!("PyPI, {} parts: {} … {}", parts.len(), first.requirement(), last.requirement()),
+                [] => String::new(),
+            };
+            note = format!("{from}; {note}");
+        }
         let default = if entry.alias == registry.default_alias { " (default)" } else { "" };
         let input = if entry.vision { "vision" } else { "text" };
         table += &format!("{:<22} {:<9} {:<7} {:>9}  {:<8} {}{default}\n{:<22} {note}\n", entry.alias, entry.family.name(), input, size, present, entry.description, "");

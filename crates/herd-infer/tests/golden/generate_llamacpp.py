@@ -1,10 +1,11 @@
-"""Golden values from llama.cpp (llama-cpp-python) on the default model, for herd-infer's tests.
+"""Golden values from llama.cpp (llama-cpp-python) on a GGUF model, for herd-infer's tests.
 
     python3 -m venv .venv && .venv/bin/pip install -r requirements.txt
     .venv/bin/python generate_llamacpp.py PATH/TO/SmolLM2-135M-Instruct.Q4_1.gguf
+    .venv/bin/python generate_llamacpp.py PATH/TO/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf llamacpp-qwen2.5-coder-0.5b.json
 
-(`cargo xtask fetch-model` puts the GGUF at ~/.cache/herd/models/smollm2-135m/.) Writes llamacpp.json
-beside this script: token ids of a string corpus, and for each prompt of prompts.json the next-token
+(`cargo xtask fetch-model ALIAS` puts the GGUF at ~/.cache/herd/models/ALIAS/.) Writes llamacpp.json (or the
+name given second) beside this script: token ids of a string corpus, and for each prompt of prompts.json the next-token
 distribution after the model's chat template (answer probabilities summed over every token whose text,
 stripped of leading whitespace, is the answer; the top 10 tokens).
 """
@@ -40,7 +41,7 @@ CORPUS = [
 ]
 
 
-def render(template, messages):
+def render(template, messages, bos_token, eos_token):
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
 
     def raise_exception(message):
@@ -48,19 +49,21 @@ def render(template, messages):
 
     env.globals["raise_exception"] = raise_exception
     return env.from_string(template).render(messages=messages, add_generation_prompt=True,
-                                            bos_token="<|im_start|>", eos_token="<|im_end|>")
+                                            bos_token=bos_token, eos_token=eos_token)
 
 
-def main(gguf):
+def main(gguf, out_name):
     llm = llama_cpp.Llama(model_path=gguf, n_ctx=2048, n_threads=2, logits_all=True, verbose=False)
     template = llm.metadata["tokenizer.chat_template"]
     n_vocab = llm.n_vocab()
     texts = [llm.detokenize([i], special=True).decode("utf-8", errors="replace") for i in range(n_vocab)]
+    # The template's bos_token and eos_token, as transformers passes them: the tokens the GGUF names.
+    bos_token, eos_token = (texts[i] if 0 <= i < n_vocab else "" for i in (llm.token_bos(), llm.token_eos()))
     tokens = {s: llm.tokenize(s.encode(), add_bos=False, special=True) for s in CORPUS}
     prompts = json.loads((HERE / "prompts.json").read_text())["prompts"]
     scores = []
     for p in prompts:
-        text = render(template, [{"role": "user", "content": p["user"]}])
+        text = render(template, [{"role": "user", "content": p["user"]}], bos_token, eos_token)
         ids = llm.tokenize(text.encode(), add_bos=False, special=True)
         llm.reset()
         llm.eval(ids)
@@ -77,8 +80,8 @@ def main(gguf):
                        "top": [{"id": i, "logprob": logp[i], "logit": logits[i]} for i in order]})
     out = {"llama_cpp_python": llama_cpp.__version__, "n_vocab": n_vocab,
            "tokenize": [{"text": s, "ids": ids} for s, ids in tokens.items()], "scores": scores}
-    (HERE / "llamacpp.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+    (HERE / out_name).write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "llamacpp.json")
