@@ -34,11 +34,13 @@ fn llama_python() -> Result<PathBuf> {
     Ok(path)
 }
 
-pub fn run() -> Result<()> {
+/// Benchmarks the GGUF model `alias` (a PyPI-sourced alias of data/models.toml; default smollm2-135m).
+pub fn run(alias: &str) -> Result<()> {
     let python = llama_python()?;
     let dir = Path::new("target/bench-infer");
     std::fs::create_dir_all(dir)?;
-    let gguf = herd(&["models", "--fetch", "smollm2-135m"])?.split_once(": ").map(|(_, p)| p.trim().to_string()).context("herd models --fetch printed no path")?;
+    println!("model {alias}");
+    let gguf = herd(&["models", "--fetch", alias])?.split_once(": ").map(|(_, p)| p.trim().to_string()).context("herd models --fetch printed no path")?;
 
     // 200 conformity prompts, grouped by image as the runner groups them (all N of one image together).
     let all = herd(&["prompts", "--experiment", "data/experiments/conformity.toml", "--family", "group_size", "--modality", "text", "--limit", "2000", "--jsonl"])?;
@@ -60,7 +62,7 @@ pub fn run() -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(&cargo)
         .args(["run", "--quiet", "--release", "-p", "herd-infer", "--example", "bench_infer", "--"])
-        .args([gguf.as_str(), path_str(&scoring_path)?, path_str(&society_path)?, MAX_TOKENS])
+        .args([alias, gguf.as_str(), path_str(&scoring_path)?, path_str(&society_path)?, MAX_TOKENS])
         .env("RUSTFLAGS", "-C target-cpu=native")
         .env("CARGO_TARGET_DIR", "target/bench-native")
         .output()?;

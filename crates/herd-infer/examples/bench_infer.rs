@@ -42,13 +42,13 @@ fn read_prompts(path: &str) -> Vec<(Value, ChatPrompt)> {
 fn main() {
     herd_kernels::keep_freed_pages();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [gguf, scoring, society, max_tokens] = args.as_slice() else {
-        eprintln!("usage: bench_infer GGUF SCORING.jsonl SOCIETY.jsonl MAX_TOKENS");
+    let [alias, gguf, scoring, society, max_tokens] = args.as_slice() else {
+        eprintln!("usage: bench_infer ALIAS GGUF SCORING.jsonl SOCIETY.jsonl MAX_TOKENS");
         std::process::exit(2);
     };
     let max_tokens: usize = max_tokens.parse().expect("MAX_TOKENS is a number");
     let registry = ModelRegistry::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/models.toml"))).expect("registry");
-    let entry = registry.get("smollm2-135m").expect("default alias");
+    let entry = registry.get(alias).expect("an alias of data/models.toml");
     let load_start = Instant::now();
     let mut model = LocalModel::load(entry, &ModelFiles::Gguf(gguf.into()), &LoadOptions::default()).expect("model loads");
     let load_s = load_start.elapsed().as_secs_f64();

@@ -7,6 +7,7 @@ use herd_design::rand::Rng;
 use herd_design::rand::seq::SliceRandom;
 use herd_design::{
     Answer, ConformityExperiment, ConformityTrial, ExperimentFile, Family, UnanimityRule, UnitKey, factor,
+    wrong_share_count,
 };
 use herd_stimuli::{Stimulus, text_rendering};
 use serde::Serialize;
@@ -110,7 +111,8 @@ impl ConformityPrompter {
                 let mut rng = own("composition");
                 match rule {
                     UnanimityRule::WrongShare(share) => {
-                        let wrong_count = ((share * n as f64).round() as usize).min(n);
+                        // Below 100% at least one confederate is right, at every N (docs/deviations.md).
+                        let wrong_count = wrong_share_count(share, trial.n) as usize;
                         answers = [vec![wrong; wrong_count], vec![correct; n - wrong_count]].concat();
                         answers.shuffle(&mut rng);
                     }

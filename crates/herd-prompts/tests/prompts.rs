@@ -136,7 +136,7 @@ fn drawn_plans_follow_each_level() {
     };
     assert_eq!(wrongs("wrong_100", "5"), (5, 5));
     assert_eq!(wrongs("wrong_80", "5"), (5, 4));
-    assert_eq!(wrongs("wrong_50", "5"), (5, 3)); // 2.5 rounds half away from zero
+    assert_eq!(wrongs("wrong_50", "5"), (5, 2)); // 2.5 rounds towards the correct answer
     assert_eq!(wrongs("wrong_0", "5"), (5, 0));
     assert_eq!(wrongs("one_ally", "5"), (6, 5));
     assert_eq!(wrongs("two_allies", "5"), (7, 5));
@@ -170,6 +170,41 @@ fn drawn_plans_follow_each_level() {
     let (k, t) = unit_plan(&units, "normative", Some("private"), "5");
     let private = p.plan(&k, &t, Answer::A).unwrap();
     assert_eq!(private.framing.as_deref(), Some(p.normative.as_ref().unwrap().private[t.trial as usize].as_str()));
+}
+
+#[test]
+fn broken_unanimity_plans_keep_a_right_confederate_at_every_n() {
+    // The full profile runs N = 1..=10; every planned trial of a share below 100% has a dissenter.
+    let file = load("conformity.toml");
+    let Experiment::Conformity(exp) = file.experiment.clone() else { panic!() };
+    let p = ConformityPrompter::load(&file, &exp).unwrap();
+    let expected: [(&str, [usize; 10]); 4] = [
+        ("wrong_100", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]),
+        ("wrong_80", [0, 1, 2, 3, 4, 4, 5, 6, 7, 8]),
+        ("wrong_50", [0, 1, 1, 2, 2, 3, 3, 4, 4, 5]),
+        ("wrong_0", [0; 10]),
+    ];
+    let mut planned = 0;
+    for u in expand(&file.experiment) {
+        let UnitPlan::Conformity(t) = &u.plan else { continue };
+        let Some((level, wrong)) = expected.iter().find(|(l, _)| t.family == Family::Unanimity && t.level.as_deref() == Some(*l)) else {
+            continue;
+        };
+        if t.task != Task::Lines || t.n == 0 || t.trial > 1 {
+            continue;
+        }
+        for correct in [Answer::A, Answer::B] {
+            let plan = p.plan(&u.key, t, correct).unwrap();
+            let n_wrong = plan.replies.iter().filter(|r| r.answer != correct).count();
+            assert_eq!(plan.replies.len(), t.n as usize, "{level} N = {}", t.n);
+            assert_eq!(n_wrong, wrong[t.n as usize - 1], "{level} N = {}: {}", t.n, plan.confederate_answers());
+            if *level != "wrong_100" {
+                assert!(n_wrong < plan.replies.len(), "{level} N = {}: nobody is right", t.n);
+            }
+            planned += 1;
+        }
+    }
+    assert_eq!(planned, 4 * 10 * 2 * 2, "every level, N = 1..=10, two trials, both answers");
 }
 
 #[test]

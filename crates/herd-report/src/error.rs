@@ -23,7 +23,7 @@ pub enum ReportError {
     Io { path: String, problem: String },
     #[error("drawing figure `{figure}`: {problem}")]
     Draw { figure: String, problem: String },
-    #[error("the papers' headline numbers (data/paper-headlines.toml): {0}\n  fix: correct the file; each entry needs id, study, quantity, paper and source")]
+    #[error("the papers' headline numbers (data/paper-headlines.toml): {0}\n  fix: correct the file; each entry needs id, study, quantity, paper, replicates_if, does_not_replicate_if and source, and may give a positive effect")]
     Headlines(String),
     #[error("rendering the report template: {0}")]
     Template(String),

@@ -6,7 +6,9 @@
 //! a folder copied from another machine is enough. [`write_report`] draws every figure as PNG and
 //! SVG into `OUT/figures/` and writes `OUT/report.html` and its Markdown twin `OUT/report.md`: the
 //! run manifests, parse and QC rates, each study's tables, every figure with a one-line reading,
-//! and this run's headline numbers beside the papers' ([`compare_headlines`]).
+//! and this run's headline numbers beside the papers' ([`compare_headlines`]), each with one of
+//! three verdicts (replicates, does not replicate, inconclusive) and the test and n it rests on;
+//! `OUT/deviations.md` beside them lists where herd differs from the papers.
 //!
 //! Figures are values first: each function named after what it shows (e.g.
 //! [`p_wrong_by_group_size_per_model`]) turns trial rows and analysis tables into a [`Figure`], a

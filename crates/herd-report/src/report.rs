@@ -1,7 +1,8 @@
 //! Writing the report: `OUT/report.html` (one self-contained page, figures beside it in
-//! `OUT/figures/` by relative links), `OUT/report.md` (its Markdown twin) and the figures as PNG and
-//! SVG. All text from data is escaped: HTML by minijinja's auto-escaping, Markdown table cells by
-//! [`markdown_cell`].
+//! `OUT/figures/` by relative links), `OUT/report.md` (its Markdown twin), the figures as PNG and
+//! SVG, and `OUT/deviations.md`, a copy of herd's list of where it differs from the papers
+//! (`docs/deviations.md`), which both pages link. All text from data is escaped: HTML by
+//! minijinja's auto-escaping, Markdown table cells by [`markdown_cell`].
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -21,12 +22,16 @@ use crate::results::{Results, RunFolder};
 
 static PAGE_TEMPLATE: &str = include_str!("../templates/report.html");
 static TABLE_TEMPLATE: &str = include_str!("../templates/table.html");
+/// Bundled so that a report folder copied elsewhere still holds what its verdicts refer to.
+static DEVIATIONS: &str = include_str!("../../../docs/deviations.md");
 
 /// What [`write_report`] wrote.
 #[derive(Debug, Clone)]
 pub struct WrittenReport {
     pub html: PathBuf,
     pub markdown: PathBuf,
+    /// `deviations.md`: where herd differs from the papers, linked from both pages.
+    pub deviations: PathBuf,
     /// PNG and SVG of every figure drawn.
     pub figures: Vec<PathBuf>,
     /// Figures the data could not support, with the reason.
@@ -121,12 +126,23 @@ struct HeadlineView {
     this_run: String,
     verdict: String,
     verdict_text: &'static str,
+    /// The test and n the verdict rests on, and why.
+    basis: String,
     rule: String,
 }
+
+/// What the three verdicts mean, above the headline table of both pages.
+const VERDICTS_NOTE: &str = "Each headline result of the two papers beside this run's number, with the test and the n it \
+rests on. Replicates: the test reaches p < 0.05 in the paper's direction and its interval excludes zero. Does not \
+replicate: significant the other way, or the interval stops short of the paper's smallest reported effect. \
+Inconclusive: a statistic is undefined, the test cannot reach p < 0.05 with this many units (a signed-rank test on n \
+seeds can give no p below 2/2^n, so fewer than 6 seeds decide nothing), or the interval holds both zero and the \
+paper's effect.";
 
 #[derive(Serialize)]
 struct Page {
     title: String,
+    verdicts_note: &'static str,
     source: String,
     herd_version: &'static str,
     width: u32,
@@ -334,6 +350,7 @@ pub fn write_report(results: &Results, out: &Path, progress: &mut dyn FnMut(&str
     let comparisons = compare_headlines(results)?;
     let page = Page {
         title: "herd report".into(),
+        verdicts_note: VERDICTS_NOTE,
         source: results.source.display().to_string(),
         herd_version: env!("CARGO_PKG_VERSION"),
         width: FIGURE_WIDTH,
@@ -350,7 +367,9 @@ pub fn write_report(results: &Results, out: &Path, progress: &mut dyn FnMut(&str
     std::fs::write(&html_path, html).map_err(|e| ReportError::io(&html_path, e))?;
     let md_path = out.join("report.md");
     std::fs::write(&md_path, render_markdown(&page)).map_err(|e| ReportError::io(&md_path, e))?;
-    Ok(WrittenReport { html: html_path, markdown: md_path, figures: written, absent })
+    let deviations = out.join("deviations.md");
+    std::fs::write(&deviations, DEVIATIONS).map_err(|e| ReportError::io(&deviations, e))?;
+    Ok(WrittenReport { html: html_path, markdown: md_path, deviations, figures: written, absent })
 }
 
 fn headline_view(c: &HeadlineComparison) -> HeadlineView {
@@ -362,7 +381,8 @@ fn headline_view(c: &HeadlineComparison) -> HeadlineView {
         this_run: c.this_run.clone(),
         verdict: serde_json::to_value(c.verdict).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
         verdict_text: c.verdict.text(),
-        rule: c.headline.replicates_if.clone(),
+        basis: c.basis.clone(),
+        rule: format!("Replicates if {}. Does not replicate if {}.", c.headline.replicates_if, c.headline.does_not_replicate_if),
     }
 }
 
@@ -408,11 +428,19 @@ fn render_markdown(page: &Page) -> String {
         let _ = writeln!(md, "Not in these results: {}.\n", page.absent_studies.join(", "));
     }
     let _ = writeln!(md, "## This run against the papers\n");
+    let _ = writeln!(md, "{VERDICTS_NOTE} Where herd's estimands and tests differ from the papers', and where the papers contradict themselves: [deviations.md](deviations.md) (`docs/deviations.md` in herd).\n");
     markdown_table(
         &mut md,
         &["study", "quantity", "paper", "this run", "verdict", "rule"].map(String::from),
         page.headlines.iter().map(|h| {
-            vec![h.study.clone(), h.quantity.clone(), format!("{} ({})", h.paper, h.source), h.this_run.clone(), format!("**{}**", h.verdict_text), h.rule.clone()]
+            vec![
+                h.study.clone(),
+                h.quantity.clone(),
+                format!("{} ({})", h.paper, h.source),
+                h.this_run.clone(),
+                format!("**{}**: {}", h.verdict_text, h.basis),
+                h.rule.clone(),
+            ]
         }),
     );
     let _ = writeln!(md, "## Runs (manifest)\n");

@@ -113,6 +113,7 @@ fn the_report_loads_in_chromium_with_every_image_and_link_intact() {
     assert!(check.broken.is_empty(), "broken images: {:?}", check.broken);
     assert!(check.links.iter().filter(|l| l.ends_with(".svg")).count() == 18, "{:?}", check.links);
     assert!(check.links.iter().any(|l| l == "report.md"));
+    assert!(check.links.iter().any(|l| l == "deviations.md"), "the headline table links herd's deviations from the papers");
     assert_eq!(dead_links(&out, &check), Vec::<String>::new());
 
     // The check can fail: a missing figure is reported as a broken image and a dead link.

@@ -1,0 +1,322 @@
+//! The conformity paper's headlines. Contrasts are tested at the seed level: each unit (trial index,
+//! or paraphrase for the normative family) has its own p_wrong(N) curve per level, the levels of a
+//! family share images and reply wordings per unit, so unit AUC differences are paired.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use herd_analysis::{ConformityTable, ConformityTables};
+use herd_stats::{Alternative, trapezoid};
+
+use super::evidence::{Claim, Combine, Evidence, Row, spearman_interval, spearman_min_p, t_quantile, wilcoxon_evidence};
+use super::{Outcome, PaperHeadline};
+use crate::figure::{num, rows_where, signed};
+use crate::results::Results;
+
+/// The neutral source of the source-strength family (`herd analyze`'s default).
+const SOURCE_BASE: &str = "participants";
+const AUTHORITIES: [&str; 6] = ["experts", "policemen", "scientists", "doctors", "judges", "military officers"];
+const LOW_SOURCES: [&str; 2] = ["kids", "chatbots"];
+
+fn conformity(results: &Results) -> Option<(&ConformityTable, &ConformityTables)> {
+    results.conformity.as_ref().map(|c| (&c.trials, &c.tables))
+}
+
+/// (model, task) pairs that ran `family`, in order.
+fn model_tasks(trials: &ConformityTable, family: &str) -> Vec<(String, String)> {
+    let set: BTreeSet<(String, String)> =
+        trials.rows.iter().filter(|t| t.family == family).map(|t| (t.model.clone(), t.task.clone())).collect();
+    set.into_iter().collect()
+}
+
+/// Each unit's AUC (trapezoid of mean p_wrong over N, divided by the N range) for one model, task,
+/// family and level; units by trial index, or by paraphrase when `by_paraphrase`.
+fn unit_aucs(trials: &ConformityTable, model: &str, task: &str, family: &str, level: &str, by_paraphrase: bool) -> BTreeMap<String, f64> {
+    let mut curves: BTreeMap<String, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
+    for t in trials.rows.iter().filter(|t| t.model == model && t.task == task && t.family == family && t.level == level) {
+        let unit = if by_paraphrase { t.paraphrase.clone().unwrap_or_default() } else { t.seed.to_string() };
+        curves.entry(unit).or_default().entry(t.n).or_default().push(t.p_wrong_full);
+    }
+    curves
+        .into_iter()
+        .filter(|(_, curve)| curve.len() >= 2)
+        .filter_map(|(unit, curve)| {
+            let ns: Vec<f64> = curve.keys().map(|&n| f64::from(n)).collect();
+            let means: Vec<f64> = curve.values().map(|v| v.iter().sum::<f64>() / v.len() as f64).collect();
+            let range = ns[ns.len() - 1] - ns[0];
+            trapezoid(&means, &ns).ok().map(|a| (unit, a / range))
+        })
+        .collect()
+}
+
+/// Unit differences a − b over the units both levels have.
+fn paired(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    a.iter().filter_map(|(unit, x)| b.get(unit).map(|y| (unit.clone(), x - y))).collect()
+}
+
+/// The `auc` table's value (the mean curve's AUC) of one level, for the reading.
+fn level_auc(tables: &ConformityTables, model: &str, task: &str, family: &str, level: &str) -> Option<f64> {
+    let auc = &tables.auc;
+    rows_where(auc, &[("model", model), ("task", task), ("family", family), ("level", level), ("measure", "p_wrong_full")])
+        .first()
+        .and_then(|&r| auc.number("auc", r))
+}
+
+fn auc_text(value: Option<f64>) -> String {
+    value.map_or("n/a".into(), num)
+}
+
+/// A paired contrast row: Wilcoxon on the unit differences a − b.
+fn contrast_row(
+    label: String,
+    value: String,
+    differences: &BTreeMap<String, f64>,
+    alternative: Alternative,
+    unit: &'static str,
+    claim: Claim,
+) -> Row {
+    let d: Vec<f64> = differences.values().copied().collect();
+    Row::judged(label, value, wilcoxon_evidence(&d, alternative, unit), claim)
+}
+
+pub(super) fn group_size_rise(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+    let (trials, _) = conformity(results)?;
+    // N → trial index → p_wrong values, per model and task
+    type Curve = BTreeMap<u32, BTreeMap<i64, Vec<f64>>>;
+    let mut curves: BTreeMap<&str, BTreeMap<&str, Curve>> = BTreeMap::new();
+    for t in trials.rows.iter().filter(|t| t.family == "group_size") {
+        curves
+            .entry(&t.model)
+            .or_default()
+            .entry(&t.task)
+            .or_default()
+            .entry(t.n)
+            .or_default()
+            .entry(t.seed)
+            .or_default()
+            .push(t.p_wrong_full);
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let rows = curves
+        .iter()
+        .filter_map(|(model, tasks)| {
+            // Per task, trial index k at the smallest N against trial index k at the largest: images are
+            // drawn per N, so pairs are independent and their differences estimate the rise.
+            let (mut differences, mut first, mut last, mut ns) = (BTreeMap::new(), Vec::new(), Vec::new(), BTreeSet::new());
+            for (task, by_n) in tasks {
+                let (Some((n0, low)), Some((n1, high))) = (by_n.first_key_value(), by_n.last_key_value()) else { continue };
+                if n0 == n1 {
+                    continue;
+                }
+                ns.extend([*n0, *n1]);
+                for (seed, values) in high {
+                    if let Some(base) = low.get(seed) {
+                        differences.insert(format!("{task}#{seed}"), mean(values) - mean(base));
+                        first.push(mean(base));
+                        last.push(mean(values));
+                    }
+                }
+            }
+            let (n_lo, n_hi) = (ns.first()?, ns.last()?);
+            let value =
+                format!("{} → {} (N = {n_lo} → {n_hi}), rise {}", num(mean(&first)), num(mean(&last)), signed(mean(&last) - mean(&first)));
+            Some(contrast_row((*model).to_owned(), value, &differences, Alternative::TwoSided, "trial pairs", Claim::positive(h.effect)))
+        })
+        .collect();
+    Some(Outcome { summary: String::new(), rows, combine: Combine::All })
+}
+
+pub(super) fn unanimity_dissent(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+    let (trials, tables) = conformity(results)?;
+    let mut rows = Vec::new();
+    for (model, task) in model_tasks(trials, "unanimity") {
+        let aucs: Vec<BTreeMap<String, f64>> =
+            ["wrong_100", "wrong_80", "wrong_50"].iter().map(|level| unit_aucs(trials, &model, &task, "unanimity", level, false)).collect();
+        if aucs.iter().any(BTreeMap::is_empty) {
+            continue;
+        }
+        for (a, b, i) in [("wrong_100", "wrong_80", 0), ("wrong_80", "wrong_50", 1)] {
+            let value = format!(
+                "AUC {} → {}",
+                auc_text(level_auc(tables, &model, &task, "unanimity", a)),
+                auc_text(level_auc(tables, &model, &task, "unanimity", b))
+            );
+            // The claim is that AUC falls as dissent grows: a − b > 0.
+            let differences = paired(&aucs[i], &aucs[i + 1]);
+            rows.push(contrast_row(
+                format!("{model} · {task} {a} − {b}"),
+                value,
+                &differences,
+                Alternative::TwoSided,
+                "seeds",
+                Claim::positive(h.effect),
+            ));
+        }
+    }
+    Some(Outcome { summary: String::new(), rows, combine: Combine::All })
+}
+
+pub(super) fn difficulty_rho(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+    let (_, tables) = conformity(results)?;
+    let s = &tables.difficulty_spearman;
+    let rows = rows_where(s, &[("measure", "p_wrong_full")])
+        .into_iter()
+        .map(|r| {
+            let n = s.number("n_levels", r).unwrap_or(0.0) as usize;
+            let rho = s.number("rho", r);
+            let mut e = Evidence::new("Spearman ρ", n, "difficulty levels");
+            e.estimate = rho;
+            e.p = s.number("p", r);
+            e.min_p = Some(spearman_min_p(n));
+            e.interval = rho.and_then(|rho| spearman_interval(rho, n));
+            e.interval_name = "95% Fisher-z interval";
+            let label = format!("{} · {}", s.text("model", r).unwrap_or("?"), s.text("task", r).unwrap_or("?"));
+            Row::judged(label, format!("ρ = {}", rho.map_or("n/a".into(), num)), e, Claim::positive(h.effect))
+        })
+        .collect();
+    Some(Outcome { summary: String::new(), rows, combine: Combine::All })
+}
+
+pub(super) fn performance_effect(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+    let (_, tables) = conformity(results)?;
+    let o = &tables.difficulty_ols;
+    let margin = h.effect.unwrap_or(f64::INFINITY);
+    let rows = rows_where(o, &[("measure", "p_wrong_full"), ("term", "performance")])
+        .into_iter()
+        .map(|r| {
+            let n = o.number("n", r).unwrap_or(0.0) as usize;
+            let (coef, se) = (o.number("coef", r), o.number("se", r));
+            let mut e = Evidence::new("OLS on difficulty and performance", n, "images");
+            e.estimate = coef;
+            e.p = o.number("p", r);
+            // Intercept and two slopes leave n − 3 residual degrees of freedom.
+            e.interval = match (coef, se) {
+                (Some(c), Some(se)) if n > 3 => {
+                    let half = t_quantile(0.975, (n - 3) as f64) * se;
+                    Some((c - half, c + half))
+                }
+                _ => None,
+            };
+            e.interval_name = "95% t-interval";
+            let value = format!("β_performance = {}", coef.map_or("n/a".into(), num));
+            Row::judged(o.text("task", r).unwrap_or("?").to_owned(), value, e, Claim::Null { margin })
+        })
+        .collect();
+    Some(Outcome { summary: String::new(), rows, combine: Combine::All })
+}
+
+pub(super) fn public_private(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+    let (trials, tables) = conformity(results)?;
+    let rows = model_tasks(trials, "normative")
+        .into_iter()
+        .map(|(model, task)| {
+            let public = unit_aucs(trials, &model, &task, "normative", "public", true);
+            let private = unit_aucs(trials, &model, &task, "normative", "private", true);
+            let d = paired(&public, &private);
+            let value = format!(
+                "AUC {} vs {}, Δ {}",
+                auc_text(level_auc(tables, &model, &task, "normative", "public")),
+                auc_text(level_auc(tables, &model, &task, "normative", "private")),
+                signed(d.values().sum::<f64>() / d.len().max(1) as f64)
+            );
+            // The paper's test is one-tailed (public > private).
+            contrast_row(format!("{model} · {task}"), value, &d, Alternative::Greater, "paraphrases", Claim::positive(h.effect))
+        })
+        .collect();
+    Some(Outcome { summary: String::new(), rows, combine: Combine::Most })
+}
+
+/// Per (model, task, trial index): the mean over `levels` present of AUC(level) − AUC(base).
+fn source_contrast(trials: &ConformityTable, levels: &[&str]) -> (BTreeMap<String, f64>, Vec<String>) {
+    let mut out = BTreeMap::new();
+    let mut seen = BTreeSet::new();
+    for (model, task) in model_tasks(trials, "source_strength") {
+        let base = unit_aucs(trials, &model, &task, "source_strength", SOURCE_BASE, false);
+        let mut sums: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for level in levels {
+            let aucs = unit_aucs(trials, &model, &task, "source_strength", level, false);
+            if !aucs.is_empty() {
+                seen.insert((*level).to_owned());
+            }
+            for (unit, d) in paired(&aucs, &base) {
+                sums.entry(unit).or_default().push(d);
+            }
+        }
+        for (unit, v) in sums {
+            out.insert(format!("{model}·{task}#{unit}"), v.iter().sum::<f64>() / v.len() as f64);
+        }
+    }
+    (out, seen.into_iter().collect())
+}
+
+pub(super) fn source_strength(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+    let (trials, _) = conformity(results)?;
+    let mut rows = Vec::new();
+    for (name, levels, claim) in
+        [("authorities", &AUTHORITIES[..], Claim::positive(h.effect)), ("kids/chatbots", &LOW_SOURCES[..], Claim::negative(None))]
+    {
+        let (d, seen) = source_contrast(trials, levels);
+        if d.is_empty() {
+            continue;
+        }
+        let mean = d.values().sum::<f64>() / d.len() as f64;
+        let value = format!("mean Δ {} ({} − {SOURCE_BASE})", signed(mean), seen.join(", "));
+        rows.push(contrast_row(name.to_owned(), value, &d, Alternative::TwoSided, "seeds", claim));
+    }
+    // The paper's claim has two sides; a run with only one of them cannot judge it.
+    (rows.len() == 2).then_some(Outcome { summary: String::new(), rows, combine: Combine::All })
+}
+
+pub(super) fn same_group(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+    const FAMILIES: [&str; 3] = ["nationality", "ethnicity", "minimal_group"];
+    let (trials, _) = conformity(results)?;
+    let pairs: BTreeSet<(String, String)> = FAMILIES.iter().flat_map(|f| model_tasks(trials, f)).collect();
+    let rows = pairs
+        .into_iter()
+        .map(|(model, task)| {
+            // Fig. 4d's estimand: the same − different difference averaged over the three families.
+            let mut per_unit: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            let mut families = Vec::new();
+            for family in FAMILIES {
+                let same = unit_aucs(trials, &model, &task, family, "same", false);
+                let different = unit_aucs(trials, &model, &task, family, "different", false);
+                let d = paired(&same, &different);
+                if !d.is_empty() {
+                    families.push(family);
+                }
+                for (unit, v) in d {
+                    per_unit.entry(unit).or_default().push(v);
+                }
+            }
+            let d: BTreeMap<String, f64> = per_unit.into_iter().map(|(u, v)| (u, v.iter().sum::<f64>() / v.len() as f64)).collect();
+            let mean = d.values().sum::<f64>() / d.len().max(1) as f64;
+            let value = format!("Δ {} (averaged over {})", signed(mean), families.join(", "));
+            contrast_row(format!("{model} · {task}"), value, &d, Alternative::TwoSided, "seeds", Claim::positive(h.effect))
+        })
+        .collect();
+    Some(Outcome { summary: String::new(), rows, combine: Combine::All })
+}
+
+pub(super) fn near_far(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+    let (trials, tables) = conformity(results)?;
+    let mut rows = Vec::new();
+    for family in ["spatial", "temporal"] {
+        for (model, task) in model_tasks(trials, family) {
+            let near = unit_aucs(trials, &model, &task, family, "near", false);
+            let far = unit_aucs(trials, &model, &task, family, "far", false);
+            let value = format!(
+                "AUC {} vs {}",
+                auc_text(level_auc(tables, &model, &task, family, "near")),
+                auc_text(level_auc(tables, &model, &task, family, "far"))
+            );
+            rows.push(contrast_row(
+                format!("{model} · {task} · {family}"),
+                value,
+                &paired(&near, &far),
+                Alternative::TwoSided,
+                "seeds",
+                Claim::positive(h.effect),
+            ));
+        }
+    }
+    Some(Outcome { summary: String::new(), rows, combine: Combine::Most })
+}

@@ -1,0 +1,464 @@
+//! What a headline verdict rests on (a test, its n, its p and interval) and the rules that turn it
+//! into one of three verdicts. A verdict never rests on an undefined statistic, and a test that
+//! cannot reach significance at its n (an exact test on too few units) decides nothing.
+
+use herd_stats::{Alternative, WilcoxonOptions, students_t_cdf, wilcoxon_one_sample};
+
+use super::Verdict;
+use crate::figure::{Z95, num, p_value, signed};
+
+/// Significance level of every headline test.
+pub(crate) const ALPHA: f64 = 0.05;
+
+/// One test's outcome on one row of a headline (a model, a cell, a contrast).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Evidence {
+    /// The test, e.g. `Wilcoxon signed-rank`.
+    pub test: String,
+    pub n: usize,
+    /// What `n` counts: `seeds`, `paraphrases`, `difficulty levels`, `images`, `societies`.
+    pub unit: &'static str,
+    pub estimate: Option<f64>,
+    pub p: Option<f64>,
+    /// The smallest p the test can give at this n (exact rank tests), where it matters.
+    pub min_p: Option<f64>,
+    /// Units with a nonzero difference, where a rank test drops the others.
+    pub nonzero: Option<usize>,
+    pub interval: Option<(f64, f64)>,
+    /// E.g. `95% t-interval`.
+    pub interval_name: &'static str,
+}
+
+impl Evidence {
+    pub fn new(test: impl Into<String>, n: usize, unit: &'static str) -> Self {
+        Self { test: test.into(), n, unit, estimate: None, p: None, min_p: None, nonzero: None, interval: None, interval_name: "" }
+    }
+
+    /// `Wilcoxon signed-rank, 8 seeds, p = 0.012, 95% t-interval [0.010, 0.050]`.
+    pub fn describe(&self) -> String {
+        let mut text = format!("{}, {} {}", self.test, self.n, self.unit_text());
+        if let Some(p) = self.p {
+            text.push_str(&format!(", p = {}", p_value(p)));
+        }
+        if let Some((lo, hi)) = self.interval {
+            text.push_str(&format!(", {} [{}, {}]", self.interval_name, num(lo), num(hi)));
+        }
+        text
+    }
+
+    /// The unit, singular for n = 1.
+    fn unit_text(&self) -> &'static str {
+        if self.n == 1 { singular(self.unit) } else { self.unit }
+    }
+
+    fn undefined(&self) -> Option<String> {
+        let finite = |v: Option<f64>| v.is_some_and(f64::is_finite);
+        let interval_ok = self.interval.is_none_or(|(lo, hi)| lo.is_finite() && hi.is_finite());
+        if !finite(self.estimate) {
+            Some("the estimate is undefined".into())
+        } else if !finite(self.p) && self.nonzero == Some(0) {
+            Some(format!("no {} differs from zero: the signed-rank test is undefined", singular(self.unit)))
+        } else if !finite(self.p) {
+            Some("the p-value is undefined".into())
+        } else if !interval_ok {
+            Some("the interval is undefined".into())
+        } else {
+            None
+        }
+    }
+
+    /// Why the test cannot decide at this n, if it cannot reach `alpha`.
+    fn too_few(&self, alpha: f64) -> Option<String> {
+        self.min_p.filter(|&m| m >= alpha).map(|m| {
+            let nonzero = match self.nonzero {
+                Some(k) if k < self.n => format!(" ({k} with a nonzero difference)"),
+                _ => String::new(),
+            };
+            format!(
+                "with {} {}{nonzero} the smallest attainable p is {} ≥ {alpha}: the test cannot decide",
+                self.n,
+                self.unit_text(),
+                p_value(m)
+            )
+        })
+    }
+}
+
+/// One of a unit: `seed` for `seeds`.
+pub(crate) fn singular(unit: &'static str) -> &'static str {
+    match unit {
+        "seeds" => "seed",
+        "trial pairs" => "trial pair",
+        "paraphrases" => "paraphrase",
+        "difficulty levels" => "difficulty level",
+        "images" => "image",
+        "societies per mode" => "society per mode",
+        other => other,
+    }
+}
+
+/// What the paper claims for a quantity.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Claim {
+    /// An effect of this sign (+1 or −1); `effect` is the smallest size the paper reports, `None`
+    /// where it gives none (then only an interval on the wrong side of zero rules the paper out).
+    Effect { sign: f64, effect: Option<f64> },
+    /// No effect (the paper's "no significant effect"): a significant effect fails it, an interval
+    /// within ±`margin` (effects as large as the paper's contrasting effect) confirms it.
+    Null { margin: f64 },
+}
+
+impl Claim {
+    pub fn positive(effect: Option<f64>) -> Self {
+        Self::Effect { sign: 1.0, effect }
+    }
+
+    pub fn negative(effect: Option<f64>) -> Self {
+        Self::Effect { sign: -1.0, effect }
+    }
+}
+
+/// A row of a headline: what it is, this run's number, what it rests on and its verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Row {
+    pub label: String,
+    pub value: String,
+    pub evidence: Evidence,
+    pub verdict: Verdict,
+    pub reason: String,
+}
+
+impl Row {
+    pub fn judged(label: impl Into<String>, value: impl Into<String>, evidence: Evidence, claim: Claim) -> Self {
+        let (verdict, reason) = judge(&evidence, claim);
+        Self { label: label.into(), value: value.into(), evidence, verdict, reason }
+    }
+
+    pub fn describe(&self) -> String {
+        let value = if self.value.is_empty() { String::new() } else { format!("{}; ", self.value) };
+        format!("{}: {value}{} [{}]", self.label, self.evidence.describe(), self.verdict.text())
+    }
+}
+
+/// The verdict of one row under `claim`, and why.
+///
+/// An effect replicates when p < 0.05 in the paper's direction and the interval (if any) excludes
+/// zero on that side. It does not replicate when it is significant the other way or the interval's
+/// bound towards the paper's effect falls short of the paper's smallest effect (of zero where the
+/// paper gives no size). Anything else is inconclusive: an undefined statistic, a test that cannot
+/// reach p < 0.05 at this n, or an interval that holds both zero and the paper's effect.
+pub(crate) fn judge(e: &Evidence, claim: Claim) -> (Verdict, String) {
+    if let Some(why) = e.undefined() {
+        return (Verdict::Inconclusive, why);
+    }
+    let (estimate, p) = (e.estimate.unwrap_or(f64::NAN), e.p.unwrap_or(f64::NAN));
+    match claim {
+        Claim::Effect { sign, effect } => {
+            if let Some(why) = e.too_few(ALPHA) {
+                return (Verdict::Inconclusive, why);
+            }
+            let excludes_zero = e.interval.is_none_or(|(lo, hi)| if sign > 0.0 { lo > 0.0 } else { hi < 0.0 });
+            let toward = e.interval.map(|(lo, hi)| if sign > 0.0 { hi } else { lo });
+            let paper = effect.unwrap_or(0.0).abs();
+            let short = toward.is_some_and(|b| sign * b < paper);
+            if p < ALPHA && sign * estimate > 0.0 && excludes_zero {
+                let smaller = match (effect, toward) {
+                    (Some(size), Some(b)) if sign * b < size.abs() => {
+                        format!("; smaller than the paper's {}", signed(sign * size.abs()))
+                    }
+                    _ => String::new(),
+                };
+                return (Verdict::Replicates, format!("p < {ALPHA} in the paper's direction{smaller}"));
+            }
+            if p < ALPHA && sign * estimate < 0.0 {
+                return (Verdict::DoesNotReplicate, format!("significant in the opposite direction (p = {})", p_value(p)));
+            }
+            if short {
+                let (lo, hi) = e.interval.unwrap_or((f64::NAN, f64::NAN));
+                let what = match effect {
+                    Some(size) => format!("the paper's effect ({})", signed(sign * size.abs())),
+                    None => "every effect in the paper's direction".into(),
+                };
+                return (Verdict::DoesNotReplicate, format!("the {} [{}, {}] excludes {what}", e.interval_name, num(lo), num(hi)));
+            }
+            let why = match e.interval {
+                Some((lo, hi)) => {
+                    format!("p = {}; the {} [{}, {}] holds both zero and the paper's effect", p_value(p), e.interval_name, num(lo), num(hi))
+                }
+                None => format!("p = {} ≥ {ALPHA}, and no interval says whether the paper's effect is ruled out", p_value(p)),
+            };
+            (Verdict::Inconclusive, why)
+        }
+        Claim::Null { margin } => {
+            if p < ALPHA {
+                return (Verdict::DoesNotReplicate, format!("a significant effect (p = {}) where the paper finds none", p_value(p)));
+            }
+            match e.interval {
+                Some((lo, hi)) if lo > -margin && hi < margin => (
+                    Verdict::Replicates,
+                    format!("p ≥ {ALPHA} and the {} [{}, {}] excludes effects of ±{}", e.interval_name, num(lo), num(hi), num(margin)),
+                ),
+                Some((lo, hi)) => (
+                    Verdict::Inconclusive,
+                    format!("p ≥ {ALPHA}, but the {} [{}, {}] still holds effects of ±{}", e.interval_name, num(lo), num(hi), num(margin)),
+                ),
+                None => (Verdict::Inconclusive, "no interval says whether an effect is ruled out".into()),
+            }
+        }
+    }
+}
+
+/// How a headline's rows combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Combine {
+    /// Every row must replicate: one that does not decides; else one inconclusive row decides.
+    All,
+    /// More than half of the rows must replicate; inconclusive rows could still make it.
+    Most,
+}
+
+/// The headline's verdict from its rows, and the rows or count it rests on.
+pub(crate) fn combine(rows: &[Row], how: Combine) -> (Verdict, String) {
+    let with = |v: Verdict| rows.iter().filter(|r| r.verdict == v).collect::<Vec<_>>();
+    let (replicate, inconclusive, fail) = (with(Verdict::Replicates), with(Verdict::Inconclusive), with(Verdict::DoesNotReplicate));
+    let list = |rs: &[&Row]| {
+        let mut parts: Vec<String> = rs.iter().take(3).map(|r| format!("{}: {}", r.label, r.reason)).collect();
+        if rs.len() > 3 {
+            parts.push(format!("and {} more", rs.len() - 3));
+        }
+        parts.join("; ")
+    };
+    let tests = || {
+        let mut seen: Vec<String> = Vec::new();
+        for r in rows {
+            let (lo, hi) = rows
+                .iter()
+                .filter(|o| o.evidence.test == r.evidence.test)
+                .fold((usize::MAX, 0), |(lo, hi), o| (lo.min(o.evidence.n), hi.max(o.evidence.n)));
+            let n = if lo == hi { lo.to_string() } else { format!("{lo}–{hi}") };
+            let t = format!("{}, {n} {}", r.evidence.test, r.evidence.unit);
+            if !seen.contains(&t) {
+                seen.push(t);
+            }
+        }
+        seen.join("; ")
+    };
+    match how {
+        Combine::All => {
+            if !fail.is_empty() {
+                (Verdict::DoesNotReplicate, list(&fail))
+            } else if !inconclusive.is_empty() {
+                (Verdict::Inconclusive, list(&inconclusive))
+            } else {
+                let all = if rows.len() == 1 { "the row replicates".to_owned() } else { format!("all {} rows replicate", rows.len()) };
+                (Verdict::Replicates, format!("{all} ({})", tests()))
+            }
+        }
+        Combine::Most => {
+            let k = rows.len();
+            let counts = format!(
+                "{} of {k} rows replicate, {} inconclusive, {} do not ({})",
+                replicate.len(),
+                inconclusive.len(),
+                fail.len(),
+                tests()
+            );
+            if 2 * replicate.len() > k {
+                (Verdict::Replicates, counts)
+            } else if 2 * (replicate.len() + inconclusive.len()) > k {
+                (Verdict::Inconclusive, format!("{counts}; {}", list(&inconclusive)))
+            } else {
+                (Verdict::DoesNotReplicate, counts)
+            }
+        }
+    }
+}
+
+/// The smallest two-sided p of an exact signed-rank test on `n` nonzero differences: every sign
+/// alike, 2 / 2ⁿ (one-sided: 1 / 2ⁿ). Fewer than 6 seeds can never give p < 0.05 two-sided.
+pub(crate) fn wilcoxon_min_p(n: usize, two_sided: bool) -> f64 {
+    let tails = if two_sided { 2.0 } else { 1.0 };
+    (tails * 0.5_f64.powi(n.min(1074) as i32)).min(1.0)
+}
+
+/// The smallest two-sided p of an exact Spearman test on `n` points: one ordering of n!, both tails.
+pub(crate) fn spearman_min_p(n: usize) -> f64 {
+    let factorial: f64 = (1..=n).map(|k| k as f64).product();
+    (2.0 / factorial).min(1.0)
+}
+
+/// Student's t quantile (lower-tail probability `q`) by bisection on herd-stats' CDF.
+pub(crate) fn t_quantile(q: f64, df: f64) -> f64 {
+    let (mut lo, mut hi) = (-1e7, 1e7);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if students_t_cdf(mid, df) < q { lo = mid } else { hi = mid }
+    }
+    0.5 * (lo + hi)
+}
+
+/// Mean and two-sided t-interval of `values` at `level`; `None` for fewer than two values.
+pub(crate) fn t_interval(values: &[f64], level: f64) -> Option<(f64, (f64, f64))> {
+    let n = values.len();
+    if n < 2 || values.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let half = t_quantile(0.5 + level / 2.0, (n - 1) as f64) * (var / n as f64).sqrt();
+    Some((mean, (mean - half, mean + half)))
+}
+
+/// Seed-level evidence for unit differences: the Wilcoxon signed-rank test (`alternative` as the
+/// paper tests) with its exact smallest p, and the t-interval of the mean difference (95%, or 90%
+/// for a one-sided test, whose lower bound is then the one-sided 95% bound).
+pub(crate) fn wilcoxon_evidence(differences: &[f64], alternative: Alternative, unit: &'static str) -> Evidence {
+    let two_sided = alternative == Alternative::TwoSided;
+    let test = if two_sided { "Wilcoxon signed-rank" } else { "Wilcoxon signed-rank (one-sided)" };
+    let mut e = Evidence::new(test, differences.len(), unit);
+    let options = WilcoxonOptions { alternative, ..Default::default() };
+    if let Ok(w) = wilcoxon_one_sample(differences, &options) {
+        e.p = Some(w.p_value);
+        e.min_p = Some(wilcoxon_min_p(w.n - w.n_zero, two_sided));
+        e.nonzero = Some(w.n - w.n_zero);
+    } else {
+        // All differences zero or too few: the exact distribution has no mass below 1.
+        e.min_p = Some(1.0);
+        e.nonzero = Some(differences.iter().filter(|d| !herd_stats::approx_equal(**d, 0.0)).count());
+    }
+    let level = if two_sided { 0.95 } else { 0.90 };
+    if let Some((mean, interval)) = t_interval(differences, level) {
+        e.estimate = Some(mean);
+        e.interval = Some(interval);
+    } else if !differences.is_empty() {
+        e.estimate = Some(differences.iter().sum::<f64>() / differences.len() as f64);
+    }
+    e.interval_name = if two_sided { "95% t-interval" } else { "90% t-interval" };
+    e
+}
+
+/// A normal-theory interval from an estimate and its standard error (GEE robust SEs).
+pub(crate) fn z_interval(estimate: f64, se: f64) -> Option<(f64, f64)> {
+    (estimate.is_finite() && se.is_finite()).then_some((estimate - Z95 * se, estimate + Z95 * se))
+}
+
+/// Fisher-z interval of a Spearman ρ on `n` points (SE √(1.06 / (n − 3)), Fieller, Hartley and
+/// Pearson 1957); `None` for n ≤ 3.
+pub(crate) fn spearman_interval(rho: f64, n: usize) -> Option<(f64, f64)> {
+    if n <= 3 || !rho.is_finite() {
+        return None;
+    }
+    let z = rho.clamp(-1.0, 1.0).atanh();
+    let half = Z95 * (1.06 / (n as f64 - 3.0)).sqrt();
+    Some(((z - half).tanh(), (z + half).tanh()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn evidence(estimate: f64, p: f64, interval: (f64, f64), min_p: f64) -> Evidence {
+        Evidence {
+            estimate: Some(estimate),
+            p: Some(p),
+            interval: Some(interval),
+            min_p: Some(min_p),
+            interval_name: "95% t-interval",
+            ..Evidence::new("Wilcoxon signed-rank", 8, "seeds")
+        }
+    }
+
+    #[test]
+    fn exact_minimum_p_values() {
+        // Five seeds cannot reach 0.05 two-sided; six can.
+        assert_eq!(wilcoxon_min_p(5, true), 0.0625);
+        assert_eq!(wilcoxon_min_p(6, true), 0.03125);
+        assert_eq!(wilcoxon_min_p(5, false), 0.03125);
+        assert_eq!(wilcoxon_min_p(0, true), 1.0);
+        assert!((spearman_min_p(4) - 2.0 / 24.0).abs() < 1e-15);
+        assert!((spearman_min_p(10) - 2.0 / 3_628_800.0).abs() < 1e-18);
+    }
+
+    #[test]
+    fn t_quantiles_match_tables() {
+        assert!((t_quantile(0.975, 1.0) - 12.706_204_736).abs() < 1e-6);
+        assert!((t_quantile(0.975, 7.0) - 2.364_624_252).abs() < 1e-6);
+        assert!((t_quantile(0.95, 3.0) - 2.353_363_435).abs() < 1e-6);
+        let (mean, (lo, hi)) = t_interval(&[1.0, 2.0, 3.0], 0.95).unwrap();
+        assert_eq!(mean, 2.0);
+        assert!((hi - 2.0 - 4.302_652_730 / 3.0_f64.sqrt()).abs() < 1e-6 && (lo + hi - 4.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn effect_verdicts() {
+        let paper = Claim::positive(Some(0.5));
+        // Significant, interval above zero: replicates (and says when it is smaller than the paper's).
+        assert_eq!(judge(&evidence(0.3, 0.01, (0.1, 0.45), 0.008), paper).0, Verdict::Replicates);
+        assert!(judge(&evidence(0.3, 0.01, (0.1, 0.45), 0.008), paper).1.contains("smaller than the paper's +0.500"));
+        // Interval holds zero and the paper's 0.5: inconclusive.
+        let (v, why) = judge(&evidence(0.2, 0.2, (-0.1, 0.6), 0.008), paper);
+        assert_eq!(v, Verdict::Inconclusive);
+        assert!(why.contains("both zero and the paper's effect"), "{why}");
+        // Interval holds zero but stops short of 0.5: does not replicate.
+        assert_eq!(judge(&evidence(0.01, 0.4, (-0.02, 0.04), 0.008), paper).0, Verdict::DoesNotReplicate);
+        // Significant the other way.
+        assert_eq!(judge(&evidence(-0.3, 0.01, (-0.5, -0.1), 0.008), paper).0, Verdict::DoesNotReplicate);
+        // A tiny, significant-looking change on five seeds cannot decide.
+        let (v, why) = judge(&evidence(-0.001, 0.0625, (-0.002, -0.0005), 0.0625), Claim::negative(None));
+        assert_eq!(v, Verdict::Inconclusive);
+        assert!(why.contains("smallest attainable p is 0.062"), "{why}");
+        // NaN never decides.
+        let mut e = evidence(0.3, 0.01, (0.1, 0.45), 0.008);
+        e.p = Some(f64::NAN);
+        assert_eq!(judge(&e, paper), (Verdict::Inconclusive, "the p-value is undefined".into()));
+        e.p = None;
+        assert_eq!(judge(&e, paper).0, Verdict::Inconclusive);
+        // Without a paper size, only an interval on the wrong side of zero rules the paper out.
+        assert_eq!(judge(&evidence(0.01, 0.4, (-0.02, 0.04), 0.008), Claim::positive(None)).0, Verdict::Inconclusive);
+        assert_eq!(judge(&evidence(-0.03, 0.06, (-0.05, -0.01), 0.008), Claim::positive(None)).0, Verdict::DoesNotReplicate);
+    }
+
+    #[test]
+    fn null_verdicts() {
+        let null = Claim::Null { margin: 0.5 };
+        assert_eq!(judge(&evidence(0.05, 0.4, (-0.1, 0.2), 0.0), null).0, Verdict::Replicates);
+        assert_eq!(judge(&evidence(0.05, 0.4, (-0.6, 0.7), 0.0), null).0, Verdict::Inconclusive);
+        assert_eq!(judge(&evidence(0.3, 0.01, (0.1, 0.5), 0.0), null).0, Verdict::DoesNotReplicate);
+    }
+
+    #[test]
+    fn unit_differences_get_a_signed_rank_test_and_a_t_interval() {
+        let e = wilcoxon_evidence(&[0.1, 0.2, 0.15, 0.3, 0.12, 0.22, 0.18, 0.25], Alternative::TwoSided, "seeds");
+        assert_eq!(e.p, Some(2.0 / 256.0));
+        assert_eq!(e.min_p, Some(2.0 / 256.0));
+        assert!(e.interval.unwrap().0 > 0.0);
+        assert!(e.describe().starts_with("Wilcoxon signed-rank, 8 seeds, p = 0.008, 95% t-interval ["), "{}", e.describe());
+        // Two seeds: the test cannot decide however consistent they are.
+        let two = wilcoxon_evidence(&[-0.001, -0.0011], Alternative::TwoSided, "seeds");
+        assert_eq!(judge(&two, Claim::positive(None)).0, Verdict::Inconclusive);
+        // All zeros: no test at all.
+        let zeros = wilcoxon_evidence(&[0.0; 8], Alternative::TwoSided, "seeds");
+        assert_eq!(
+            judge(&zeros, Claim::positive(None)),
+            (Verdict::Inconclusive, "no seed differs from zero: the signed-rank test is undefined".into())
+        );
+    }
+
+    fn row(verdict: Verdict) -> Row {
+        Row { label: "r".into(), value: String::new(), evidence: Evidence::new("t", 8, "seeds"), verdict, reason: "why".into() }
+    }
+
+    #[test]
+    fn rows_combine() {
+        use Verdict::{DoesNotReplicate as D, Inconclusive as I, Replicates as R};
+        let all = |vs: &[Verdict]| combine(&vs.iter().map(|&v| row(v)).collect::<Vec<_>>(), Combine::All).0;
+        let most = |vs: &[Verdict]| combine(&vs.iter().map(|&v| row(v)).collect::<Vec<_>>(), Combine::Most).0;
+        assert_eq!(all(&[R, R]), R);
+        assert_eq!(all(&[R, I]), I);
+        assert_eq!(all(&[I, D]), D);
+        assert_eq!(most(&[R, R, D]), R);
+        assert_eq!(most(&[R, I, D]), I);
+        assert_eq!(most(&[R, D, D]), D);
+        assert_eq!(most(&[R, D]), D);
+    }
+}

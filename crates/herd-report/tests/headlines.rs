@@ -1,0 +1,401 @@
+//! The headline table's three verdicts on results with known effects: a run too small for its test,
+//! an undefined statistic and an interval holding both zero and the paper's effect are inconclusive;
+//! every verdict names its test and n; the hidden-label floor follows the paper's p > 0.13, |z| < 1.5.
+
+mod common;
+
+use std::path::PathBuf;
+
+use herd_analysis::{
+    ColumnValues, ConformityOptions, ConformityTable, ConformityTrial, DesignKey, Dyad, DyadTable, Labels, MinimalGroupOptions,
+    MinimalGroupTables, ResultTable, analyze_conformity, analyze_minimal_group,
+};
+use herd_report::{
+    ConformityResults, HeadlineComparison, MinimalGroupResults, Results, Verdict, compare_headlines, load_results, write_report,
+};
+
+fn empty(name: &str) -> ResultTable {
+    ResultTable { name: name.into(), columns: Vec::new() }
+}
+
+fn headline<'a>(all: &'a [HeadlineComparison], id: &str) -> &'a HeadlineComparison {
+    all.iter().find(|h| h.headline.id == id).unwrap_or_else(|| panic!("no headline {id}"))
+}
+
+fn trial(family: &str, level: &str, n: u32, seed: i64, p: f64) -> ConformityTrial {
+    ConformityTrial {
+        model: "m".into(),
+        task: "lines".into(),
+        family: family.into(),
+        level: level.into(),
+        n,
+        seed,
+        paraphrase: None,
+        p_wrong_full: p,
+        p_wrong_ab: None,
+        difficulty_level: None,
+        difficulty_index: None,
+        image_id: None,
+        correct_label: None,
+        logit_a: None,
+        logit_b: None,
+    }
+}
+
+fn conformity_results(rows: Vec<ConformityTrial>) -> Results {
+    let trials = ConformityTable { origin: "test".into(), rows };
+    let tables = analyze_conformity(&trials, &ConformityOptions::default()).unwrap();
+    Results {
+        source: PathBuf::from("test"),
+        conformity: Some(ConformityResults { runs: Vec::new(), trials, tables, quality: empty("quality") }),
+        minimal_group: None,
+        empty_runs: Vec::new(),
+    }
+}
+
+/// Unanimity trials at N = 0 and 5 whose AUCs are `aucs[level]` plus `jitter(seed, level)`: a flat
+/// curve at that height (the headline reads only the AUC).
+fn unanimity(seeds: i64, aucs: [f64; 3], jitter: impl Fn(i64, usize) -> f64) -> Vec<ConformityTrial> {
+    let mut rows = Vec::new();
+    for (i, level) in ["wrong_100", "wrong_80", "wrong_50"].into_iter().enumerate() {
+        for seed in 0..seeds {
+            let auc = aucs[i] + jitter(seed, i);
+            rows.push(trial("unanimity", level, 0, seed, auc));
+            rows.push(trial("unanimity", level, 5, seed, auc));
+        }
+    }
+    rows
+}
+
+#[test]
+fn a_tiny_unanimity_change_never_replicates() {
+    // The quick run that printed "replicates": AUC 0.801 → 0.800 → 0.799 on two seeds.
+    let all = compare_headlines(&conformity_results(unanimity(2, [0.801, 0.800, 0.799], |_, _| 0.0))).unwrap();
+    let h = headline(&all, "unanimity_dissent");
+    assert_eq!(h.verdict, Verdict::Inconclusive, "{h:?}");
+    assert!(h.basis.contains("with 2 seeds the smallest attainable p is 0.5"), "{}", h.basis);
+    assert!(h.this_run.contains("AUC 0.801 → 0.800"), "{}", h.this_run);
+    assert!(h.this_run.contains("Wilcoxon signed-rank, 2 seeds"), "{}", h.this_run);
+
+    // Eight seeds scattered around the same tiny change: the interval holds zero and any drop.
+    let noisy = unanimity(8, [0.801, 0.800, 0.799], |seed, level| if (seed + level as i64) % 2 == 0 { 0.004 } else { -0.004 });
+    let all = compare_headlines(&conformity_results(noisy)).unwrap();
+    let h = headline(&all, "unanimity_dissent");
+    assert_eq!(h.verdict, Verdict::Inconclusive, "{h:?}");
+    assert!(h.basis.contains("holds both zero and the paper's effect"), "{}", h.basis);
+}
+
+#[test]
+fn a_clear_unanimity_drop_replicates_and_a_rise_does_not() {
+    let jitter = |seed: i64, level: usize| 0.01 * ((seed * 7 + level as i64 * 3) % 5) as f64;
+    let all = compare_headlines(&conformity_results(unanimity(8, [0.8, 0.5, 0.2], jitter))).unwrap();
+    let h = headline(&all, "unanimity_dissent");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.this_run.contains("Wilcoxon signed-rank, 8 seeds, p = 0.008"), "{}", h.this_run);
+    assert!(h.basis.contains("all 2 rows replicate (Wilcoxon signed-rank, 8 seeds)"), "{}", h.basis);
+
+    // Dissent raising conformity is the opposite of the paper.
+    let all = compare_headlines(&conformity_results(unanimity(8, [0.2, 0.5, 0.8], jitter))).unwrap();
+    let h = headline(&all, "unanimity_dissent");
+    assert_eq!(h.verdict, Verdict::DoesNotReplicate, "{h:?}");
+    assert!(h.basis.contains("significant in the opposite direction"), "{}", h.basis);
+}
+
+#[test]
+fn group_size_needs_six_pairs_to_decide() {
+    let rows = |seeds: i64| {
+        let mut rows = Vec::new();
+        for seed in 0..seeds {
+            rows.push(trial("group_size", "", 0, seed, 0.04 + 0.004 * seed as f64));
+            rows.push(trial("group_size", "", 10, seed, 0.7 + 0.02 * seed as f64));
+        }
+        rows
+    };
+    let all = compare_headlines(&conformity_results(rows(5))).unwrap();
+    assert_eq!(headline(&all, "group_size_rise").verdict, Verdict::Inconclusive);
+    let all = compare_headlines(&conformity_results(rows(6))).unwrap();
+    let h = headline(&all, "group_size_rise");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.this_run.contains("m: 0.050 → 0.750 (N = 0 → 10), rise +0.700"), "{}", h.this_run);
+}
+
+#[test]
+fn spearman_on_four_levels_cannot_decide_and_an_undefined_rho_is_inconclusive() {
+    let rows = |levels: i64| {
+        let mut rows = Vec::new();
+        for level in 1..=levels {
+            for n in [0, 5] {
+                let p = 0.05 + if n == 5 { 0.1 * level as f64 } else { 0.0 };
+                let mut t = trial("difficulty", "", n, 0, p);
+                t.difficulty_level = Some(level);
+                rows.push(t);
+            }
+        }
+        rows
+    };
+    // ρ = 1 on four levels: the exact test's smallest p is 2/4! ≈ 0.083.
+    let all = compare_headlines(&conformity_results(rows(4))).unwrap();
+    let h = headline(&all, "difficulty_rho");
+    assert_eq!(h.verdict, Verdict::Inconclusive, "{h:?}");
+    assert!(h.basis.contains("with 4 difficulty levels the smallest attainable p is 0.083"), "{}", h.basis);
+    // Six levels decide.
+    let all = compare_headlines(&conformity_results(rows(6))).unwrap();
+    assert_eq!(headline(&all, "difficulty_rho").verdict, Verdict::Replicates);
+    // Two levels: ρ is undefined (null in the table), and no verdict rests on it.
+    let all = compare_headlines(&conformity_results(rows(2))).unwrap();
+    let h = headline(&all, "difficulty_rho");
+    assert_eq!(h.verdict, Verdict::Inconclusive, "{h:?}");
+    assert!(h.basis.contains("undefined"), "{}", h.basis);
+}
+
+#[test]
+fn public_private_needs_most_rows_and_its_paraphrases() {
+    let mut rows = Vec::new();
+    for (task, gain) in [("lines", 0.2), ("color", 0.2), ("dots", -0.2)] {
+        for paraphrase in 0..8_i64 {
+            for (level, shift) in [("public", gain), ("private", 0.0)] {
+                for n in [0, 5] {
+                    let mut t =
+                        trial("normative", level, n, paraphrase, if n == 0 { 0.05 } else { 0.4 + shift + 0.01 * paraphrase as f64 });
+                    t.task = task.into();
+                    t.paraphrase = Some(format!("p{paraphrase}"));
+                    rows.push(t);
+                }
+            }
+        }
+    }
+    let all = compare_headlines(&conformity_results(rows)).unwrap();
+    let h = headline(&all, "public_private");
+    // Two of three rows replicate (one-sided, 8 paraphrases: p = 1/256), one goes the other way.
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.basis.starts_with("2 of 3 rows replicate, 0 inconclusive, 1 do not"), "{}", h.basis);
+    assert!(h.this_run.contains("Wilcoxon signed-rank (one-sided), 8 paraphrases, p = 0.004"), "{}", h.this_run);
+}
+
+/// A result table from (name, column) pairs.
+fn table(name: &str, columns: Vec<(&str, ColumnValues)>) -> ResultTable {
+    ResultTable { name: name.into(), columns: columns.into_iter().map(|(n, c)| (n.to_owned(), c)).collect() }
+}
+
+fn texts(v: &[&str]) -> ColumnValues {
+    ColumnValues::Text(v.iter().map(|s| Some((*s).to_owned())).collect())
+}
+
+fn floats(v: &[Option<f64>]) -> ColumnValues {
+    ColumnValues::Float(v.to_vec())
+}
+
+fn one_society() -> DyadTable {
+    let rows = (1..=20_i64)
+        .flat_map(|decider| {
+            (1..=20_i64).filter(move |&t| t != decider).map(move |target| Dyad {
+                design: DesignKey::default(),
+                labels: Labels::Hidden,
+                m: 5,
+                seed: 0,
+                decider,
+                target,
+                minority_decider: decider <= 5,
+                minority_target: target <= 5,
+                same_group: (decider <= 5) == (target <= 5),
+                points: 100.0 / 19.0,
+                target_position: None,
+                filled: None,
+            })
+        })
+        .collect();
+    DyadTable::new("test", rows).unwrap()
+}
+
+/// Hidden cells m = 3, 5, 10 with the given (n seeds, raw p, GEE z) each.
+fn hidden_cells(cells: [(i64, Option<f64>, Option<f64>); 3]) -> Results {
+    let ms = [3_i64, 5, 10];
+    let seed_tests = table(
+        "seed_tests",
+        vec![
+            ("labels", texts(&["hidden"; 3])),
+            ("m", ColumnValues::Integer(ms.iter().map(|&m| Some(m)).collect())),
+            ("deciders", texts(&["all"; 3])),
+            ("measure", texts(&["favouritism"; 3])),
+            ("n_seeds", ColumnValues::Integer(cells.iter().map(|c| Some(c.0)).collect())),
+            ("mean", floats(&[Some(0.01), Some(-0.02), Some(0.0)])),
+            ("wilcoxon_p", floats(&cells.map(|c| c.1))),
+            ("bh_q", floats(&cells.map(|c| c.1))),
+        ],
+    );
+    let gee = table(
+        "gee",
+        vec![
+            ("labels", texts(&["hidden"; 3])),
+            ("m", texts(&["3", "5", "10"])),
+            ("formula", texts(&["points ~ same_group"; 3])),
+            ("term", texts(&["same_group"; 3])),
+            ("coef", floats(&[Some(0.01); 3])),
+            ("z", floats(&cells.map(|c| c.2))),
+        ],
+    );
+    let tables = MinimalGroupTables { seed_tests, gee, bootstrap: empty("bootstrap"), robustness: empty("robustness") };
+    Results {
+        source: PathBuf::from("test"),
+        conformity: None,
+        minimal_group: Some(MinimalGroupResults { runs: Vec::new(), dyads: one_society(), tables, quality: empty("quality") }),
+        empty_runs: Vec::new(),
+    }
+}
+
+#[test]
+fn the_hidden_floor_is_the_papers_rule() {
+    let verdict = |cells| {
+        let all = compare_headlines(&hidden_cells(cells)).unwrap();
+        let h = headline(&all, "hidden_floor").clone();
+        (h.verdict, h.basis, h.this_run)
+    };
+    // Raw p > 0.13 and |z| < 1.5 everywhere, on 30 seeds: the floor holds (p = 0.14 is not significant at
+    // 0.13 even though BH or "p ≥ 0.05" would say the same of p = 0.06).
+    let (v, basis, text) = verdict([(30, Some(0.14), Some(1.4)), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]);
+    assert_eq!(v, Verdict::Replicates, "{basis}");
+    assert!(text.contains("Wilcoxon signed-rank and GEE z, 30 seeds, p = 0.140"), "{text}");
+    // p = 0.06 passes "p ≥ 0.05" but not the paper's floor.
+    let (v, basis, _) = verdict([(30, Some(0.06), Some(0.2)), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]);
+    assert_eq!(v, Verdict::DoesNotReplicate);
+    assert!(basis.contains("m = 3: p = 0.060"), "{basis}");
+    // |z| = 1.5 fails.
+    assert_eq!(
+        verdict([(30, Some(0.5), Some(-1.5)), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]).0,
+        Verdict::DoesNotReplicate
+    );
+    // An undefined z or p in any cell: inconclusive, never a pass.
+    let (v, basis, _) = verdict([(30, Some(0.5), None), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]);
+    assert_eq!(v, Verdict::Inconclusive);
+    assert!(basis.contains("undefined"), "{basis}");
+    assert_eq!(
+        verdict([(30, Some(0.5), Some(0.1)), (30, Some(f64::NAN), Some(-0.3)), (30, Some(0.5), Some(0.9))]).0,
+        Verdict::Inconclusive
+    );
+    // Three seeds cannot give p ≤ 0.13 (smallest 0.25): the floor cannot fail, so it cannot pass either.
+    let (v, basis, _) = verdict([(3, Some(0.5), Some(0.1)), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]);
+    assert_eq!(v, Verdict::Inconclusive);
+    assert!(basis.contains("with 3 seeds the smallest attainable p is 0.250"), "{basis}");
+    // Three seeds decide nothing even when the GEE z of a lone cluster explodes.
+    assert_eq!(verdict([(3, Some(1.0), Some(1e15)), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]).0, Verdict::Inconclusive);
+    // A defined violation decides even beside an undefined cell.
+    assert_eq!(verdict([(30, Some(0.01), Some(3.0)), (30, None, Some(-0.3)), (30, Some(0.5), Some(0.9))]).0, Verdict::DoesNotReplicate);
+}
+
+/// Deterministic noise in [-1, 1].
+fn noise(parts: &[i64]) -> f64 {
+    let mut h: u64 = 1_469_598_103_934_665_603;
+    for &p in parts {
+        h ^= p as u64;
+        h = h.wrapping_mul(1_099_511_628_211);
+        h ^= h >> 29;
+    }
+    (h % 2001) as f64 / 1000.0 - 1.0
+}
+
+/// Societies of 20 with a minority of 5: visible-label minority deciders favour their group strongly
+/// (the first of them gives the out-group nothing), majority deciders mildly; hidden labels are noise.
+fn societies(seeds: i64) -> Results {
+    let mut rows = Vec::new();
+    for labels in [Labels::Visible, Labels::Hidden] {
+        for seed in 0..seeds {
+            let minority = |agent: i64| (agent * 7 + seed * 3) % 20 < 5;
+            for decider in 1..=20_i64 {
+                let visible = labels == Labels::Visible;
+                let bias = if !visible {
+                    0.0
+                } else if minority(decider) {
+                    1.5
+                } else {
+                    0.4
+                };
+                let extreme = visible && decider == (1..=20).find(|&a| minority(a)).unwrap_or(0);
+                let targets: Vec<i64> = (1..=20).filter(|&t| t != decider).collect();
+                let weights: Vec<f64> = targets
+                    .iter()
+                    .map(|&t| {
+                        let same = minority(t) == minority(decider);
+                        let w = 1.0 + if same { bias } else { 0.0 } + 0.3 * noise(&[seed, decider, t, visible as i64]);
+                        if extreme && !same { 0.0 } else { w.max(0.05) }
+                    })
+                    .collect();
+                let total: f64 = weights.iter().sum();
+                for (&target, w) in targets.iter().zip(&weights) {
+                    rows.push(Dyad {
+                        design: DesignKey::default(),
+                        labels,
+                        m: 5,
+                        seed,
+                        decider,
+                        target,
+                        minority_decider: minority(decider),
+                        minority_target: minority(target),
+                        same_group: minority(target) == minority(decider),
+                        points: 100.0 * w / total,
+                        target_position: None,
+                        filled: None,
+                    });
+                }
+            }
+        }
+    }
+    let dyads = DyadTable::new("test", rows).unwrap();
+    let tables = analyze_minimal_group(&dyads, &MinimalGroupOptions::default()).unwrap();
+    Results {
+        source: PathBuf::from("test"),
+        conformity: None,
+        minimal_group: Some(MinimalGroupResults { runs: Vec::new(), dyads, tables, quality: empty("quality") }),
+        empty_runs: Vec::new(),
+    }
+}
+
+#[test]
+fn minimal_group_verdicts_rest_on_societies() {
+    // Eight societies: the planted effects replicate, each verdict naming its test and n.
+    let all = compare_headlines(&societies(8)).unwrap();
+    for id in ["favouritism_visible", "minority_gap", "extreme_allocations"] {
+        let h = headline(&all, id);
+        assert_eq!(h.verdict, Verdict::Replicates, "{id}: {h:?}");
+        assert!(h.this_run.contains("8 seeds, p = 0.008"), "{id}: {}", h.this_run);
+    }
+    let prevalence = headline(&all, "prevalence");
+    assert!(
+        prevalence.this_run.contains("visible · m = 5: 100.0% of minority deciders; Wilcoxon signed-rank of share − 0.5, 8 seeds"),
+        "{}",
+        prevalence.this_run
+    );
+    // Hidden labels are noise around zero: the share of deciders above zero is not shown below 50%.
+    assert_eq!(prevalence.verdict, Verdict::Inconclusive, "{prevalence:?}");
+    assert!(prevalence.basis.starts_with("hidden · m = 5: "), "{}", prevalence.basis);
+    assert_eq!(headline(&all, "bh_survivors").verdict, Verdict::Replicates);
+    // No reasoning modes in this run.
+    assert_eq!(headline(&all, "reasoning_interaction").verdict, Verdict::NotInRun);
+
+    // One society: nothing can be decided, whatever the means.
+    let all = compare_headlines(&societies(1)).unwrap();
+    for id in ["favouritism_visible", "minority_gap", "prevalence", "extreme_allocations", "bh_survivors", "hidden_floor"] {
+        let h = headline(&all, id);
+        assert_eq!(h.verdict, Verdict::Inconclusive, "{id}: {h:?}");
+    }
+}
+
+#[test]
+fn the_report_states_verdicts_with_their_basis_and_links_the_deviations() {
+    let work = tempfile::tempdir().unwrap();
+    let results = load_results(&common::stored_results(&work.path().join("results"), common::Variant::Planted), &mut |_| {}).unwrap();
+    let written = write_report(&results, &work.path().join("report"), &mut |_| {}).unwrap();
+    let deviations = std::fs::read_to_string(&written.deviations).unwrap();
+    assert!(deviations.contains("ρ = 0.97 with p < 10⁻¹⁰"), "the copy is docs/deviations.md");
+    let html = std::fs::read_to_string(&written.html).unwrap();
+    assert!(html.contains("<a href=\"deviations.md\">deviations.md</a>"));
+    let md = std::fs::read_to_string(&written.markdown).unwrap();
+    assert!(md.contains("[deviations.md](deviations.md)"));
+    // The fixture has four societies per cell: a seed-level test cannot reach 0.05, so visible favouritism
+    // is inconclusive and says why, in both pages.
+    let all = compare_headlines(&results).unwrap();
+    let h = headline(&all, "favouritism_visible");
+    assert_eq!(h.verdict, Verdict::Inconclusive);
+    assert!(h.basis.contains("with 4 seeds the smallest attainable p is 0.125"), "{}", h.basis);
+    assert!(md.contains("**inconclusive**: ") && html.contains("class=\"inconclusive\""));
+    assert!(md.contains(&h.basis.replace('|', "\\|").replace('<', "&lt;").replace('>', "&gt;")));
+}
