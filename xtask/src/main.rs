@@ -14,12 +14,14 @@ const HELP: &str = "\
 cargo xtask <command>
 
 Commands:
-  replicate [--profile quick|full] [--model ALIAS] [--backend candle|openai|sim] [--endpoint URL]…
+  replicate [--profile quick|full] [--model ALIAS]… [--backend candle|openai|sim] [--endpoint URL]…
             [--device DEVICE] [--out DIR]
                    both studies end to end: fetch the model if needed, run each study into
                    OUT/runs/<study> (rerun the same command to resume), analyse into
                    OUT/analysis/<study>, report in OUT/report/ (report.html, report.md, figures/;
-                   default OUT: out/replicate-<profile>-<model>; quick runs every family in minutes)
+                   default OUT: out/replicate-<profile>-<model>; quick runs every family in minutes).
+                   --model more than once: each model runs both studies (OUT/runs/<study>-<model>) and
+                   the report shows the models side by side
   bench stimuli    images per second for each task: a 500-image difficulty pool, rendered and PNG-encoded
   bench parse      allocation parses per second on the fixture corpus, against serde_json on the same inputs
   bench stats [--venv PATH]

@@ -1,17 +1,18 @@
-//! `cargo xtask replicate`: both studies end to end with one model — fetch the model if needed, run each
-//! study into a run folder (resuming what is there), analyse, and write the report (figures, HTML and
-//! Markdown) with `herd report`.
+//! `cargo xtask replicate`: both studies end to end with one model or several — fetch each model if
+//! needed, run each study into a run folder per model (resuming what is there), analyse, and write one
+//! report (figures, HTML and Markdown, every model side by side) with `herd report`.
 
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
-pub const USAGE: &str = "cargo xtask replicate [--profile quick|full] [--model ALIAS] [--backend candle|openai|sim] [--endpoint URL]… [--device DEVICE] [--out DIR]";
+pub const USAGE: &str = "cargo xtask replicate [--profile quick|full] [--model ALIAS]… [--backend candle|openai|sim] [--endpoint URL]… [--device DEVICE] [--out DIR]";
 
 struct Options {
     profile: String,
-    model: String,
+    /// One or more aliases; each runs both studies, and the report shows them side by side.
+    models: Vec<String>,
     backend: String,
     /// Server URLs for the openai backend.
     endpoints: Vec<String>,
@@ -20,14 +21,14 @@ struct Options {
 }
 
 fn parse(args: &[String]) -> Result<Options> {
-    let mut options = Options { profile: "quick".into(), model: "smollm2-135m".into(), backend: "candle".into(), endpoints: Vec::new(), device: "cpu".into(), out: PathBuf::new() };
+    let mut options = Options { profile: "quick".into(), models: Vec::new(), backend: "candle".into(), endpoints: Vec::new(), device: "cpu".into(), out: PathBuf::new() };
     let mut out = None;
     let mut rest = args.iter();
     while let Some(flag) = rest.next() {
         let mut value = || rest.next().with_context(|| format!("{flag} needs a value\n\nusage: {USAGE}"));
         match flag.as_str() {
             "--profile" => options.profile = value()?.clone(),
-            "--model" => options.model = value()?.clone(),
+            "--model" => options.models.push(value()?.clone()),
             "--backend" => options.backend = value()?.clone(),
             "--endpoint" => options.endpoints.push(value()?.clone()),
             "--device" => options.device = value()?.clone(),
@@ -41,9 +42,28 @@ fn parse(args: &[String]) -> Result<Options> {
     if options.backend == "openai" && options.endpoints.is_empty() {
         bail!("--backend openai needs --endpoint URL (repeat it for several servers)\n\nusage: {USAGE}");
     }
-    let who = if options.backend == "sim" { "sim" } else { options.model.as_str() };
+    if options.backend == "openai" && options.models.is_empty() {
+        bail!("--backend openai needs --model ALIAS: the model the servers serve\n\nusage: {USAGE}");
+    }
+    if options.backend == "sim" && options.models.is_empty() {
+        options.models.push("smollm2-135m".into());
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(twice) = options.models.iter().find(|m| !seen.insert(m.as_str())) {
+        bail!("--model {twice} is given twice");
+    }
+    let who = if options.backend == "sim" { "sim".to_string() } else if options.models.is_empty() { "default".to_string() } else { options.models.join("+") };
     options.out = out.unwrap_or_else(|| PathBuf::from(format!("out/replicate-{}-{who}", options.profile)));
     Ok(options)
+}
+
+/// The studies, each with the model it runs on when no `--model` is given. The quick profile shows each
+/// effect in minutes on a laptop: Qwen2.5-Coder-1.5B follows the confederates (SmolLM2-135M follows neither
+/// stimulus nor crowd), and SmolLM2-135M writes a society's 20 allocations in about 20 s (the 1.5B model
+/// takes minutes per society). The full profile runs the registry's default model on both.
+fn default_jobs(profile: &str) -> Vec<(&'static str, String)> {
+    let (conformity, minimal_group) = if profile == "quick" { ("qwen2.5-coder-1.5b", "smollm2-135m") } else { ("smollm2-135m", "smollm2-135m") };
+    vec![("conformity", conformity.to_string()), ("minimal-group", minimal_group.to_string())]
 }
 
 fn run(command: &mut Command, what: &str) -> Result<()> {
@@ -68,29 +88,41 @@ pub fn replicate(args: &[String]) -> Result<()> {
     let started = Instant::now();
     println!("== building herd");
     let herd = build_herd()?;
-    if o.backend == "candle" {
-        println!("== model {}", o.model);
-        run(Command::new(&herd).args(["models", "--fetch", &o.model]), "making the model present")?;
-    }
     let suffix = if o.profile == "quick" { ".quick" } else { "" };
+    let jobs: Vec<(&str, String)> = if o.models.is_empty() {
+        default_jobs(&o.profile)
+    } else {
+        o.models.iter().flat_map(|m| [("conformity", m.clone()), ("minimal-group", m.clone())]).collect()
+    };
+    let models: std::collections::BTreeSet<&str> = jobs.iter().map(|(_, m)| m.as_str()).collect();
+    if o.backend == "candle" {
+        for model in &models {
+            println!("== model {model}");
+            run(Command::new(&herd).args(["models", "--fetch", model]), "making the model present")?;
+        }
+    }
     let mut sections = Vec::new();
-    for (study, command, flag) in [("conformity", "conformity", "--trials"), ("minimal-group", "minimal-group", "--dyads")] {
+    for (study, model) in &jobs {
         let experiment = format!("data/experiments/{study}{suffix}.toml");
-        let run_dir = o.out.join("runs").join(study);
-        let analysis_dir = o.out.join("analysis").join(study);
-        println!("== {study}: {experiment} → {}", run_dir.display());
+        // One model keeps the plain folder names; several get one run folder per study and model, all
+        // of which `herd report` finds under OUT/runs/ and reports side by side.
+        let name = if models.len() == 1 { study.to_string() } else { format!("{study}-{model}") };
+        let run_dir = o.out.join("runs").join(&name);
+        let analysis_dir = o.out.join("analysis").join(&name);
+        println!("== {study} · {model}: {experiment} → {}", run_dir.display());
         let study_started = Instant::now();
-        let (r, m, b, d) = (run_dir.to_str().context("UTF-8 path")?, o.model.as_str(), o.backend.as_str(), o.device.as_str());
+        let (r, b, d) = (run_dir.to_str().context("UTF-8 path")?, o.backend.as_str(), o.device.as_str());
         let mut herd_run = Command::new(&herd);
-        herd_run.args(["run", "--experiment", &experiment, "--model", m, "--backend", b, "--device", d, "--out", r]);
+        herd_run.args(["run", "--experiment", &experiment, "--model", model, "--backend", b, "--device", d, "--out", r]);
         for endpoint in &o.endpoints {
             herd_run.args(["--endpoint", endpoint]);
         }
-        run(&mut herd_run, &format!("herd run ({study})"))?;
+        run(&mut herd_run, &format!("herd run ({study}, {model})"))?;
+        let (command, flag) = if *study == "conformity" { ("conformity", "--trials") } else { ("minimal-group", "--dyads") };
         let a = analysis_dir.to_str().context("UTF-8 path")?;
         run(Command::new(&herd).args(["analyze", command, flag, r, "--out", a]), &format!("herd analyze {command}"))?;
-        println!("   {study} took {:.0} s", study_started.elapsed().as_secs_f64());
-        sections.push((study, run_dir, analysis_dir));
+        println!("   {study} · {model} took {:.1} min", study_started.elapsed().as_secs_f64() / 60.0);
+        sections.push((format!("{study} · {model}"), run_dir, analysis_dir));
     }
     let report_dir = o.out.join("report");
     println!("== report: {}", report_dir.display());
@@ -98,9 +130,9 @@ pub fn replicate(args: &[String]) -> Result<()> {
     run(Command::new(&herd).args(["report", "--results", results, "--out", report]), "herd report")?;
     println!("\n== done in {:.1} min", started.elapsed().as_secs_f64() / 60.0);
     for (study, run_dir, analysis_dir) in &sections {
-        println!("{study:>14}: trial tables {}/*/*.parquet, manifest {}/manifest.json", run_dir.display(), run_dir.display());
-        println!("{:>14}  analysis tables {}/*.csv|parquet", "", analysis_dir.display());
+        println!("{study:>28}: trial tables {}/*/*.parquet, manifest {}/manifest.json", run_dir.display(), run_dir.display());
+        println!("{:>28}  analysis tables {}/*.csv|parquet", "", analysis_dir.display());
     }
-    println!("{:>14}: {} (Markdown twin: report.md, figures in figures/)", "report", report_dir.join("report.html").display());
+    println!("{:>28}: {} (Markdown twin: report.md, figures in figures/)", "report", report_dir.join("report.html").display());
     Ok(())
 }

@@ -131,7 +131,7 @@ fn a_run_killed_at_random_moments_and_resumed_equals_an_uninterrupted_run() {
 fn two_shards_concatenated_equal_the_unsharded_run() {
     let dir = tempfile::tempdir().unwrap();
     // Three societies per cell, so that the minimal-group study has six shard groups to split.
-    let edits: [(&str, &[(&str, &str)]); 2] = [("conformity.quick.toml", &[]), ("minimal-group.quick.toml", &[("seeds = 1", "seeds = 3")])];
+    let edits: [(&str, &[(&str, &str)]); 2] = [("conformity.quick.toml", &[]), ("minimal-group.quick.toml", &[("seeds = 8 ", "seeds = 3 ")])];
     for (name, edit) in edits {
         let file = edited_experiment(dir.path(), name, edit);
         let whole = dir.path().join(format!("{name}-whole"));

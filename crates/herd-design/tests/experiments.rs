@@ -83,6 +83,9 @@ fn quick_profiles_keep_every_family() {
     assert_eq!(q.instruments.len(), 1);
     assert_eq!(q.design.labels.len(), 2);
     assert_eq!(q.design.reasoning.len(), 2);
+    // Enough societies per label arm for every seed-level test to be defined and able to reach
+    // p < 0.01 (a signed-rank test's smallest p on n seeds is 2 / 2^n).
+    assert!(q.design.seeds >= 8, "quick runs {} societies per cell", q.design.seeds);
 }
 
 #[test]
