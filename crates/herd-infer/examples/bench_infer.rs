@@ -109,7 +109,7 @@ fn main() {
     let draws: usize = generations.iter().map(|g| g.completion_tokens + 1).sum();
     let start = Instant::now();
     for (i, r) in requests.iter().enumerate().cycle().take(draws) {
-        std::hint::black_box(herd_infer::sample_token(&logits, &r.sampling, &mut herd_infer::sequence_rng(i as u64)));
+        std::hint::black_box(herd_infer::sample_token(&logits, &r.sampling, &mut herd_infer::sequence_rng(i as u64)).expect("finite logits"));
     }
     let sampling_s = start.elapsed().as_secs_f64();
     let completion_tokens: usize = generations.iter().map(|g| g.completion_tokens).sum();

@@ -20,6 +20,10 @@ pub enum InferError {
     Request(String),
     #[error("constraint: {0}")]
     Constraint(String),
+    #[error("sampling: {0}")]
+    Sampling(String),
+    #[error("the backend returned {returned} results for {requested} requests; the batch is marked failed (rerun to retry it)")]
+    Incomplete { requested: usize, returned: usize },
     #[error("vision model: {0}")]
     Vision(#[from] herd_vision::VisionError),
     #[error("candle: {0}")]

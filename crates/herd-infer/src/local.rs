@@ -279,7 +279,7 @@ impl LocalModel {
                 if let Some(c) = constraints[row].as_mut() {
                     c.mask_logits(row_logits)?;
                 }
-                let token = sample_token(row_logits, &requests[row].sampling, &mut rngs[row]);
+                let token = sample_token(row_logits, &requests[row].sampling, &mut rngs[row])?;
                 next.push(token);
                 if self.tokenizer.eos_ids.contains(&token) {
                     finished[row] = Some(FinishReason::Eos);

@@ -2,6 +2,7 @@
 //! sequence draws the same tokens whether it is decoded alone or in a batch.
 
 use crate::backend::SamplingParams;
+use crate::error::{InferError, Result};
 use rand::Rng;
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::SeedableRng;
@@ -16,11 +17,23 @@ pub fn sequence_rng(seed: u64) -> ChaCha20Rng {
 /// Without a cut (top-k 0, top-p 1) the draw walks the tokens in id order; with one it walks them from
 /// the most likely down, and sorts only as many as the cut can keep (a full sort of a 50k vocabulary
 /// for every sequence at every step was a tenth of a batched decoding step).
-pub fn sample_token(logits: &[f32], params: &SamplingParams, rng: &mut ChaCha20Rng) -> u32 {
-    let mut order: Vec<u32> = (0..logits.len() as u32).filter(|&i| logits[i as usize].is_finite()).collect();
+///
+/// Logits with no finite entry (a model that produced NaN or infinities, or a constraint that allows no
+/// token) are an error: returning some token would write text the model never chose.
+pub fn sample_token(logits: &[f32], params: &SamplingParams, rng: &mut ChaCha20Rng) -> Result<u32> {
+    let order: Vec<u32> = (0..logits.len() as u32).filter(|&i| logits[i as usize].is_finite()).collect();
     if order.is_empty() {
-        return 0;
+        let nan = logits.iter().filter(|l| l.is_nan()).count();
+        return Err(InferError::Sampling(format!(
+            "none of the {} logits is finite ({nan} NaN, the rest ±inf): the model's output is broken or the JSON constraint allows no token; nothing was sampled",
+            logits.len()
+        )));
     }
+    Ok(draw(logits, order, params, rng))
+}
+
+/// [`sample_token`] over the finite candidates `order` (not empty).
+fn draw(logits: &[f32], mut order: Vec<u32>, params: &SamplingParams, rng: &mut ChaCha20Rng) -> u32 {
     let likelier = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b));
     if params.temperature <= 0.0 {
         return *order.iter().min_by(|a, b| likelier(a, b)).expect("non-empty");
@@ -81,6 +94,20 @@ fn sort_likeliest(order: &mut Vec<u32>, needed: f64, weight: &impl Fn(u32) -> f6
 mod tests {
     use super::*;
 
+    fn sample(logits: &[f32], params: &SamplingParams, rng: &mut ChaCha20Rng) -> u32 {
+        sample_token(logits, params, rng).unwrap()
+    }
+
+    #[test]
+    fn logits_with_nothing_finite_are_an_error_not_token_zero() {
+        for logits in [vec![f32::NAN; 4], vec![f32::NEG_INFINITY; 4], vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY], vec![]] {
+            for p in [params(0.0, 0, 1.0), params(0.7, 40, 0.9)] {
+                let err = sample_token(&logits, &p, &mut sequence_rng(1)).unwrap_err().to_string();
+                assert!(err.contains("finite") && err.contains("nothing was sampled"), "{err}");
+            }
+        }
+    }
+
     fn params(temperature: f64, top_k: usize, top_p: f64) -> SamplingParams {
         SamplingParams { temperature, top_k, top_p, ..Default::default() }
     }
@@ -88,7 +115,7 @@ mod tests {
     #[test]
     fn greedy_takes_the_largest_and_breaks_ties_low() {
         let mut rng = sequence_rng(1);
-        assert_eq!(sample_token(&[0.1, 3.0, 3.0, f32::NEG_INFINITY], &params(0.0, 0, 1.0), &mut rng), 1);
+        assert_eq!(sample(&[0.1, 3.0, 3.0, f32::NEG_INFINITY], &params(0.0, 0, 1.0), &mut rng), 1);
     }
 
     #[test]
@@ -96,9 +123,9 @@ mod tests {
         let logits = [2.0, f32::NEG_INFINITY, 1.9, 0.5];
         for seed in 0..200 {
             let mut rng = sequence_rng(seed);
-            assert_eq!(sample_token(&logits, &params(1.0, 1, 1.0), &mut rng), 0);
+            assert_eq!(sample(&logits, &params(1.0, 1, 1.0), &mut rng), 0);
             let mut rng = sequence_rng(seed);
-            assert_ne!(sample_token(&logits, &params(5.0, 0, 1.0), &mut rng), 1);
+            assert_ne!(sample(&logits, &params(5.0, 0, 1.0), &mut rng), 1);
         }
     }
 
@@ -108,13 +135,13 @@ mod tests {
         let mut counts = [0usize; 3];
         let mut rng = sequence_rng(7);
         for _ in 0..20_000 {
-            counts[sample_token(&logits, &params(1.0, 0, 1.0), &mut rng) as usize] += 1;
+            counts[sample(&logits, &params(1.0, 0, 1.0), &mut rng) as usize] += 1;
         }
         let share = counts[0] as f64 / 20_000.0;
         assert!((share - 0.6).abs() < 0.02, "{counts:?}");
         let mut rng = sequence_rng(7);
         for _ in 0..2_000 {
-            assert_ne!(sample_token(&logits, &params(1.0, 0, 0.85), &mut rng), 2);
+            assert_ne!(sample(&logits, &params(1.0, 0, 0.85), &mut rng), 2);
         }
     }
 
@@ -123,7 +150,7 @@ mod tests {
         let logits: Vec<f32> = (0..50).map(|i| (i as f32 * 0.37).sin()).collect();
         let draw = |seed| {
             let mut rng = sequence_rng(seed);
-            (0..20).map(|_| sample_token(&logits, &params(0.8, 10, 0.9), &mut rng)).collect::<Vec<_>>()
+            (0..20).map(|_| sample(&logits, &params(0.8, 10, 0.9), &mut rng)).collect::<Vec<_>>()
         };
         assert_eq!(draw(3), draw(3));
         assert_ne!(draw(3), draw(4));
@@ -167,7 +194,7 @@ mod tests {
             let p = params(temperature, top_k, top_p);
             for seed in 0..30 {
                 let (mut a, mut b) = (sequence_rng(seed), sequence_rng(seed));
-                assert_eq!(sample_token(&logits, &p, &mut a), sample_fully_sorted(&logits, &p, &mut b), "{p:?} seed {seed}");
+                assert_eq!(sample(&logits, &p, &mut a), sample_fully_sorted(&logits, &p, &mut b), "{p:?} seed {seed}");
             }
         }
     }

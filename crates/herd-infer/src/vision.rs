@@ -116,7 +116,7 @@ impl Backend for VisionModel {
                 if let Some(c) = constraint.as_mut() {
                     c.mask_logits(&mut logits)?;
                 }
-                let token = sample_token(&logits, &request.sampling, &mut rng);
+                let token = sample_token(&logits, &request.sampling, &mut rng)?;
                 if self.tokenizer.eos_ids.contains(&token) {
                     break (self.tokenizer.decode(&generated)?, FinishReason::Eos);
                 }

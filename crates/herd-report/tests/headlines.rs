@@ -3,6 +3,7 @@
 //! every verdict names its test and n; the hidden-label floor follows the paper's p > 0.13, |z| < 1.5.
 
 mod common;
+use common::noise;
 
 use std::path::PathBuf;
 
@@ -280,17 +281,6 @@ fn the_hidden_floor_is_the_papers_rule() {
     assert_eq!(verdict([(3, Some(1.0), Some(1e15)), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]).0, Verdict::Inconclusive);
     // A defined violation decides even beside an undefined cell.
     assert_eq!(verdict([(30, Some(0.01), Some(3.0)), (30, None, Some(-0.3)), (30, Some(0.5), Some(0.9))]).0, Verdict::DoesNotReplicate);
-}
-
-/// Deterministic noise in [-1, 1].
-fn noise(parts: &[i64]) -> f64 {
-    let mut h: u64 = 1_469_598_103_934_665_603;
-    for &p in parts {
-        h ^= p as u64;
-        h = h.wrapping_mul(1_099_511_628_211);
-        h ^= h >> 29;
-    }
-    (h % 2001) as f64 / 1000.0 - 1.0
 }
 
 /// Societies of 20 with a minority of 5: visible-label minority deciders favour their group strongly

@@ -146,7 +146,7 @@ pub(crate) fn run(
         for indices in by_image.values() {
             let requests: Vec<ScoreRequest> = indices.iter().map(|&i| prepared[i].request.clone()).collect();
             let started = Instant::now();
-            match backend.score(&requests) {
+            match crate::all_results(requests.len(), backend.score(&requests)) {
                 Ok(scores) => {
                     let latency = started.elapsed().as_secs_f64() / indices.len() as f64;
                     for (&i, score) in indices.iter().zip(scores) {

@@ -257,6 +257,17 @@ impl FailureGuard {
     }
 }
 
+/// A backend's results for `requested` requests, checked. A backend that returns another number of
+/// results (a server's truncated batch, a bug) has failed the whole batch, like any backend error:
+/// pairing what it did return with the requests would store some units and silently drop the rest.
+pub(crate) fn all_results<T>(requested: usize, results: herd_infer::Result<Vec<T>>) -> herd_infer::Result<Vec<T>> {
+    let results = results?;
+    if results.len() != requested {
+        return Err(herd_infer::InferError::Incomplete { requested, returned: results.len() });
+    }
+    Ok(results)
+}
+
 /// A u64 seed from a stream key (sampling seeds for the backend).
 fn seed_of(key: &herd_design::StreamKey) -> u64 {
     let digest = key.digest();

@@ -63,7 +63,7 @@ pub(crate) fn run(
         let prompts = allocation_prompts(exp, &bank, &society, &unit.key, run)?;
         let requests: Vec<GenerateRequest> = prompts.iter().map(|p| request(exp, unit, run, p, options)).collect();
         let started = Instant::now();
-        let generations = match backend.generate(&requests) {
+        let generations = match crate::all_results(requests.len(), backend.generate(&requests)) {
             Ok(g) => g,
             Err(error) => {
                 guard.record(std::slice::from_ref(&id), error, summary)?;

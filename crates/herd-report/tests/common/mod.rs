@@ -14,7 +14,7 @@ pub enum Variant {
 }
 
 /// Deterministic noise in [-1, 1] from integers (no RNG needed for a fixture).
-fn noise(parts: &[i64]) -> f64 {
+pub fn noise(parts: &[i64]) -> f64 {
     let mut h: u64 = 1_469_598_103_934_665_603;
     for &p in parts {
         h ^= p as u64;

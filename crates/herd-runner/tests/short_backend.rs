@@ -1,0 +1,68 @@
+//! A backend that returns fewer results than it was asked for fails its batch: no unit of it is stored,
+//! the batch is listed as failed (a rerun retries it), and five such batches in a row stop the run with
+//! an error that says what happened. Nothing is paired with the wrong request or silently dropped.
+
+use herd_infer::{Backend, BackendInfo, GenerateRequest, Generation, ScoreRequest, ScoreResult, SimAgent, SimParams};
+use herd_runner::{MemorySink, RunOptions, run_experiment};
+use std::path::Path;
+
+/// The sim agent, with the last result of the chosen calls dropped.
+struct Short {
+    inner: SimAgent,
+    calls: usize,
+    short_on: fn(usize) -> bool,
+}
+
+impl Backend for Short {
+    fn score(&mut self, group: &[ScoreRequest]) -> herd_infer::Result<Vec<ScoreResult>> {
+        let mut results = self.inner.score(group)?;
+        self.calls += 1;
+        if (self.short_on)(self.calls) {
+            results.pop();
+        }
+        Ok(results)
+    }
+
+    fn generate(&mut self, batch: &[GenerateRequest]) -> herd_infer::Result<Vec<Generation>> {
+        let mut results = self.inner.generate(batch)?;
+        self.calls += 1;
+        if (self.short_on)(self.calls) {
+            results.pop();
+        }
+        Ok(results)
+    }
+
+    fn info(&self) -> BackendInfo {
+        self.inner.info()
+    }
+}
+
+fn experiment(name: &str) -> herd_design::ExperimentFile {
+    herd_design::load_experiment(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/experiments").join(name)).unwrap()
+}
+
+#[test]
+fn a_short_batch_is_failed_whole_and_the_rest_is_stored() {
+    let file = experiment("minimal-group.quick.toml");
+    let mut backend = Short { inner: SimAgent::new(SimParams::default()), calls: 0, short_on: |call| call == 1 };
+    let mut sink = MemorySink::default();
+    let summary = run_experiment(&file, &mut backend, &mut sink, &RunOptions::default()).unwrap();
+    assert_eq!(summary.failed.len(), 1, "{summary:?}");
+    assert!(!sink.stored.contains(&summary.failed[0]), "the short society was stored");
+    assert!(summary.notes["last_backend_failure"].as_str().unwrap().contains("returned 19 results for 20 requests"), "{:?}", summary.notes);
+    // Every other society was stored whole: 20 deciders and 19 dyads each.
+    let stored = sink.stored.len();
+    assert!(stored > 0);
+    assert_eq!(sink.rows.deciders.len(), 20 * stored);
+    assert_eq!(sink.rows.dyads.len(), 20 * 19 * stored);
+}
+
+#[test]
+fn short_batches_in_a_row_stop_the_run_with_the_reason() {
+    let file = experiment("conformity.quick.toml");
+    let mut backend = Short { inner: SimAgent::new(SimParams::default()), calls: 0, short_on: |_| true };
+    let mut sink = MemorySink::default();
+    let err = run_experiment(&file, &mut backend, &mut sink, &RunOptions::default()).unwrap_err().to_string();
+    assert!(err.contains("results for") && err.contains("requests") && err.contains("rerun"), "{err}");
+    assert!(sink.rows.conformity.is_empty() && sink.stored.is_empty(), "nothing from a short batch is stored");
+}
