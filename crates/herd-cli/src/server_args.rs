@@ -48,8 +48,13 @@ impl ServerArgs {
         if self.endpoints.is_empty() {
             bail!("--backend openai needs --endpoint URL (the server's base URL, e.g. http://127.0.0.1:8000)");
         }
-        if !(self.request_timeout > 0.0 && self.request_timeout.is_finite()) || !(self.retry_delay >= 0.0 && self.retry_delay.is_finite()) {
-            bail!("--request-timeout must be positive and --retry-delay non-negative (seconds)");
+        // Bounded so that a typo (1e300) is an error here, not an overflow when it becomes a Duration.
+        const DAY: f64 = 86_400.0;
+        if !(self.request_timeout > 0.0 && self.request_timeout <= DAY) {
+            bail!("--request-timeout {:?}: give the seconds one request may take, more than 0 and at most {DAY} (a day)", self.request_timeout);
+        }
+        if !(self.retry_delay >= 0.0 && self.retry_delay <= 3_600.0) {
+            bail!("--retry-delay {:?}: give the first backoff in seconds, 0 to 3600 (it doubles per retry up to 30 s)", self.retry_delay);
         }
         Ok(OpenAiOptions {
             endpoints: self.endpoints.clone(),

@@ -218,3 +218,11 @@ fn bad_inputs_fail_clearly_and_leave_stored_data_intact() {
     assert!(stderr.contains("experiment.format") && stderr.contains("upgrade herd"), "{stderr}");
     assert!(!dir.path().join("newer-run").exists(), "nothing is created for a refused experiment");
 }
+
+#[test]
+fn server_timings_out_of_range_are_errors_naming_the_flag() {
+    for (flag, value) in [("--request-timeout", "1e300"), ("--request-timeout", "0"), ("--retry-delay", "1e300"), ("--retry-delay", "NaN")] {
+        let stderr = fails(&["score", "--backend", "openai", "--endpoint", "http://127.0.0.1:9", "--prompt-file", "Cargo.toml", flag, value]);
+        assert!(stderr.contains(&format!("{flag} {value}")) && stderr.contains("give the"), "{flag} {value}: {stderr}");
+    }
+}

@@ -214,7 +214,7 @@ impl OpenAiBackend {
             Err(e) => return Err(CallError::transient(format!("{url}: {e}"))),
         };
         let status = response.status().as_u16();
-        let retry_after = response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok()).map(|s| Duration::from_secs_f64(s.clamp(0.0, 600.0)));
+        let retry_after = response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(retry_after_delay);
         let text = match response.body_mut().with_config().limit(64 << 20).read_to_string() {
             Ok(t) => t,
             Err(e) => return Err(CallError { retryable: true, retry_after, status: Some(status), problem: format!("{url}: HTTP {status}, body unreadable: {e}") }),
@@ -526,8 +526,26 @@ impl Backend for OpenAiBackend {
     }
 }
 
+/// A `Retry-After` header's delay in seconds. The server is adversarial input: a value that is not a
+/// non-negative finite number (`NaN`, `inf`, `-3`, an HTTP date) is ignored, so the client's own backoff
+/// applies; a huge one is cut to 600 s here (and to the retry policy's `max_delay` where it is used).
+pub(crate) fn retry_after_delay(value: &str) -> Option<Duration> {
+    let seconds = value.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
+    Some(Duration::from_secs_f64(seconds.min(600.0)))
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn retry_after_ignores_what_is_not_a_delay_and_caps_the_rest() {
+        assert_eq!(super::retry_after_delay(" 2.5 "), Some(Duration::from_millis(2500)));
+        assert_eq!(super::retry_after_delay("1e300"), Some(Duration::from_secs(600)));
+        for bad in ["NaN", "nan", "inf", "-inf", "-3", "", "Wed, 21 Oct 2026 07:28:00 GMT"] {
+            assert_eq!(super::retry_after_delay(bad), None, "{bad}");
+        }
+    }
+
     use super::*;
 
     fn top(pairs: &[(&str, f64)]) -> Vec<(String, f64)> {
