@@ -53,6 +53,31 @@ pub struct DecoderConfig {
     pub max_positions: usize,
 }
 
+impl DecoderConfig {
+    /// Sizes the decoder divides by or splits into: a zero or an uneven split would panic (or silently
+    /// misshape tensors) deep inside the first forward pass, so a model file that states one is refused.
+    pub fn check_sizes(&self) -> std::result::Result<(), String> {
+        let named = [
+            ("vocabulary size", self.vocab_size),
+            ("hidden size", self.hidden_size),
+            ("layer count", self.num_layers),
+            ("attention head count", self.num_heads),
+            ("key/value head count", self.num_kv_heads),
+            ("head dimension", self.head_dim),
+        ];
+        if let Some((what, _)) = named.iter().find(|(_, n)| *n == 0) {
+            return Err(format!("the {what} is 0"));
+        }
+        if self.num_heads % self.num_kv_heads != 0 {
+            return Err(format!("{} attention heads cannot be shared by {} key/value heads", self.num_heads, self.num_kv_heads));
+        }
+        if self.head_dim % 2 != 0 {
+            return Err(format!("the head dimension {} is odd: rotary embeddings rotate pairs", self.head_dim));
+        }
+        Ok(())
+    }
+}
+
 /// Llama 3.1's frequency-dependent rope scaling (DeepSeek-R1-Distill-Llama uses it).
 #[derive(Clone, Copy, Debug)]
 pub struct Llama3RopeScaling {
@@ -670,7 +695,7 @@ pub fn load_gguf(file: &Path, device: &Device, format: WeightFormat) -> Result<(
     let hidden_size = u("embedding_length")?;
     let num_heads = u("attention.head_count")?;
     let num_kv_heads = u("attention.head_count_kv").unwrap_or(num_heads);
-    let head_dim = u("attention.key_length").unwrap_or(hidden_size / num_heads);
+    let head_dim = u("attention.key_length").unwrap_or_else(|_| hidden_size.checked_div(num_heads).unwrap_or(0));
     let rms_norm_eps = md(&format!("{arch}.attention.layer_norm_rms_epsilon"))?.to_f32().map_err(|e| model_file(file, e))? as f64;
     let rope_theta = content.metadata.get(&format!("{arch}.rope.freq_base")).and_then(|v| v.to_f32().ok()).unwrap_or(10_000.0) as f64;
     let tokens = md("tokenizer.ggml.tokens")?.to_vec().map_err(|e| model_file(file, e))?.len();
@@ -688,6 +713,7 @@ pub fn load_gguf(file: &Path, device: &Device, format: WeightFormat) -> Result<(
         rope_scaling: None,
         max_positions: u("context_length")?.min(32_768),
     };
+    config.check_sizes().map_err(|problem| model_file(file, format!("GGUF metadata `{arch}.*`: {problem}; the file is not a usable model")))?;
     let mut tensors = HashMap::new();
     for name in content.tensor_infos.keys() {
         let t = content.tensor(&mut reader, name, device).map_err(|e| model_file(file, format!("tensor `{name}`: {e}")))?;
@@ -736,7 +762,7 @@ pub fn parse_hf_config(path: &Path, text: &str) -> Result<DecoderConfig> {
     let hidden_size = usize_key("hidden_size")?;
     let num_heads = usize_key("num_attention_heads")?;
     let num_kv_heads = v["num_key_value_heads"].as_u64().map(|n| n as usize).unwrap_or(num_heads);
-    let head_dim = v["head_dim"].as_u64().map(|n| n as usize).unwrap_or(hidden_size / num_heads);
+    let head_dim = v["head_dim"].as_u64().map(|n| n as usize).unwrap_or_else(|| hidden_size.checked_div(num_heads).unwrap_or(0));
     if v["partial_rotary_factor"].as_f64().is_some_and(|f| f != 1.0) {
         return Err(bad("partial_rotary_factor", "is not 1: partial rotary embeddings are not supported"));
     }
@@ -756,7 +782,7 @@ pub fn parse_hf_config(path: &Path, text: &str) -> Result<DecoderConfig> {
             }
         }
     };
-    Ok(DecoderConfig {
+    let config = DecoderConfig {
         family,
         vocab_size: usize_key("vocab_size")?,
         hidden_size,
@@ -769,10 +795,67 @@ pub fn parse_hf_config(path: &Path, text: &str) -> Result<DecoderConfig> {
         rope_style: RopeStyle::Halves,
         rope_scaling,
         max_positions: v["max_position_embeddings"].as_u64().map(|n| n as usize).unwrap_or(4096).min(32_768),
-    })
+    };
+    config.check_sizes().map_err(|problem| model_file(path, format!("{problem}; fix the config.json of this model")))?;
+    Ok(config)
 }
 
 /// Softmax over the last dimension in f32.
 pub fn softmax(logits: &Tensor) -> Result<Tensor> {
     Ok(candle_nn::ops::softmax(logits, D::Minus1)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::quantized::gguf_file::Value;
+
+    const CONFIG: &str = r#"{"model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "num_hidden_layers": 2, "vocab_size": 100}"#;
+
+    #[test]
+    fn config_json_with_impossible_sizes_is_refused_by_name() {
+        let path = Path::new("m/config.json");
+        assert!(parse_hf_config(path, CONFIG).is_ok());
+        let cases = [
+            (CONFIG.replace("\"num_attention_heads\": 4", "\"num_attention_heads\": 0"), "attention head count is 0"),
+            (CONFIG.replace("\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"), "4 attention heads cannot be shared by 3"),
+            (CONFIG.replace("\"num_key_value_heads\": 2", "\"num_key_value_heads\": 0"), "key/value head count is 0"),
+            (CONFIG.replace("\"hidden_size\": 64, ", ""), "`hidden_size` is missing"),
+            (CONFIG.replace("\"num_hidden_layers\": 2", "\"num_hidden_layers\": 0"), "layer count is 0"),
+            (CONFIG.replace("\"hidden_size\": 64", "\"hidden_size\": 4"), "head dimension 1 is odd"),
+        ];
+        for (text, expected) in cases {
+            let err = parse_hf_config(path, &text).unwrap_err().to_string();
+            assert!(err.contains(expected) && err.contains("m/config.json"), "{text}\n→ {err}");
+        }
+    }
+
+    /// A GGUF file with llama metadata and no tensors.
+    fn gguf_with(head_count: u32) -> tempfile::NamedTempFile {
+        let tokens = Value::Array(vec![Value::String("a".into()), Value::String("b".into())]);
+        let metadata = [
+            ("general.architecture", Value::String("llama".into())),
+            ("llama.embedding_length", Value::U32(64)),
+            ("llama.attention.head_count", Value::U32(head_count)),
+            ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
+            ("llama.block_count", Value::U32(2)),
+            ("llama.context_length", Value::U32(128)),
+            ("tokenizer.ggml.tokens", tokens),
+        ];
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let refs: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
+        gguf_file::write(&mut std::fs::File::create(file.path()).unwrap(), &refs, &[]).unwrap();
+        file
+    }
+
+    #[test]
+    fn gguf_with_zero_attention_heads_is_refused_by_name() {
+        let file = gguf_with(0);
+        let err = load_gguf(file.path(), &Device::Cpu, WeightFormat::Native).map(|_| ()).unwrap_err().to_string();
+        assert!(err.contains("attention head count is 0") && err.contains("llama.*"), "{err}");
+        // The same file with heads passes the size check and fails only for its missing tensors.
+        let err = load_gguf(gguf_with(4).path(), &Device::Cpu, WeightFormat::Native).map(|_| ()).unwrap_err().to_string();
+        assert!(!err.contains("head count"), "{err}");
+    }
 }
