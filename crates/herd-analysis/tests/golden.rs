@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use herd_analysis::io::{read_conformity_trials, read_dyads};
 use herd_analysis::{
     BootstrapPlan, ConformityOptions, MinimalGroupOptions, ResultTable, analyze_conformity,
-    analyze_minimal_group,
+    analyze_minimal_group, minimal_group_seed_tests,
 };
 use serde_json::Value;
 
@@ -94,18 +94,19 @@ fn compare(table: &ResultTable, expected: &Value, keys: &[&str]) {
 #[test]
 fn minimal_group_matches_statsmodels() {
     let dyads = read_dyads(&path("data/dyads.csv")).expect("committed dyads read");
-    assert_eq!(dyads.design_columns(), ["reasoning", "swap_pass"]);
+    assert_eq!(dyads.design_columns(), ["model", "reasoning", "swap_pass"]);
     let indices: Vec<Vec<usize>> = serde_json::from_value(load("data/bootstrap_indices.json")).unwrap();
     let options = MinimalGroupOptions {
         bootstrap: BootstrapPlan::Replay(indices),
+        gee_bootstrap: true,
         ..MinimalGroupOptions::default()
     };
     let tables = analyze_minimal_group(&dyads, &options).expect("analysis");
     let golden = load("golden/minimal_group.json");
-    let design = ["reasoning", "swap_pass"];
+    let design = ["model", "reasoning", "swap_pass", "passes"];
     let with = |rest: &[&'static str]| -> Vec<&'static str> { design.iter().copied().chain(rest.iter().copied()).collect() };
     compare(&tables.seed_tests, &golden["seed_tests"], &with(&["labels", "m", "deciders", "measure"]));
-    compare(&tables.gee, &golden["gee"], &with(&["labels", "m", "formula", "term"]));
+    compare(&tables.gee, &golden["gee"], &with(&["analysis", "labels", "m", "formula", "term"]));
     compare(&tables.bootstrap, &golden["bootstrap"], &with(&["labels", "m", "quantity"]));
     compare(&tables.robustness, &golden["robustness"], &with(&["labels", "m", "fills", "check", "deciders"]));
 }
@@ -130,12 +131,16 @@ fn planted_effects_are_found() {
         ..MinimalGroupOptions::default()
     };
     let tables = analyze_minimal_group(&dyads, &options).unwrap();
-    // Average favouritism over the cells of each label condition: clearly positive when labels are
-    // visible, near zero when hidden (per-cell seed means are noisy with societies of 6).
+    // Average favouritism over the main cells (both passes pooled, or the only pass) of each label
+    // condition: clearly positive when labels are visible, near zero when hidden (per-cell seed
+    // means are noisy with societies of 6).
     let t = &tables.seed_tests;
     let (mut visible, mut hidden) = (Vec::new(), Vec::new());
     for row in 0..t.n_rows() {
-        if t.text("deciders", row) == Some("all") && t.text("measure", row) == Some("favouritism") {
+        if t.text("deciders", row) == Some("all")
+            && t.text("measure", row) == Some("favouritism")
+            && t.text("passes", row) != Some("per_pass")
+        {
             let mean = t.number("mean", row).unwrap();
             match t.text("labels", row) {
                 Some("visible") => visible.push(mean),
@@ -144,7 +149,29 @@ fn planted_effects_are_found() {
         }
     }
     let average = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    assert_eq!((visible.len(), hidden.len()), (8, 8));
+    assert_eq!((visible.len(), hidden.len()), (6, 6));
     assert!(average(&visible) > 5.0, "visible favouritism {visible:?}");
     assert!(average(&hidden).abs() < 2.0, "hidden favouritism {hidden:?}");
+}
+
+#[test]
+fn power_analysis_gets_the_main_rows_of_seed_tests() {
+    let dyads = read_dyads(&path("data/dyads.csv")).unwrap();
+    let options = MinimalGroupOptions {
+        bootstrap: BootstrapPlan::Seeded { resamples: 50, seed: 3 },
+        ..MinimalGroupOptions::default()
+    };
+    let full = analyze_minimal_group(&dyads, &options).unwrap().seed_tests;
+    let main = minimal_group_seed_tests(&dyads, &options).unwrap();
+    let rows: Vec<usize> = (0..full.n_rows()).filter(|&r| full.text("passes", r) != Some("per_pass")).collect();
+    assert_eq!(main.n_rows(), rows.len());
+    assert!(rows.len() < full.n_rows(), "the committed table has per-pass rows");
+    assert_eq!(main.columns.iter().map(|(n, _)| n).collect::<Vec<_>>(), full.columns.iter().map(|(n, _)| n).collect::<Vec<_>>());
+    // Families never mix main and per-pass rows, so the q-values are the full table's.
+    for (i, &r) in rows.iter().enumerate() {
+        for (name, _) in &full.columns {
+            assert_eq!(main.text(name, i), full.text(name, r), "{name}");
+            assert_eq!(main.number(name, i), full.number(name, r), "{name}");
+        }
+    }
 }

@@ -38,6 +38,10 @@ pub struct MinimalGroupArgs {
     /// Points each decider distributes
     #[arg(long, default_value_t = 100.0)]
     pool: f64,
+    /// Skip the seed-level bootstrap of the main GEE fits (gee table's se_bootstrap; one refit per
+    /// resample, the slowest part of the analysis)
+    #[arg(long)]
+    no_gee_bootstrap: bool,
 }
 
 #[derive(Args)]
@@ -65,6 +69,7 @@ fn minimal_group(args: MinimalGroupArgs) -> Result<()> {
             resamples: args.resamples,
             seed: args.bootstrap_seed,
         },
+        gee_bootstrap: !args.no_gee_bootstrap,
         ..MinimalGroupOptions::default()
     };
     let bar = ProgressBar::new(0).with_style(

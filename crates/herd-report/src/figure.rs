@@ -57,6 +57,12 @@ pub fn mean_interval(values: &[f64]) -> (f64, Option<(f64, f64)>) {
 }
 
 /// Row indices of `table` where every `(column, value)` matches (text columns).
+/// Whether a minimal-group result row is a main estimate: herd-analysis writes each society's passes
+/// pooled (`passes` = `both`, or `single` with one pass) and each pass alone as robustness (`per_pass`).
+pub fn is_main_row(table: &ResultTable, r: usize) -> bool {
+    table.text("passes", r) != Some("per_pass")
+}
+
 pub fn rows_where(table: &ResultTable, conditions: &[(&str, &str)]) -> Vec<usize> {
     (0..table.n_rows())
         .filter(|&r| conditions.iter().all(|(c, v)| table.text(c, r) == Some(*v)))

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use herd_analysis::{DesignKey, DyadTable, Labels, MinimalGroupTables};
 
 use crate::chart::{Bar, BarChart, BarSeries, Chart, LineChart, LineSeries, Point};
-use crate::figure::{AbsentFigure, Figure, FigureResult, mean_interval, num, p_value, rows_where, signed};
+use crate::figure::{AbsentFigure, Figure, FigureResult, is_main_row, mean_interval, num, p_value, rows_where, signed};
 
 const FAVOURITISM: &str = "favouritism (points per in-group − per out-group target)";
 
@@ -209,8 +209,7 @@ fn seed_test(context: &Context, tables: &MinimalGroupTables, labels: &str, decid
     rows_where(t, &[("labels", labels), ("deciders", deciders), ("measure", measure)])
         .into_iter()
         .filter(|&r| {
-            (!context.instruments.contains("base") || t.text("instrument", r) == Some("base"))
-                && (!context.passes.contains("original") || t.text("swap_pass", r) == Some("original"))
+            (!context.instruments.contains("base") || t.text("instrument", r) == Some("base")) && is_main_row(t, r)
         })
         .map(|r| {
             let mut name: Vec<String> = t.text("model", r).map(str::to_owned).into_iter().collect();
@@ -488,8 +487,9 @@ fn favouritism_by_reasoning_mode(context: &Context, tables: &MinimalGroupTables)
         .filter(|s| s.bars.iter().any(Option::is_some))
         .collect();
     let gee = &tables.gee;
-    let interaction: Vec<String> = rows_where(gee, &[("labels", "visible"), ("term", "same_group:reasoning")])
+    let interaction: Vec<String> = rows_where(gee, &[("labels", "visible"), ("term", "same_group:reasoning"), ("analysis", "reasoning_control")])
         .into_iter()
+        .filter(|&r| is_main_row(gee, r))
         .map(|r| {
             format!(
                 "same_group × reasoning = {} (robust SE {}, p = {})",

@@ -216,7 +216,7 @@ fn run_view(study: &'static str, run: &RunFolder) -> RunView {
 }
 
 fn is_p_column(name: &str) -> bool {
-    name == "p" || name.ends_with("_p") || name == "bh_q"
+    name == "p" || name.ends_with("_p") || name.starts_with("q_")
 }
 
 fn format_number(column: &str, v: f64) -> String {

@@ -221,7 +221,6 @@ fn hidden_cells(cells: [(i64, Option<f64>, Option<f64>); 3]) -> Results {
             ("n_seeds", ColumnValues::Integer(cells.iter().map(|c| Some(c.0)).collect())),
             ("mean", floats(&[Some(0.01), Some(-0.02), Some(0.0)])),
             ("wilcoxon_p", floats(&cells.map(|c| c.1))),
-            ("bh_q", floats(&cells.map(|c| c.1))),
         ],
     );
     let gee = table(

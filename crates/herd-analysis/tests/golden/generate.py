@@ -27,10 +27,10 @@ SEEDS = 6            # societies per cell (the paper: 30)
 RESAMPLES = 400
 
 
-def society_dyads(rng, labels, m, seed, reasoning, swap_pass):
+def society_dyads(rng, model, labels, m, seed, reasoning, swap_pass):
     minority = np.array([1] * m + [0] * (SOCIETY - m))
     minority = minority[np.random.default_rng(seed * 7 + m).permutation(SOCIETY)]
-    bias = 0.0 if labels == "hidden" else (0.9 if reasoning == "off" else 0.5)
+    bias = 0.0 if labels == "hidden" else (0.9 if reasoning == "off" else 0.5) * (0.6 if model == "sim-b" else 1.0)
     rows = []
     for decider in range(SOCIETY):
         targets = [t for t in range(SOCIETY) if t != decider]
@@ -42,13 +42,13 @@ def society_dyads(rng, labels, m, seed, reasoning, swap_pass):
         elif labels == "visible" and u < 0.16:   # extreme: nothing to the out-group
             points, filled = 100.0 * same / same.sum(), 0
         else:
-            extra = 0.5 * minority[decider] + 0.1 * swap_pass
+            extra = 0.5 * minority[decider] + 0.1 * (swap_pass == "swapped")
             logits = rng.normal(0, 0.5, len(targets)) + same * (bias + extra * (bias > 0)) - 0.03 * order
             w = np.exp(logits)
             points, filled = 100.0 * w / w.sum(), 0
         points = np.round(points, 6)
         for t, s, pos, pts in zip(targets, same, order, points):
-            rows.append({"labels": labels, "m": m, "seed": seed, "decider": decider, "target": t,
+            rows.append({"model": model, "labels": labels, "m": m, "seed": seed, "decider": decider, "target": t,
                          "minority_decider": int(minority[decider]), "minority_target": int(minority[t]),
                          "same_group": int(s), "points": float(pts), "reasoning": reasoning,
                          "swap_pass": swap_pass, "target_position": int(pos), "filled": filled})
@@ -56,14 +56,17 @@ def society_dyads(rng, labels, m, seed, reasoning, swap_pass):
 
 
 def dyads():
+    """Two models: sim-a runs both reasoning modes (on is its default) and both swap passes, so its
+    main rows pool the passes; sim-b runs only `off` and only the original pass."""
     rng = np.random.default_rng(20250105)
     rows = []
-    for reasoning in ["on", "off"]:
-        for swap_pass in [0, 1]:
-            for labels in ["visible", "hidden"]:
-                for m in [2, 3]:
-                    for seed in range(SEEDS):
-                        rows += society_dyads(rng, labels, m, 100 + seed, reasoning, swap_pass)
+    for model, modes, passes in [("sim-a", ["on", "off"], ["original", "swapped"]), ("sim-b", ["off"], ["original"])]:
+        for reasoning in modes:
+            for swap_pass in passes:
+                for labels in ["visible", "hidden"]:
+                    for m in [2, 3]:
+                        for seed in range(SEEDS):
+                            rows += society_dyads(rng, model, labels, m, 100 + seed, reasoning, swap_pass)
     return pd.DataFrame(rows)
 
 

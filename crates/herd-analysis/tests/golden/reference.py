@@ -3,7 +3,7 @@
 herd's Rust implementation is compared with (goldens, `generate.py`) and timed against
 (`cargo xtask bench stats`, which runs `python reference.py --bench DYADS.csv --resamples 2000`).
 
-Every choice mirrors crates/herd-analysis/src/{minimal_group,conformity}.rs; see their module docs.
+Every choice mirrors crates/herd-analysis/src/{minimal_group/,conformity.rs}; see their module docs.
 """
 
 import argparse
@@ -25,6 +25,7 @@ warnings.simplefilter("ignore")
 DESIGN = ["model", "reasoning", "instrument", "swap_pass"]
 CELL_FORMULAS = ["points ~ same_group", "points ~ same_group * minority_decider"]
 POOLED_VISIBLE = ["points ~ same_group * visible", "points ~ same_group * minority_decider * visible"]
+REASONING_CONTROL = "points ~ same_group * reasoning"
 POOLED_REASONING = "points ~ same_group * minority_decider * reasoning"
 POSITION = "points ~ same_group * minority_decider + target_position"
 MEASURES = ["favouritism", "excess_share"]
@@ -46,8 +47,34 @@ def prepare(df):
     return df
 
 
-def deciders(df):
-    keys = design_cols(df) + ["labels", "m", "seed", "decider"]
+def expand_passes(df):
+    """Where a cell (design without swap_pass, labels, m) has two swap passes: the cell pooling both
+    (swap_pass = passes = "both", the main estimate) and each pass (passes = "per_pass"); else the
+    cell itself (passes = "single"). `pass_id` keeps each row's own pass."""
+    if "swap_pass" not in df.columns:
+        return df.assign(passes="single", pass_id="")
+    others = [c for c in design_cols(df) if c != "swap_pass"] + ["labels", "m"]
+    n = df.groupby(others, sort=False).swap_pass.transform("nunique")
+    df = df.assign(pass_id=df.swap_pass)
+    two = df[n >= 2]
+    return pd.concat([two.assign(passes="both", swap_pass="both"), two.assign(passes="per_pass"),
+                      df[n < 2].assign(passes="single")], ignore_index=True)
+
+
+def default_modes(df):
+    """Each model's default reasoning mode: "on" where it has it, else its only mode (None if several)."""
+    if "reasoning" not in df.columns:
+        return None
+    models = df.model if "model" in df.columns else pd.Series("", index=df.index)
+    out = {}
+    for model, levels in df.groupby(models, sort=True).reasoning.unique().items():
+        levels = set(levels)
+        out[model] = "on" if "on" in levels else (next(iter(levels)) if len(levels) == 1 else None)
+    return out
+
+
+def deciders(df, cell_keys):
+    keys = cell_keys + ["seed", "pass_id", "decider"]
     d = df.assign(p_in=df.points * df.same_group, p_out=df.points * (1 - df.same_group),
                   n_in=df.same_group, n_out=1 - df.same_group,
                   out_nonzero=((df.same_group == 0) & (df.points != 0)).astype(int))
@@ -65,6 +92,7 @@ def deciders(df):
 
 
 def seed_means(dec, cell_keys):
+    """Per cell and seed, the mean over the seed's deciders (of both passes in a pooled cell)."""
     out = {}
     for cell, cd in dec.groupby(cell_keys, sort=True):
         per = {}
@@ -90,15 +118,32 @@ def wilcoxon(x):
     x = np.asarray(x, dtype=float)
     if np.all(x == 0):
         return math.nan, math.nan, math.nan
-    r = stats.wilcoxon(x)
+    r = stats.wilcoxon(x)  # scipy's defaults: method "auto", zero_method "wilcox", no correction
     return float(r.statistic), float(r.pvalue), rank_biserial(x)
 
 
-def gee(data, formula, groups):
-    res = smf.gee(formula, groups=groups, data=data, cov_struct=Exchangeable(), family=Gaussian()).fit()
+def fit_gee(data, formula, groups):
+    return smf.gee(formula, groups=groups, data=data, cov_struct=Exchangeable(), family=Gaussian()).fit()
+
+
+def gee(data, formula, groups, draws=None):
+    """Coefficient rows; with `draws` (n seeds → resamples of the seeds in ascending order), each
+    coefficient's seed-level bootstrap SE from refits (a seed drawn twice gives two clusters)."""
+    res = fit_gee(data, formula, groups)
     naive = np.sqrt(np.diag(res.cov_naive))
-    return [{"term": name, "coef": float(res.params.iloc[i]), "se_robust": float(res.bse.iloc[i]),
-             "se_naive": float(naive[i]), "z": float(res.tvalues.iloc[i]), "p": float(res.pvalues.iloc[i]),
+    se_boot = [None] * len(res.params)
+    if draws is not None:
+        data = data.assign(_cluster=pd.Series(groups, index=data.index).astype(str))
+        seeds = np.sort(data.seed.unique())
+        parts = [data[data.seed == s] for s in seeds]
+        reps = []
+        for row in draws(len(seeds)):
+            d = pd.concat([parts[j].assign(_cluster=f"{k}|" + parts[j]._cluster) for k, j in enumerate(row)])
+            reps.append(fit_gee(d, formula, d._cluster.values).params.values)
+        se_boot = [float(v) for v in np.std(np.array(reps), axis=0, ddof=1)]
+    return [{"term": name, "n_clusters": int(len(np.unique(groups))), "coef": float(res.params.iloc[i]),
+             "se_robust": float(res.bse.iloc[i]), "se_bootstrap": se_boot[i], "se_naive": float(naive[i]),
+             "z": float(res.tvalues.iloc[i]), "p": float(res.pvalues.iloc[i]),
              "rho": float(np.atleast_1d(res.cov_struct.dep_params)[0]), "scale": float(res.scale)}
             for i, name in enumerate(res.params.index)]
 
@@ -108,58 +153,97 @@ def key_dict(names, values):
     return dict(zip(names, values))
 
 
-def minimal_group(df, indices=None, resamples=2000, seed=0):
+def society(dd):
+    """Cluster ids for fits pooled across cells: the society (m, seed), whatever its arm, mode or pass."""
+    return (dd.m.astype(str) + "|" + dd.seed.astype(str)).values
+
+
+def minimal_group(df, indices=None, resamples=2000, seed=0, gee_bootstrap=True):
     """All four tables as lists of dicts. `indices`: replayed bootstrap resamples (else numpy draws)."""
     df = prepare(df)
     design = design_cols(df)
-    cell_keys = design + ["labels", "m"]
-    dec = deciders(df)
+    defaults = default_modes(df)
+    df = expand_passes(df)
+    cell_keys = design + ["passes", "labels", "m"]
+    dec = deciders(df, cell_keys)
     means = seed_means(dec, cell_keys)
 
     seed_tests = []
     for cell, per in means.items():
+        key = key_dict(cell_keys, cell)
+        if defaults is None:
+            default = 1
+        else:
+            d = defaults[key.get("model", "")]
+            default = None if d is None else int(key["reasoning"] == d)
         for measure in MEASURES:
             for s in SETS:
                 v = per[measure][s]
                 stat, p, rb = wilcoxon(v)
-                row = key_dict(cell_keys, cell)
-                row.update({"deciders": s, "measure": measure, "n_seeds": len(v), "mean": float(np.mean(v)),
-                            "median": float(np.median(v)), "wilcoxon_statistic": stat, "wilcoxon_p": p,
-                            "rank_biserial": rb})
+                row = dict(key)
+                row.update({"default_reasoning": default, "deciders": s, "measure": measure, "n_seeds": len(v),
+                            "n_seeds_positive": int((v > 0).sum()), "n_seeds_negative": int((v < 0).sum()),
+                            "mean": float(np.mean(v)), "median": float(np.median(v)), "wilcoxon_statistic": stat,
+                            "wilcoxon_p": p, "rank_biserial": rb})
                 seed_tests.append(row)
     st = pd.DataFrame(seed_tests)
-    st["bh_q"] = math.nan
-    for (_, _), grp in st.groupby(["measure", "deciders"]):
-        ok = grp[np.isfinite(grp.wilcoxon_p)]
-        if len(ok):
-            st.loc[ok.index, "bh_q"] = multipletests(ok.wilcoxon_p.values, method="fdr_bh")[1]
+    # Families never mix main rows with per-pass rows, nor one pass with the other.
+    st["_pass"] = np.where(st.passes == "per_pass", st.swap_pass, "main") if "swap_pass" in design else "main"
 
+    def bh(column, keys, members):
+        st[column] = math.nan
+        for _, grp in st[members].groupby(keys, sort=True):
+            ok = grp[np.isfinite(grp.wilcoxon_p)]
+            if len(ok):
+                st.loc[ok.index, column] = multipletests(ok.wilcoxon_p.values, method="fdr_bh")[1]
+
+    # The paper's family: per measure, label arm and reasoning mode (and instrument), the minority-
+    # and majority-decider blocks of every model and m.
+    paper = ["measure", "labels"] + [c for c in ("reasoning", "instrument") if c in design] + ["_pass"]
+    bh("q_paper_family", paper, st.deciders.isin(["minority", "majority"]))
+    bh("q_all_cells", ["measure", "deciders", "_pass"], np.ones(len(st), dtype=bool))
+    st = st.drop(columns="_pass")
+
+    def draws(n):
+        if indices is not None:
+            return np.asarray(indices)
+        return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+
+    boot_indices = draws if gee_bootstrap else None
     gee_rows = []
     for cell, cd in df.groupby(cell_keys, sort=True):
+        key = key_dict(cell_keys, cell)
+        main = key["passes"] != "per_pass"
         for formula in CELL_FORMULAS:
-            for r in gee(cd, formula, cd.seed.values):
-                gee_rows.append({**key_dict(cell_keys, cell), "m": str(key_dict(cell_keys, cell)["m"]),
-                                 "formula": formula, **r})
-    for dkey, dd in (df.groupby(design, sort=True) if design else [((), df)]):
+            for r in gee(cd, formula, cd.seed.values, boot_indices if main else None):
+                gee_rows.append({**key, "m": str(key["m"]), "analysis": "cell", "formula": formula, **r})
+    for dkey, dd in df.groupby(design + ["passes"], sort=True):
         if dd.labels.nunique() < 2:
             continue
         dd = dd.assign(visible=(dd.labels == "visible").astype(float))
-        groups = dd.labels + "|" + dd.m.astype(str) + "|" + dd.seed.astype(str)
         for formula in POOLED_VISIBLE:
-            for r in gee(dd, formula, groups.values):
-                gee_rows.append({**key_dict(design, dkey), "labels": "pooled", "m": "pooled",
-                                 "formula": formula, **r})
+            for r in gee(dd, formula, society(dd)):
+                gee_rows.append({**key_dict(design + ["passes"], dkey), "labels": "pooled", "m": "pooled",
+                                 "analysis": "labels_pooled", "formula": formula, **r})
     if "reasoning" in design:
-        others = [c for c in design if c != "reasoning"]
+        others = [c for c in design if c != "reasoning"] + ["passes"]
+        pooled = []
         for key, dd in df.groupby(others + ["labels"], sort=True):
             if dd.reasoning.nunique() < 2:
                 continue
-            dd = dd.assign(reasoning=(dd.reasoning == "on").astype(float))
-            groups = dd.reasoning.astype(str) + "|" + dd.m.astype(str) + "|" + dd.seed.astype(str)
-            for r in gee(dd, POOLED_REASONING, groups.values):
-                row = key_dict(others + ["labels"], key)
-                row.update({"reasoning": "pooled", "m": "pooled", "formula": POOLED_REASONING, **r})
-                gee_rows.append(row)
+            assert set(dd.reasoning) == {"on", "off"}
+            pooled.append((key_dict(others + ["labels"], key), dd.assign(reasoning=(dd.reasoning == "on").astype(float))))
+        for key, dd in pooled:
+            if key["labels"] != "visible":
+                continue
+            main = key["passes"] != "per_pass"
+            for r in gee(dd, REASONING_CONTROL, society(dd), boot_indices if main else None):
+                gee_rows.append({**key, "reasoning": "pooled", "m": "pooled", "analysis": "reasoning_control",
+                                 "formula": REASONING_CONTROL, **r})
+        for key, dd in pooled:
+            for r in gee(dd, POOLED_REASONING, society(dd)):
+                gee_rows.append({**key, "reasoning": "pooled", "m": "pooled", "analysis": "reasoning_three_way",
+                                 "formula": POOLED_REASONING, **r})
 
     boot = []
     rng = np.random.default_rng(seed)
@@ -188,14 +272,16 @@ def minimal_group(df, indices=None, resamples=2000, seed=0):
                                    "n": n, "estimate": float(share), "se": None, "statistic": None,
                                    "p": None, "formula": None})
             if "target_position" in df.columns:
-                dyads = df.merge(kept[cell_keys + ["seed", "decider"]], on=cell_keys + ["seed", "decider"])
+                on = cell_keys + ["seed", "pass_id", "decider"]
+                dyads = df.merge(kept[on], on=on)
                 r = [x for x in gee(dyads, POSITION, dyads.seed.values) if x["term"] == "target_position"][0]
                 robust.append({**key_dict(cell_keys, cell), "fills": fill, "check": "position_effect",
                                "deciders": "all", "n": len(dyads), "estimate": r["coef"], "se": r["se_robust"],
                                "statistic": r["z"], "p": r["p"], "formula": POSITION})
     if "swap_pass" in design:
         others = [c for c in design if c != "swap_pass"] + ["labels", "m"]
-        for key, cd in dec.groupby(others, sort=True):
+        per_pass = dec[dec.passes == "per_pass"]
+        for key, cd in per_pass.groupby(others, sort=True):
             passes = sorted(cd.swap_pass.unique())
             if len(passes) != 2:
                 continue
@@ -205,7 +291,7 @@ def minimal_group(df, indices=None, resamples=2000, seed=0):
                 b = kept[kept.swap_pass == passes[1]].groupby("seed").favouritism.mean()
                 d = (b - a).dropna().values
                 stat, p, _ = wilcoxon(d)
-                robust.append({**key_dict(others, key), "swap_pass": "difference", "fills": fill,
+                robust.append({**key_dict(others, key), "swap_pass": "difference", "passes": "both", "fills": fill,
                                "check": "swap_pass_difference", "deciders": "all", "n": len(d),
                                "estimate": float(d.mean()), "se": float(np.std(d, ddof=1) / np.sqrt(len(d))),
                                "statistic": stat, "p": p, "formula": None})
@@ -312,10 +398,12 @@ def main():
     ap.add_argument("--bench", metavar="DYADS_CSV", required=True,
                     help="time the full minimal-group analysis on this dyad table")
     ap.add_argument("--resamples", type=int, default=2000)
+    ap.add_argument("--gee-bootstrap", action="store_true",
+                    help="also bootstrap the main GEE fits (refits on every resample)")
     args = ap.parse_args()
     df = pd.read_csv(args.bench)
     start = time.perf_counter()
-    tables = minimal_group(df, resamples=args.resamples)
+    tables = minimal_group(df, resamples=args.resamples, gee_bootstrap=args.gee_bootstrap)
     elapsed = time.perf_counter() - start
     print(f"reference_seconds={elapsed:.6f} rows={sum(len(t) for t in tables.values())}")
     sys.stdout.flush()

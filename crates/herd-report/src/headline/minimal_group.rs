@@ -9,7 +9,7 @@ use herd_stats::Alternative;
 
 use super::evidence::{ALPHA, Claim, Combine, Evidence, Row, wilcoxon_evidence, wilcoxon_min_p, z_interval};
 use super::{Outcome, PaperHeadline, Verdict};
-use crate::figure::{num, p_value, rows_where, signed};
+use crate::figure::{is_main_row, num, p_value, rows_where, signed};
 use crate::results::Results;
 
 /// The paper's hidden-label floor (section 2.1): every hidden cell's raw seed-level p above this…
@@ -47,8 +47,10 @@ fn cell_name(key: &CellKey) -> String {
     parts.join(" · ")
 }
 
+/// The main rows (both passes of a society together, not each alone) of one label arm and decider set.
 fn seed_rows(tables: &MinimalGroupTables, labels: &str, deciders: &str) -> Vec<usize> {
-    rows_where(&tables.seed_tests, &[("labels", labels), ("deciders", deciders), ("measure", "favouritism")])
+    let t = &tables.seed_tests;
+    rows_where(t, &[("labels", labels), ("deciders", deciders), ("measure", "favouritism")]).into_iter().filter(|&r| is_main_row(t, r)).collect()
 }
 
 /// The seed-level test of one `seed_tests` row, with the bootstrap interval of `quantity` for its cell.
@@ -63,7 +65,7 @@ fn seed_evidence(tables: &MinimalGroupTables, r: usize, quantity: &str) -> Evide
     let b = &tables.bootstrap;
     e.interval = rows_where(b, &[("quantity", quantity)])
         .into_iter()
-        .find(|&i| cell_key(b, i) == key)
+        .find(|&i| is_main_row(b, i) && cell_key(b, i) == key)
         .and_then(|i| Some((b.number("ci_low", i)?, b.number("ci_high", i)?)));
     e.interval_name = "95% bootstrap interval";
     e
@@ -101,11 +103,11 @@ pub(super) fn minority_gap(h: &PaperHeadline, results: &Results) -> Option<Outco
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })
 }
 
-/// The GEE z of `same_group` in `points ~ same_group` for a cell.
+/// The GEE z of `same_group` in `points ~ same_group` for a cell (its main fit, both passes pooled).
 fn floor_z(gee: &ResultTable, key: &CellKey) -> Option<f64> {
     rows_where(gee, &[("formula", "points ~ same_group"), ("term", "same_group")])
         .into_iter()
-        .find(|&r| cell_key(gee, r) == *key)
+        .find(|&r| gee.text("analysis", r).is_none_or(|a| a == "cell") && is_main_row(gee, r) && cell_key(gee, r) == *key)
         .and_then(|r| gee.number("z", r))
 }
 
@@ -265,15 +267,26 @@ pub(super) fn extreme_allocations(h: &PaperHeadline, results: &Results) -> Optio
     Some(Outcome { summary, rows: vec![row], combine: Combine::All })
 }
 
+/// The paper's count (S5, "21 of 24 visible; 1 of 24 hidden"): cells are model × m × decider block
+/// (minority and majority deciders) in each model's default reasoning mode, and a cell survives when its
+/// Benjamini–Hochberg q over that family (`q_paper_family`, per label arm and mode) is below 0.05.
 pub(super) fn bh_survivors(_: &PaperHeadline, results: &Results) -> Option<Outcome> {
     let tables = minimal_group(results)?;
     let t = &tables.seed_tests;
-    let (visible, hidden) = (seed_rows(tables, "visible", "all"), seed_rows(tables, "hidden", "all"));
+    let blocks = |labels: &str| -> Vec<usize> {
+        ["minority", "majority"]
+            .iter()
+            .flat_map(|deciders| seed_rows(tables, labels, deciders))
+            .filter(|&r| t.number("default_reasoning", r).is_none_or(|d| d == 1.0))
+            .collect()
+    };
+    let (visible, hidden) = (blocks("visible"), blocks("hidden"));
     if visible.is_empty() {
         return None;
     }
-    let survive = |rows: &[usize]| rows.iter().filter(|&&r| t.number("bh_q", r).is_some_and(|q| q < ALPHA)).count();
-    let undefined = visible.iter().chain(&hidden).filter(|&&r| t.number("bh_q", r).is_none_or(|q| !q.is_finite())).count();
+    let q = |r: usize| t.number("q_paper_family", r);
+    let survive = |rows: &[usize]| rows.iter().filter(|&&r| q(r).is_some_and(|q| q < ALPHA)).count();
+    let undefined = visible.iter().chain(&hidden).filter(|&&r| q(r).is_none_or(|q| !q.is_finite())).count();
     let n = visible.iter().chain(&hidden).filter_map(|&r| t.number("n_seeds", r)).fold(0.0, f64::max) as usize;
     let (v, hd) = (survive(&visible), survive(&hidden));
     let min_p = wilcoxon_min_p(n, true);
@@ -286,7 +299,8 @@ pub(super) fn bh_survivors(_: &PaperHeadline, results: &Results) -> Option<Outco
     } else {
         (Verdict::DoesNotReplicate, format!("{v} of {} visible cells survive, {hd} hidden", visible.len()))
     };
-    let mut e = Evidence::new(format!("Benjamini–Hochberg over {} Wilcoxon signed-rank tests", visible.len() + hidden.len()), n, "seeds");
+    let family = format!("Benjamini–Hochberg per label arm over model × m × decider block, {} Wilcoxon signed-rank tests", visible.len() + hidden.len());
+    let mut e = Evidence::new(family, n, "seeds");
     e.min_p = Some(min_p);
     let value = format!("{v} of {} visible cells; {hd} of {} hidden", visible.len(), hidden.len());
     let row = Row { label: "cells".into(), value, evidence: e, verdict, reason };
@@ -297,7 +311,10 @@ pub(super) fn bh_survivors(_: &PaperHeadline, results: &Results) -> Option<Outco
 fn societies_per_mode(dyads: &DyadTable, gee: &ResultTable, r: usize) -> usize {
     let matches = |d: &Dyad| {
         d.labels == Labels::Visible
-            && DESIGN.iter().enumerate().all(|(i, c)| i == 1 || gee.text(c, r).is_none_or(|v| d.design.0[i].as_deref() == Some(v)))
+            && DESIGN.iter().enumerate().all(|(i, c)| {
+                // The fit pools the modes, and both passes where the row says `both`.
+                i == 1 || gee.text(c, r).is_none_or(|v| v == "both" || v == "pooled" || d.design.0[i].as_deref() == Some(v))
+            })
     };
     // reasoning mode → societies (m, seed)
     let mut per_mode: BTreeMap<Option<String>, BTreeSet<(u32, i64)>> = BTreeMap::new();
@@ -310,8 +327,11 @@ fn societies_per_mode(dyads: &DyadTable, gee: &ResultTable, r: usize) -> usize {
 pub(super) fn reasoning_interaction(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
     let m = results.minimal_group.as_ref()?;
     let g = &m.tables.gee;
-    let rows = rows_where(g, &[("labels", "visible"), ("term", "same_group:reasoning")])
+    // The paper's control: `points ~ same_group * reasoning` per model (herd-analysis's
+    // `reasoning_control` rows; the three-way model has the same term and is not this estimand).
+    let rows = rows_where(g, &[("labels", "visible"), ("term", "same_group:reasoning"), ("analysis", "reasoning_control")])
         .into_iter()
+        .filter(|&r| is_main_row(g, r))
         .map(|r| {
             let n = societies_per_mode(&m.dyads, g, r);
             let coef = g.number("coef", r);
