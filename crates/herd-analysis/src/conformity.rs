@@ -344,14 +344,18 @@ fn spearman_table(
         let x: Vec<f64> = points.iter().map(|p| p.0).collect();
         let y: Vec<f64> = points.iter().map(|p| p.1).collect();
         // Fewer than three levels with trials (a small run, or levels no image passed the baseline filter
-        // for): ρ is undefined, written as null.
+        // for), or the same AUC at every level (a model that answers alike whatever the difficulty): ρ is
+        // undefined, written as null, as scipy returns NaN for constant input.
         let (rho, p) = if x.len() < 3 {
             (f64::NAN, f64::NAN)
         } else {
-            let r = spearman(&x, &y, Alternative::TwoSided).map_err(stats_context(&table.origin, || {
-                format!("Spearman of AUC on difficulty (model={model}, task={task}, {measure})")
-            }))?;
-            (r.rho, r.p_value)
+            match spearman(&x, &y, Alternative::TwoSided) {
+                Ok(r) => (r.rho, r.p_value),
+                Err(herd_stats::StatsError::ConstantInput { .. }) => (f64::NAN, f64::NAN),
+                Err(e) => {
+                    return Err(stats_context(&table.origin, || format!("Spearman of AUC on difficulty (model={model}, task={task}, {measure})"))(e));
+                }
+            }
         };
         out.push(vec![model.into(), task.into(), measure.into(), x.len().into(), rho.into(), p.into()]);
     }
@@ -421,19 +425,19 @@ fn ols_table(
                     d.push(mean(&indices));
                     p.push(mean(&logits));
                 }
-                for (values, what) in [(&mut c, "conformity"), (&mut d, "difficulty index"), (&mut p, "performance")] {
-                    if !min_max(values) {
-                        return Err(AnalysisError::EmptyCell {
-                            origin: table.origin.clone(),
-                            cell: format!("difficulty family (model={model}, task={task})"),
-                            what: format!("variation in {what}"),
-                            fix: "min-max normalisation needs at least two distinct values per model".into(),
-                        });
-                    }
+                // Each model is min-max normalised on its own (the paper's pooling); a model with the same
+                // conformity, difficulty or performance on every image has no scale and cannot enter the
+                // pooled fit (the other models still can; with none left the task has no rows).
+                let normalised = [&mut c, &mut d, &mut p].into_iter().all(|values| min_max(values));
+                if !normalised {
+                    continue;
                 }
                 conformity.extend(c);
                 difficulty_index.extend(d);
                 performance.extend(p);
+            }
+            if conformity.is_empty() {
+                continue;
             }
             let context = || format!("OLS of conformity on difficulty and performance (task={task}, {measure})");
             let (design, y) = formula
@@ -449,4 +453,45 @@ fn ols_table(
         }
     }
     Ok(out.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trial(level: i64, n: u32, seed: i64, p_wrong: f64) -> ConformityTrial {
+        ConformityTrial {
+            model: "m".into(),
+            task: "lines".into(),
+            family: "difficulty".into(),
+            level: String::new(),
+            n,
+            seed,
+            paraphrase: None,
+            p_wrong_full: p_wrong,
+            p_wrong_ab: Some(p_wrong),
+            difficulty_level: Some(level),
+            difficulty_index: Some(level as f64),
+            image_id: Some(format!("img-{level}-{seed}")),
+            correct_label: Some("A".into()),
+            logit_a: Some(1.0),
+            logit_b: Some(0.0),
+        }
+    }
+
+    #[test]
+    fn the_same_auc_at_every_difficulty_gives_a_null_rho_not_an_error() {
+        // A model that answers alike whatever the difficulty: every level has the same curve.
+        let rows = (1..=4).flat_map(|level| (0..2).flat_map(move |seed| [0, 5].map(|n| trial(level, n, seed, if n == 0 { 0.2 } else { 0.6 })))).collect();
+        let table = ConformityTable { origin: "t.parquet".into(), rows };
+        let tables = analyze_conformity(&table, &ConformityOptions::default()).unwrap();
+        let s = &tables.difficulty_spearman;
+        assert!(s.n_rows() > 0);
+        for r in 0..s.n_rows() {
+            assert_eq!(s.number("n_levels", r), Some(4.0));
+            assert!(s.number("rho", r).is_none_or(f64::is_nan), "rho should be null: {:?}", s.number("rho", r));
+        }
+        // Nothing varies within the model, so it cannot be min-max normalised for the regression.
+        assert_eq!(tables.difficulty_ols.n_rows(), 0);
+    }
 }
