@@ -91,3 +91,22 @@ fn another_run_a_newer_format_and_a_second_writer_are_refused() {
     assert!(matches!(RunStore::open(&file, manifest("m"), "cpu"), Err(StoreError::NotADirectory(_))));
     assert!(matches!(read_table(&[Path::new("/nonexistent").to_path_buf()], Table::ConformityTrials), Err(StoreError::NotARun(_))));
 }
+
+#[test]
+fn a_committed_part_truncated_or_overwritten_is_named_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    {
+        let mut store = RunStore::open(&out, manifest("m"), "cpu").unwrap();
+        commit(&mut store, &["u1", "u2"]);
+    }
+    let part = std::fs::read_dir(out.join("baseline_candidates")).unwrap().flatten().map(|e| e.path()).next().unwrap();
+    let bytes = std::fs::read(&part).unwrap();
+    for damaged in [bytes[..bytes.len() / 2].to_vec(), vec![0u8; bytes.len()], Vec::new()] {
+        std::fs::write(&part, &damaged).unwrap();
+        let err = read_table(std::slice::from_ref(&out), Table::BaselineCandidates).unwrap_err();
+        assert!(matches!(&err, StoreError::Corrupt { path, .. } if *path == part), "{err}");
+        let text = err.to_string();
+        assert!(text.contains(&part.display().to_string()) && text.contains("fix:"), "{text}");
+    }
+}
