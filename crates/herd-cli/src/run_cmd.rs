@@ -199,7 +199,8 @@ pub fn run_loaded(file: &ExperimentFile, loaded: LoadedBackend, kind: BackendKin
         Ok(_) => "incomplete".to_owned(),
         Err(e) => format!("failed: {e}"),
     };
-    if let Ok(summary) = &result {
+    // A run stopped by failures still records what it ran, skipped and failed, so a user sees why.
+    if let Some(summary) = result.as_ref().ok().or_else(|| result.as_ref().err().and_then(|e| e.partial_summary())) {
         let m = store.manifest_mut();
         m.skipped = summary.skipped.clone();
         m.failed = summary.failed.clone();

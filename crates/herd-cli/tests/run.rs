@@ -226,3 +226,16 @@ fn server_timings_out_of_range_are_errors_naming_the_flag() {
         assert!(stderr.contains(&format!("{flag} {value}")) && stderr.contains("give the"), "{flag} {value}: {stderr}");
     }
 }
+
+#[test]
+fn a_run_stopped_by_failures_lists_its_failed_units_in_the_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    // Nothing listens on the discard port: every request fails at once, and five units in a row stop the run.
+    let args = ["run", "--experiment", "data/experiments/minimal-group.quick.toml", "--backend", "openai", "--endpoint", "http://127.0.0.1:9"];
+    let stderr = fails(&[&args[..], &["--max-attempts", "1", "--retry-delay", "0", "--quiet", "--out", out.to_str().unwrap()]].concat());
+    assert!(stderr.contains("127.0.0.1:9"), "{stderr}");
+    let manifest = herd_store::read_run_manifest(&out).unwrap();
+    assert_eq!(manifest.failed.len(), 5, "{:?}", manifest.failed);
+    assert!(manifest.sessions.last().unwrap().status.starts_with("failed"), "{:?}", manifest.sessions);
+}

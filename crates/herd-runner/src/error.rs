@@ -14,6 +14,19 @@ pub enum RunnerError {
     Backend { unit: String, source: herd_infer::InferError },
     #[error("{0}")]
     Plan(String),
+    /// The run stopped early; `summary` says what it had run, skipped and failed by then.
+    #[error("{cause}")]
+    Stopped { summary: Box<crate::RunSummary>, cause: Box<RunnerError> },
+}
+
+impl RunnerError {
+    /// What a stopped run had done, for its manifest.
+    pub fn partial_summary(&self) -> Option<&crate::RunSummary> {
+        match self {
+            RunnerError::Stopped { summary, .. } => Some(summary),
+            _ => None,
+        }
+    }
 }
 
 pub type Result<T, E = RunnerError> = std::result::Result<T, E>;

@@ -218,16 +218,16 @@ pub fn run_experiment(
     let progress = Progress::new(options.progress);
     let mut summary = RunSummary { units_total: units.len() as u64, ..RunSummary::default() };
     summary.units_already_stored = units.iter().filter(|u| sink.is_stored(&u.key.id())).count() as u64;
-    match &file.experiment {
-        Experiment::Conformity(exp) => {
-            conformity::run(file, exp, units, backend, sink, options, &progress, &mut summary)?;
-        }
-        Experiment::MinimalGroup(exp) => {
-            minimal_group::run(file, exp, units, backend, sink, options, &progress, &mut summary)?;
-        }
-    }
+    let outcome = match &file.experiment {
+        Experiment::Conformity(exp) => conformity::run(file, exp, units, backend, sink, options, &progress, &mut summary),
+        Experiment::MinimalGroup(exp) => minimal_group::run(file, exp, units, backend, sink, options, &progress, &mut summary),
+    };
     progress.finish();
-    Ok(summary)
+    match outcome {
+        Ok(()) => Ok(summary),
+        // What was run, skipped and failed before the stop still belongs in the run's manifest.
+        Err(cause) => Err(RunnerError::Stopped { summary: Box::new(summary), cause: Box::new(cause) }),
+    }
 }
 
 /// Counts consecutive backend failures and stops the run when the backend looks broken.
@@ -244,6 +244,7 @@ impl FailureGuard {
     fn record(&mut self, units: &[String], error: herd_infer::InferError, summary: &mut RunSummary) -> Result<()> {
         self.in_a_row += 1;
         if self.in_a_row >= self.limit {
+            summary.failed.extend(units.iter().cloned());
             return Err(RunnerError::Backend { unit: units.first().cloned().unwrap_or_default(), source: error });
         }
         // The last failure's message, so that a user sees why without a log (the manifest keeps it too).

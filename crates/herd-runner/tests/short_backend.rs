@@ -59,10 +59,14 @@ fn a_short_batch_is_failed_whole_and_the_rest_is_stored() {
 
 #[test]
 fn short_batches_in_a_row_stop_the_run_with_the_reason() {
-    let file = experiment("conformity.quick.toml");
+    let file = experiment("minimal-group.quick.toml");
     let mut backend = Short { inner: SimAgent::new(SimParams::default()), calls: 0, short_on: |_| true };
     let mut sink = MemorySink::default();
-    let err = run_experiment(&file, &mut backend, &mut sink, &RunOptions::default()).unwrap_err().to_string();
+    let err = run_experiment(&file, &mut backend, &mut sink, &RunOptions::default()).unwrap_err();
+    // What the run did before it stopped is kept for the manifest: here, the failed units.
+    let summary = err.partial_summary().expect("a stopped run keeps its summary");
+    assert_eq!((summary.failed.len(), summary.units_run), (5, 0), "{summary:?}");
+    let err = err.to_string();
     assert!(err.contains("results for") && err.contains("requests") && err.contains("rerun"), "{err}");
-    assert!(sink.rows.conformity.is_empty() && sink.stored.is_empty(), "nothing from a short batch is stored");
+    assert!(sink.rows.deciders.is_empty() && sink.stored.is_empty(), "nothing from a short batch is stored");
 }
