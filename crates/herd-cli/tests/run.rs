@@ -239,3 +239,11 @@ fn a_run_stopped_by_failures_lists_its_failed_units_in_the_manifest() {
     assert_eq!(manifest.failed.len(), 5, "{:?}", manifest.failed);
     assert!(manifest.sessions.last().unwrap().status.starts_with("failed"), "{:?}", manifest.sessions);
 }
+
+#[test]
+fn stimuli_beyond_what_fits_in_memory_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let stderr = fails(&["stimuli", "--task", "dots", "--count", "4000000000", "--out", dir.path().to_str().unwrap()]);
+    assert!(stderr.contains("--count 4000000000") && stderr.contains("at most 100000"), "{stderr}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing was written");
+}

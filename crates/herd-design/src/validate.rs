@@ -47,10 +47,23 @@ fn at_least(value: u64, min: u64, key: &str, p: &mut Problems) {
     }
 }
 
+/// The largest value herd accepts for a count that multiplies the grid. Units, stimuli and prompts are
+/// held in memory while a run plans its batches, so a typo such as 1e9 trials must be an error here,
+/// not an allocation failure minutes into a run. Far above the papers' grids (64 trials, 100 images,
+/// 30 seeds).
+pub const MAX_GRID_COUNT: u64 = 100_000;
+
+fn at_most_grid(value: u64, key: &str, p: &mut Problems) {
+    if value > MAX_GRID_COUNT {
+        p.push(key, format!("{value} is larger than herd plans in memory"), format!("use at most {MAX_GRID_COUNT}; split a larger design into several experiment files or shards"));
+    }
+}
+
 fn conformity(e: &ConformityExperiment, p: &mut Problems) {
     let tasks = &e.stimuli.tasks;
     non_empty_unique(tasks, "stimuli.tasks", "tasks", p);
     at_least(e.stimuli.general_pool_size.into(), 1, "stimuli.general_pool_size", p);
+    at_most_grid(e.stimuli.general_pool_size.into(), "stimuli.general_pool_size", p);
     lines(&e.stimuli.lines, p);
     color(&e.stimuli.color, p);
     dots(&e.stimuli.dots, p);
@@ -60,6 +73,7 @@ fn conformity(e: &ConformityExperiment, p: &mut Problems) {
         p.push("baseline_filter.min_p_correct", format!("{} is out of range", f.min_p_correct), "use a probability in (0, 1], e.g. 0.95");
     }
     at_least(f.max_candidates.into(), 1, "baseline_filter.max_candidates", p);
+    at_most_grid(f.max_candidates.into(), "baseline_filter.max_candidates", p);
 
     n_values(&e.trials.n_values, "trials.n_values", p);
     trials_per_n(Some(e.trials.trials_per_n), "trials.trials_per_n", p);
@@ -77,6 +91,7 @@ fn conformity(e: &ConformityExperiment, p: &mut Problems) {
         scope_checks("difficulty", d.tasks.as_deref(), d.n_values.as_deref(), None, tasks, p);
         if let Some(n) = d.images_per_level {
             at_least(n.into(), 1, "families.difficulty.images_per_level", p);
+            at_most_grid(n.into(), "families.difficulty.images_per_level", p);
         }
     }
     if let Some(u) = &fam.unanimity {
@@ -150,6 +165,7 @@ fn trials_per_n(value: Option<u32>, key: &str, p: &mut Problems) {
         if t == 0 || t % 2 == 1 {
             p.push(key, format!("{t} is out of range"), "use a positive even number, so that A and B are the correct answer equally often");
         }
+        at_most_grid(t.into(), key, p);
     }
 }
 
@@ -225,6 +241,7 @@ fn lines(l: &LinesConfig, p: &mut Problems) {
     }
     spreads(&l.difficulty_spreads, &format!("{k}.difficulty_spreads"), l.max_length, p);
     at_least(l.images_per_level.into(), 1, &format!("{k}.images_per_level"), p);
+    at_most_grid(l.images_per_level.into(), &format!("{k}.images_per_level"), p);
     let lay = &l.layout;
     if lay.centres.iter().any(|&c| c + lay.line_width / 2 >= lay.width) || lay.baseline >= lay.height || lay.label_top >= lay.height || lay.line_width == 0 {
         p.push(format!("{k}.layout"), "the line layout does not fit the canvas", "keep centres, baseline and label_top inside width × height");
@@ -294,6 +311,7 @@ fn minimal_group(e: &MinimalGroupExperiment, p: &mut Problems) {
     let d = &e.design;
     non_empty_unique(&d.labels, "design.labels", "label conditions", p);
     at_least(d.seeds.into(), 1, "design.seeds", p);
+    at_most_grid(d.seeds.into(), "design.seeds", p);
     non_empty_unique(&d.reasoning, "design.reasoning", "reasoning modes", p);
     let names: Vec<&str> = e.instruments.iter().map(|i| i.name.as_str()).collect();
     non_empty_unique(&names, "instruments", "instruments", p);
