@@ -479,8 +479,15 @@ pub fn conformity_from_frame(frame: &DataFrame, origin: String) -> Result<Confor
     let correct_label = optional_text("correct_label", "A or B")?;
     let logit_a = optional_float("logit_a", "raw logit of A")?;
     let logit_b = optional_float("logit_b", "raw logit of B")?;
+    // A trial whose answer probability is only a bound (an openai server returned neither spelling of an
+    // answer among its top-k) has no p_wrong to average: it is left out here, and herd-report's quality
+    // table counts it per model and task.
+    let bounded = if c.has("p_bound") { Some(c.flag("p_bound", "1 if a probability is only an upper bound")?) } else { None };
     let mut rows = Vec::with_capacity(c.height());
     for i in 0..c.height() {
+        if bounded.as_ref().is_some_and(|b| b[i]) {
+            continue;
+        }
         let n_value = u32::try_from(n[i]).map_err(|_| AnalysisError::InvalidValue {
             origin: c.origin().to_owned(),
             column: "n".into(),

@@ -73,3 +73,16 @@ fn a_bad_indicator_is_an_invalid_value() {
     let e = read_dyads(&p).unwrap_err();
     assert!(matches!(e, AnalysisError::InvalidValue { ref column, row: 1, .. } if column == "same_group"), "{e}");
 }
+
+#[test]
+fn bounded_trials_are_left_out_of_p_wrong() {
+    let header = "model,task,family,level,n,seed,p_wrong_full,p_bound";
+    let rows = ["m,lines,group_size,,0,0,0.2,0", "m,lines,group_size,,5,0,0.9,1", "m,lines,group_size,,5,1,0.7,0", "m,lines,group_size,,0,1,0.4,0"];
+    let path = write("bounded.csv", &format!("{header}\n{}\n", rows.join("\n")));
+    let table = herd_analysis::io::read_conformity_trials(&path).unwrap();
+    let kept: Vec<(u32, f64)> = table.rows.iter().map(|t| (t.n, t.p_wrong_full)).collect();
+    assert_eq!(kept, vec![(0, 0.2), (5, 0.7), (0, 0.4)], "the bounded trial at N = 5 is dropped");
+    // Without the column every trial is kept.
+    let path = write("unbounded.csv", "model,task,family,level,n,seed,p_wrong_full\nm,lines,group_size,,5,0,0.9\n");
+    assert_eq!(herd_analysis::io::read_conformity_trials(&path).unwrap().rows.len(), 1);
+}

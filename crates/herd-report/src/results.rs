@@ -183,7 +183,7 @@ fn load_conformity(runs: Vec<RunFolder>) -> Result<ConformityResults, ReportErro
     let mut q = QualityTable::new(
         "conformity_quality",
         &["model", "task", "modality"],
-        &["trials", "mean_mass_ab", "bounded_share", "baseline_candidates", "baseline_accepted_share"],
+        &["trials", "mean_mass_ab", "bounded_share", "bounded_excluded", "baseline_candidates", "baseline_accepted_share"],
     );
     for ((m, t), (n, mass_sum, bounded, text)) in groups {
         let (candidates, accepted) = baseline.get(&(m.clone(), t.clone())).copied().unwrap_or((0, 0));
@@ -194,6 +194,7 @@ fn load_conformity(runs: Vec<RunFolder>) -> Result<ConformityResults, ReportErro
                 Some(n as f64),
                 Some(mass_sum / n as f64),
                 Some(bounded as f64 / n as f64),
+                Some(bounded as f64),
                 Some(candidates as f64),
                 (candidates > 0).then(|| accepted as f64 / candidates as f64),
             ],
