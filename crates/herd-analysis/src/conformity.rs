@@ -16,10 +16,11 @@
 //!   source − `participants` (two-sided); one-sample t test of the unit differences and z = mean/SE
 //!   with its normal p.
 //! - `difficulty_spearman`: Spearman ρ between difficulty level and AUC per model × task.
-//! - `difficulty_ols`: per task, pooled over models, OLS of min-max normalised (within model)
-//!   image AUC on normalised difficulty index and normalised performance (logit of the correct
-//!   answer at N = 0). Empty when the table lacks `image_id`, `difficulty_index`,
-//!   `correct_label`, `logit_a` or `logit_b`.
+//! - `difficulty_ols`: per task, pooled over models, OLS of min-max normalised (within model) AUC
+//!   on normalised difficulty index and normalised performance (logit of the correct answer at
+//!   N = 0), one point per model and difficulty level (the paper's unit: its ≈ 117 degrees of
+//!   freedom per task are 12 models × 10 levels). Empty when the table lacks `difficulty_level`,
+//!   `difficulty_index`, `correct_label`, `logit_a` or `logit_b`.
 
 use std::collections::BTreeMap;
 
@@ -387,7 +388,7 @@ fn ols_table(
     );
     let difficulty: Vec<&ConformityTrial> = table.rows.iter().filter(|t| t.family == "difficulty").collect();
     let complete = difficulty.iter().all(|t| {
-        t.image_id.is_some() && t.difficulty_index.is_some() && t.correct_label.is_some()
+        t.difficulty_level.is_some() && t.difficulty_index.is_some() && t.correct_label.is_some()
             && t.logit_a.is_some() && t.logit_b.is_some()
     });
     if difficulty.is_empty() || !complete {
@@ -395,12 +396,14 @@ fn ols_table(
     }
     let formula = Formula::parse("conformity ~ difficulty + performance").map_err(stats_context(&table.origin, || "OLS formula".into()))?;
     for &(measure, pick) in measures {
-        // task → model → image → (N → values, difficulty indices, N=0 correct logits)
-        type Image = (BTreeMap<u32, Vec<f64>>, Vec<f64>, Vec<f64>);
-        let mut tasks: BTreeMap<&str, BTreeMap<&str, BTreeMap<&str, Image>>> = BTreeMap::new();
+        // The paper's unit (≈ 117 degrees of freedom per task = 12 models × 10 levels): one point per
+        // model and difficulty level, pooling that level's images.
+        // task → model → difficulty level → (N → values, difficulty indices, N=0 correct logits)
+        type Level = (BTreeMap<u32, Vec<f64>>, Vec<f64>, Vec<f64>);
+        let mut tasks: BTreeMap<&str, BTreeMap<&str, BTreeMap<i64, Level>>> = BTreeMap::new();
         for t in &difficulty {
             let image = tasks.entry(t.task.as_str()).or_default().entry(t.model.as_str()).or_default()
-                .entry(t.image_id.as_deref().unwrap_or_default()).or_default();
+                .entry(t.difficulty_level.unwrap_or_default()).or_default();
             image.0.entry(t.n).or_default().push(pick(t));
             image.1.push(t.difficulty_index.unwrap_or(f64::NAN));
             if t.n == 0 {
@@ -412,13 +415,13 @@ fn ols_table(
             let (mut conformity, mut difficulty_index, mut performance) = (Vec::new(), Vec::new(), Vec::new());
             for (model, images) in models {
                 let (mut c, mut d, mut p) = (Vec::new(), Vec::new(), Vec::new());
-                for (image, (curve, indices, logits)) in images {
+                for (level, (curve, indices, logits)) in images {
                     let (Some(area), false) = (curve_auc(&curve), logits.is_empty()) else {
                         return Err(AnalysisError::EmptyCell {
                             origin: table.origin.clone(),
-                            cell: format!("image {image} (model={model}, task={task})"),
+                            cell: format!("difficulty level {level} (model={model}, task={task})"),
                             what: "trials at N = 0 and a second N".into(),
-                            fix: "the regression needs each difficulty image at N = 0 (performance) and over N (conformity)".into(),
+                            fix: "the regression needs each difficulty level at N = 0 (performance) and over N (conformity)".into(),
                         });
                     };
                     c.push(area);
@@ -436,7 +439,9 @@ fn ols_table(
                 difficulty_index.extend(d);
                 performance.extend(p);
             }
-            if conformity.is_empty() {
+            // Three coefficients need at least four points (one model at three difficulty levels, as the
+            // quick profile runs, has too few): the fit is undefined and the task has no rows.
+            if conformity.len() < 4 {
                 continue;
             }
             let context = || format!("OLS of conformity on difficulty and performance (task={task}, {measure})");

@@ -376,7 +376,9 @@ def conformity(df):
             parts = []
             for model, gm in gt.groupby("model", sort=True):
                 rows = []
-                for image, gi in gm.groupby("image_id", sort=True):
+                # The paper's unit (≈117 df per task = 12 models × 10 levels): one point per model and
+                # difficulty level, pooling the level's images.
+                for level, gi in gm.groupby("difficulty_level", sort=True):
                     z0 = gi[gi.n == 0]
                     perf = np.where(z0.correct_label == "A", z0.logit_a, z0.logit_b).mean()
                     rows.append({"conformity": auc_of(gi, measure), "difficulty": gi.difficulty_index.mean(),
