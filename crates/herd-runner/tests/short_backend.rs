@@ -13,23 +13,26 @@ struct Short {
     short_on: fn(usize) -> bool,
 }
 
-impl Backend for Short {
-    fn score(&mut self, group: &[ScoreRequest]) -> herd_infer::Result<Vec<ScoreResult>> {
-        let mut results = self.inner.score(group)?;
+impl Short {
+    /// Counts the call and drops its last result when this call is one of the chosen.
+    fn shorten<T>(&mut self, mut results: Vec<T>) -> Vec<T> {
         self.calls += 1;
         if (self.short_on)(self.calls) {
             results.pop();
         }
-        Ok(results)
+        results
+    }
+}
+
+impl Backend for Short {
+    fn score(&mut self, group: &[ScoreRequest]) -> herd_infer::Result<Vec<ScoreResult>> {
+        let results = self.inner.score(group)?;
+        Ok(self.shorten(results))
     }
 
     fn generate(&mut self, batch: &[GenerateRequest]) -> herd_infer::Result<Vec<Generation>> {
-        let mut results = self.inner.generate(batch)?;
-        self.calls += 1;
-        if (self.short_on)(self.calls) {
-            results.pop();
-        }
-        Ok(results)
+        let results = self.inner.generate(batch)?;
+        Ok(self.shorten(results))
     }
 
     fn info(&self) -> BackendInfo {
