@@ -429,7 +429,7 @@ fn ols_table(
                     p.push(mean(&logits));
                 }
                 // Each model is min-max normalised on its own (the paper's pooling); a model with the same
-                // conformity, difficulty or performance on every image has no scale and cannot enter the
+                // conformity, difficulty or performance at every level has no scale and cannot enter the
                 // pooled fit (the other models still can; with none left the task has no rows).
                 let normalised = [&mut c, &mut d, &mut p].into_iter().all(|values| min_max(values));
                 if !normalised {
