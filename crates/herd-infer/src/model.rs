@@ -68,10 +68,10 @@ impl DecoderConfig {
         if let Some((what, _)) = named.iter().find(|(_, n)| *n == 0) {
             return Err(format!("the {what} is 0"));
         }
-        if self.num_heads % self.num_kv_heads != 0 {
+        if !self.num_heads.is_multiple_of(self.num_kv_heads) {
             return Err(format!("{} attention heads cannot be shared by {} key/value heads", self.num_heads, self.num_kv_heads));
         }
-        if self.head_dim % 2 != 0 {
+        if !self.head_dim.is_multiple_of(2) {
             return Err(format!("the head dimension {} is odd: rotary embeddings rotate pairs", self.head_dim));
         }
         Ok(())
