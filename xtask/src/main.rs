@@ -5,10 +5,9 @@ use std::process::Command;
 
 mod bench_infer;
 mod bench_parse;
-mod bench_stats;
-mod bench_stimuli;
 mod llama_server;
 mod replicate;
+mod test;
 
 const HELP: &str = "\
 cargo xtask <command>
@@ -39,25 +38,27 @@ Commands:
                    multi-part model and the assembled file SHA-256 checked
   llama-server     build llama.cpp's OpenAI-compatible server (llama-cpp-python[server]) into the herd
                    cache: the openai backend's tests serve the default model with it
-  test             the project's test suite (what CI runs)
+  test             the project's test suite (what CI runs), with its set-up: builds the tests, fetches the
+                   models they read, builds llama.cpp's server once, finds or installs (as root, with
+                   apt-get) Debian's chromium, then runs `cargo test --workspace --locked`
   demo [OUT]       render sample stimuli of every task and print example prompts
 ";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["bench", "stimuli"] => bench_stimuli::run(),
+        ["bench", "stimuli"] => example("herd-stimuli", "bench_stimuli", &[]),
         ["bench", "parse"] => bench_parse::run(),
-        ["bench", "stats"] => bench_stats::run(None),
-        ["bench", "stats", "--venv", venv] => bench_stats::run(Some(venv)),
-        ["bench"] => bench_stimuli::run().and_then(|()| bench_parse::run()),
+        ["bench", "stats"] => example("herd-analysis", "bench_stats", &[]),
+        ["bench", "stats", "--venv", venv] => example("herd-analysis", "bench_stats", &["--venv", venv]),
+        ["bench"] => example("herd-stimuli", "bench_stimuli", &[]).and_then(|()| bench_parse::run()),
         ["bench", "infer"] => bench_infer::run("smollm2-135m"),
         ["bench", "infer", "--model", alias] => bench_infer::run(alias),
         ["bench", "openai"] => llama_server::bench(),
         ["llama-server"] => llama_server::install(),
         ["fetch-model"] => cargo(&["run", "--quiet", "-p", "herd-cli", "--", "models", "--fetch", "smollm2-135m"]),
         ["fetch-model", alias] => cargo(&["run", "--quiet", "-p", "herd-cli", "--", "models", "--fetch", alias]),
-        ["test"] => cargo(&["test", "--workspace", "--locked"]),
+        ["test"] => test::run(),
         ["replicate", rest @ ..] => replicate::replicate(&rest.iter().map(|s| s.to_string()).collect::<Vec<_>>()),
         ["demo"] => demo("out/demo"),
         ["demo", out] => demo(out),
@@ -67,6 +68,15 @@ fn main() -> Result<()> {
         }
         other => bail!("unknown command `{}`\n\n{HELP}", other.join(" ")),
     }
+}
+
+/// Runs a benchmark that lives beside its crate as an example, in release: xtask itself links no heavy
+/// crate (polars, candle, image), so it builds in seconds and `cargo xtask replicate` compiles them once,
+/// for the `herd` binary.
+fn example(package: &str, name: &str, args: &[&str]) -> Result<()> {
+    let mut all = vec!["run", "--release", "--quiet", "-p", package, "--example", name, "--"];
+    all.extend_from_slice(args);
+    cargo(&all)
 }
 
 fn cargo(args: &[&str]) -> Result<()> {

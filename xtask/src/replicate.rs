@@ -84,6 +84,33 @@ fn build_herd() -> Result<PathBuf> {
     Ok(target.join("debug").join(if cfg!(windows) { "herd.exe" } else { "herd" }))
 }
 
+/// What a finished replication must have left: both pages, the deviations page they link, and for each
+/// figure the pages name its PNG and SVG. CI runs the quick replication through this check.
+fn check_report(dir: &std::path::Path) -> Result<()> {
+    for page in ["report.html", "report.md", "deviations.md"] {
+        let path = dir.join(page);
+        if std::fs::metadata(&path).map_or(true, |m| m.len() == 0) {
+            bail!("the report is incomplete: {} is missing or empty", path.display());
+        }
+    }
+    let markdown = std::fs::read_to_string(dir.join("report.md"))?;
+    let mut figures = 0;
+    for stem in markdown.split("](figures/").skip(1).filter_map(|rest| rest.split_once(".png)")).map(|(stem, _)| stem) {
+        for ext in ["png", "svg"] {
+            let path = dir.join("figures").join(format!("{stem}.{ext}"));
+            if std::fs::metadata(&path).map_or(true, |m| m.len() == 0) {
+                bail!("the report names {} but it is missing or empty", path.display());
+            }
+        }
+        figures += 1;
+    }
+    if figures == 0 {
+        bail!("the report in {} shows no figure", dir.display());
+    }
+    println!("   report checked: report.html, report.md, deviations.md and {figures} figures (PNG and SVG)");
+    Ok(())
+}
+
 pub fn replicate(args: &[String]) -> Result<()> {
     let o = parse(args)?;
     let started = Instant::now();
@@ -129,6 +156,7 @@ pub fn replicate(args: &[String]) -> Result<()> {
     println!("== report: {}", report_dir.display());
     let (results, report) = (o.out.to_str().context("UTF-8 path")?, report_dir.to_str().context("UTF-8 path")?);
     run(Command::new(&herd).args(["report", "--results", results, "--out", report]), "herd report")?;
+    check_report(&report_dir)?;
     println!("\n== done in {:.1} min", started.elapsed().as_secs_f64() / 60.0);
     for (study, run_dir, analysis_dir) in &sections {
         println!("{study:>28}: trial tables {}/*/*.parquet, manifest {}/manifest.json", run_dir.display(), run_dir.display());

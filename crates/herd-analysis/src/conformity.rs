@@ -52,6 +52,55 @@ pub struct ConformityTrial {
     pub logit_b: Option<f64>,
 }
 
+/// The two readings of p_wrong the tables carry (`measure` column); which one a report leads with is
+/// the experiment file's `analysis.measure` (docs/deviations.md says why the default is `Full`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PWrong {
+    /// `p_wrong_full`: 1 − P(correct) over the whole vocabulary.
+    #[default]
+    Full,
+    /// `p_wrong_ab`: P(wrong) / (P(A) + P(B)), the two-way measure.
+    Ab,
+}
+
+impl PWrong {
+    /// The trial column and the `measure` value of the result tables.
+    pub fn column(self) -> &'static str {
+        match self {
+            Self::Full => "p_wrong_full",
+            Self::Ab => "p_wrong_ab",
+        }
+    }
+
+    /// The measure named by its column, e.g. from an experiment file.
+    pub fn from_column(column: &str) -> Option<Self> {
+        [Self::Full, Self::Ab].into_iter().find(|m| m.column() == column)
+    }
+
+    pub fn other(self) -> Self {
+        match self {
+            Self::Full => Self::Ab,
+            Self::Ab => Self::Full,
+        }
+    }
+
+    /// The trial's value; `None` for `Ab` where neither answer had any mass.
+    pub fn of(self, t: &ConformityTrial) -> Option<f64> {
+        match self {
+            Self::Full => Some(t.p_wrong_full),
+            Self::Ab => t.p_wrong_ab,
+        }
+    }
+
+    /// An axis label.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Full => "p(wrong answer), whole vocabulary (probability)",
+            Self::Ab => "p(wrong) / (p(A) + p(B)) (probability)",
+        }
+    }
+}
+
 /// Trials and where they came from.
 #[derive(Debug, Clone)]
 pub struct ConformityTable {
@@ -109,11 +158,11 @@ fn curve_level(t: &ConformityTrial) -> String {
     }
 }
 
-fn measures(table: &ConformityTable) -> Vec<(&'static str, fn(&ConformityTrial) -> f64)> {
-    let mut out: Vec<(&'static str, fn(&ConformityTrial) -> f64)> =
-        vec![("p_wrong_full", |t: &ConformityTrial| t.p_wrong_full)];
+/// The measures analysed: `p_wrong_full` always, `p_wrong_ab` where every trial defines it.
+fn measures(table: &ConformityTable) -> Vec<PWrong> {
+    let mut out = vec![PWrong::Full];
     if table.rows.iter().all(|t| t.p_wrong_ab.is_some()) && !table.rows.is_empty() {
-        out.push(("p_wrong_ab", |t: &ConformityTrial| t.p_wrong_ab.unwrap_or(f64::NAN)));
+        out.push(PWrong::Ab);
     }
     out
 }
@@ -132,6 +181,24 @@ fn curve_auc(points: &BTreeMap<u32, Vec<f64>>) -> Option<f64> {
     let range = ns[ns.len() - 1] - ns[0];
     trapezoid(&means, &ns).ok().map(|a| a / range)
 }
+
+/// The first N whose mean p_wrong reaches 90% of the mean at the largest N (the paper's "saturate
+/// around N ∼ 3–4"); `None` for a curve that does not rise from its first N to its last, where
+/// saturation has no meaning.
+fn saturation_n(points: &BTreeMap<u32, Vec<f64>>) -> Option<u32> {
+    let means: Vec<(u32, f64)> = points.iter().map(|(&n, v)| (n, mean(v))).collect();
+    let (&(_, first), &(_, last)) = (means.first()?, means.last()?);
+    if last.partial_cmp(&first) != Some(std::cmp::Ordering::Greater) {
+        return None;
+    }
+    means.iter().find(|&&(_, m)| m >= SATURATION_SHARE * last).map(|&(n, _)| n)
+}
+
+/// Share of the largest N's p_wrong that counts as saturated.
+const SATURATION_SHARE: f64 = 0.9;
+
+/// Families whose same − different contrasts fig. 4d / S6 average.
+const SOCIAL_FAMILIES: [&str; 3] = ["nationality", "ethnicity", "minimal_group"];
 
 /// Runs every conformity analysis.
 pub fn analyze_conformity(
@@ -159,12 +226,13 @@ pub fn analyze_conformity(
         "auc",
         &[
             ("model", 't'), ("task", 't'), ("family", 't'), ("level", 't'), ("measure", 't'),
-            ("n_points", 'i'), ("auc", 'f'),
+            ("n_points", 'i'), ("auc", 'f'), ("saturation_n", 'i'),
         ],
     );
     // measure → curve → N → values
     let mut level_auc: BTreeMap<(&str, CurveKey), f64> = BTreeMap::new();
-    for &(measure, pick) in &measures {
+    for &m in &measures {
+        let (measure, pick) = (m.column(), |t: &ConformityTrial| m.of(t).unwrap_or(f64::NAN));
         let mut by_curve: BTreeMap<CurveKey, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
         for t in &table.rows {
             by_curve
@@ -197,6 +265,7 @@ pub fn analyze_conformity(
             auc.push(vec![
                 key.0.as_str().into(), key.1.as_str().into(), key.2.as_str().into(),
                 key.3.as_str().into(), measure.into(), points.len().into(), area.into(),
+                saturation_n(&points).into(),
             ]);
             level_auc.insert((measure, key), area);
         }
@@ -237,7 +306,7 @@ fn contrasts(family: &str, levels: &[String], options: &ConformityOptions) -> Ve
 fn deltas_table(
     table: &ConformityTable,
     options: &ConformityOptions,
-    measures: &[(&'static str, fn(&ConformityTrial) -> f64)],
+    measures: &[PWrong],
     level_auc: &BTreeMap<(&str, CurveKey), f64>,
 ) -> Result<ResultTable, AnalysisError> {
     let mut out = TableBuilder::new(
@@ -251,6 +320,9 @@ fn deltas_table(
     );
     // (model, task, family) → level list
     let mut families: BTreeMap<(String, String, String), Vec<String>> = BTreeMap::new();
+    // (model, task, measure) → social family → (seed → same − different, AUC same, AUC different)
+    type SocialContrast = (BTreeMap<String, f64>, f64, f64);
+    let mut social: BTreeMap<(String, String, &str), BTreeMap<String, SocialContrast>> = BTreeMap::new();
     for t in &table.rows {
         let levels = families.entry((t.model.clone(), t.task.clone(), t.family.clone())).or_default();
         if !levels.contains(&t.level) {
@@ -269,7 +341,8 @@ fn deltas_table(
                     fix: "the normative contrast pairs public and private by paraphrase: add the paraphrase id of every normative trial".into(),
                 });
             }
-            for &(measure, pick) in measures {
+            for &m in measures {
+                let (measure, pick) = (m.column(), |t: &ConformityTrial| m.of(t).unwrap_or(f64::NAN));
                 // level → unit → N → values
                 let mut units: BTreeMap<&str, BTreeMap<String, BTreeMap<u32, Vec<f64>>>> = BTreeMap::new();
                 for t in table.rows.iter().filter(|t| {
@@ -280,13 +353,14 @@ fn deltas_table(
                     units.entry(side).or_default().entry(id).or_default().entry(t.n).or_default().push(pick(t));
                 }
                 let (Some(ua), Some(ub)) = (units.get("a"), units.get("b")) else { continue };
-                let mut differences = Vec::new();
+                let mut by_unit = BTreeMap::new();
                 for (id, curve_a) in ua {
                     let Some(curve_b) = ub.get(id) else { continue };
                     if let (Some(x), Some(y)) = (curve_auc(curve_a), curve_auc(curve_b)) {
-                        differences.push(x - y);
+                        by_unit.insert(id.clone(), x - y);
                     }
                 }
+                let differences: Vec<f64> = by_unit.values().copied().collect();
                 let cell = || format!("{family} {a} − {b} (model={model}, task={task}, {measure})");
                 if differences.len() < 2 {
                     return Err(AnalysisError::EmptyCell {
@@ -303,17 +377,73 @@ fn deltas_table(
                 let key = |level: &str| (measure, (model.clone(), task.clone(), family.clone(), level.to_owned()));
                 let auc_a = level_auc.get(&key(&a)).copied().unwrap_or(f64::NAN);
                 let auc_b = level_auc.get(&key(&b)).copied().unwrap_or(f64::NAN);
-                out.push(vec![
-                    model.as_str().into(), task.as_str().into(), family.as_str().into(), measure.into(),
-                    a.as_str().into(), b.as_str().into(), unit.into(),
-                    match alternative { Alternative::Greater => "greater", Alternative::Less => "less", Alternative::TwoSided => "two-sided" }.into(),
-                    differences.len().into(), auc_a.into(), auc_b.into(), test.mean.into(), test.se.into(),
-                    test.t.into(), test.df.into(), test.p_value.into(), z.into(), z_p.into(),
-                ]);
+                push_delta(&mut out, [&model, &task, &family, measure, &a, &b, unit], alternative, (auc_a, auc_b), &test, differences.len(), (z, z_p));
+                if SOCIAL_FAMILIES.contains(&family.as_str()) {
+                    social.entry((model.clone(), task.clone(), measure)).or_default().insert(family.clone(), (by_unit, auc_a, auc_b));
+                }
             }
         }
     }
+    // Fig. 4d / S6: the same − different difference averaged over the social families, per seed over
+    // the families that seed has; only where two or more families ran (with one it is that family's
+    // own row).
+    for ((model, task, measure), by_family) in social {
+        if by_family.len() < 2 {
+            continue;
+        }
+        let mut per_seed: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        for (by_unit, _, _) in by_family.values() {
+            for (seed, d) in by_unit {
+                per_seed.entry(seed).or_default().push(*d);
+            }
+        }
+        let differences: Vec<f64> = per_seed.values().map(|v| mean(v)).collect();
+        let cell = || format!("{SOCIAL_MEAN} same − different (model={model}, task={task}, {measure})");
+        let test = ttest_one_sample(&differences, 0.0, Alternative::TwoSided)
+            .map_err(stats_context(&table.origin, || format!("t test of {}", cell())))?;
+        let z = test.mean / test.se;
+        let z_p = z_test(z, Alternative::TwoSided).map_err(stats_context(&table.origin, cell))?;
+        let aucs: Vec<&SocialContrast> = by_family.values().collect();
+        let auc_same = aucs.iter().map(|c| c.1).sum::<f64>() / aucs.len() as f64;
+        let auc_different = aucs.iter().map(|c| c.2).sum::<f64>() / aucs.len() as f64;
+        push_delta(
+            &mut out,
+            [&model, &task, SOCIAL_MEAN, measure, "same", "different", "seed"],
+            Alternative::TwoSided,
+            (auc_same, auc_different),
+            &test,
+            differences.len(),
+            (z, z_p),
+        );
+    }
     Ok(out.finish())
+}
+
+/// The `deltas` row of fig. 4d / S6's averaged social-proximity contrast.
+pub const SOCIAL_MEAN: &str = "social_mean";
+
+/// One `deltas` row: keys (model, task, family, measure, level a, level b, pairing unit), then the
+/// test of the unit differences.
+fn push_delta(
+    out: &mut TableBuilder,
+    keys: [&str; 7],
+    alternative: Alternative,
+    (auc_a, auc_b): (f64, f64),
+    test: &herd_stats::TTestResult,
+    n_pairs: usize,
+    (z, z_p): (f64, f64),
+) {
+    let alternative = match alternative {
+        Alternative::Greater => "greater",
+        Alternative::Less => "less",
+        Alternative::TwoSided => "two-sided",
+    };
+    let mut row: Vec<crate::table::Value> = keys.iter().map(|&k| k.into()).collect();
+    row.extend([
+        alternative.into(), n_pairs.into(), auc_a.into(), auc_b.into(), test.mean.into(), test.se.into(),
+        test.t.into(), test.df.into(), test.p_value.into(), z.into(), z_p.into(),
+    ]);
+    out.push(row);
 }
 
 fn spearman_table(
@@ -377,7 +507,7 @@ fn min_max(values: &mut [f64]) -> bool {
 
 fn ols_table(
     table: &ConformityTable,
-    measures: &[(&'static str, fn(&ConformityTrial) -> f64)],
+    measures: &[PWrong],
 ) -> Result<ResultTable, AnalysisError> {
     let mut out = TableBuilder::new(
         "difficulty_ols",
@@ -395,7 +525,8 @@ fn ols_table(
         return Ok(out.finish());
     }
     let formula = Formula::parse("conformity ~ difficulty + performance").map_err(stats_context(&table.origin, || "OLS formula".into()))?;
-    for &(measure, pick) in measures {
+    for &m in measures {
+        let (measure, pick) = (m.column(), |t: &ConformityTrial| m.of(t).unwrap_or(f64::NAN));
         // The paper's unit (≈ 117 degrees of freedom per task = 12 models × 10 levels): one point per
         // model and difficulty level, pooling that level's images.
         // task → model → difficulty level → (N → values, difficulty indices, N=0 correct logits)
@@ -482,6 +613,15 @@ mod tests {
             logit_a: Some(1.0),
             logit_b: Some(0.0),
         }
+    }
+
+    #[test]
+    fn saturation_is_the_first_n_at_ninety_percent_of_the_last_and_null_for_a_flat_curve() {
+        let curve = |points: &[(u32, f64)]| points.iter().map(|&(n, p)| (n, vec![p, p])).collect::<BTreeMap<u32, Vec<f64>>>();
+        // 0.9 × 0.8 = 0.72: reached at N = 4 (0.73), not at N = 3 (0.71).
+        assert_eq!(saturation_n(&curve(&[(0, 0.1), (2, 0.5), (3, 0.71), (4, 0.73), (10, 0.8)])), Some(4));
+        assert_eq!(saturation_n(&curve(&[(0, 0.5), (5, 0.5), (10, 0.5)])), None, "a flat curve does not saturate");
+        assert_eq!(saturation_n(&curve(&[(0, 0.6), (10, 0.3)])), None, "nor does a falling one");
     }
 
     #[test]

@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use herd_store::{AllocationDyadRow, Table, read_table};
 use polars::prelude::*;
 
+/// The frame type of every reader here, so callers need no polars dependency of their own.
+pub use polars::prelude::DataFrame;
+
 use crate::conformity::{ConformityTable, ConformityTrial};
 use crate::error::AnalysisError;
 use crate::minimal_group::{DESIGN_COLUMNS, DesignKey, Dyad, DyadTable, Labels};
@@ -55,11 +58,33 @@ pub fn read_frame(path: &Path) -> Result<DataFrame, AnalysisError> {
     }
 }
 
-/// A trial table from a file (CSV or Parquet) or from a `herd run` folder (its committed Parquet parts
-/// of `table`).
+/// `DIR/<table>.parquet`, else `DIR/<table>.csv`, where `dir` is a folder of plain tables (no
+/// `manifest.json`: written by polars, pandas or `herd analyze`'s readers rather than `herd run`).
+pub fn plain_table_file(dir: &Path, table: Table) -> Option<PathBuf> {
+    if dir.join("manifest.json").is_file() {
+        return None;
+    }
+    ["parquet", "csv"].iter().map(|ext| dir.join(format!("{}.{ext}", table.name()))).find(|p| p.is_file())
+}
+
+/// A trial table from a file (CSV or Parquet), a folder of plain tables (`DIR/<table>.parquet` or
+/// `.csv`), or a `herd run` folder (its committed Parquet parts of `table`).
 pub fn read_trial_table(path: &Path, table: Table) -> Result<DataFrame, AnalysisError> {
     if !path.is_dir() {
         return read_frame(path);
+    }
+    if let Some(file) = plain_table_file(path, table) {
+        return read_frame(&file);
+    }
+    if !path.join("manifest.json").is_file() {
+        return Err(AnalysisError::Io {
+            file: path.display().to_string(),
+            problem: format!(
+                "neither a run folder (no manifest.json) nor a folder of plain tables (no {0}.parquet or {0}.csv)\n  \
+                 fix: pass a `herd run` folder, the table file itself, or a folder holding {0}.parquet",
+                table.name()
+            ),
+        });
     }
     read_table(&[path.to_path_buf()], table)
         .map_err(|e| io_error(path, e))?
@@ -333,6 +358,7 @@ pub fn dyads_from_rows(origin: &str, rows: &[AllocationDyadRow]) -> Result<DyadT
             points: r.points,
             target_position: Some(r.target_position),
             filled: Some(r.filled),
+            target_group: Some(r.target_group.clone()),
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -365,6 +391,7 @@ pub fn dyads_from_frame(frame: &DataFrame, origin: String) -> Result<DyadTable, 
     } else {
         None
     };
+    let target_group = target_groups(&c)?;
     let mut rows = Vec::with_capacity(c.height());
     for i in 0..c.height() {
         let labels = Labels::parse(&labels_text[i]).ok_or_else(|| AnalysisError::InvalidValue {
@@ -398,9 +425,40 @@ pub fn dyads_from_frame(frame: &DataFrame, origin: String) -> Result<DyadTable, 
             points: points[i],
             target_position: target_position.as_ref().map(|v| v[i]),
             filled: filled.as_ref().map(|v| v[i]),
+            target_group: target_group.as_ref().map(|v| v[i].clone()),
         });
     }
     DyadTable::new(c.origin(), rows)
+}
+
+/// The optional `target_group` column: absent (tables written before herd recorded group names, or
+/// a column with no value at all) reads as `None`, which leaves the token-receipt rows out; a column
+/// with values in some rows only is an error, as token receipt by name would silently rest on part
+/// of the societies.
+fn target_groups(c: &Columns<'_>) -> Result<Option<Vec<String>>, AnalysisError> {
+    if !c.has("target_group") {
+        return Ok(None);
+    }
+    let values = c.text_nullable("target_group", "the nonce name of the target's group in this pass")?;
+    if values.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.ok_or_else(|| AnalysisError::InvalidValue {
+                origin: c.origin().to_owned(),
+                column: "target_group".into(),
+                row: i + 1,
+                problem: "missing value (other rows name the target's group)".into(),
+                fix: "rows from runs before herd recorded group names lack them: rerun those societies into a \
+                      fresh folder, or drop the `target_group` column to analyse without token receipt"
+                    .into(),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 /// Converts a result table to a polars frame.
@@ -479,10 +537,10 @@ pub fn conformity_from_frame(frame: &DataFrame, origin: String) -> Result<Confor
     let correct_label = optional_text("correct_label", "A or B")?;
     let logit_a = optional_float("logit_a", "raw logit of A")?;
     let logit_b = optional_float("logit_b", "raw logit of B")?;
-    // A trial whose answer probability is only a bound (an openai server returned neither spelling of an
-    // answer among its top-k) has no p_wrong to average: it is left out here, and herd-report's quality
-    // table counts it per model and task.
-    let bounded = if c.has("p_bound") { Some(c.flag("p_bound", "1 if a probability is only an upper bound")?) } else { None };
+    // A trial whose answer probability is only a bound (an openai server returned an answer, or one of
+    // its spellings, outside its top-k) has no p_wrong to average: it is left out here, and
+    // herd-report's quality table counts it per model and task.
+    let bounded = if c.has("p_bound") { Some(c.flag("p_bound", "1 if a probability is only a bound")?) } else { None };
     let mut rows = Vec::with_capacity(c.height());
     for i in 0..c.height() {
         if bounded.as_ref().is_some_and(|b| b[i]) {

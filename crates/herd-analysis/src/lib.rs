@@ -28,7 +28,7 @@
 //!                 rows.push(Dyad {
 //!                     design: DesignKey::default(), labels, m: 2, seed, decider, target,
 //!                     minority_decider: minority(decider), minority_target: minority(target),
-//!                     same_group: same, points, target_position: None, filled: None,
+//!                     same_group: same, points, target_position: None, filled: None, target_group: None,
 //!                 });
 //!             }
 //!         }
@@ -58,7 +58,8 @@ pub mod minimal_group;
 pub mod table;
 
 pub use conformity::{
-    ConformityOptions, ConformityTable, ConformityTables, ConformityTrial, analyze_conformity,
+    ConformityOptions, ConformityTable, ConformityTables, ConformityTrial, PWrong, SOCIAL_MEAN,
+    analyze_conformity,
 };
 pub use error::AnalysisError;
 pub use minimal_group::{

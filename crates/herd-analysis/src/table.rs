@@ -63,10 +63,13 @@ pub(crate) struct TableBuilder {
 }
 
 /// One cell value when pushing a row.
+#[derive(Clone)]
 pub(crate) enum Value {
     Text(Option<String>),
     Float(f64),
     Integer(i64),
+    /// Null in a column of any kind.
+    Null,
 }
 
 impl From<&str> for Value {
@@ -77,11 +80,6 @@ impl From<&str> for Value {
 impl From<String> for Value {
     fn from(v: String) -> Self {
         Self::Text(Some(v))
-    }
-}
-impl From<Option<String>> for Value {
-    fn from(v: Option<String>) -> Self {
-        Self::Text(v)
     }
 }
 impl From<f64> for Value {
@@ -102,6 +100,11 @@ impl From<usize> for Value {
 impl From<u32> for Value {
     fn from(v: u32) -> Self {
         Self::Integer(i64::from(v))
+    }
+}
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Self::Null, Into::into)
     }
 }
 
@@ -140,6 +143,8 @@ impl TableBuilder {
                 (ColumnValues::Integer(c), _) => c.push(None),
                 (ColumnValues::Text(c), Value::Float(v)) => c.push(Some(v.to_string())),
                 (ColumnValues::Float(c), Value::Text(_)) => c.push(None),
+                (ColumnValues::Text(c), Value::Null) => c.push(None),
+                (ColumnValues::Float(c), Value::Null) => c.push(None),
             }
         }
     }

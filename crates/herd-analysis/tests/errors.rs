@@ -86,3 +86,46 @@ fn bounded_trials_are_left_out_of_p_wrong() {
     let path = write("unbounded.csv", "model,task,family,level,n,seed,p_wrong_full\nm,lines,group_size,,5,0,0.9\n");
     assert_eq!(herd_analysis::io::read_conformity_trials(&path).unwrap().rows.len(), 1);
 }
+
+#[test]
+fn a_folder_of_plain_tables_reads_like_the_file_and_a_folder_without_one_is_named() {
+    use herd_analysis::io::read_conformity_trials;
+    let committed = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/conformity_trials.csv");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("herd-analysis-plain-folder");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(&committed, dir.join("conformity_trials.csv")).unwrap();
+    let from_folder = read_conformity_trials(&dir).expect("a folder holding conformity_trials.csv");
+    let from_file = read_conformity_trials(&committed).unwrap();
+    assert_eq!(from_folder.rows, from_file.rows);
+
+    let empty = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("herd-analysis-no-table");
+    std::fs::create_dir_all(&empty).unwrap();
+    let message = read_conformity_trials(&empty).unwrap_err().to_string();
+    assert!(message.contains("no manifest.json") && message.contains("conformity_trials.parquet"), "{message}");
+    assert!(message.contains("fix: pass a `herd run` folder"), "{message}");
+}
+
+#[test]
+fn a_cell_of_uniform_allocations_analyses_with_undefined_errors_not_a_hang() {
+    // Every decider splits the pool evenly (as uniform fills after parse failures do): the GEE fits
+    // the points exactly, so its coefficients are there and their SEs, z and p are null.
+    let mut text = String::from(HEADER);
+    text.push('\n');
+    for seed in 1..=3 {
+        for line in society(|_, _| (100.0_f64 / 3.0).to_string()).lines().skip(1) {
+            text.push_str(&line.replacen("visible,2,1,", &format!("visible,2,{seed},"), 1));
+            text.push('\n');
+        }
+    }
+    let table = read_dyads(&write("uniform.csv", &text)).unwrap();
+    let tables = analyze_minimal_group(&table, &MinimalGroupOptions::default()).expect("an exact fit is a result");
+    let gee = &tables.gee;
+    let row = (0..gee.n_rows())
+        .find(|&r| gee.text("term", r) == Some("same_group") && gee.text("formula", r) == Some("points ~ same_group"))
+        .expect("the cell's same_group row");
+    assert!(gee.number("coef", row).is_some_and(|c| c.abs() < 1e-9), "{:?}", gee.number("coef", row));
+    assert!(gee.column("se_robust").is_some() && gee.column("p").is_some());
+    assert_eq!(gee.number("se_robust", row), None);
+    assert_eq!(gee.number("z", row), None);
+    assert_eq!(gee.number("p", row), None);
+}

@@ -108,7 +108,7 @@ fn minimal_group_matches_statsmodels() {
     compare(&tables.seed_tests, &golden["seed_tests"], &with(&["labels", "m", "deciders", "measure"]));
     compare(&tables.gee, &golden["gee"], &with(&["analysis", "labels", "m", "formula", "term"]));
     compare(&tables.bootstrap, &golden["bootstrap"], &with(&["labels", "m", "quantity"]));
-    compare(&tables.robustness, &golden["robustness"], &with(&["labels", "m", "fills", "check", "deciders"]));
+    compare(&tables.robustness, &golden["robustness"], &with(&["labels", "m", "fills", "check", "deciders", "target_group"]));
 }
 
 #[test]

@@ -23,7 +23,8 @@ pub enum AnalyzeCommand {
 
 #[derive(Args)]
 pub struct MinimalGroupArgs {
-    /// allocation_dyads table (.csv or .parquet), or a `herd run` folder
+    /// allocation_dyads table (.csv or .parquet), a folder holding allocation_dyads.parquet|csv, or a
+    /// `herd run` folder
     #[arg(long)]
     dyads: PathBuf,
     /// Folder for the result tables (created if missing)
@@ -46,7 +47,8 @@ pub struct MinimalGroupArgs {
 
 #[derive(Args)]
 pub struct ConformityArgs {
-    /// conformity_trials table (.csv or .parquet), or a `herd run` folder
+    /// conformity_trials table (.csv or .parquet), a folder holding conformity_trials.parquet|csv, or a
+    /// `herd run` folder
     #[arg(long)]
     trials: PathBuf,
     /// Folder for the result tables (created if missing)

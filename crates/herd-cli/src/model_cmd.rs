@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result, bail};
 use crate::server_args::ServerArgs;
-use herd_infer::{Backend, DeviceChoice, GenerateRequest, LoadOptions, LocalModel, ModelEntry, ModelRegistry, SamplingParams, ScoreRequest, VisionModel, locate_model};
+use herd_infer::{Backend, DeviceChoice, GenerateRequest, LoadOptions, LocalModel, ModelEntry, ModelRegistry, SamplingParams, ScoreBound, ScoreRequest, VisionModel, locate_model};
 use herd_prompts::{ChatPrompt, Part};
 use std::io::Write;
 use std::sync::Arc;
@@ -69,10 +69,10 @@ pub fn models(args: ModelsArgs) -> Result<()> {
         let input = if entry.vision { "vision" } else { "text" };
         table += &format!("{:<22} {:<9} {:<7} {:>9}  {:<8} {}{default}\n{:<22} {note}\n", entry.alias, entry.family.name(), input, size, present, entry.description, "");
     }
-    if let Err(e) = out.write_all(table.as_bytes()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(e.into());
-        }
+    if let Err(e) = out.write_all(table.as_bytes())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        return Err(e.into());
     }
     Ok(())
 }
@@ -104,10 +104,13 @@ enum QuickBackend {
     Openai,
 }
 
+/// A loaded backend, the prompt, and the image it shows (if any).
+type Loaded = (Box<dyn Backend>, ChatPrompt, Option<Arc<image::RgbImage>>);
+
 impl ModelArgs {
     /// Loads the model (text or vision, by its family) and the prompt; with an image, the prompt shows it
     /// before the text, as the conformity prompts do.
-    fn load(&self, image: Option<&Path>) -> Result<(Box<dyn Backend>, ChatPrompt, Option<Arc<image::RgbImage>>)> {
+    fn load(&self, image: Option<&Path>) -> Result<Loaded> {
         let text = std::fs::read_to_string(&self.prompt_file).with_context(|| format!("reading the prompt file {}", self.prompt_file.display()))?;
         let registry = load_registry(self.registry.as_deref())?;
         let entry = registry.get(&self.model)?;
@@ -163,13 +166,17 @@ pub fn score(args: ScoreArgs) -> Result<()> {
         let answers: serde_json::Map<String, serde_json::Value> = result
             .answers
             .iter()
-            .map(|(a, s)| (a.clone(), serde_json::json!({"p": s.p, "logit": s.logit, "token_ids": s.token_ids, "bound": s.bound})))
+            .map(|(a, s)| (a.clone(), serde_json::json!({"p": s.p, "logit": s.logit, "token_ids": s.token_ids, "bound": s.bound.is_bound(), "bound_kind": s.bound.is_bound().then(|| s.bound.as_str())})))
             .collect();
         let top: Vec<_> = result.top.iter().map(|t| serde_json::json!({"id": t.id, "text": t.text, "p": t.p, "logit": t.logit})).collect();
         println!("{}", serde_json::json!({"answers": answers, "mass": result.mass, "top": top, "prompt_tokens": result.prompt_tokens}));
     } else {
         for (answer, s) in &result.answers {
-            let bound = if s.bound { "  (upper bound: outside the server's top-k)" } else { "" };
+            let bound = match s.bound {
+                ScoreBound::Exact => "",
+                ScoreBound::Upper => "  (upper bound: outside the server's top-k)",
+                ScoreBound::Lower => "  (lower bound: a spelling of it is outside the server's top-k)",
+            };
             println!("{answer:>8}  p = {:.6}  logit = {:.4}  tokens = {:?}{bound}", s.p, s.logit, s.token_ids);
         }
         println!("{:>8}  {:.6}", "mass", result.mass);
@@ -202,6 +209,9 @@ pub struct GenerateArgs {
     /// 0 keeps every token.
     #[arg(long, default_value_t = 0)]
     top_k: usize,
+    /// HF's repetition penalty (1 is none); unset, none is applied.
+    #[arg(long)]
+    repetition_penalty: Option<f64>,
     #[arg(long, default_value_t = 256)]
     max_tokens: usize,
     /// Stop before this string (repeatable).
@@ -218,7 +228,7 @@ pub fn generate(args: GenerateArgs) -> Result<()> {
         None => None,
     };
     let (mut model, prompt, image) = args.model.load(args.image.as_deref())?;
-    let sampling = SamplingParams { temperature: args.temperature, top_p: args.top_p, top_k: args.top_k, seed: args.seed, max_tokens: args.max_tokens, stop: args.stop.clone() };
+    let sampling = SamplingParams { temperature: Some(args.temperature), top_p: Some(args.top_p), top_k: Some(args.top_k), repetition_penalty: args.repetition_penalty, seed: args.seed, max_tokens: args.max_tokens, stop: args.stop.clone() };
     let generation = model.generate(&[GenerateRequest { schema, image, ..GenerateRequest::new(prompt, sampling) }])?.remove(0);
     if args.json {
         println!("{}", serde_json::to_string(&generation)?);

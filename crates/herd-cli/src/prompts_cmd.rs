@@ -31,10 +31,10 @@ pub struct PromptsArgs {
 pub fn run(args: PromptsArgs) -> Result<()> {
     let file = load_experiment(&args.experiment)?;
     let families = family_names(&file.experiment);
-    if let Some(family) = &args.family {
-        if !families.contains(&family.as_str()) {
-            bail!("the experiment has no family `{family}`; it has: {}", families.join(", "));
-        }
+    if let Some(family) = &args.family
+        && !families.contains(&family.as_str())
+    {
+        bail!("the experiment has no family `{family}`; it has: {}", families.join(", "));
     }
     let units = expand(&file.experiment).into_iter().filter(|u| args.family.as_deref().is_none_or(|f| u.key.cell.family == f));
     match &file.experiment {
@@ -50,10 +50,10 @@ pub fn run(args: PromptsArgs) -> Result<()> {
                 if args.with_confederates && trial.n == 0 {
                     continue;
                 }
-                if !pools.contains_key(&trial.task) {
-                    pools.insert(trial.task, ImagePools::preview(exp, trial.task)?);
-                }
-                let pool = &pools[&trial.task];
+                let pool = match pools.entry(trial.task) {
+                    std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(e) => e.insert(ImagePools::preview(exp, trial.task)?),
+                };
                 let image = pool.select(&unit.key, trial).with_context(|| format!("no image in the preview pool for {}", unit.key.id()))?;
                 let plan = prompter.plan(&unit.key, trial, image.correct)?;
                 let prompt = prompter.render_plan(trial, &plan, image, args.modality)?;

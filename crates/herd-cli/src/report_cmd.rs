@@ -10,8 +10,10 @@ use herd_report::{load_results, write_report};
 
 #[derive(Args)]
 pub struct ReportArgs {
-    /// Result folder: a `herd run` folder, or the OUT of `cargo xtask replicate` (runs/<study>/ inside).
-    /// Only its Parquet parts and manifest.json are read.
+    /// Result folder: a `herd run` folder, or the OUT of `cargo xtask replicate` (runs/<study>/ inside),
+    /// of which only the Parquet parts and manifest.json are read; or plain tables: a
+    /// conformity_trials / allocation_dyads .parquet|.csv file, or a folder holding them (the report
+    /// then says what it cannot know without a run manifest).
     #[arg(long)]
     results: PathBuf,
     /// Folder for report.html, report.md and figures/ (created if missing)

@@ -5,7 +5,7 @@ use crate::model_cmd::load_registry;
 use crate::server_args::ServerArgs;
 use anyhow::{Context, Result, bail};
 use herd_design::{Experiment, ExperimentFile, Shard, bank_files, load_experiment};
-use herd_infer::{Backend, DeviceChoice, LoadOptions, LocalModel, ModelEntry, ModelFiles, ModelSource, SimAgent, SimParams, VisionModel, locate_model};
+use herd_infer::{Backend, DeviceChoice, LoadOptions, LocalModel, ModelEntry, ModelFiles, ModelSampling, ModelSource, SamplingFallback, SimAgent, SimParams, VisionModel, locate_model, model_sampling};
 use herd_runner::{RunOptions, RunSummary, run_experiment, shard_units};
 use herd_store::{FileRecord, Manifest, RunIdentity, RunStore};
 use std::path::{Path, PathBuf};
@@ -70,6 +70,10 @@ pub struct LoadedBackend {
     pub entry: Option<ModelEntry>,
     pub files: Vec<FileRecord>,
     pub model_record: serde_json::Value,
+    /// The model's sampling defaults where the backend reads more than the registry (an HF folder's
+    /// generation_config.json); `None` keeps the registry's.
+    pub sampling_defaults: Option<ModelSampling>,
+    pub sampling_fallback: SamplingFallback,
 }
 
 pub fn load_backend(kind: BackendKind, model: &str, sim: Option<&Path>, device: DeviceChoice, registry: Option<&Path>, server: &ServerArgs) -> Result<LoadedBackend> {
@@ -80,7 +84,8 @@ pub fn load_backend(kind: BackendKind, model: &str, sim: Option<&Path>, device: 
             let backend = server.connect(&entry)?;
             // The options name the key's variable, never the key.
             let model_record = serde_json::json!({"entry": entry, "server": backend.options()});
-            Ok(LoadedBackend { backend: Box::new(backend), entry: Some(entry), files: Vec::new(), model_record })
+            // A server applies its own defaults to whatever is not sent (the run manifest says which).
+            Ok(LoadedBackend { backend: Box::new(backend), entry: Some(entry), files: Vec::new(), model_record, sampling_defaults: None, sampling_fallback: SamplingFallback::Server })
         }
         BackendKind::Sim => {
             let params: SimParams = match sim {
@@ -92,7 +97,7 @@ pub fn load_backend(kind: BackendKind, model: &str, sim: Option<&Path>, device: 
             };
             let model_record = serde_json::json!({"alias": "sim", "parameters": params});
             let files = sim.map(|p| file_record("sim parameters", p, true)).transpose()?.into_iter().collect();
-            Ok(LoadedBackend { backend: Box::new(SimAgent::new(params)), entry: None, files, model_record })
+            Ok(LoadedBackend { backend: Box::new(SimAgent::new(params)), entry: None, files, model_record, sampling_defaults: None, sampling_fallback: SamplingFallback::HfDefaults })
         }
         BackendKind::Candle => {
             let registry = load_registry(registry)?;
@@ -118,7 +123,9 @@ pub fn load_backend(kind: BackendKind, model: &str, sim: Option<&Path>, device: 
                 (ModelFiles::HfFolder(dir), _) => vec![FileRecord { role: "model".into(), path: dir.display().to_string(), bytes: files.size_bytes(), sha256: None }],
             };
             let model_record = serde_json::json!({"entry": entry, "device": format!("{device:?}")});
-            Ok(LoadedBackend { backend, entry: Some(entry), files: model_files, model_record })
+            // Sampling as HF `generate` would with this model: its folder's generation_config.json, else the registry's.
+            let sampling = model_sampling(&entry, Some(&files)).with_context(|| format!("reading `{model}`'s sampling defaults"))?;
+            Ok(LoadedBackend { backend, entry: Some(entry), files: model_files, model_record, sampling_defaults: Some(sampling), sampling_fallback: SamplingFallback::HfDefaults })
         }
     }
 }
@@ -151,7 +158,7 @@ pub fn run(args: RunArgs) -> Result<()> {
 
 /// Runs `file` with a loaded backend into the run folder `out`.
 pub fn run_loaded(file: &ExperimentFile, loaded: LoadedBackend, kind: BackendKind, shard: Shard, out: &Path, progress: bool) -> Result<RunSummary> {
-    let LoadedBackend { mut backend, entry, files: model_files, model_record } = loaded;
+    let LoadedBackend { mut backend, entry, files: model_files, model_record, sampling_defaults, sampling_fallback } = loaded;
     let info = backend.info();
     let meta = file.experiment.meta();
     let identity = RunIdentity {
@@ -172,10 +179,13 @@ pub fn run_loaded(file: &ExperimentFile, loaded: LoadedBackend, kind: BackendKin
         files.push(file_record(role, &file.resolve(&written), true)?);
     }
     files.extend(model_files);
+    let defaults = RunOptions::for_model(entry.as_ref(), info.vision);
     let options = RunOptions {
         shard: (shard.count > 1).then_some(shard),
         progress,
-        ..RunOptions::for_model(entry.as_ref(), info.vision)
+        sampling_defaults: sampling_defaults.unwrap_or_else(|| defaults.sampling_defaults.clone()),
+        sampling_fallback,
+        ..defaults
     };
     let manifest = Manifest {
         experiment_file: file.path.display().to_string(),

@@ -9,7 +9,7 @@ mod fault_proxy;
 mod llama_server;
 
 use fault_proxy::{Fault, FaultProxy};
-use herd_infer::{Backend, LoadOptions, LocalModel, ModelEntry, ModelFiles, ModelRegistry, OpenAiBackend, OpenAiOptions, PromptRenderer, ScoreApi, ScoreRequest, ServedModel, fetch_model};
+use herd_infer::{Backend, LoadOptions, LocalModel, ModelEntry, ModelFiles, ModelRegistry, OpenAiBackend, OpenAiOptions, PromptRenderer, ScoreApi, ScoreBound, ScoreRequest, ServedModel, fetch_model};
 use herd_prompts::{ChatPrompt, Part};
 use herd_store::{Table, read_table};
 use llama_server::LlamaServer;
@@ -77,14 +77,17 @@ fn scores_from_the_server_agree_with_the_local_candle_backend() {
         for answer in ["A", "B"] {
             let (pl, pc, pq) = (l.answers[answer].p, c.answers[answer].p, q.answers[answer].p);
             let bound = c.answers[answer].bound;
-            eprintln!("prompt {i} {answer}: candle {pl:.4}  chat {pc:.4}  completions {pq:.4}{}", if bound { " (bound)" } else { "" });
+            eprintln!("prompt {i} {answer}: candle {pl:.4}  chat {pc:.4}  completions {pq:.4} {}", bound.as_str());
             assert_eq!(bound, q.answers[answer].bound);
-            if bound {
+            match bound {
                 // Outside the server's top 20: what it reports is an upper bound, and it holds.
-                assert!(pl <= pc + SERVER_VS_LOCAL, "prompt {i} {answer}: candle {pl} above the server's bound {pc}");
-            } else {
-                compared += 1;
-                assert!((pl - pc).abs() <= SERVER_VS_LOCAL, "prompt {i} {answer}: candle {pl} vs server {pc}");
+                ScoreBound::Upper => assert!(pl <= pc + SERVER_VS_LOCAL, "prompt {i} {answer}: candle {pl} above the server's bound {pc}"),
+                // A spelling outside the top 20: the server's sum is a lower bound, and it holds.
+                ScoreBound::Lower => assert!(pl >= pc - SERVER_VS_LOCAL, "prompt {i} {answer}: candle {pl} below the server's bound {pc}"),
+                ScoreBound::Exact => {
+                    compared += 1;
+                    assert!((pl - pc).abs() <= SERVER_VS_LOCAL, "prompt {i} {answer}: candle {pl} vs server {pc}");
+                }
             }
             // The same template rendered by the server (chat) and here (completions) gives the same tokens.
             assert!((pc - pq).abs() <= 1e-3, "prompt {i} {answer}: chat {pc} vs completions {pq}");
@@ -122,13 +125,20 @@ fn herd_score_prints_the_local_json_shape_and_flags_answers_outside_the_top_k() 
         assert!(json["mass"].is_number() && json["top"].is_array(), "{json}");
     }
     assert_eq!(wide["answers"]["zebra"]["bound"], true, "no spelling of `zebra` is among the top 20");
-    // With one returned token, at most one of A and B is in it; the other is bounded by the mass left out.
+    assert_eq!(wide["answers"]["zebra"]["bound_kind"], "upper");
+    // With one returned token, at most one of A and B is in it; the other is bounded above by the mass
+    // left out, and the one returned is a lower bound (its other spelling could hold the rest).
     let top = &narrow["top"][0];
     let left_out = 1.0 - top["p"].as_f64().unwrap();
-    let bounded: Vec<_> = ["A", "B"].iter().filter(|a| narrow["answers"][**a]["bound"] == true).collect();
-    assert!(!bounded.is_empty(), "{narrow}");
-    for a in bounded {
-        assert!((narrow["answers"][*a]["p"].as_f64().unwrap() - left_out).abs() < 1e-9, "{narrow}");
+    let kind = |a: &str| narrow["answers"][a]["bound_kind"].as_str().unwrap_or("").to_owned();
+    let upper: Vec<_> = ["A", "B"].into_iter().filter(|a| kind(a) == "upper").collect();
+    assert!(!upper.is_empty(), "{narrow}");
+    for a in upper {
+        assert!((narrow["answers"][a]["p"].as_f64().unwrap() - left_out).abs() < 1e-9, "{narrow}");
+    }
+    for a in ["A", "B"].into_iter().filter(|a| kind(a) == "lower") {
+        assert_eq!(narrow["answers"][a]["p"], top["p"], "{narrow}");
+        assert_eq!(narrow["answers"][a]["bound"], true, "{narrow}");
     }
 
     let bad = herd(&["score", "--backend", "openai", "--prompt-file", p]);
@@ -250,7 +260,7 @@ fn both_studies_run_through_the_server_into_parquet() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let ids = unit_ids(&conf_out, Table::ConformityTrials);
     assert_eq!(ids, expected_units(&conformity, Table::ConformityTrials), "every unit once");
-    let frame = read_table(&[conf_out.clone()], Table::ConformityTrials).unwrap().unwrap();
+    let frame = read_table(std::slice::from_ref(&conf_out), Table::ConformityTrials).unwrap().unwrap();
     assert!(texts(&frame, "backend").iter().all(|b| b == "openai"));
     let mass: Vec<f64> = texts(&frame, "mass_ab").iter().map(|m| m.parse().unwrap()).collect();
     assert!(mass.iter().all(|m| *m > 0.0 && *m <= 1.0 + 1e-9), "A and B carry probability: {mass:?}");
@@ -258,7 +268,7 @@ fn both_studies_run_through_the_server_into_parquet() {
     // llama-cpp-python's server takes the schema as `json_object`; herd finds that out by itself.
     let out = run_openai(&society, &mg_out, &server.url(), &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let deciders = read_table(&[mg_out.clone()], Table::AllocationDeciders).unwrap().unwrap();
+    let deciders = read_table(std::slice::from_ref(&mg_out), Table::AllocationDeciders).unwrap().unwrap();
     assert_eq!(deciders.height(), 20);
     // llama.cpp's grammar fixes the keys but not the integers' range, and its JSON may run past the token
     // limit; the parser judges each output, and most are allocations.
@@ -266,7 +276,7 @@ fn both_studies_run_through_the_server_into_parquet() {
     let usable = statuses.iter().filter(|s| *s == "ok" || *s == "repaired").count();
     assert!(usable >= 10, "allocations: {statuses:?}");
     assert!(texts(&deciders, "raw_output").iter().all(|o| o.starts_with('{')), "constrained outputs are JSON objects");
-    let dyads = read_table(&[mg_out.clone()], Table::AllocationDyads).unwrap().unwrap();
+    let dyads = read_table(std::slice::from_ref(&mg_out), Table::AllocationDyads).unwrap().unwrap();
     assert_eq!(dyads.height(), 20 * 19);
 
     let analysed = herd(&["analyze", "minimal-group", "--dyads", mg_out.to_str().unwrap(), "--out", dir.path().join("analysis").to_str().unwrap()]);

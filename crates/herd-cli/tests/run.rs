@@ -111,7 +111,7 @@ fn a_run_killed_at_random_moments_and_resumed_equals_an_uninterrupted_run() {
     assert!(stdout.contains("already stored"), "{stdout}");
 
     for table in Table::ALL {
-        let (a, b) = (rows(&[whole.clone()], table, &["latency_s"]), rows(&[resumed.clone()], table, &["latency_s"]));
+        let (a, b) = (rows(std::slice::from_ref(&whole), table, &["latency_s"]), rows(std::slice::from_ref(&resumed), table, &["latency_s"]));
         assert!(!a.is_empty() || table != Table::ConformityTrials);
         assert_eq!(a.len(), b.len(), "{table}: row counts differ");
         assert!(a == b, "{table}: resumed rows differ from the uninterrupted run");
@@ -238,6 +238,32 @@ fn a_run_stopped_by_failures_lists_its_failed_units_in_the_manifest() {
     let manifest = herd_store::read_run_manifest(&out).unwrap();
     assert_eq!(manifest.failed.len(), 5, "{:?}", manifest.failed);
     assert!(manifest.sessions.last().unwrap().status.starts_with("failed"), "{:?}", manifest.sessions);
+    // A server gets only what the experiment sets (and SmolLM2's registry entry sets nothing); the rest is
+    // left to it, and the manifest says so.
+    let sampling = &manifest.notes["generation.effective"];
+    assert_eq!(sampling["temperature"], serde_json::json!({"value": 0.7, "source": "experiment"}), "{sampling}");
+    for knob in ["top_p", "top_k", "repetition_penalty"] {
+        assert_eq!(sampling[knob], serde_json::json!({"value": null, "source": "server_default"}), "{knob}: {sampling}");
+    }
+    assert!(sampling["note"].as_str().unwrap().contains("not sent"), "{sampling}");
+}
+
+#[test]
+fn the_manifest_records_each_sampling_value_and_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    // One society per cell keeps the run short; the experiment overrides top_k and leaves top_p to the model.
+    let file = edited_experiment(dir.path(), "minimal-group.quick.toml", &[("seeds = 8 ", "seeds = 1 "), ("temperature = 0.7", "temperature = 0.7\ntop_k = 5")]);
+    run_to_completion(&file, &out, &[]);
+    let manifest = herd_store::read_run_manifest(&out).unwrap();
+    let sampling = &manifest.notes["generation.effective"];
+    // The sim backend has no model of its own, so what the experiment leaves out is HF generate's default.
+    assert_eq!(sampling["temperature"], serde_json::json!({"value": 0.7, "source": "experiment"}), "{sampling}");
+    assert_eq!(sampling["top_k"], serde_json::json!({"value": 5, "source": "experiment"}), "{sampling}");
+    assert_eq!(sampling["top_p"], serde_json::json!({"value": 1.0, "source": "hf_default"}), "{sampling}");
+    assert_eq!(sampling["repetition_penalty"], serde_json::json!({"value": 1.0, "source": "hf_default"}), "{sampling}");
+    // The experiment's own table is recorded as written: unset knobs are null, not a default.
+    assert_eq!(manifest.parameters["generation"]["top_p"], serde_json::Value::Null);
 }
 
 #[test]

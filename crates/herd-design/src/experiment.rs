@@ -135,6 +135,28 @@ pub struct ConformityExperiment {
     pub baseline_filter: BaselineFilter,
     pub trials: TrialDefaults,
     pub families: ConformityFamilies,
+    #[serde(default)]
+    pub analysis: ConformityAnalysis,
+}
+
+/// How the report reads the trials.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConformityAnalysis {
+    /// The measure figures and headlines lead with; the other is shown beside it.
+    pub measure: PrimaryMeasure,
+}
+
+/// The two readings of p_wrong (docs/deviations.md, "Measure p_wrong").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum PrimaryMeasure {
+    /// 1 − P(correct) over the whole vocabulary: what the paper's code computed.
+    #[default]
+    #[serde(rename = "p_wrong_full")]
+    Full,
+    /// P(wrong) / (P(A) + P(B)): how the paper's text reads.
+    #[serde(rename = "p_wrong_ab")]
+    Ab,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -681,11 +703,20 @@ pub struct InstrumentConfig {
     pub seeds: Option<u32>,
 }
 
+/// How deciders' replies are sampled. `temperature`, `top_p` and `top_k` override the model's own defaults
+/// (an HF folder's `generation_config.json`, else the registry's `generation` entry); one left out takes the
+/// model's default, else HF `generate`'s (temperature 1, top_p 1, top_k 50), as HF `generate` called with only
+/// the overridden arguments would. They are optional because the paper set only the temperature (0.7): a fixed
+/// default here would silently replace each model's own top_p and top_k.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GenerationConfig {
-    pub temperature: f64,
-    pub top_p: f64,
+    /// 0 decodes greedily.
+    pub temperature: Option<f64>,
+    /// Nucleus size in (0, 1]; 1 keeps every token.
+    pub top_p: Option<f64>,
+    /// 0 keeps every token.
+    pub top_k: Option<u32>,
     pub max_new_tokens: u32,
     /// Constrain decoding to the allocation JSON schema where the backend supports it.
     pub constrained: bool,
@@ -693,7 +724,7 @@ pub struct GenerationConfig {
 
 impl Default for GenerationConfig {
     fn default() -> Self {
-        GenerationConfig { temperature: 0.7, top_p: 1.0, max_new_tokens: 8192, constrained: false }
+        GenerationConfig { temperature: None, top_p: None, top_k: None, max_new_tokens: 8192, constrained: false }
     }
 }
 

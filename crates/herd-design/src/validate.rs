@@ -53,6 +53,9 @@ fn at_least(value: u64, min: u64, key: &str, p: &mut Problems) {
 /// 30 seeds).
 pub const MAX_GRID_COUNT: u64 = 100_000;
 
+/// The largest `generation.top_k` accepted: above every vocabulary (the largest are about 260k tokens).
+const MAX_TOP_K: u32 = 1_000_000;
+
 fn at_most_grid(value: u64, key: &str, p: &mut Problems) {
     if value > MAX_GRID_COUNT {
         p.push(key, format!("{value} is larger than herd plans in memory"), format!("use at most {MAX_GRID_COUNT}; split a larger design into several experiment files or shards"));
@@ -323,11 +326,15 @@ fn minimal_group(e: &MinimalGroupExperiment, p: &mut Problems) {
         }
     }
     let g = &e.generation;
-    if !(g.temperature.is_finite() && g.temperature >= 0.0) {
-        p.push("generation.temperature", format!("{} is out of range", g.temperature), "use a temperature ≥ 0, e.g. 0.7");
+    if let Some(t) = g.temperature.filter(|t| !(t.is_finite() && *t >= 0.0)) {
+        p.push("generation.temperature", format!("{t} is out of range"), "use a temperature ≥ 0 (0 decodes greedily), e.g. 0.7, or leave it out for the model's default");
     }
-    if !(g.top_p > 0.0 && g.top_p <= 1.0) {
-        p.push("generation.top_p", format!("{} is out of range", g.top_p), "use top_p in (0, 1]");
+    if let Some(top_p) = g.top_p.filter(|v| !(*v > 0.0 && *v <= 1.0)) {
+        p.push("generation.top_p", format!("{top_p} is out of range"), "use top_p in (0, 1] (1 keeps every token), or leave it out for the model's default");
+    }
+    // No vocabulary comes near this; a larger top_k is a typo (and 0 already means "keep every token").
+    if let Some(k) = g.top_k.filter(|k| *k > MAX_TOP_K) {
+        p.push("generation.top_k", format!("{k} is out of range"), format!("use top_k from 0 (keep every token) to {MAX_TOP_K}, or leave it out for the model's default"));
     }
     at_least(g.max_new_tokens.into(), 1, "generation.max_new_tokens", p);
 }

@@ -2,8 +2,8 @@
 
 use herd_design::rand::Rng;
 use herd_design::{
-    Experiment, Shard, UnanimityRule, Unit, UnitPlan, expand, family_names, load_experiment, parse_experiment,
-    wrong_share_count,
+    Experiment, PrimaryMeasure, Shard, UnanimityRule, Unit, UnitPlan, expand, family_names, load_experiment,
+    parse_experiment, wrong_share_count,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -86,6 +86,23 @@ fn quick_profiles_keep_every_family() {
     // Enough societies per label arm for every seed-level test to be defined and able to reach
     // p < 0.01 (a signed-rank test's smallest p on n seeds is 2 / 2^n).
     assert!(q.design.seeds >= 8, "quick runs {} societies per cell", q.design.seeds);
+}
+
+#[test]
+fn shipped_minimal_group_files_set_only_the_papers_temperature() {
+    // The paper called HF `generate` with temperature 0.7 and nothing else, so top_p and top_k stay the
+    // model's own (its generation_config.json); setting them here would override every model's defaults.
+    for name in ["minimal-group.toml", "minimal-group.quick.toml"] {
+        let Experiment::MinimalGroup(e) = load_experiment(&data(name)).unwrap().experiment else { panic!("{name} is a minimal-group experiment") };
+        assert_eq!((e.generation.temperature, e.generation.top_p, e.generation.top_k), (Some(0.7), None, None), "{name}");
+    }
+    // Left out entirely (the base text has no [generation] table), nothing is overridden.
+    assert!(!MINIMAL_GROUP.contains("[generation]"));
+    let Experiment::MinimalGroup(e) = parse_experiment(MINIMAL_GROUP, Path::new("m.toml")).unwrap() else { panic!() };
+    assert_eq!((e.generation.temperature, e.generation.top_p, e.generation.top_k), (None, None, None));
+    let with = MINIMAL_GROUP.replacen("reasoning = [\"on\"]", "reasoning = [\"on\"]\n[generation]\ntemperature = 0.0\ntop_p = 1.0\ntop_k = 0", 1);
+    let Experiment::MinimalGroup(e) = parse_experiment(&with, Path::new("m.toml")).unwrap() else { panic!() };
+    assert_eq!((e.generation.temperature, e.generation.top_p, e.generation.top_k), (Some(0.0), Some(1.0), Some(0)), "greedy, no cut: the edges are valid");
 }
 
 #[test]
@@ -226,6 +243,7 @@ fn bad_experiment_files_name_file_key_and_fix() {
         (CONFORMITY, "[families.group_size]", "[baseline_filter]\nmin_p_correct = 1.5\n[families.group_size]", "baseline_filter.min_p_correct", "out of range"),
         (CONFORMITY, "name = \"t\"", "name = \"Has Spaces\"", "experiment.name", "not a valid experiment name"),
         (CONFORMITY, "n_values = [0, 1, 2]", "n_values = [0, 1, 2", "<file>", "TOML"),
+        (CONFORMITY, "[families.group_size]", "[analysis]\nmeasure = \"p_wrong\"\n[families.group_size]", "analysis.measure", "unknown variant `p_wrong`"),
         (MINIMAL_GROUP, "minority_sizes = [3, 5, 10]", "minority_sizes = [0, 5]", "society.minority_sizes[0]", "not a minority"),
         (MINIMAL_GROUP, "minority_sizes = [3, 5, 10]", "minority_sizes = [3, 11]", "society.minority_sizes[1]", "at most half"),
         (MINIMAL_GROUP, "seeds = 30", "seeds = 0", "design.seeds", "at least 1"),
@@ -239,6 +257,12 @@ fn bad_experiment_files_name_file_key_and_fix() {
         (MINIMAL_GROUP, "pool = 100", "pool = -5", "society.pool", "invalid value"),
         (MINIMAL_GROUP, "[[instruments]]\nname = \"base\"\n", "", "instruments", "missing field"),
         (MINIMAL_GROUP, "reasoning = [\"on\"]", "reasoning = [\"on\"]\n[generation]\ntemperature = -1.0", "generation.temperature", "out of range"),
+        (MINIMAL_GROUP, "reasoning = [\"on\"]", "reasoning = [\"on\"]\n[generation]\ntop_p = 0.0", "generation.top_p", "out of range"),
+        (MINIMAL_GROUP, "reasoning = [\"on\"]", "reasoning = [\"on\"]\n[generation]\ntop_p = 1.5", "generation.top_p", "out of range"),
+        (MINIMAL_GROUP, "reasoning = [\"on\"]", "reasoning = [\"on\"]\n[generation]\ntop_k = 2000000", "generation.top_k", "out of range"),
+        (MINIMAL_GROUP, "reasoning = [\"on\"]", "reasoning = [\"on\"]\n[generation]\ntop_k = -1", "generation.top_k", "invalid value"),
+        (MINIMAL_GROUP, "reasoning = [\"on\"]", "reasoning = [\"on\"]\n[generation]\ntop_k = 2.5", "generation.top_k", "invalid type"),
+        (MINIMAL_GROUP, "reasoning = [\"on\"]", "reasoning = [\"on\"]\n[generation]\nmin_p = 0.1", "generation.min_p", "unknown field"),
     ];
     for (base, from, to, key, words) in cases {
         assert!(base.contains(from), "case setup: `{from}` not in base");
@@ -250,6 +274,21 @@ fn bad_experiment_files_name_file_key_and_fix() {
         assert!(message.contains(words), "`{to}`: expected `{words}` in: {message}");
         assert!(!found.fix.is_empty());
     }
+}
+
+#[test]
+fn the_experiment_file_chooses_the_measure_a_report_leads_with() {
+    for name in ["conformity.toml", "conformity.quick.toml"] {
+        let Experiment::Conformity(c) = load_experiment(&data(name)).unwrap().experiment else { panic!("{name}") };
+        assert_eq!(c.analysis.measure, PrimaryMeasure::Full, "{name}: the paper's code read the whole vocabulary");
+    }
+    let lead = |text: &str| match parse_experiment(text, Path::new("m.toml")).unwrap() {
+        Experiment::Conformity(c) => c.analysis.measure,
+        Experiment::MinimalGroup(_) => panic!("a conformity experiment"),
+    };
+    assert_eq!(lead(CONFORMITY), PrimaryMeasure::Full, "the default");
+    let two_way = CONFORMITY.replacen("[families.group_size]", "[analysis]\nmeasure = \"p_wrong_ab\"\n[families.group_size]", 1);
+    assert_eq!(lead(&two_way), PrimaryMeasure::Ab);
 }
 
 #[test]

@@ -1,9 +1,13 @@
 //! herd's side of `cargo xtask bench infer`: scoring throughput on conformity prompts that share
-//! prefixes, and generation throughput for one 20-decider society. Prints one JSON line.
+//! prefixes, and generation throughput for one 20-decider society, with where the time goes (load
+//! phases; per phase the int8 products, attention and the rest) and this machine's bounds (memory read
+//! bandwidth, int8 multiply-add peak) measured in the same process. Prints one JSON line.
 //!
 //! cargo run --release -p herd-infer --example bench_infer -- GGUF SCORING.jsonl SOCIETY.jsonl MAX_TOKENS
 
-use herd_infer::{Backend, GenerateRequest, LoadOptions, LocalModel, ModelFiles, ModelRegistry, SamplingParams};
+use herd_infer::{Backend, GenerateRequest, LoadOptions, LocalModel, ModelFiles, ModelRegistry, PreparedStatus, SamplingParams};
+use herd_kernels::{KernelStats, kernel_stats};
+use rayon::prelude::*;
 use herd_prompts::{ChatPrompt, Message, Part, Role};
 use serde_json::Value;
 use std::path::Path;
@@ -39,6 +43,31 @@ fn read_prompts(path: &str) -> Vec<(Value, ChatPrompt)> {
         .collect()
 }
 
+/// Bytes per second that every thread of rayon's pool reads together from a buffer far larger than the
+/// caches (summing 64-bit words; the best of three passes).
+fn memory_read_bandwidth() -> f64 {
+    let words: Vec<u64> = (0..(512u64 << 20) / 8).collect();
+    let mut best = 0f64;
+    for _ in 0..3 {
+        let start = Instant::now();
+        let sum: u64 = words.par_chunks(1 << 16).map(|c| c.iter().fold(0u64, |a, &w| a.wrapping_add(w))).reduce(|| 0, u64::wrapping_add);
+        std::hint::black_box(sum);
+        best = best.max((words.len() * 8) as f64 / start.elapsed().as_secs_f64());
+    }
+    best
+}
+
+/// The first core's clock as the kernel reports it (`cpu MHz` in /proc/cpuinfo), if it does.
+fn cpu_mhz() -> Option<f64> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines().find(|l| l.starts_with("cpu MHz"))?.split(':').nth(1)?.trim().parse().ok()
+}
+
+fn kernels_json(k: KernelStats) -> Value {
+    serde_json::json!({"int8_seconds": k.int8_seconds, "int8_macs": k.int8_macs, "int8_weight_bytes": k.int8_weight_bytes, "int8_calls": k.int8_calls,
+                       "attention_seconds": k.attention_seconds, "attention_kv_bytes": k.attention_kv_bytes})
+}
+
 fn main() {
     herd_kernels::keep_freed_pages();
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -49,9 +78,34 @@ fn main() {
     let max_tokens: usize = max_tokens.parse().expect("MAX_TOKENS is a number");
     let registry = ModelRegistry::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/models.toml"))).expect("registry");
     let entry = registry.get(alias).expect("an alias of data/models.toml");
-    let load_start = Instant::now();
-    let mut model = LocalModel::load(entry, &ModelFiles::Gguf(gguf.into()), &LoadOptions::default()).expect("model loads");
-    let load_s = load_start.elapsed().as_secs_f64();
+    let machine = serde_json::json!({
+        "threads": rayon::current_num_threads(),
+        "memory_bytes_per_s": memory_read_bandwidth(),
+        "int8_peak_macs_per_s": herd_kernels::int8_peak_macs_per_second(),
+        "int8_isa": herd_kernels::int8_isa(),
+        "cpu_mhz": cpu_mhz(),
+    });
+    // The load a `herd score` call makes: with the prepared weights in the cache. Where this run had
+    // to prepare them first, that load is reported apart and the model loaded again.
+    let load = || {
+        let start = Instant::now();
+        let model = LocalModel::load(entry, &ModelFiles::Gguf(gguf.into()), &LoadOptions::default()).expect("model loads");
+        (model, start.elapsed().as_secs_f64())
+    };
+    let (mut model, mut load_s) = load();
+    let mut preparing_s = None;
+    if !matches!(model.load_report().prepared, PreparedStatus::Read(_) | PreparedStatus::NotUsed) {
+        drop(model);
+        preparing_s = Some(load_s);
+        (model, load_s) = load();
+    }
+    let report = model.load_report();
+    let load_phases: Vec<Value> = report.phases.iter().map(|(p, s)| serde_json::json!([p, s])).collect();
+    let prepared = match &report.prepared {
+        PreparedStatus::Read(_) => "prepared weights mapped from the cache",
+        PreparedStatus::NotUsed => "no prepared weights (not int8 on this CPU)",
+        _ => "prepared weights could not be cached",
+    };
 
     // Scoring: consecutive prompts of one image form one group (their shared prefix is computed once).
     let prompts = read_prompts(scoring);
@@ -69,6 +123,7 @@ fn main() {
         groups.last_mut().expect("a group").push(tokens);
     }
     let answers = vec!["A".to_string(), "B".to_string()];
+    let before = kernel_stats();
     let start = Instant::now();
     let mut reused = 0usize;
     let mut p_a = Vec::new();
@@ -78,6 +133,7 @@ fn main() {
         p_a.extend(results.iter().map(|r| r.answers["A"].p));
     }
     let scoring_s = start.elapsed().as_secs_f64();
+    let scoring_kernels = kernel_stats() - before;
     // Where scoring's time goes: the groups' shared prefixes alone, scored as prompts of their own.
     let start = Instant::now();
     let mut prefix_tokens = 0;
@@ -93,17 +149,21 @@ fn main() {
     let requests: Vec<GenerateRequest> = deciders
         .iter()
         .enumerate()
-        .map(|(i, (_, prompt))| GenerateRequest::new(prompt.clone(), SamplingParams { temperature: 0.7, top_p: 1.0, top_k: 0, seed: i as u64, max_tokens, stop: vec![] }))
+        .map(|(i, (_, prompt))| GenerateRequest::new(prompt.clone(), SamplingParams { temperature: Some(0.7), top_p: Some(1.0), top_k: Some(0), repetition_penalty: None, seed: i as u64, max_tokens, stop: vec![] }))
         .collect();
+    let before = kernel_stats();
     let start = Instant::now();
     let generations = model.generate(&requests).expect("generates");
     let generation_s = start.elapsed().as_secs_f64();
+    let generation_kernels = kernel_stats() - before;
     // Where generation's time goes: the batch's prompts and first token alone, then sampling alone
     // (every step's draw for every live sequence, on logits of the vocabulary's size).
     let first_only: Vec<GenerateRequest> = requests.iter().cloned().map(|mut r| { r.sampling.max_tokens = 1; r }).collect();
+    let before = kernel_stats();
     let start = Instant::now();
     model.generate(&first_only).expect("generates");
     let generation_prefill_s = start.elapsed().as_secs_f64();
+    let prefill_kernels = kernel_stats() - before;
     let vocab = model.tokenizer.vocab_size();
     let logits: Vec<f32> = (0..vocab).map(|i| ((i * 7919) % 1000) as f32 / 100.0).collect();
     let draws: usize = generations.iter().map(|g| g.completion_tokens + 1).sum();
@@ -118,9 +178,13 @@ fn main() {
         "{}",
         serde_json::json!({
             "load_s": load_s,
+            "load": {"phases": load_phases, "prepared": prepared, "preparing_s": preparing_s},
+            "machine": machine,
             "weights": if herd_kernels::int8_supported() { "int8 weights and attention from herd-kernels" } else { "dense f32 for prefill, Q8_0 for decoding" },
-            "scoring": {"prompts": prompts.len(), "groups": groups.len(), "prompt_tokens": prompt_tokens, "reused_tokens": reused, "seconds": scoring_s, "prefix_seconds": prefix_s, "prefix_tokens": prefix_tokens, "p_a": p_a},
-            "generation": {"sequences": generations.len(), "prompt_tokens": generation_prompt_tokens, "completion_tokens": completion_tokens, "seconds": generation_s, "prefill_seconds": generation_prefill_s, "sampling_seconds": sampling_s},
+            "scoring": {"prompts": prompts.len(), "groups": groups.len(), "prompt_tokens": prompt_tokens, "reused_tokens": reused, "seconds": scoring_s, "prefix_seconds": prefix_s, "prefix_tokens": prefix_tokens, "p_a": p_a,
+                        "kernels": kernels_json(scoring_kernels)},
+            "generation": {"sequences": generations.len(), "prompt_tokens": generation_prompt_tokens, "completion_tokens": completion_tokens, "seconds": generation_s, "prefill_seconds": generation_prefill_s, "sampling_seconds": sampling_s,
+                           "kernels_prefill": kernels_json(prefill_kernels), "kernels_decode": kernels_json(generation_kernels - prefill_kernels)},
         })
     );
 }

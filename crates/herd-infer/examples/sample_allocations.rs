@@ -27,7 +27,7 @@ fn main() {
             let text = lines[i]["messages"][0]["content"][0]["text"].as_str().expect("a text part").to_string();
             GenerateRequest::new(
                 ChatPrompt::user(vec![Part::Text { text }]),
-                SamplingParams { temperature: 0.7, top_p: 1.0, top_k: 0, seed: i as u64, max_tokens: max_tokens.parse().expect("MAX_TOKENS"), stop: vec![] },
+                SamplingParams { temperature: Some(0.7), top_p: Some(1.0), top_k: Some(0), repetition_penalty: None, seed: i as u64, max_tokens: max_tokens.parse().expect("MAX_TOKENS"), stop: vec![] },
             )
         })
         .collect();

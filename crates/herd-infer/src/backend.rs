@@ -33,10 +33,46 @@ pub struct AnswerScore {
     /// The highest logit among those tokens.
     pub logit: f32,
     pub token_ids: Vec<u32>,
-    /// True when no spelling of the answer was among a server's returned top-k: `p` is then an upper
-    /// bound (the probability the server left out) and `logit` its log.
-    pub bound: bool,
+    /// Whether `p` is exact or only a bound (a server returned its top-k tokens, not the vocabulary).
+    pub bound: ScoreBound,
 }
+
+/// How far an answer's probability can be trusted when only a server's top-k tokens are known.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScoreBound {
+    /// Every spelling's probability is known (local backends: the whole vocabulary).
+    #[default]
+    Exact,
+    /// No spelling of the answer was returned: `p` is the probability the server left out, an upper
+    /// bound, and `logit` its log.
+    Upper,
+    /// Some spellings were returned and another (` A` beside `A`) was not, though it could carry at
+    /// least [`LOWER_BOUND_MIN`] of probability: `p` is a lower bound.
+    Lower,
+}
+
+impl ScoreBound {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Exact => "",
+            Self::Upper => "upper",
+            Self::Lower => "lower",
+        }
+    }
+
+    pub fn is_bound(self) -> bool {
+        self != Self::Exact
+    }
+}
+
+/// The probability a missing spelling must be able to carry (at most the smallest returned
+/// probability and at most the mass the server left out) for the answer's sum to count as a lower
+/// bound. Below it the missing spelling moves the trial's p_wrong by less than 0.01, under the
+/// sampling error of any cell mean (64 trials per N give SEs of 0.02 and more); above it the trial is
+/// left out. A chat API's top 20 rarely lists both `A` and ` A`, so a tighter rule would leave out
+/// most trials on the strength of a bound that is far from the truth.
+pub const LOWER_BOUND_MIN: f64 = 0.01;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TopToken {
@@ -59,14 +95,21 @@ pub struct ScoreResult {
     pub reused_tokens: usize,
 }
 
+/// How one sequence is sampled. A knob left `None` takes the backend's default: HF `generate`'s for the
+/// local backends (temperature 1, top_p 1, top_k 50, repetition penalty 1; see `sampling::HF_DEFAULTS`),
+/// the server's own for the openai backend (nothing is sent). Callers that want a model's
+/// generation_config.json resolve it first (`resolve_sampling`).
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct SamplingParams {
     /// 0 samples greedily.
-    pub temperature: f64,
+    pub temperature: Option<f64>,
     /// Nucleus size; 1 keeps every token.
-    pub top_p: f64,
+    pub top_p: Option<f64>,
     /// 0 keeps every token.
-    pub top_k: usize,
+    pub top_k: Option<usize>,
+    /// HF's repetition penalty: every token id already in the prompt or the output has its logit divided by
+    /// it (multiplied where negative); 1 is none.
+    pub repetition_penalty: Option<f64>,
     pub seed: u64,
     pub max_tokens: usize,
     /// Generation stops before the first occurrence of any of these.
@@ -75,7 +118,7 @@ pub struct SamplingParams {
 
 impl Default for SamplingParams {
     fn default() -> Self {
-        Self { temperature: 0.7, top_p: 1.0, top_k: 0, seed: 0, max_tokens: 512, stop: Vec::new() }
+        Self { temperature: Some(0.7), top_p: Some(1.0), top_k: Some(0), repetition_penalty: None, seed: 0, max_tokens: 512, stop: Vec::new() }
     }
 }
 

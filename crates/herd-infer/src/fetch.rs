@@ -70,6 +70,14 @@ pub fn has_sha256(path: &Path, expected: &str) -> Result<bool> {
     Ok(true)
 }
 
+/// The SHA-256 a passed check recorded for `path`, if the file still has the size and modification
+/// time it had then (see [`has_sha256`]); hashes nothing.
+pub(crate) fn recorded_sha256(path: &Path) -> Option<String> {
+    let record = std::fs::read_to_string(check_record_path(path)).ok()?;
+    let (digest, rest) = record.trim().split_once(' ')?;
+    (rest == identity(path).ok()? && digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit())).then(|| digest.to_string())
+}
+
 /// Records that `path`, as it is now, has the SHA-256 `digest` (see [`has_sha256`]). Best effort: a
 /// read-only cache only means hashing again at the next load.
 fn record_check(path: &Path, digest: &str) -> Result<()> {

@@ -1,11 +1,12 @@
 //! The candle backend: a model loaded into this process, scored and sampled on CPU, CUDA or Metal.
 
-use crate::backend::{AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreRequest, ScoreResult, TopToken};
+use crate::backend::{AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreBound, ScoreRequest, ScoreResult, TopToken};
 use crate::constraint::{ConstraintEngine, SequenceConstraint};
 use crate::error::{InferError, Result, io_error, model_file};
-use crate::model::{Decoder, KvCache, WeightFormat, causal_mask, load_gguf, load_hf_folder};
+use crate::model::{Decoder, KvCache, WeightFormat, causal_mask, load_gguf_cached, load_hf_folder};
+use crate::prepared::{LoadReport, PreparedCache};
 use crate::registry::{Family, ModelEntry, ModelFiles, WeightDType};
-use crate::sampling::{sample_token, sequence_rng};
+use crate::sampling::{RepetitionPenalty, sample_token, sequence_rng};
 use crate::tokenizer::TextTokenizer;
 use candle_core::{DType, Device, Tensor};
 use herd_chat::{ChatTemplate, SpecialTokens, TemplateMessage};
@@ -64,6 +65,8 @@ pub struct LoadOptions {
     /// prompts) runs with, and the one decoding runs with.
     pub prefill_format: Option<WeightFormat>,
     pub decode_format: Option<WeightFormat>,
+    /// Where int8 weights prepared from a GGUF file are kept between loads (herd's cache by default).
+    pub prepared: PreparedCache,
 }
 
 /// A text model held in memory, with the weights it scores with and the weights it decodes with: one
@@ -78,6 +81,10 @@ pub struct LocalModel {
     decode: Option<Decoder>,
     constraint: Option<ConstraintEngine>,
     device: Device,
+    load_report: LoadReport,
+    /// The last scoring group's shared prefix and its keys and values: the next group extends the part
+    /// it shares (a system prompt, the instructions) instead of computing it again.
+    last_prefix: std::sync::Mutex<Option<(Vec<u32>, KvCache)>>,
 }
 
 /// A model's own chat template with its registry options: turns a [`ChatPrompt`] into the text the
@@ -93,7 +100,7 @@ impl PromptRenderer {
     pub fn load(entry: &ModelEntry, files: &ModelFiles) -> Result<Self> {
         let template = match files {
             ModelFiles::Gguf(path) => {
-                let mut file = std::fs::File::open(path).map_err(io_error(path))?;
+                let mut file = std::io::BufReader::new(std::fs::File::open(path).map_err(io_error(path))?);
                 let content = candle_core::quantized::gguf_file::Content::read(&mut file).map_err(|e| model_file(path, format!("not a readable GGUF file: {e}")))?;
                 let tokenizer = TextTokenizer::from_gguf(path, &content)?;
                 gguf_chat_template(path, &content, &tokenizer)?
@@ -138,20 +145,23 @@ impl LocalModel {
         if entry.family.is_vision() {
             return Err(InferError::Request(format!("`{}` is a vision model; load it with herd_infer::VisionModel", entry.alias)));
         }
+        let start = std::time::Instant::now();
         let device = options.device.open()?;
         let on_cpu = device.is_cpu();
         let int8 = on_cpu && herd_kernels::int8_supported();
         let prefill_format = options.prefill_format.unwrap_or(if int8 { WeightFormat::Int8 } else { WeightFormat::Dense });
-        let (prefill, tokenizer, template) = match files {
+        let (prefill, tokenizer, template, mut report) = match files {
             ModelFiles::Gguf(path) => {
-                let (decoder, content) = load_gguf(path, &device, prefill_format)?;
-                let tokenizer = TextTokenizer::from_gguf(path, &content)?;
-                let template = gguf_chat_template(path, &content, &tokenizer)?;
-                (decoder, tokenizer, template)
+                let (decoder, content, mut report) = load_gguf_cached(path, &device, prefill_format, &options.prepared)?;
+                let tokenizer = report.time("tokenizer", || TextTokenizer::from_gguf(path, &content))?;
+                let template = report.time("chat template", || gguf_chat_template(path, &content, &tokenizer))?;
+                (decoder, tokenizer, template, report)
             }
             ModelFiles::HfFolder(dir) => {
-                let decoder = load_hf_folder(dir, &device, safetensors_dtype(entry.dtype, &device), prefill_format)?;
-                (decoder, TextTokenizer::from_hf_folder(dir)?, ChatTemplate::from_hf_folder(dir)?)
+                let mut report = LoadReport::default();
+                let decoder = report.time("weights", || load_hf_folder(dir, &device, safetensors_dtype(entry.dtype, &device), prefill_format))?;
+                let tokenizer = report.time("tokenizer", || TextTokenizer::from_hf_folder(dir))?;
+                (decoder, tokenizer, ChatTemplate::from_hf_folder(dir)?, report)
             }
         };
         // candle picks its quantised CPU kernels at compile time: without AVX2 in the build (no
@@ -162,9 +172,18 @@ impl LocalModel {
             _ if fast_quantised => WeightFormat::Q8_0,
             _ => WeightFormat::Dense,
         });
-        let decode = if decode_format == prefill_format { None } else { Some(prefill.with_weight_format(decode_format)?) };
+        let decode = if decode_format == prefill_format { None } else { Some(report.time("decoding weights", || prefill.with_weight_format(decode_format))?) };
         let renderer = PromptRenderer { alias: entry.alias.clone(), template, template_options: entry.template_options.clone() };
-        Ok(Self { alias: entry.alias.clone(), family: entry.family, tokenizer, renderer, prefill, decode, constraint: None, device })
+        report.total_s = start.elapsed().as_secs_f64();
+        if std::env::var_os("HERD_LOAD_TIMING").is_some_and(|v| !v.is_empty() && v != "0") {
+            eprintln!("{}: {}", entry.alias, report.summary());
+        }
+        Ok(Self { alias: entry.alias.clone(), family: entry.family, tokenizer, renderer, prefill, decode, constraint: None, device, load_report: report, last_prefix: Default::default() })
+    }
+
+    /// Where this model's load spent its time, and whether its prepared weights came from the cache.
+    pub fn load_report(&self) -> &LoadReport {
+        &self.load_report
     }
 
     /// The prompt text after the model's chat template, ready to tokenize.
@@ -197,7 +216,9 @@ impl LocalModel {
     }
 
     /// Scores token sequences, computing their longest common prefix once and their continuations
-    /// packed side by side into one row per forward pass (large matrix products, no padding).
+    /// packed side by side into one row per forward pass (large matrix products, no padding). Within a
+    /// pass, a continuation computes only the tokens after the longest prefix it shares with an earlier
+    /// one, and attends to that one's tokens for the rest (a prefix tree packed in one row).
     pub fn score_tokens(&self, sequences: &[Vec<u32>], answers: &[Vec<String>]) -> Result<Vec<ScoreResult>> {
         if let Some(i) = sequences.iter().position(|s| s.is_empty()) {
             return Err(InferError::Request(format!("request {i} renders to no tokens")));
@@ -205,28 +226,47 @@ impl LocalModel {
         let shared = if sequences.len() > 1 { common_prefix_len(sequences) } else { 0 };
         let mut prefix_cache = self.prefill.new_cache();
         if shared > 0 {
-            self.next_token_logits(&sequences[0][..shared], &mut prefix_cache)?;
+            // What this prefix shares with the last group's comes from its cache: each row's keys and
+            // values do not depend on how the rows before it were batched, so this changes no number.
+            let prefix = &sequences[0][..shared];
+            let mut last = self.last_prefix.lock().unwrap_or_else(|e| e.into_inner());
+            let reuse = last.as_ref().map_or(0, |(tokens, _)| common_prefix(tokens, prefix));
+            if let (true, Some((_, cache))) = (reuse > 0, last.as_ref()) {
+                prefix_cache = cache.truncated(reuse);
+            }
+            if shared > reuse {
+                self.next_token_logits(&prefix[reuse..], &mut prefix_cache)?;
+            }
+            *last = Some((prefix.to_vec(), prefix_cache.clone()));
         }
         let mut results = Vec::with_capacity(sequences.len());
         let mut start = 0;
         while start < sequences.len() {
-            // As many continuations as fit the token budget, and always at least one.
-            let mut end = start + 1;
-            let mut packed = sequences[start].len() - shared;
-            while end < sequences.len() && packed + sequences[end].len() - shared <= SCORE_PACK_TOKENS {
-                packed += sequences[end].len() - shared;
-                end += 1;
+            // As many continuations as fit the token budget, and always at least one; each after the
+            // longest prefix it shares with an earlier one of the pass (always leaving its last token).
+            let mut plan: Vec<Continuation<'_>> = Vec::new();
+            let mut packed = 0;
+            for (i, s) in sequences.iter().enumerate().skip(start) {
+                let parent = (start..i).map(|j| (common_prefix(&sequences[j], s).min(s.len() - 1), j)).filter(|&(l, _)| l > shared).max_by_key(|&(l, j)| (l, std::cmp::Reverse(j)));
+                let (from, parent) = match parent {
+                    Some((l, j)) => (l, Some(j - start)),
+                    None => (shared, None),
+                };
+                if !plan.is_empty() && packed + s.len() - from > SCORE_PACK_TOKENS {
+                    break;
+                }
+                packed += s.len() - from;
+                plan.push(Continuation { tokens: s, from, parent });
             }
-            let suffixes: Vec<&[u32]> = sequences[start..end].iter().map(|s| &s[shared..]).collect();
-            let pack = PackedSuffixes::new(&suffixes, shared, &self.device)?;
+            let pack = PackedSuffixes::new(&plan, shared, &self.device)?;
             let mut cache = prefix_cache.clone();
             let hidden = self.prefill.forward(&pack.tokens, &pack.positions, Some(&pack.mask), &mut cache)?;
             let last = Tensor::new(pack.last.as_slice(), &self.device)?;
             let logits: Vec<Vec<f32>> = self.prefill.logits(&hidden.squeeze(0)?.index_select(&last, 0)?)?.to_vec2()?;
             for (i, logits) in logits.iter().enumerate() {
-                results.push(answer_scores(&self.tokenizer, logits, &answers[start + i], sequences[start + i].len(), shared));
+                results.push(answer_scores(&self.tokenizer, logits, &answers[start + i], sequences[start + i].len(), plan[i].from));
             }
-            start = end;
+            start += plan.len();
         }
         Ok(results)
     }
@@ -268,6 +308,12 @@ impl LocalModel {
         let mut logits: Vec<Vec<f32>> = self.prefill.logits(&hidden.narrow(1, width - 1, 1)?.reshape((b, ()))?)?.to_vec2()?;
         let decoder = self.decode.as_ref().unwrap_or(&self.prefill);
         let mut rngs: Vec<_> = requests.iter().map(|r| sequence_rng(r.sampling.seed)).collect();
+        // HF penalises the ids of the whole sequence (prompt and output; not the left padding, which a row
+        // decoded alone would not have).
+        let mut penalties = Vec::with_capacity(b);
+        for (r, prompt) in requests.iter().zip(prompts) {
+            penalties.push(RepetitionPenalty::new(r.sampling.repetition_penalty, prompt)?);
+        }
         let mut generated: Vec<Vec<u32>> = vec![Vec::new(); b];
         let mut finished: Vec<Option<FinishReason>> = vec![None; b];
         let mut texts: Vec<String> = vec![String::new(); b];
@@ -279,7 +325,13 @@ impl LocalModel {
                 if let Some(c) = constraints[row].as_mut() {
                     c.mask_logits(row_logits)?;
                 }
+                if let Some(p) = &penalties[row] {
+                    p.apply(row_logits);
+                }
                 let token = sample_token(row_logits, &requests[row].sampling, &mut rngs[row])?;
+                if let Some(p) = penalties[row].as_mut() {
+                    p.push(token);
+                }
                 next.push(token);
                 if self.tokenizer.eos_ids.contains(&token) {
                     finished[row] = Some(FinishReason::Eos);
@@ -347,8 +399,18 @@ impl LocalModel {
 /// with the square of the packed length).
 const SCORE_PACK_TOKENS: usize = 1024;
 
-/// Continuations of one cached prefix packed into a single row: each attends to the prefix and to its
-/// own earlier tokens only, and continues the prefix's positions, so it computes what it would alone.
+/// One sequence of a packed pass: computed from position `from` on; its tokens before `from` past the
+/// cached prefix are those of the pass's earlier continuation `parent` (index in the pass).
+struct Continuation<'a> {
+    tokens: &'a [u32],
+    from: usize,
+    parent: Option<usize>,
+}
+
+/// Continuations of one cached prefix packed into a single row: each attends to the prefix, to the
+/// tokens it shares with its parent where the parent's line (its ancestors) computed them, and to its
+/// own earlier tokens, at the positions it would have alone, so it computes what it would alone: the
+/// keys it sees are the same, in the same order of positions.
 struct PackedSuffixes {
     /// `[1, total]` token ids.
     tokens: Tensor,
@@ -361,21 +423,41 @@ struct PackedSuffixes {
 }
 
 impl PackedSuffixes {
-    fn new(suffixes: &[&[u32]], past: usize, device: &Device) -> Result<Self> {
-        let total: usize = suffixes.iter().map(|s| s.len()).sum();
+    fn new(plan: &[Continuation<'_>], past: usize, device: &Device) -> Result<Self> {
+        let total: usize = plan.iter().map(|c| c.tokens.len() - c.from).sum();
         let mut tokens = Vec::with_capacity(total);
         let mut positions = Vec::with_capacity(total);
         let mut mask = vec![f32::NEG_INFINITY; total * (past + total)];
-        let mut last = Vec::with_capacity(suffixes.len());
-        for suffix in suffixes {
+        let mut last = Vec::with_capacity(plan.len());
+        // Where each continuation's computed tokens start in the row.
+        let mut starts: Vec<usize> = Vec::with_capacity(plan.len());
+        for c in plan {
             let start = tokens.len();
-            for (i, &token) in suffix.iter().enumerate() {
+            // The spans of the row holding positions past..c.from: up the parent line, each ancestor
+            // contributing the positions it computed below the limit its child leaves.
+            let mut inherited = Vec::new();
+            let (mut line, mut limit) = (c.parent, c.from);
+            while let Some(p) = line {
+                let ancestor = &plan[p];
+                if limit > ancestor.from {
+                    inherited.push(starts[p]..starts[p] + (limit - ancestor.from));
+                    limit = ancestor.from;
+                }
+                line = ancestor.parent;
+            }
+            debug_assert_eq!(limit, past, "a continuation's line reaches back to the cached prefix");
+            for (i, &token) in c.tokens[c.from..].iter().enumerate() {
                 let row = &mut mask[(start + i) * (past + total)..(start + i + 1) * (past + total)];
                 row[..past].fill(0.0);
+                // Earlier positions sit earlier in the row (parents are packed before their children).
+                for span in inherited.iter().rev() {
+                    row[past + span.start..past + span.end].fill(0.0);
+                }
                 row[past + start..=past + start + i].fill(0.0);
                 tokens.push(token);
-                positions.push((past + i) as u32);
+                positions.push((c.from + i) as u32);
             }
+            starts.push(start);
             last.push((tokens.len() - 1) as u32);
         }
         Ok(Self {
@@ -455,7 +537,7 @@ pub(crate) fn answer_scores(tokenizer: &TextTokenizer, logits: &[f32], answers: 
         let ids: Vec<u32> = tokenizer.answer_token_ids(answer).into_iter().filter(|&id| (id as usize) < logits.len()).collect();
         let p = ids.iter().map(|&id| prob(id)).sum();
         let logit = ids.iter().map(|&id| logits[id as usize]).fold(f32::NEG_INFINITY, f32::max);
-        scores.insert(answer.clone(), AnswerScore { p, logit, token_ids: ids, bound: false });
+        scores.insert(answer.clone(), AnswerScore { p, logit, token_ids: ids, bound: ScoreBound::Exact });
     }
     let mut order: Vec<u32> = (0..logits.len() as u32).collect();
     let k = 10.min(order.len());
@@ -478,6 +560,11 @@ pub(crate) fn with_thinking(
         options.insert("enable_thinking".into(), on.into());
     }
     options
+}
+
+/// Length of the longest common prefix of two token sequences.
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 pub fn common_prefix_len(sequences: &[Vec<u32>]) -> usize {

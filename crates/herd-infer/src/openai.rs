@@ -9,8 +9,9 @@
 //! request that still fails fails its whole group, which the runner records as failed units and retries on
 //! the next run.
 
-use crate::backend::{AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreRequest, ScoreResult, TopToken};
+use crate::backend::{AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, LOWER_BOUND_MIN, ScoreBound, ScoreRequest, ScoreResult, TopToken};
 use crate::error::{InferError, Result};
+use crate::backend::SamplingParams;
 use crate::local::PromptRenderer;
 use base64::Engine as _;
 use herd_prompts::{ChatPrompt, Part};
@@ -370,11 +371,9 @@ impl OpenAiBackend {
         let mut body = json!({
             "model": self.options.served_model,
             "messages": self.messages(&request.prompt, request.image.as_deref())?,
-            "temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens, "seed": s.seed,
+            "max_tokens": s.max_tokens, "seed": s.seed,
         });
-        if s.top_k > 0 {
-            body["top_k"] = json!(s.top_k);
-        }
+        add_sampling_knobs(&mut body, s);
         if !s.stop.is_empty() {
             body["stop"] = json!(s.stop);
         }
@@ -398,6 +397,27 @@ impl OpenAiBackend {
         }
         body["response_format"] = json!({"type": "json_object", "schema": schema});
         self.call("/chat/completions", &body, read_generation).map_err(|e| self.server_error("generation", e)).map(|g| with_constraint(g, true))
+    }
+}
+
+/// Adds the knobs a request sets to a chat-completions body. A knob left unset is not sent, so the server
+/// applies its own default (vLLM: the model's generation_config.json); the run manifest says which were sent.
+fn add_sampling_knobs(body: &mut Value, s: &SamplingParams) {
+    if let Some(t) = s.temperature {
+        body["temperature"] = json!(t);
+    }
+    if let Some(p) = s.top_p {
+        body["top_p"] = json!(p);
+    }
+    // top_k 0 means "keep every token"; servers spell that -1 (older vLLM and SGLang reject 0; llama.cpp
+    // takes any value ≤ 0).
+    if let Some(k) = s.top_k {
+        body["top_k"] = if k == 0 { json!(-1) } else { json!(k) };
+    }
+    // vLLM's and SGLang's name, with HF's meaning; llama.cpp's server ignores it (it reads `repeat_penalty`,
+    // over the last 64 tokens only, which is not HF's penalty).
+    if let Some(r) = s.repetition_penalty {
+        body["repetition_penalty"] = json!(r);
     }
 }
 
@@ -466,7 +486,10 @@ fn read_top_logprobs(reply: &Value, api: ScoreApi) -> std::result::Result<(Vec<(
 
 /// Sums, for each answer, the probabilities of the returned tokens that spell it (leading whitespace
 /// stripped). An answer none of whose spellings was returned is bounded by the probability the server
-/// left out, `1 − Σ top`, and flagged.
+/// left out, `1 − Σ top`, and flagged [`ScoreBound::Upper`]. An answer returned as `A` but not as
+/// ` A` (or the reverse) is flagged [`ScoreBound::Lower`] when the missing spelling could carry
+/// [`LOWER_BOUND_MIN`] or more: it is not in the top-k, so it carries at most the smallest returned
+/// probability, and at most what the server left out.
 pub fn score_from_top_logprobs(top: &[(String, f64)], answers: &[String], prompt_tokens: usize) -> ScoreResult {
     let mut sorted: Vec<(String, f64)> = Vec::with_capacity(top.len());
     for (token, lp) in top {
@@ -478,14 +501,19 @@ pub fn score_from_top_logprobs(top: &[(String, f64)], answers: &[String], prompt
     sorted.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let returned: f64 = sorted.iter().map(|(_, lp)| lp.exp()).sum();
     let left_out = (1.0 - returned).clamp(0.0, 1.0);
+    let smallest_returned = sorted.last().map_or(0.0, |(_, lp)| lp.exp());
+    let missing_at_most = left_out.min(smallest_returned);
     let mut scores = BTreeMap::new();
     for answer in answers {
         let spellings: Vec<f64> = sorted.iter().filter(|(t, _)| t.trim_start() == answer).map(|(_, lp)| *lp).collect();
         let score = if spellings.is_empty() {
-            AnswerScore { p: left_out, logit: left_out.ln() as f32, token_ids: Vec::new(), bound: true }
+            AnswerScore { p: left_out, logit: left_out.ln() as f32, token_ids: Vec::new(), bound: ScoreBound::Upper }
         } else {
             let max = spellings.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            AnswerScore { p: spellings.iter().map(|lp| lp.exp()).sum(), logit: max as f32, token_ids: Vec::new(), bound: false }
+            let spelled = |text: &str| sorted.iter().any(|(t, _)| t == text);
+            let partial = !(spelled(answer) && spelled(&format!(" {answer}")));
+            let bound = if partial && missing_at_most >= LOWER_BOUND_MIN { ScoreBound::Lower } else { ScoreBound::Exact };
+            AnswerScore { p: spellings.iter().map(|lp| lp.exp()).sum(), logit: max as f32, token_ids: Vec::new(), bound }
         };
         scores.insert(answer.clone(), score);
     }
@@ -553,15 +581,47 @@ mod tests {
     }
 
     #[test]
+    fn only_the_sampling_knobs_a_request_sets_are_sent() {
+        let mut body = json!({"max_tokens": 5});
+        let unset = SamplingParams { temperature: None, top_p: None, top_k: None, repetition_penalty: None, ..Default::default() };
+        add_sampling_knobs(&mut body, &unset);
+        assert_eq!(body, json!({"max_tokens": 5}), "unset knobs are left to the server");
+        let set = SamplingParams { temperature: Some(0.7), top_p: Some(0.8), top_k: Some(20), repetition_penalty: Some(1.1), ..Default::default() };
+        add_sampling_knobs(&mut body, &set);
+        assert_eq!(body, json!({"max_tokens": 5, "temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.1}));
+        // "No top-k cut" is spelled -1, which every server takes.
+        add_sampling_knobs(&mut body, &SamplingParams { top_k: Some(0), ..unset });
+        assert_eq!(body["top_k"], -1);
+    }
+
+    #[test]
     fn answers_sum_every_spelling_and_missing_answers_are_bounded() {
         let answers = vec!["A".to_owned(), "B".to_owned()];
         let result = score_from_top_logprobs(&top(&[("A", 0.5), (" A", 0.2), ("The", 0.1)]), &answers, 7);
         assert!((result.answers["A"].p - 0.7).abs() < 1e-12);
-        assert!(!result.answers["A"].bound);
+        assert_eq!(result.answers["A"].bound, ScoreBound::Exact, "both spellings of A were returned");
         let b = &result.answers["B"];
-        assert!(b.bound && (b.p - 0.2).abs() < 1e-12, "B is bounded by the mass not returned: {b:?}");
+        assert!(b.bound == ScoreBound::Upper && (b.p - 0.2).abs() < 1e-12, "B is bounded by the mass not returned: {b:?}");
         assert_eq!(result.top[0].text, "A");
         assert_eq!(result.prompt_tokens, 7);
+    }
+
+    #[test]
+    fn an_answer_missing_one_spelling_is_a_lower_bound_when_that_spelling_could_matter() {
+        let answers = vec!["A".to_owned(), "B".to_owned()];
+        // " A" is not returned; it could carry up to min(left out 0.1, smallest returned 0.05).
+        let r = score_from_top_logprobs(&top(&[("A", 0.6), ("B", 0.2), (" B", 0.05), ("The", 0.05)]), &answers, 3);
+        assert_eq!(r.answers["A"].bound, ScoreBound::Lower);
+        assert!((r.answers["A"].p - 0.6).abs() < 1e-12);
+        assert_eq!(r.answers["B"].bound, ScoreBound::Exact);
+        // A long top-k whose smallest entry is tiny leaves no room for the missing spelling.
+        let mut long = vec![("A", 0.9), ("B", 0.0995)];
+        long.extend([("x", 0.0001), ("y", 0.0001), ("z", 0.0001)]);
+        let r = score_from_top_logprobs(&top(&long), &answers, 3);
+        assert_eq!(r.answers["A"].bound, ScoreBound::Exact, "{:?}", r.answers["A"]);
+        // Nothing left out: nothing can be missing.
+        let r = score_from_top_logprobs(&top(&[("A", 0.7), ("B", 0.3)]), &answers, 3);
+        assert!(r.answers.values().all(|s| s.bound == ScoreBound::Exact));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! are cached. Nothing here downloads during a run: only [`fetch_model`] does, and only when asked.
 
 use crate::error::{InferError, Result, io_error};
+use crate::sampling::ModelSampling;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -108,6 +109,8 @@ struct EntrySpec {
     reasoning: Option<Vec<String>>,
     #[serde(default)]
     baseline_filter: Option<BaselineOverride>,
+    #[serde(default)]
+    generation: Option<ModelSampling>,
 }
 
 /// A model's own baseline-filter threshold, for weak models that never reach the experiment's (the
@@ -159,6 +162,9 @@ pub struct ModelEntry {
     /// template switches thinking (`enable_thinking`).
     pub reasoning: Vec<String>,
     pub baseline_filter: Option<BaselineOverride>,
+    /// The model's sampling defaults as its generation_config.json states them, for models whose files
+    /// carry none (GGUF); an HF folder's own generation_config.json takes precedence (see [`model_sampling`]).
+    pub generation: Option<ModelSampling>,
 }
 
 /// The files of a model found on disk.
@@ -225,6 +231,14 @@ impl ModelRegistry {
                     return Err(err(format!("models.{alias}.baseline_filter is {b:?}"), "min_p_correct is a probability in (0, 1]; measure is \"full\" or \"ab\""));
                 }
             }
+            if let Some(g) = &entry.generation {
+                if g.source.trim().is_empty() {
+                    return Err(err(format!("models.{alias}.generation.source is empty"), "say where the values come from, e.g. source = \"Org/Model generation_config.json\""));
+                }
+                if let Err((field, value, fix)) = g.check() {
+                    return Err(err(format!("models.{alias}.generation.{field} is {value}, out of range"), fix));
+                }
+            }
             entries.push(ModelEntry {
                 alias,
                 description: entry.description,
@@ -235,6 +249,7 @@ impl ModelRegistry {
                 template_options: entry.template_options,
                 reasoning,
                 baseline_filter: entry.baseline_filter,
+                generation: entry.generation,
             });
         }
         if !entries.iter().any(|e| e.alias == spec.default) {
@@ -448,6 +463,31 @@ pub fn resolve_hf_snapshot(hub: &Path, repo: &str) -> Option<PathBuf> {
     dirs.pop().map(|(_, p)| p)
 }
 
+/// A model's sampling defaults, as HF `generate` would take them: an HF folder's generation_config.json
+/// where it has one, else the registry's `generation` entry (the values of the file a GGUF was converted
+/// from), else none (HF's defaults apply). `files` is `None` where the model's files are not on this
+/// machine (a server runs it): only the registry can speak for it then.
+pub fn model_sampling(entry: &ModelEntry, files: Option<&ModelFiles>) -> Result<ModelSampling> {
+    if let Some(ModelFiles::HfFolder(dir)) = files {
+        let file = dir.join("generation_config.json");
+        if file.is_file() {
+            let text = std::fs::read_to_string(&file).map_err(io_error(&file))?;
+            return ModelSampling::from_generation_config(&file, &text);
+        }
+    }
+    Ok(entry.registry_sampling())
+}
+
+impl ModelEntry {
+    /// The registry's account of the model's sampling defaults (its `generation` entry), or none.
+    pub fn registry_sampling(&self) -> ModelSampling {
+        match &self.generation {
+            Some(g) => ModelSampling { source: format!("models.{}.generation in the registry: {}", self.alias, g.source), ..g.clone() },
+            None => ModelSampling::none(format!("none: `{}` has no generation_config.json here and no `generation` in the registry", self.alias)),
+        }
+    }
+}
+
 /// An HF folder needs its config, tokenizer and at least one safetensors file.
 pub fn check_hf_folder(dir: &Path) -> Result<()> {
     for name in ["config.json", "tokenizer.json"] {
@@ -484,6 +524,14 @@ mod tests {
             assert!(matches!(registry.get(alias).unwrap().source, ModelSource::HuggingFace { .. }), "{alias}");
         }
         assert_eq!(registry.get("qwen3-8b-nothink").unwrap().template_options["enable_thinking"], false);
+        // GGUF models carry no generation_config.json: the registry states what their HF originals' say.
+        let smollm2 = registry.get("smollm2-135m").unwrap().generation.clone().expect("smollm2 states its sampling defaults");
+        assert_eq!(smollm2, ModelSampling { source: smollm2.source.clone(), ..Default::default() }, "SmolLM2's file sets no sampling knob");
+        let coder = registry.get("qwen2.5-coder-1.5b").unwrap().generation.clone().expect("qwen2.5-coder-1.5b states its sampling defaults");
+        assert_eq!((coder.temperature, coder.top_p, coder.top_k), (Some(0.7), Some(0.8), Some(20)));
+        for alias in ["smollm2-135m", "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] {
+            assert!(registry.get(alias).unwrap().generation.as_ref().is_some_and(|g| g.source.contains("generation_config.json")), "{alias}");
+        }
     }
 
     #[test]
@@ -499,6 +547,61 @@ mod tests {
         let registry = ModelRegistry::parse(file, &bad_source.replace(", path = \"/m\"", "")).unwrap();
         let err = registry.get("zzz").unwrap_err().to_string();
         assert!(err.contains("use one of: a"), "{err}");
+    }
+
+    const ONE_MODEL: &str = "default = \"a\"\n[models.a]\ndescription = \"x\"\nfamily = \"llama\"\nmodality = \"text\"\nsource = { path = \"/m.gguf\" }\n";
+
+    #[test]
+    fn registry_generation_values_are_checked_and_name_the_key() {
+        let file = Path::new("models.toml");
+        let with = |generation: &str| format!("{ONE_MODEL}generation = {generation}\n");
+        let ok = ModelRegistry::parse(file, &with("{ temperature = 0.7, top_p = 0.8, top_k = 20, repetition_penalty = 1.1, source = \"Org/M generation_config.json\" }")).unwrap();
+        let g = ok.entries[0].generation.as_ref().unwrap();
+        assert_eq!((g.temperature, g.top_p, g.top_k, g.repetition_penalty, g.do_sample), (Some(0.7), Some(0.8), Some(20), Some(1.1), None));
+        let cases = [
+            ("{ top_p = 1.5, source = \"s\" }", "models.a.generation.top_p is 1.5, out of range"),
+            ("{ temperature = -1.0, source = \"s\" }", "models.a.generation.temperature is -1, out of range"),
+            ("{ repetition_penalty = 0.0, source = \"s\" }", "models.a.generation.repetition_penalty is 0, out of range"),
+            ("{ top_k = 2000000, source = \"s\" }", "models.a.generation.top_k is 2000000, out of range"),
+            ("{ top_k = -1, source = \"s\" }", "top_k"),
+            ("{ top_k = 20 }", "missing field `source`"),
+            ("{ top_k = 20, source = \" \" }", "models.a.generation.source is empty"),
+            ("{ min_p = 0.1, source = \"s\" }", "unknown field `min_p`"),
+        ];
+        for (generation, expected) in cases {
+            let err = ModelRegistry::parse(file, &with(generation)).expect_err(generation).to_string();
+            assert!(err.contains(expected) && err.contains("models.toml") && err.contains("fix"), "{generation}\n→ {err}");
+        }
+    }
+
+    #[test]
+    fn model_sampling_reads_the_hf_folder_else_the_registry_else_nothing() {
+        let dir = std::env::temp_dir().join(format!("herd-gencfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let registry = ModelRegistry::parse(Path::new("models.toml"), &format!("{ONE_MODEL}generation = {{ temperature = 0.6, top_k = 40, source = \"Org/M generation_config.json\" }}\n")).unwrap();
+        let entry = &registry.entries[0];
+        // An HF folder's own file wins, with its path as the source.
+        std::fs::write(dir.join("generation_config.json"), r#"{"do_sample": true, "temperature": 0.6, "top_k": 20, "top_p": 0.95, "eos_token_id": [1, 2]}"#).unwrap();
+        let m = model_sampling(entry, Some(&ModelFiles::HfFolder(dir.clone()))).unwrap();
+        assert_eq!((m.temperature, m.top_k, m.top_p, m.do_sample), (Some(0.6), Some(20), Some(0.95), Some(true)));
+        assert_eq!(m.source, dir.join("generation_config.json").display().to_string());
+        // A bad value in it is an error naming the file and the field.
+        std::fs::write(dir.join("generation_config.json"), r#"{"top_p": 0.95, "top_k": "twenty"}"#).unwrap();
+        let err = model_sampling(entry, Some(&ModelFiles::HfFolder(dir.clone()))).unwrap_err().to_string();
+        assert!(err.contains("generation_config.json") && err.contains("`top_k` is \"twenty\""), "{err}");
+        // Without the file (and for GGUF files, or a model on a server) the registry speaks for the model.
+        std::fs::remove_file(dir.join("generation_config.json")).unwrap();
+        for files in [Some(ModelFiles::HfFolder(dir.clone())), Some(ModelFiles::Gguf(dir.join("m.gguf"))), None] {
+            let m = model_sampling(entry, files.as_ref()).unwrap();
+            assert_eq!((m.temperature, m.top_k, m.top_p), (Some(0.6), Some(40), None), "{files:?}");
+            assert!(m.source.contains("models.a.generation") && m.source.contains("Org/M generation_config.json"), "{}", m.source);
+        }
+        // Neither: nothing of the model's own.
+        let bare = ModelRegistry::parse(Path::new("models.toml"), ONE_MODEL).unwrap();
+        let m = model_sampling(&bare.entries[0], None).unwrap();
+        assert_eq!(m, ModelSampling { source: m.source.clone(), ..Default::default() });
+        assert!(m.source.starts_with("none"), "{}", m.source);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -562,6 +665,7 @@ mod tests {
             template_options: Default::default(),
             reasoning: vec!["off".into()],
             baseline_filter: None,
+            generation: None,
         };
         let hub = cache.join("hub");
         let err = locate_model_in(&entry, &cache, &hub).unwrap_err().to_string();

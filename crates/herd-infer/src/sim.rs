@@ -8,7 +8,7 @@
 //! in-group weight of the decider's group (0 when labels are hidden), ε ~ N(0, noise_sd²); points are the
 //! pool split in proportion, rounded to integers by largest remainder and written as a JSON object.
 
-use crate::backend::{AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreRequest, ScoreResult};
+use crate::backend::{AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreBound, ScoreRequest, ScoreResult};
 use crate::error::{InferError, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -200,7 +200,7 @@ impl Backend for SimAgent {
                     } else {
                         (0.0, f32::NEG_INFINITY)
                     };
-                    answers.insert(answer.clone(), AnswerScore { p, logit, token_ids: Vec::new(), bound: false });
+                    answers.insert(answer.clone(), AnswerScore { p, logit, token_ids: Vec::new(), bound: ScoreBound::Exact });
                 }
                 let mass = answers.values().map(|a| a.p).sum();
                 Ok(ScoreResult { answers, mass, top: Vec::new(), prompt_tokens: 0, reused_tokens: 0 })

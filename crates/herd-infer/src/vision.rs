@@ -6,7 +6,7 @@ use crate::constraint::ConstraintEngine;
 use crate::error::{InferError, Result};
 use crate::local::{LoadOptions, answer_scores, device_name, safetensors_dtype};
 use crate::registry::{ModelEntry, ModelFiles};
-use crate::sampling::{sample_token, sequence_rng};
+use crate::sampling::{RepetitionPenalty, sample_token, sequence_rng};
 use crate::tokenizer::TextTokenizer;
 use candle_core::DType;
 use herd_chat::{ChatTemplate, ContentPart, TemplateMessage};
@@ -110,13 +110,21 @@ impl Backend for VisionModel {
                 None => None,
             };
             let mut rng = sequence_rng(request.sampling.seed);
+            // Over the whole sequence, image placeholders included, as HF's input_ids hold them.
+            let mut penalty = RepetitionPenalty::new(request.sampling.repetition_penalty, &tokens)?;
             let mut generated = Vec::new();
             let (text, finish_reason) = loop {
                 let mut logits = self.logits(&tokens, prepared.as_ref())?;
                 if let Some(c) = constraint.as_mut() {
                     c.mask_logits(&mut logits)?;
                 }
+                if let Some(p) = &penalty {
+                    p.apply(&mut logits);
+                }
                 let token = sample_token(&logits, &request.sampling, &mut rng)?;
+                if let Some(p) = penalty.as_mut() {
+                    p.push(token);
+                }
                 if self.tokenizer.eos_ids.contains(&token) {
                     break (self.tokenizer.decode(&generated)?, FinishReason::Eos);
                 }

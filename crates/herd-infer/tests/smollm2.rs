@@ -99,6 +99,8 @@ fn prefix_reuse_gives_the_scores_of_full_recomputation() {
         .collect();
     let together = model.score(&group).unwrap();
     assert!(together.iter().all(|r| r.reused_tokens > 40), "the shared prefix was not reused: {:?}", together.iter().map(|r| r.reused_tokens).collect::<Vec<_>>());
+    // The third also reuses the first reply line, which the second computed.
+    assert!(together[2].reused_tokens > together[1].reused_tokens + 5, "{:?}", together.iter().map(|r| r.reused_tokens).collect::<Vec<_>>());
     for (request, shared) in group.iter().zip(&together) {
         let alone = model.score(std::slice::from_ref(request)).unwrap().remove(0);
         assert_eq!(alone.reused_tokens, 0);
@@ -117,7 +119,7 @@ fn allocation_request(decider: usize, seed: u64, constrained: bool) -> GenerateR
     );
     GenerateRequest {
         schema: constrained.then(|| allocation_schema(&ids, 100)),
-        ..GenerateRequest::new(user(&text), SamplingParams { temperature: 0.7, top_p: 0.95, top_k: 0, seed, max_tokens: 80, stop: vec![] })
+        ..GenerateRequest::new(user(&text), SamplingParams { temperature: Some(0.7), top_p: Some(0.95), top_k: Some(0), repetition_penalty: None, seed, max_tokens: 80, stop: vec![] })
     }
 }
 
@@ -165,7 +167,7 @@ fn constrained_allocations_always_parse() {
 #[test]
 fn stop_strings_cut_the_text_and_max_tokens_bounds_it() {
     let mut model = model();
-    let mut request = GenerateRequest::new(user("Count from 1 to 20, separated by commas."), SamplingParams { temperature: 0.0, max_tokens: 60, ..Default::default() });
+    let mut request = GenerateRequest::new(user("Count from 1 to 20, separated by commas."), SamplingParams { temperature: Some(0.0), max_tokens: 60, ..Default::default() });
     let full = model.generate(std::slice::from_ref(&request)).unwrap().remove(0);
     assert!(full.text.contains('5'), "{:?}", full.text);
     request.sampling.stop = vec!["5".into()];
@@ -179,6 +181,70 @@ fn stop_strings_cut_the_text_and_max_tokens_bounds_it() {
 }
 
 #[test]
+fn repetition_penalty_changes_the_output_and_stays_within_its_sequence() {
+    let mut model = model();
+    // Greedy, so any difference is the penalty's: the prompt's own "," and the digits are penalised from
+    // the first step (HF counts the prompt), which a count separated by commas keeps repeating.
+    let plain = GenerateRequest::new(user("Count from 1 to 20, separated by commas."), SamplingParams { temperature: Some(0.0), max_tokens: 30, ..Default::default() });
+    let mut penalised = plain.clone();
+    penalised.sampling.repetition_penalty = Some(2.0);
+    let alone: Vec<String> = [&plain, &penalised].iter().map(|r| model.generate(std::slice::from_ref(*r)).unwrap().remove(0).text).collect();
+    assert_ne!(alone[0], alone[1], "a penalty of 2 left {:?} unchanged", alone[0]);
+    // Each row penalises its own history: decoded together, neither changes.
+    let together = model.generate(&[plain, penalised]).unwrap();
+    assert_eq!([together[0].text.clone(), together[1].text.clone()], [alone[0].clone(), alone[1].clone()]);
+}
+
+#[test]
+fn a_group_scores_the_same_after_a_group_that_shares_its_start() {
+    // The second group extends the first group's cached prefix (the template and the first lines).
+    let group = |reference: u32| -> Vec<ScoreRequest> {
+        (1..=3)
+            .map(|n| {
+                let replies: String = (1..=n).map(|i| format!("reply {i}: A.\n")).collect();
+                let text = format!("The image is given below as text.\nREFERENCE LINE: a line {reference} pixels long\nA: 120 pixels\nB: {reference} pixels\n{replies}Answer A or B.");
+                ScoreRequest::new(user(&text), vec!["A".into(), "B".into()])
+            })
+            .collect()
+    };
+    let registry = registry();
+    let mut fresh = LocalModel::load(registry.get("smollm2-135m").unwrap(), &herd_infer::ModelFiles::Gguf(gguf_path()), &LoadOptions::default()).unwrap();
+    let first = fresh.score(&group(200)).unwrap();
+    fresh.score(&group(150)).unwrap();
+    let after = fresh.score(&group(200)).unwrap();
+    for (i, (a, b)) in first.iter().zip(&after).enumerate() {
+        for answer in ["A", "B"] {
+            assert_same_score(a.answers[answer].p, b.answers[answer].p, &format!("request {i}, {answer}"));
+        }
+        assert_eq!(a.top.iter().map(|t| t.logit).collect::<Vec<_>>(), b.top.iter().map(|t| t.logit).collect::<Vec<_>>(), "request {i}");
+    }
+}
+
+#[test]
+fn continuations_that_share_more_than_the_group_prefix_score_as_alone() {
+    let mut model = model();
+    // Growing reply lists: past the group's prefix (up to the first reply), each request shares its
+    // replies but the last with the one before, a line of three and more; the last shares two replies
+    // and the start of a third with the third request.
+    let line = |i: usize| format!("reply {i}: I think the answer is {}.\n", if i.is_multiple_of(2) { "A" } else { "B" });
+    let mut replies: Vec<String> = (1..=4).map(|k| (1..=k).map(line).collect()).collect();
+    replies.push(format!("{}{}reply 3: no idea.\n", line(1), line(2)));
+    let group: Vec<ScoreRequest> =
+        replies.iter().map(|r| ScoreRequest::new(user(&format!("Which line, A or B, is longer?\nThe participants before you replied:\n{r}Answer A or B.")), vec!["A".into(), "B".into()])).collect();
+    let together = model.score(&group).unwrap();
+    let reused: Vec<usize> = together.iter().map(|r| r.reused_tokens).collect();
+    assert!(reused[1] == reused[0] && reused[2] > reused[1] + 5 && reused[3] > reused[2] + 5 && reused[4] > reused[2], "{reused:?}");
+    for (i, request) in group.iter().enumerate() {
+        let alone = model.score(std::slice::from_ref(request)).unwrap().remove(0);
+        for answer in ["A", "B"] {
+            let (a, b) = (alone.answers[answer].p, together[i].answers[answer].p);
+            assert_same_score(a, b, &format!("request {i}, {answer}: alone {a} vs in the group {b}"));
+        }
+        assert_eq!(alone.top.iter().map(|t| t.logit).collect::<Vec<_>>(), together[i].top.iter().map(|t| t.logit).collect::<Vec<_>>(), "request {i}");
+    }
+}
+
+#[test]
 fn continuations_past_one_forward_pass_score_as_alone() {
     let mut model = model();
     // Twelve long continuations of one prefix: more tokens than one packed pass takes, so later passes
@@ -187,7 +253,9 @@ fn continuations_past_one_forward_pass_score_as_alone() {
     let group: Vec<ScoreRequest> = replies
         .iter()
         .enumerate()
-        .map(|(n, r)| ScoreRequest::new(user(&format!("Which line, A or B, is longer?\nThe participants before you replied:\n{}{r}Answer A or B.", "reply 0: A.\n".repeat(n % 2))), vec!["A".into(), "B".into()]))
+        // Each continuation differs from the others from its first token (panel number), so none reuses
+        // another's tokens and the group needs several passes.
+        .map(|(n, r)| ScoreRequest::new(user(&format!("Which line, A or B, is longer?\nThe participants before you replied:\n{n} panel.\n{}{r}Answer A or B.", "reply 0: A.\n".repeat(n % 2))), vec!["A".into(), "B".into()]))
         .collect();
     let together = model.score(&group).unwrap();
     let continuation_tokens: usize = together.iter().map(|r| r.prompt_tokens - r.reused_tokens).sum();

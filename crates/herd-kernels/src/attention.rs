@@ -122,6 +122,10 @@ pub fn masked_attention(shape: AttentionShape, q: HeadsView<'_>, k: HeadsView<'_
     if out.is_empty() {
         return Ok(out);
     }
+    let start = std::time::Instant::now();
+    // Keys and values each query visits (for the benchmark's memory-traffic account).
+    let visited: usize = (0..batch).flat_map(|b| (0..queries).map(move |i| (b, i))).map(|(b, i)| mask.spans(b, i).iter().map(|s| s.len()).sum::<usize>()).sum();
+    let kv_bytes = (visited * kv_heads * head_dim * 2 * size_of::<f32>()) as u64;
     #[cfg(target_arch = "x86_64")]
     if head_dim % 16 == 0 && is_x86_feature_detected!("avx512f") {
         // Blocks of consecutive queries of one sequence, with their group's heads side by side in the
@@ -135,6 +139,7 @@ pub fn masked_attention(shape: AttentionShape, q: HeadsView<'_>, k: HeadsView<'_
                 unsafe { lanes::attend_block(&task, out_block) };
             });
         });
+        crate::stats::attention_call(start, kv_bytes);
         return Ok(out);
     }
     let isa = Isa::detect();
@@ -158,6 +163,7 @@ pub fn masked_attention(shape: AttentionShape, q: HeadsView<'_>, k: HeadsView<'_
             isa.run(&task, &mut scores, out_group);
         }
     });
+    crate::stats::attention_call(start, kv_bytes);
     Ok(out)
 }
 

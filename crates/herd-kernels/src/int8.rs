@@ -7,7 +7,9 @@
 //! per AVX-512 instruction against 16 for an f32 FMA (32 and 8 at 256 bits, with AVX-VNNI).
 
 use crate::KernelError;
+use crate::mapped::{Buffer, MappedFile};
 use rayon::prelude::*;
+use std::sync::Arc;
 
 /// Inputs per quantisation block: GGUF's 32, so activations are quantised exactly as llama.cpp's Q8_1
 /// quantises them. (Blocks of 64 run the kernel 12 % faster, but moved answer log-probabilities up to
@@ -67,18 +69,43 @@ pub fn int8_supported() -> bool {
     Isa::best().is_some()
 }
 
+/// The instruction set the int8 kernels run with here (`avx512-vnni` or `avx-vnni`), if any: what a
+/// file of prepared weights records, with [`INT8_LAYOUT_VERSION`].
+pub fn int8_isa() -> Option<&'static str> {
+    Isa::best().map(|isa| match isa {
+        Isa::Avx512 => "avx512-vnni",
+        Isa::AvxVnni => "avx-vnni",
+    })
+}
+
+/// The version of [`Int8Matrix`]'s quantisation and byte layout ([`Int8Matrix::parts`]). Raise it with
+/// any change to either, so that prepared weights written before are not read as if they were current.
+pub const INT8_LAYOUT_VERSION: u32 = 1;
+
+/// An [`Int8Matrix`]'s bytes as they lie in memory (little-endian `f32` scales and minimums), for
+/// writing to a file that [`Int8Matrix::from_mapped`] reads back.
+#[derive(Clone, Copy, Debug)]
+pub struct Int8Parts<'a> {
+    /// `[panel][cols / 4][16 lanes][4]` bytes.
+    pub quants: &'a [u8],
+    /// `[panel][block][16 lanes]` `f32`.
+    pub scales: &'a [u8],
+    pub mins: &'a [u8],
+}
+
 /// A weight matrix `[rows (outputs), cols (inputs)]` quantised to 8 bits per block of 32 inputs and
 /// laid out for the kernel: panels of 16 output rows, each panel's bytes ordered by groups of four
 /// inputs, so one 64-byte load feeds 16 output lanes with four inputs each.
+/// The values are owned, or borrowed from a [`MappedFile`] of prepared weights.
 #[derive(Clone, Debug)]
 pub struct Int8Matrix {
     rows: usize,
     cols: usize,
     /// `[panel][cols / 4][16 lanes][4]`, rows past `rows` zero.
-    quants: Vec<u8>,
+    quants: Buffer<u8>,
     /// `[panel][block][16 lanes]`.
-    scales: Vec<f32>,
-    mins: Vec<f32>,
+    scales: Buffer<f32>,
+    mins: Buffer<f32>,
 }
 
 impl Int8Matrix {
@@ -95,24 +122,59 @@ impl Int8Matrix {
         let mut quants = vec![0u8; panels * LANES * cols];
         let mut scales = vec![0f32; panels * blocks * LANES];
         let mut mins = vec![0f32; panels * blocks * LANES];
-        for r in 0..rows {
-            let (panel, lane) = (r / LANES, r % LANES);
-            for b in 0..blocks {
-                let values = &weights[r * cols + b * BLOCK..r * cols + (b + 1) * BLOCK];
-                let lo = values.iter().copied().fold(f32::INFINITY, f32::min);
-                let hi = values.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let scale = (hi - lo) / 255.0;
-                let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
-                scales[(panel * blocks + b) * LANES + lane] = scale;
-                mins[(panel * blocks + b) * LANES + lane] = lo;
-                for (i, &v) in values.iter().enumerate() {
-                    let k = b * BLOCK + i;
-                    let q = ((v - lo) * inv).round().clamp(0.0, 255.0) as u8;
-                    quants[((panel * (cols / 4) + k / 4) * LANES + lane) * 4 + k % 4] = q;
+        // Panels are independent: each writes its own slices, so the result does not depend on the split.
+        quants.par_chunks_mut(LANES * cols).zip(scales.par_chunks_mut(blocks * LANES).zip(mins.par_chunks_mut(blocks * LANES))).enumerate().for_each(
+            |(panel, (quants, (scales, mins)))| {
+                for lane in 0..LANES.min(rows - panel * LANES) {
+                    let r = panel * LANES + lane;
+                    for b in 0..blocks {
+                        let values = &weights[r * cols + b * BLOCK..r * cols + (b + 1) * BLOCK];
+                        let lo = values.iter().copied().fold(f32::INFINITY, f32::min);
+                        let hi = values.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                        let scale = (hi - lo) / 255.0;
+                        let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+                        scales[b * LANES + lane] = scale;
+                        mins[b * LANES + lane] = lo;
+                        for (i, &v) in values.iter().enumerate() {
+                            let k = b * BLOCK + i;
+                            let q = ((v - lo) * inv).round().clamp(0.0, 255.0) as u8;
+                            quants[((k / 4) * LANES + lane) * 4 + k % 4] = q;
+                        }
+                    }
                 }
-            }
+            },
+        );
+        Ok(Self { rows, cols, quants: Buffer::Owned(quants), scales: Buffer::Owned(scales), mins: Buffer::Owned(mins) })
+    }
+
+    /// Bytes per part for a `[rows, cols]` matrix: quants, scales, minimums.
+    fn part_sizes(rows: usize, cols: usize) -> [usize; 3] {
+        let panels = rows.div_ceil(LANES);
+        let floats = panels * (cols / BLOCK) * LANES;
+        [panels * LANES * cols, 4 * floats, 4 * floats]
+    }
+
+    /// This matrix's bytes, to be written where [`Int8Matrix::from_mapped`] finds them.
+    pub fn parts(&self) -> Int8Parts<'_> {
+        Int8Parts { quants: self.quants.as_bytes(), scales: self.scales.as_bytes(), mins: self.mins.as_bytes() }
+    }
+
+    /// A `[rows, cols]` matrix whose [`Int8Matrix::parts`] lie in `file` at byte offsets `offsets`
+    /// (quants, scales, minimums; the last two 4-byte aligned), borrowed rather than copied.
+    pub fn from_mapped(file: &Arc<MappedFile>, rows: usize, cols: usize, offsets: [u64; 3]) -> Result<Self, KernelError> {
+        if cols == 0 || !cols.is_multiple_of(BLOCK) {
+            return Err(KernelError::Blocks { cols });
         }
-        Ok(Self { rows, cols, quants, scales, mins })
+        let [q, s, m] = Self::part_sizes(rows, cols);
+        let outside = || KernelError::Mapped { rows, cols, file_len: file.len() };
+        let at = |i: usize| usize::try_from(offsets[i]).map_err(|_| outside());
+        Ok(Self {
+            rows,
+            cols,
+            quants: Buffer::mapped(file, at(0)?, q).ok_or_else(outside)?,
+            scales: Buffer::mapped(file, at(1)?, s / 4).ok_or_else(outside)?,
+            mins: Buffer::mapped(file, at(2)?, m / 4).ok_or_else(outside)?,
+        })
     }
 
     pub fn rows(&self) -> usize {
@@ -153,6 +215,7 @@ impl Int8Matrix {
         if x.len() != m * self.cols {
             return Err(KernelError::Shape { what: "activations", got: x.len(), rows: m, cols: self.cols });
         }
+        let start = std::time::Instant::now();
         let (tile_rows, tile_panels) = isa.tile();
         let acts = QuantizedActivations::new(x, m, self.cols, isa);
         // Not zeroed first: the tiles write every element (zeroing was 5 % of a scoring run).
@@ -175,6 +238,7 @@ impl Int8Matrix {
         // SAFETY: the panels cover every output column and the row loop every row, so all
         // `m × rows` elements were written above.
         unsafe { out.set_len(m * self.rows) };
+        crate::stats::int8_call(start, (m * self.rows * self.cols) as u64, self.size_bytes() as u64);
         Ok(out)
     }
 
@@ -214,6 +278,39 @@ impl Int8Matrix {
     unsafe fn tile_dispatch(&self, _: Isa, _: &QuantizedActivations, _: usize, _: usize, _: usize, _: usize, _: *mut f32) {
         unreachable!("int8_supported() is false off x86_64")
     }
+}
+
+/// This machine's int8 multiply-add rate (per second) with every thread of rayon's pool issuing
+/// `vpdpbusd` (64 multiply-adds each with AVX-512, 32 with AVX-VNNI) on 12 independent accumulators, with
+/// no memory traffic: the ceiling the int8 products run under. `None` where the kernels do not run.
+pub fn int8_peak_macs_per_second() -> Option<f64> {
+    let isa = Isa::best()?;
+    const ITERATIONS: u64 = 4_000_000;
+    let threads = rayon::current_num_threads();
+    let start = std::time::Instant::now();
+    let macs_per_thread: u64 = (0..threads)
+        .into_par_iter()
+        // SAFETY: `isa` came from detection.
+        .map(|_| unsafe { x86_peak(isa, ITERATIONS) })
+        .min()
+        .unwrap_or(0);
+    Some((macs_per_thread * threads as u64) as f64 / start.elapsed().as_secs_f64())
+}
+
+#[cfg(target_arch = "x86_64")]
+unsafe fn x86_peak(isa: Isa, iterations: u64) -> u64 {
+    // SAFETY: forwarded.
+    unsafe {
+        match isa {
+            Isa::Avx512 => x86::peak_avx512(iterations),
+            Isa::AvxVnni => x86::peak_avx_vnni(iterations),
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn x86_peak(_: Isa, _: u64) -> u64 {
+    unreachable!("int8_supported() is false off x86_64")
 }
 
 struct OutPtr(*mut f32);
@@ -279,6 +376,34 @@ mod x86 {
     use super::{BLOCK, Int8Matrix, LANES, QuantizedActivations};
     use std::arch::x86_64::*;
 
+    /// Multiply-adds of `iterations` rounds of 12 independent `vpdpbusd` (512-bit).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn peak_avx512(iterations: u64) -> u64 {
+        let (w, x) = (_mm512_set1_epi8(std::hint::black_box(3)), _mm512_set1_epi8(std::hint::black_box(-2)));
+        let mut acc = [_mm512_setzero_si512(); 12];
+        for _ in 0..iterations {
+            for a in acc.iter_mut() {
+                *a = _mm512_dpbusd_epi32(*a, w, x);
+            }
+        }
+        std::hint::black_box(acc);
+        iterations * 12 * 64
+    }
+
+    /// Multiply-adds of `iterations` rounds of 12 independent `vpdpbusd` (256-bit, AVX-VNNI).
+    #[target_feature(enable = "avx2,avxvnni")]
+    pub(super) unsafe fn peak_avx_vnni(iterations: u64) -> u64 {
+        let (w, x) = (_mm256_set1_epi8(std::hint::black_box(3)), _mm256_set1_epi8(std::hint::black_box(-2)));
+        let mut acc = [_mm256_setzero_si256(); 12];
+        for _ in 0..iterations {
+            for a in acc.iter_mut() {
+                *a = _mm256_dpbusd_avx_epi32(*a, w, x);
+            }
+        }
+        std::hint::black_box(acc);
+        iterations * 12 * 32
+    }
+
     /// [`super::quantize_row`] sixteen lanes at a time.
     #[target_feature(enable = "avx512f,avx512bw")]
     pub(super) unsafe fn quantize_row(x: &[f32], q: &mut [i8], scales: &mut [f32], scaled_sums: &mut [f32]) {
@@ -311,6 +436,7 @@ mod x86 {
         let quads = cols / 4;
         // SAFETY (whole body): as for `tile`, with ROWS = 6 and PANELS = 2.
         unsafe {
+            let (w_scales, w_mins) = (w.scales.as_ptr(), w.mins.as_ptr());
             let wa = w.quants.as_ptr().add(panel0 * quads * LANES * 4);
             let wb = wa.add(quads * LANES * 4);
             let x = [0, 1, 2, 3, 4, 5].map(|r| a.quants.as_ptr().add((row0 + r) * cols));
@@ -341,8 +467,8 @@ mod x86 {
                 }
                 let at_a = (panel0 * blocks + b) * LANES;
                 let at_b = ((panel0 + 1) * blocks + b) * LANES;
-                let (da, db) = (_mm512_loadu_ps(w.scales.as_ptr().add(at_a)), _mm512_loadu_ps(w.scales.as_ptr().add(at_b)));
-                let (ma, mb) = (_mm512_loadu_ps(w.mins.as_ptr().add(at_a)), _mm512_loadu_ps(w.mins.as_ptr().add(at_b)));
+                let (da, db) = (_mm512_loadu_ps(w_scales.add(at_a)), _mm512_loadu_ps(w_scales.add(at_b)));
+                let (ma, mb) = (_mm512_loadu_ps(w_mins.add(at_a)), _mm512_loadu_ps(w_mins.add(at_b)));
                 macro_rules! scale_row {
                     ($r:expr, $sa:ident, $sb:ident, $fa:ident, $fb:ident) => {
                         let xs = _mm512_set1_ps(*a.scales.get_unchecked((row0 + $r) * blocks + b));
@@ -370,6 +496,7 @@ mod x86 {
         let quads = cols / 4;
         // SAFETY (whole body): as for `tile`, with one panel; stores are masked to the matrix's rows.
         unsafe {
+            let (w_scales, w_mins) = (w.scales.as_ptr(), w.mins.as_ptr());
             let wp = w.quants.as_ptr().add(panel * quads * LANES * 4);
             let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
             for b in 0..blocks {
@@ -385,8 +512,8 @@ mod x86 {
                     }
                 }
                 let at = (panel * blocks + b) * LANES;
-                let scale = [_mm256_loadu_ps(w.scales.as_ptr().add(at)), _mm256_loadu_ps(w.scales.as_ptr().add(at + 8))];
-                let min = [_mm256_loadu_ps(w.mins.as_ptr().add(at)), _mm256_loadu_ps(w.mins.as_ptr().add(at + 8))];
+                let scale = [_mm256_loadu_ps(w_scales.add(at)), _mm256_loadu_ps(w_scales.add(at + 8))];
+                let min = [_mm256_loadu_ps(w_mins.add(at)), _mm256_loadu_ps(w_mins.add(at + 8))];
                 for r in 0..ROWS {
                     let xs = _mm256_set1_ps(*a.scales.get_unchecked((row0 + r) * blocks + b));
                     let xss = _mm256_set1_ps(*a.scaled_sums.get_unchecked((row0 + r) * blocks + b));
@@ -438,6 +565,7 @@ mod x86 {
         let (cols, blocks) = (w.cols, w.cols / BLOCK);
         let quads = cols / 4;
         let mut acc = [[_mm512_setzero_ps(); PANELS]; ROWS];
+        let (w_quants, w_scales, w_mins) = (w.quants.as_ptr(), w.scales.as_ptr(), w.mins.as_ptr());
         // SAFETY (whole body): indices stay inside the buffers `Int8Matrix::quantize` and
         // `QuantizedActivations::new` sized from the same `cols`, `panel0 + PANELS <= panels` and
         // `row0 + ROWS <= m`; stores stay inside `[m, rows]` (partial panels are masked).
@@ -448,7 +576,7 @@ mod x86 {
                     let quad = b * (BLOCK / 4) + s;
                     let mut wv = [_mm512_setzero_si512(); PANELS];
                     for (j, v) in wv.iter_mut().enumerate() {
-                        *v = _mm512_loadu_si512(w.quants.as_ptr().add(((panel0 + j) * quads + quad) * LANES * 4).cast());
+                        *v = _mm512_loadu_si512(w_quants.add(((panel0 + j) * quads + quad) * LANES * 4).cast());
                     }
                     for (r, row_sums) in sums.iter_mut().enumerate() {
                         let x4 = a.quants.as_ptr().add((row0 + r) * cols + quad * 4).cast::<i32>().read_unaligned();
@@ -462,8 +590,8 @@ mod x86 {
                 let mut min = [_mm512_setzero_ps(); PANELS];
                 for j in 0..PANELS {
                     let at = ((panel0 + j) * blocks + b) * LANES;
-                    scale[j] = _mm512_loadu_ps(w.scales.as_ptr().add(at));
-                    min[j] = _mm512_loadu_ps(w.mins.as_ptr().add(at));
+                    scale[j] = _mm512_loadu_ps(w_scales.add(at));
+                    min[j] = _mm512_loadu_ps(w_mins.add(at));
                 }
                 for r in 0..ROWS {
                     let xs = _mm512_set1_ps(*a.scales.get_unchecked((row0 + r) * blocks + b));

@@ -6,6 +6,8 @@
 //! - [`masked_attention`]: attention that visits only the keys a query may see, each query computed
 //!   alone in a fixed order, so batching, padding and prefix caches never change a result's bits.
 //! - [`keep_freed_pages`]: the allocator policy those speeds rely on (mimalloc keeping freed pages).
+//! - [`MappedFile`]: prepared weights read from a memory-mapped file instead of copied
+//!   ([`Int8Matrix::from_mapped`]), with a fast [`checksum`] to detect damaged files.
 //!
 //! ```
 //! use herd_kernels::{Int8Matrix, int8_supported};
@@ -26,10 +28,14 @@
 mod allocator;
 mod attention;
 mod int8;
+mod mapped;
+mod stats;
 
 pub use allocator::{MiMalloc, keep_freed_pages};
 pub use attention::{AttentionShape, HeadsView, KeyMask, masked_attention};
-pub use int8::{BLOCK, Int8Matrix, int8_supported};
+pub use int8::{BLOCK, INT8_LAYOUT_VERSION, Int8Matrix, Int8Parts, int8_isa, int8_peak_macs_per_second, int8_supported};
+pub use mapped::{MappedFile, checksum};
+pub use stats::{KernelStats, kernel_stats};
 
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
@@ -41,4 +47,6 @@ pub enum KernelError {
     Heads { heads: usize, kv_heads: usize },
     #[error("this CPU has neither AVX-512 VNNI nor AVX-VNNI, which the int8 kernels need")]
     Unsupported,
+    #[error("a {rows} × {cols} int8 matrix does not fit where stated in a mapped file of {file_len} bytes (or is misaligned)")]
+    Mapped { rows: usize, cols: usize, file_len: usize },
 }

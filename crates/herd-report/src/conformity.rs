@@ -3,30 +3,30 @@
 
 use std::collections::BTreeMap;
 
-use herd_analysis::{ConformityTable, ConformityTables, ConformityTrial};
+use herd_analysis::{ConformityTable, ConformityTables, ConformityTrial, PWrong, SOCIAL_MEAN};
 use herd_stats::trapezoid;
 
 use crate::chart::{Bar, BarChart, BarSeries, Chart, Heatmap, LineChart, LineSeries, Point};
 use crate::figure::{AbsentFigure, Figure, FigureResult, Z95, mean_interval, num, p_value, rows_where, signed};
 
-const MEASURE: &str = "p_wrong_full";
-const P_WRONG: &str = "p(wrong answer), whole vocabulary (probability)";
 const GROUP_SIZE: &str = "number of confederates N (replies)";
 
-/// Every conformity figure in the report's order.
-pub fn conformity_figures(trials: &ConformityTable, tables: &ConformityTables) -> Vec<FigureResult> {
+/// Every conformity figure in the report's order, read with `measure` (the `measure` column of the
+/// analysis tables, and the trials' p_wrong of that name).
+pub fn conformity_figures(trials: &ConformityTable, tables: &ConformityTables, measure: PWrong) -> Vec<FigureResult> {
     vec![
-        p_wrong_by_group_size_per_model(trials),
-        p_wrong_by_group_size_per_task(trials),
-        p_wrong_by_unanimity(trials, tables),
-        auc_by_difficulty(tables),
-        conformity_by_difficulty_and_performance(trials, tables),
-        public_minus_private_auc_per_model(tables),
-        p_wrong_by_source_strength(trials),
-        p_wrong_same_vs_different_group(trials, tables),
-        p_wrong_near_vs_far(trials, tables),
-        auc_by_source_strength_per_task(tables),
-        proximity_auc_differences(tables),
+        p_wrong_by_group_size_per_model_color(trials, tables, measure),
+        p_wrong_by_group_size_per_model(trials, tables, measure),
+        p_wrong_by_group_size_per_task(trials, measure),
+        p_wrong_by_unanimity(trials, tables, measure),
+        auc_by_difficulty(tables, measure),
+        conformity_by_difficulty_and_performance(trials, tables, measure),
+        public_minus_private_auc_per_model(tables, measure),
+        p_wrong_by_source_strength(trials, measure),
+        p_wrong_same_vs_different_group(trials, tables, measure),
+        p_wrong_near_vs_far(trials, tables, measure),
+        auc_by_source_strength_per_task(tables, measure),
+        proximity_auc_differences(tables, measure),
     ]
 }
 
@@ -49,12 +49,15 @@ fn levels_in_order<'a>(trials: impl Iterator<Item = &'a ConformityTrial>) -> Vec
 /// of `order`, or sorted).
 fn curves_by<'a>(
     trials: impl Iterator<Item = &'a ConformityTrial>,
+    measure: PWrong,
     series_of: impl Fn(&ConformityTrial) -> String,
     order: Option<&[String]>,
 ) -> Vec<LineSeries> {
     let mut grouped: BTreeMap<String, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
     for t in trials {
-        grouped.entry(series_of(t)).or_default().entry(t.n).or_default().push(t.p_wrong_full);
+        if let Some(p) = measure.of(t) {
+            grouped.entry(series_of(t)).or_default().entry(t.n).or_default().push(p);
+        }
     }
     let labels: Vec<String> = match order {
         Some(order) => order.iter().filter(|l| grouped.contains_key(*l)).cloned().collect(),
@@ -75,11 +78,11 @@ fn curves_by<'a>(
         .collect()
 }
 
-fn curve_chart(title: &str, legend_title: &str, series: Vec<LineSeries>) -> Chart {
+fn curve_chart(title: &str, legend_title: &str, series: Vec<LineSeries>, measure: PWrong) -> Chart {
     Chart::Line(LineChart {
         title: title.to_owned(),
         x_label: GROUP_SIZE.into(),
-        y_label: P_WRONG.into(),
+        y_label: measure.describe().into(),
         legend_title: legend_title.to_owned(),
         series,
         y_range: Some((0.0, 1.0)),
@@ -106,31 +109,78 @@ fn rise(series: &LineSeries) -> String {
     }
 }
 
-/// Paper fig. 2a: p_wrong(N) per model, tasks pooled, in the group-size family.
-pub fn p_wrong_by_group_size_per_model(trials: &ConformityTable) -> FigureResult {
-    const NAME: &str = "p_wrong_by_group_size_per_model";
-    const PAPER: &str = "conformity paper, fig. 2a";
-    let series = curves_by(family(trials, "group_size"), |t| t.model.clone(), None);
-    if series.is_empty() {
-        return Err(absent(NAME, PAPER, "the run has no group_size trials"));
+/// Where each model's group-size curve saturates (the `auc` table's `saturation_n`: the first N
+/// reaching 90% of p_wrong at the largest N), per task, for readings.
+fn saturation(tables: &ConformityTables, measure: PWrong, task: Option<&str>) -> String {
+    let auc = &tables.auc;
+    let points: Vec<String> = rows_where(auc, &[("family", "group_size"), ("measure", measure.column())])
+        .into_iter()
+        .filter(|&r| task.is_none_or(|task| auc.text("task", r) == Some(task)))
+        .map(|r| {
+            let at = auc.number("saturation_n", r).map_or("none (the curve does not rise)".to_owned(), |n| format!("N = {n}"));
+            format!("{} · {} {at}", auc.text("model", r).unwrap_or("?"), auc.text("task", r).unwrap_or("?"))
+        })
+        .collect();
+    if points.is_empty() {
+        String::new()
+    } else {
+        format!(" Saturation (first N at 90% of the largest N's p_wrong): {}.", points.join(", "))
     }
-    let reading = format!("p_wrong per model, tasks pooled: {}.", series.iter().map(rise).collect::<Vec<_>>().join("; "));
+}
+
+/// Paper fig. 2a: p_wrong(N) per model on the colour task, in the group-size family.
+pub fn p_wrong_by_group_size_per_model_color(trials: &ConformityTable, tables: &ConformityTables, measure: PWrong) -> FigureResult {
+    const NAME: &str = "p_wrong_by_group_size_per_model_color";
+    const PAPER: &str = "conformity paper, fig. 2a (colour task)";
+    let color = family(trials, "group_size").filter(|t| t.task == "color");
+    let series = curves_by(color, measure, |t| t.model.clone(), None);
+    if series.is_empty() {
+        return Err(absent(NAME, PAPER, "the run has no group_size trials on the colour task"));
+    }
+    let reading = format!(
+        "p_wrong per model, colour task: {}.{}",
+        series.iter().map(rise).collect::<Vec<_>>().join("; "),
+        saturation(tables, measure, Some("color"))
+    );
     Ok(Figure {
         name: NAME,
         paper_figure: PAPER,
-        title: "Conformity by group size, per model".into(),
+        title: "Conformity by group size, per model (colour task)".into(),
         reading,
-        chart: curve_chart("Conformity by group size, per model", "model (95% band over trials)", series),
+        chart: curve_chart("Conformity by group size, per model (colour)", "model (95% band over trials)", series, measure),
+    })
+}
+
+/// Fig. 2a pooled over the tasks the run has (herd's summary; the paper's panel is the colour task).
+pub fn p_wrong_by_group_size_per_model(trials: &ConformityTable, tables: &ConformityTables, measure: PWrong) -> FigureResult {
+    const NAME: &str = "p_wrong_by_group_size_per_model";
+    const PAPER: &str = "conformity paper, fig. 2a, tasks pooled (herd's)";
+    let series = curves_by(family(trials, "group_size"), measure, |t| t.model.clone(), None);
+    if series.is_empty() {
+        return Err(absent(NAME, PAPER, "the run has no group_size trials"));
+    }
+    let reading = format!(
+        "p_wrong per model, tasks pooled: {}.{}",
+        series.iter().map(rise).collect::<Vec<_>>().join("; "),
+        saturation(tables, measure, None)
+    );
+    Ok(Figure {
+        name: NAME,
+        paper_figure: PAPER,
+        title: "Conformity by group size, per model, tasks pooled".into(),
+        reading,
+        chart: curve_chart("Conformity by group size, per model", "model (95% band over trials)", series, measure),
     })
 }
 
 /// Paper fig. 2b: p_wrong(N) per task, models pooled.
-pub fn p_wrong_by_group_size_per_task(trials: &ConformityTable) -> FigureResult {
+pub fn p_wrong_by_group_size_per_task(trials: &ConformityTable, measure: PWrong) -> FigureResult {
     const NAME: &str = "p_wrong_by_group_size_per_task";
     const PAPER: &str = "conformity paper, fig. 2b";
     let several = models(trials) > 1;
     let series = curves_by(
         family(trials, "group_size"),
+        measure,
         |t| if several { format!("{} · {}", t.model, t.task) } else { t.task.clone() },
         None,
     );
@@ -143,13 +193,13 @@ pub fn p_wrong_by_group_size_per_task(trials: &ConformityTable) -> FigureResult 
         paper_figure: PAPER,
         title: "Conformity by group size, per task".into(),
         reading,
-        chart: curve_chart("Conformity by group size, per task", if several { "model · task" } else { "task" }, series),
+        chart: curve_chart("Conformity by group size, per task", if several { "model · task" } else { "task" }, series, measure),
     })
 }
 
 /// AUCs of one family from the `auc` table, (model, task, level) → AUC.
-fn family_auc(tables: &ConformityTables, family: &str) -> Vec<(String, String, String, f64)> {
-    rows_where(&tables.auc, &[("family", family), ("measure", MEASURE)])
+fn family_auc(tables: &ConformityTables, family: &str, measure: PWrong) -> Vec<(String, String, String, f64)> {
+    rows_where(&tables.auc, &[("family", family), ("measure", measure.column())])
         .into_iter()
         .filter_map(|r| {
             Some((
@@ -163,20 +213,21 @@ fn family_auc(tables: &ConformityTables, family: &str) -> Vec<(String, String, S
 }
 
 /// Paper fig. 2c: unanimity curves, one per share of wrong confederates (and allies).
-pub fn p_wrong_by_unanimity(trials: &ConformityTable, tables: &ConformityTables) -> FigureResult {
+pub fn p_wrong_by_unanimity(trials: &ConformityTable, tables: &ConformityTables, measure: PWrong) -> FigureResult {
     const NAME: &str = "p_wrong_by_unanimity";
     const PAPER: &str = "conformity paper, fig. 2c";
     let order = levels_in_order(family(trials, "unanimity"));
     let several = models(trials) > 1;
     let series = curves_by(
         family(trials, "unanimity"),
+        measure,
         |t| if several { format!("{} · {}", t.model, t.level) } else { t.level.clone() },
         if several { None } else { Some(&order) },
     );
     if series.is_empty() {
         return Err(absent(NAME, PAPER, "the run has no unanimity trials"));
     }
-    let aucs = family_auc(tables, "unanimity");
+    let aucs = family_auc(tables, "unanimity", measure);
     let reading = format!(
         "AUC by unanimity condition: {}.",
         aucs.iter().map(|(m, t, l, a)| format!("{l} {} ({m}, {t})", num(*a))).collect::<Vec<_>>().join(", ")
@@ -186,16 +237,16 @@ pub fn p_wrong_by_unanimity(trials: &ConformityTable, tables: &ConformityTables)
         paper_figure: PAPER,
         title: "Conformity when confederates are not unanimous".into(),
         reading,
-        chart: curve_chart("Conformity when confederates are not unanimous", "wrong share / allies", series),
+        chart: curve_chart("Conformity when confederates are not unanimous", "wrong share / allies", series, measure),
     })
 }
 
 /// Paper fig. 3a: AUC against difficulty level per model and task, Spearman ρ in the legend.
-pub fn auc_by_difficulty(tables: &ConformityTables) -> FigureResult {
+pub fn auc_by_difficulty(tables: &ConformityTables, measure: PWrong) -> FigureResult {
     const NAME: &str = "auc_by_difficulty";
     const PAPER: &str = "conformity paper, fig. 3a";
     let mut curves: BTreeMap<(String, String), Vec<(f64, f64)>> = BTreeMap::new();
-    for (model, task, level, auc) in family_auc(tables, "difficulty") {
+    for (model, task, level, auc) in family_auc(tables, "difficulty", measure) {
         if let Ok(level) = level.parse::<f64>() {
             curves.entry((model, task)).or_default().push((level, auc));
         }
@@ -204,7 +255,7 @@ pub fn auc_by_difficulty(tables: &ConformityTables) -> FigureResult {
         return Err(absent(NAME, PAPER, "the run has no difficulty trials"));
     }
     let rho = |model: &str, task: &str| {
-        rows_where(&tables.difficulty_spearman, &[("model", model), ("task", task), ("measure", MEASURE)])
+        rows_where(&tables.difficulty_spearman, &[("model", model), ("task", task), ("measure", measure.column())])
             .first()
             .map(|&r| (tables.difficulty_spearman.number("rho", r), tables.difficulty_spearman.number("p", r)))
     };
@@ -258,7 +309,7 @@ fn normalise(values: &mut [f64]) -> bool {
 /// Paper fig. 3b: conformity (image AUC) over normalised difficulty × normalised performance, as
 /// a heatmap of mean normalised conformity; normalisation within model and task, as in the
 /// regression.
-pub fn conformity_by_difficulty_and_performance(trials: &ConformityTable, tables: &ConformityTables) -> FigureResult {
+pub fn conformity_by_difficulty_and_performance(trials: &ConformityTable, tables: &ConformityTables, measure: PWrong) -> FigureResult {
     const NAME: &str = "conformity_by_difficulty_and_performance";
     const PAPER: &str = "conformity paper, fig. 3b";
     const BINS: usize = 5;
@@ -266,9 +317,9 @@ pub fn conformity_by_difficulty_and_performance(trials: &ConformityTable, tables
     type Image = (BTreeMap<u32, Vec<f64>>, Vec<f64>, Vec<f64>);
     let mut groups: BTreeMap<(&str, &str), BTreeMap<&str, Image>> = BTreeMap::new();
     for t in family(trials, "difficulty") {
-        let (Some(image), Some(index)) = (t.image_id.as_deref(), t.difficulty_index) else { continue };
+        let (Some(image), Some(index), Some(p)) = (t.image_id.as_deref(), t.difficulty_index, measure.of(t)) else { continue };
         let entry = groups.entry((t.model.as_str(), t.task.as_str())).or_default().entry(image).or_default();
-        entry.0.entry(t.n).or_default().push(t.p_wrong_full);
+        entry.0.entry(t.n).or_default().push(p);
         entry.1.push(index);
         if t.n == 0 {
             let correct = if t.correct_label.as_deref() == Some("A") { t.logit_a } else { t.logit_b };
@@ -312,7 +363,7 @@ pub fn conformity_by_difficulty_and_performance(trials: &ConformityTable, tables
         .collect();
     let ols = &tables.difficulty_ols;
     let term = |task: &str, term: &str| {
-        rows_where(ols, &[("task", task), ("measure", MEASURE), ("term", term)]).first().map(|&r| {
+        rows_where(ols, &[("task", task), ("measure", measure.column()), ("term", term)]).first().map(|&r| {
             format!("β_{term} = {} (p = {})", num(ols.number("coef", r).unwrap_or(f64::NAN)), p_value(ols.number("p", r).unwrap_or(f64::NAN)))
         })
     };
@@ -321,7 +372,7 @@ pub fn conformity_by_difficulty_and_performance(trials: &ConformityTable, tables
     let fits: Vec<String> = tasks
         .iter()
         .map(|task| {
-            let r2 = rows_where(ols, &[("task", task), ("measure", MEASURE)]).first().and_then(|&r| ols.number("r_squared", r));
+            let r2 = rows_where(ols, &[("task", task), ("measure", measure.column())]).first().and_then(|&r| ols.number("r_squared", r));
             format!(
                 "{task}: {}, {}, R² = {}",
                 term(task, "difficulty").unwrap_or_default(),
@@ -363,10 +414,10 @@ struct Contrast {
     z_p: f64,
 }
 
-fn contrasts(tables: &ConformityTables, families: &[&str]) -> Vec<Contrast> {
+fn contrasts(tables: &ConformityTables, families: &[&str], measure: PWrong) -> Vec<Contrast> {
     let d = &tables.deltas;
     (0..d.n_rows())
-        .filter(|&r| d.text("measure", r) == Some(MEASURE) && families.iter().any(|f| d.text("family", r) == Some(*f)))
+        .filter(|&r| d.text("measure", r) == Some(measure.column()) && families.iter().any(|f| d.text("family", r) == Some(*f)))
         .map(|r| Contrast {
             model: d.text("model", r).unwrap_or_default().to_owned(),
             task: d.text("task", r).unwrap_or_default().to_owned(),
@@ -390,10 +441,10 @@ fn contrast_bar(c: &Contrast) -> Bar {
 }
 
 /// Paper fig. 3c: public − private ΔAUC per model (and task), with z.
-pub fn public_minus_private_auc_per_model(tables: &ConformityTables) -> FigureResult {
+pub fn public_minus_private_auc_per_model(tables: &ConformityTables, measure: PWrong) -> FigureResult {
     const NAME: &str = "public_minus_private_auc_per_model";
     const PAPER: &str = "conformity paper, fig. 3c";
-    let rows = contrasts(tables, &["normative"]);
+    let rows = contrasts(tables, &["normative"], measure);
     if rows.is_empty() {
         return Err(absent(NAME, PAPER, "the run has no normative (public/private) contrast"));
     }
@@ -422,13 +473,14 @@ pub fn public_minus_private_auc_per_model(tables: &ConformityTables) -> FigureRe
 }
 
 /// Paper fig. 4a: curves by source strength (the role named before the replies).
-pub fn p_wrong_by_source_strength(trials: &ConformityTable) -> FigureResult {
+pub fn p_wrong_by_source_strength(trials: &ConformityTable, measure: PWrong) -> FigureResult {
     const NAME: &str = "p_wrong_by_source_strength";
     const PAPER: &str = "conformity paper, fig. 4a";
     let order = levels_in_order(family(trials, "source_strength"));
     let several = models(trials) > 1;
     let series = curves_by(
         family(trials, "source_strength"),
+        measure,
         |t| if several { format!("{} · {}", t.model, t.level) } else { t.level.clone() },
         if several { None } else { Some(&order) },
     );
@@ -450,30 +502,44 @@ pub fn p_wrong_by_source_strength(trials: &ConformityTable) -> FigureResult {
         paper_figure: PAPER,
         title: "Conformity by source strength".into(),
         reading,
-        chart: curve_chart("Conformity by source strength", "source named before replies", series),
+        chart: curve_chart("Conformity by source strength", "source named before replies", series, measure),
     })
 }
 
-fn paired_curves(
-    trials: &ConformityTable,
-    tables: &ConformityTables,
-    families: &[&str],
+/// What a proximity figure shows: its families, names, and whether it adds the neutral baseline.
+struct PairedCurves {
+    families: &'static [&'static str],
     name: &'static str,
     paper: &'static str,
-    title: &str,
-    legend: &str,
-) -> FigureResult {
+    title: &'static str,
+    legend: &'static str,
+    /// Add the group-size curve of the same models and tasks as the neutral baseline (fig. 4b's
+    /// black curve: no identity named).
+    neutral: bool,
+}
+
+const NEUTRAL: &str = "neutral (no identity; group-size family)";
+
+fn paired_curves(trials: &ConformityTable, tables: &ConformityTables, measure: PWrong, spec: &PairedCurves) -> FigureResult {
+    let PairedCurves { families, name, paper, title, legend, neutral } = *spec;
     let several = models(trials) > 1;
-    let rows = trials.rows.iter().filter(|t| families.contains(&t.family.as_str()));
-    let series = curves_by(
-        rows,
+    let rows: Vec<&ConformityTrial> = trials.rows.iter().filter(|t| families.contains(&t.family.as_str())).collect();
+    let mut series = curves_by(
+        rows.iter().copied(),
+        measure,
         |t| if several { format!("{} · {} · {}", t.model, t.family, t.level) } else { format!("{} · {}", t.family, t.level) },
         None,
     );
     if series.is_empty() {
         return Err(absent(name, paper, format!("the run has no {} trials", families.join(" or "))));
     }
-    let deltas = contrasts(tables, families);
+    if neutral {
+        let shown: std::collections::BTreeSet<(&str, &str)> = rows.iter().map(|t| (t.model.as_str(), t.task.as_str())).collect();
+        let baseline = family(trials, "group_size").filter(|t| shown.contains(&(t.model.as_str(), t.task.as_str())));
+        let label = |t: &ConformityTrial| if several { format!("{} · {NEUTRAL}", t.model) } else { NEUTRAL.to_owned() };
+        series.extend(curves_by(baseline, measure, label, None));
+    }
+    let deltas = contrasts(tables, families, measure);
     let reading = format!(
         "ΔAUC {}.",
         deltas
@@ -482,40 +548,49 @@ fn paired_curves(
             .collect::<Vec<_>>()
             .join("; ")
     );
-    Ok(Figure { name, paper_figure: paper, title: title.to_owned(), reading, chart: curve_chart(title, legend, series) })
+    Ok(Figure { name, paper_figure: paper, title: title.to_owned(), reading, chart: curve_chart(title, legend, series, measure) })
 }
 
-/// Paper fig. 4b: same versus different group (nationality, ethnicity, minimal group).
-pub fn p_wrong_same_vs_different_group(trials: &ConformityTable, tables: &ConformityTables) -> FigureResult {
+/// Paper fig. 4b: same versus different group (nationality, ethnicity, minimal group), with the
+/// neutral baseline.
+pub fn p_wrong_same_vs_different_group(trials: &ConformityTable, tables: &ConformityTables, measure: PWrong) -> FigureResult {
     paired_curves(
         trials,
         tables,
-        &["nationality", "ethnicity", "minimal_group"],
-        "p_wrong_same_vs_different_group",
-        "conformity paper, fig. 4b",
-        "Conformity to same- and different-group sources",
-        "identity · relation",
+        measure,
+        &PairedCurves {
+            families: &["nationality", "ethnicity", "minimal_group"],
+            name: "p_wrong_same_vs_different_group",
+            paper: "conformity paper, fig. 4b",
+            title: "Conformity to same- and different-group sources",
+            legend: "identity · relation",
+            neutral: true,
+        },
     )
 }
 
-/// Paper fig. 4b and the spatial/temporal supplement: near versus far sources.
-pub fn p_wrong_near_vs_far(trials: &ConformityTable, tables: &ConformityTables) -> FigureResult {
+/// The spatial/temporal supplement: near versus far sources.
+pub fn p_wrong_near_vs_far(trials: &ConformityTable, tables: &ConformityTables, measure: PWrong) -> FigureResult {
     paired_curves(
         trials,
         tables,
-        &["spatial", "temporal"],
-        "p_wrong_near_vs_far",
-        "conformity paper, fig. 4b and supplement",
-        "Conformity to near and far sources (space, time)",
-        "proximity · level",
+        measure,
+        &PairedCurves {
+            families: &["spatial", "temporal"],
+            name: "p_wrong_near_vs_far",
+            paper: "conformity paper, supplement (spatial and temporal proximity)",
+            title: "Conformity to near and far sources (space, time)",
+            legend: "proximity · level",
+            neutral: false,
+        },
     )
 }
 
 /// Paper fig. 4c: AUC by source strength per task.
-pub fn auc_by_source_strength_per_task(tables: &ConformityTables) -> FigureResult {
+pub fn auc_by_source_strength_per_task(tables: &ConformityTables, measure: PWrong) -> FigureResult {
     const NAME: &str = "auc_by_source_strength_per_task";
     const PAPER: &str = "conformity paper, fig. 4c";
-    let aucs = family_auc(tables, "source_strength");
+    let aucs = family_auc(tables, "source_strength", measure);
     if aucs.is_empty() {
         return Err(absent(NAME, PAPER, "the run has no source_strength trials"));
     }
@@ -570,12 +645,13 @@ pub fn auc_by_source_strength_per_task(tables: &ConformityTables) -> FigureResul
     })
 }
 
-/// Paper fig. 4d: the proximity summary, ΔAUC same − different and near − far per family.
-pub fn proximity_auc_differences(tables: &ConformityTables) -> FigureResult {
+/// Paper fig. 4d / S6: the social-proximity ΔAUC (same − different) averaged over nationality,
+/// ethnicity and minimal group with its z (`social_mean`), then each family's own ΔAUC and near − far.
+pub fn proximity_auc_differences(tables: &ConformityTables, measure: PWrong) -> FigureResult {
     const NAME: &str = "proximity_auc_differences";
-    const PAPER: &str = "conformity paper, fig. 4d";
-    let families = ["nationality", "ethnicity", "minimal_group", "spatial", "temporal"];
-    let rows = contrasts(tables, &families);
+    const PAPER: &str = "conformity paper, fig. 4d and S6";
+    let families = [SOCIAL_MEAN, "nationality", "ethnicity", "minimal_group", "spatial", "temporal"];
+    let rows = contrasts(tables, &families, measure);
     if rows.is_empty() {
         return Err(absent(NAME, PAPER, "the run has no social, spatial or temporal proximity contrast"));
     }
@@ -599,8 +675,11 @@ pub fn proximity_auc_differences(tables: &ConformityTables) -> FigureResult {
         })
         .collect();
     let reading = format!(
-        "ΔAUC closer − farther source: {}.",
-        rows.iter().map(|c| format!("{} {} (p = {})", c.family, signed(c.delta), p_value(c.z_p))).collect::<Vec<_>>().join(", ")
+        "ΔAUC closer − farther source ({SOCIAL_MEAN}: same − different averaged over the social families, as fig. 4d / S6): {}.",
+        rows.iter()
+            .map(|c| format!("{} · {} {} {} (z = {:.2}, p = {})", c.model, c.task, c.family, signed(c.delta), c.z, p_value(c.z_p)))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     Ok(Figure {
         name: NAME,

@@ -13,6 +13,8 @@ mod minimal_group;
 
 use serde::{Deserialize, Serialize};
 
+use herd_analysis::PWrong;
+
 use crate::error::ReportError;
 use crate::results::Results;
 use evidence::{Combine, Row, combine};
@@ -102,27 +104,56 @@ pub(crate) struct Outcome {
     pub combine: Combine,
 }
 
-type Measure = fn(&PaperHeadline, &Results) -> Option<Outcome>;
+/// How a headline is computed: conformity headlines once per p_wrong measure.
+#[derive(Clone, Copy)]
+enum Measure {
+    Conformity(fn(&PaperHeadline, &Results, PWrong) -> Option<Outcome>),
+    MinimalGroup(fn(&PaperHeadline, &Results) -> Option<Outcome>),
+}
 
 fn measure_of(id: &str) -> Option<Measure> {
+    use Measure::{Conformity, MinimalGroup};
     Some(match id {
-        "group_size_rise" => conformity::group_size_rise,
-        "unanimity_dissent" => conformity::unanimity_dissent,
-        "difficulty_rho" => conformity::difficulty_rho,
-        "performance_effect" => conformity::performance_effect,
-        "public_private" => conformity::public_private,
-        "source_strength" => conformity::source_strength,
-        "same_group" => conformity::same_group,
-        "near_far" => conformity::near_far,
-        "favouritism_visible" => minimal_group::favouritism_visible,
-        "hidden_floor" => minimal_group::hidden_floor,
-        "minority_gap" => minimal_group::minority_gap,
-        "prevalence" => minimal_group::prevalence,
-        "extreme_allocations" => minimal_group::extreme_allocations,
-        "bh_survivors" => minimal_group::bh_survivors,
-        "reasoning_interaction" => minimal_group::reasoning_interaction,
+        "group_size_rise" => Conformity(conformity::group_size_rise),
+        "unanimity_dissent" => Conformity(conformity::unanimity_dissent),
+        "difficulty_rho" => Conformity(conformity::difficulty_rho),
+        "performance_effect" => Conformity(conformity::performance_effect),
+        "public_private" => Conformity(conformity::public_private),
+        "source_strength" => Conformity(conformity::source_strength),
+        "same_group" => Conformity(conformity::same_group),
+        "near_far" => Conformity(conformity::near_far),
+        "favouritism_visible" => MinimalGroup(minimal_group::favouritism_visible),
+        "hidden_floor" => MinimalGroup(minimal_group::hidden_floor),
+        "minority_gap" => MinimalGroup(minimal_group::minority_gap),
+        "prevalence" => MinimalGroup(minimal_group::prevalence),
+        "extreme_allocations" => MinimalGroup(minimal_group::extreme_allocations),
+        "bh_survivors" => MinimalGroup(minimal_group::bh_survivors),
+        "reasoning_interaction" => MinimalGroup(minimal_group::reasoning_interaction),
         _ => return None,
     })
+}
+
+/// A headline's outcome. A conformity headline is judged on the lead measure; each row's value is
+/// followed by the same row read with the other measure, so both are in the table.
+fn outcome(headline: &PaperHeadline, measure: Measure, results: &Results) -> Option<Outcome> {
+    match measure {
+        Measure::MinimalGroup(f) => f(headline, results),
+        Measure::Conformity(f) => {
+            let lead = results.conformity.as_ref()?.measure;
+            let mut outcome = f(headline, results, lead)?;
+            let other = f(headline, results, lead.other()).map(|o| o.rows).unwrap_or_default();
+            for row in &mut outcome.rows {
+                let twin = other.iter().find(|r| r.label == row.label && !r.value.is_empty());
+                let lead_value = if row.value.is_empty() { String::new() } else { format!("{}: {}", lead.column(), row.value) };
+                row.value = match twin {
+                    Some(twin) if lead_value.is_empty() => format!("{}: {}", lead.other().column(), twin.value),
+                    Some(twin) => format!("{lead_value} (with {}: {})", lead.other().column(), twin.value),
+                    None => lead_value,
+                };
+            }
+            Some(outcome)
+        }
+    }
 }
 
 /// Every headline of the papers with this run's number and verdict.
@@ -130,7 +161,7 @@ pub fn compare_headlines(results: &Results) -> Result<Vec<HeadlineComparison>, R
     Ok(paper_headlines()?
         .into_iter()
         .map(|headline| {
-            let outcome = measure_of(&headline.id).and_then(|measure| measure(&headline, results)).filter(|o| !o.rows.is_empty());
+            let outcome = measure_of(&headline.id).and_then(|measure| outcome(&headline, measure, results)).filter(|o| !o.rows.is_empty());
             let (this_run, verdict, basis) = match outcome {
                 Some(o) => {
                     let (verdict, basis) = combine(&o.rows, o.combine);

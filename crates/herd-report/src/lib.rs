@@ -17,7 +17,7 @@
 //! by colour (Okabe–Ito), marker and dash, so figures read in greyscale and for colour-blind readers.
 //!
 //! ```
-//! use herd_analysis::{ConformityOptions, ConformityTable, ConformityTrial, analyze_conformity};
+//! use herd_analysis::{ConformityOptions, ConformityTable, ConformityTrial, PWrong, analyze_conformity};
 //! use herd_report::{FIGURE_HEIGHT, FIGURE_WIDTH, p_wrong_by_group_size_per_model};
 //!
 //! // Two trials per N for one model: conformity grows with the number of confederates.
@@ -31,14 +31,14 @@
 //!     }))
 //!     .collect();
 //! let trials = ConformityTable { origin: "example".into(), rows };
-//! let figure = p_wrong_by_group_size_per_model(&trials).expect("the table has group_size trials");
+//! let tables = analyze_conformity(&trials, &ConformityOptions::default())?;
+//! let figure = p_wrong_by_group_size_per_model(&trials, &tables, PWrong::Full).expect("the table has group_size trials");
 //! assert!(figure.reading.contains("demo from 0.055 at N = 0 to 0.855 at N = 10"));
 //! let (png, svg) = figure.render()?;
 //! let image = image::load_from_memory(&png).unwrap();
 //! assert_eq!((image.width(), image.height()), (FIGURE_WIDTH, FIGURE_HEIGHT));
 //! assert!(svg.starts_with("<svg"));
-//! # let _ = analyze_conformity(&trials, &ConformityOptions::default());
-//! # Ok::<(), herd_report::ReportError>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 mod chart;

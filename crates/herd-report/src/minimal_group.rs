@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use herd_analysis::{DesignKey, DyadTable, Labels, MinimalGroupTables};
+use herd_analysis::{DesignKey, DyadTable, Labels, MinimalGroupTables, ResultTable};
 
 use crate::chart::{Bar, BarChart, BarSeries, Chart, LineChart, LineSeries, Point};
 use crate::figure::{AbsentFigure, Figure, FigureResult, is_main_row, mean_interval, num, p_value, rows_where, signed};
@@ -553,13 +553,17 @@ fn favouritism_across_swap_pass_and_paraphrase(context: &Context, tables: &Minim
     let r = &tables.robustness;
     let swaps: Vec<String> = rows_where(r, &[("labels", "visible"), ("check", "swap_pass_difference"), ("fills", "included")])
         .into_iter()
-        .map(|i| format!("m = {}: {} (p = {})", r.number("m", i).unwrap_or(f64::NAN), signed(r.number("estimate", i).unwrap_or(f64::NAN)), p_value(r.number("p", i).unwrap_or(f64::NAN))))
+        .map(|i| format!("{}: {} (p = {})", robustness_cell(r, i), signed(r.number("estimate", i).unwrap_or(f64::NAN)), p_value(r.number("p", i).unwrap_or(f64::NAN))))
         .collect();
-    let reading = if swaps.is_empty() {
+    let mut reading = vec![if swaps.is_empty() {
         format!("Favouritism per instrument and pass, visible labels ({} variants).", variants.len())
     } else {
         format!("Swap-pass difference (swapped − original), visible labels: {}.", swaps.join("; "))
-    };
+    }];
+    reading.extend(paraphrase_counts(context, tables));
+    reading.extend(token_receipt_reading(tables));
+    reading.extend(position_balance_reading(tables));
+    let reading = reading.join(" ");
     Ok(Figure {
         name: NAME,
         paper_figure: PAPER,
@@ -574,4 +578,115 @@ fn favouritism_across_swap_pass_and_paraphrase(context: &Context, tables: &Minim
             series,
         }),
     })
+}
+
+/// The paper's paraphrase check (S5.7: "positive favouritism in 22 of 24 visible cells and … the GEE
+/// coefficient positive in every model×size cell but one"), for each instrument beside the original
+/// (`base`, else the first by name). A favouritism cell is a model × m × decider block (minority,
+/// majority) with its seed-level mean above zero: the paper's 24 visible cells are 4 models × 3
+/// sizes × 2 blocks, as in its Benjamini–Hochberg count; a GEE cell is a model × m fit of
+/// `points ~ same_group`. Both count main rows (both passes pooled) of visible labels in each
+/// model's default reasoning mode, the paper's cells.
+fn paraphrase_counts(context: &Context, tables: &MinimalGroupTables) -> Option<String> {
+    if context.instruments.len() < 2 {
+        return None;
+    }
+    let original = if context.instruments.contains("base") { "base" } else { context.instruments.first()?.as_str() };
+    let seed = &tables.seed_tests;
+    let default_mode = |r: usize| seed.number("default_reasoning", r).is_none_or(|d| d == 1.0);
+    // (model, reasoning) of the default modes, to pick the matching GEE rows (which lack the flag).
+    let defaults: BTreeSet<(Option<&str>, Option<&str>)> =
+        (0..seed.n_rows()).filter(|&r| default_mode(r)).map(|r| (seed.text("model", r), seed.text("reasoning", r))).collect();
+    let gee = &tables.gee;
+    let count = |instrument: &str| {
+        let cells: Vec<usize> = ["minority", "majority"]
+            .iter()
+            .flat_map(|&deciders| {
+                rows_where(seed, &[("labels", "visible"), ("deciders", deciders), ("measure", "favouritism"), ("instrument", instrument)])
+            })
+            .filter(|&r| is_main_row(seed, r) && default_mode(r))
+            .collect();
+        let fits: Vec<usize> = rows_where(
+            gee,
+            &[("labels", "visible"), ("analysis", "cell"), ("formula", "points ~ same_group"), ("term", "same_group"), ("instrument", instrument)],
+        )
+        .into_iter()
+        .filter(|&r| is_main_row(gee, r) && defaults.contains(&(gee.text("model", r), gee.text("reasoning", r))))
+        .collect();
+        let positive = |t: &ResultTable, rows: &[usize], column: &str| {
+            format!("{} of {}", rows.iter().filter(|&&r| t.number(column, r).is_some_and(|v| v > 0.0)).count(), rows.len())
+        };
+        (positive(seed, &cells, "mean"), positive(gee, &fits, "coef"))
+    };
+    let (base_cells, base_fits) = count(original);
+    let sentences: Vec<String> = context
+        .instruments
+        .iter()
+        .filter(|i| i.as_str() != original)
+        .map(|instrument| {
+            let (cells, fits) = count(instrument);
+            format!(
+                "Instrument {instrument}: positive favouritism in {cells} visible cells (model × m × decider group; {original}: \
+                 {base_cells}) and a positive GEE same_group coefficient in {fits} model × m cells ({original}: {base_fits})."
+            )
+        })
+        .collect();
+    Some(sentences.join(" "))
+}
+
+/// A robustness row's cell: model, reasoning and instrument where present, labels and m.
+fn robustness_cell(t: &ResultTable, r: usize) -> String {
+    let mut parts: Vec<String> = t.text("model", r).map(str::to_owned).into_iter().collect();
+    parts.extend(t.text("reasoning", r).map(|v| format!("thinking {v}")));
+    parts.extend(t.text("instrument", r).map(str::to_owned));
+    parts.extend(t.text("labels", r).map(str::to_owned));
+    parts.push(t.number("m", r).map_or("m = ?".into(), |m| format!("m = {m}")));
+    parts.join(" · ")
+}
+
+/// Main robustness rows of `check` with uniform fills included and a defined estimate.
+fn robustness_rows(t: &ResultTable, check: &str) -> Vec<usize> {
+    rows_where(t, &[("check", check), ("fills", "included")])
+        .into_iter()
+        .filter(|&r| is_main_row(t, r) && t.number("estimate", r).is_some_and(f64::is_finite))
+        .collect()
+}
+
+/// The paper's nonce-label check ("token-receipt standard deviations were at most 0.24
+/// points/target"): the largest SD across group names of the mean points a target receives.
+fn token_receipt_reading(tables: &MinimalGroupTables) -> Option<String> {
+    let t = &tables.robustness;
+    let rows = robustness_rows(t, "token_receipt_sd");
+    let estimate = |r: usize| t.number("estimate", r).unwrap_or(f64::NAN);
+    let top = *rows.iter().max_by(|&&a, &&b| estimate(a).total_cmp(&estimate(b)))?;
+    Some(format!(
+        "Token receipt (mean points per target by group name, visible labels): SD across names at most {} points/target over {} cells (largest: {}, {} names).",
+        num(estimate(top)),
+        rows.len(),
+        robustness_cell(t, top),
+        t.number("n", top).map_or("n/a".into(), |n| format!("{n}"))
+    ))
+}
+
+/// The paper's roster-position check ("In- and out-group targets had balanced presented
+/// positions"): the largest in − out difference of mean presented position, with its cell's means.
+fn position_balance_reading(tables: &MinimalGroupTables) -> Option<String> {
+    let t = &tables.robustness;
+    let rows = robustness_rows(t, "position_balance");
+    let estimate = |r: usize| t.number("estimate", r).unwrap_or(f64::NAN);
+    let top = *rows.iter().max_by(|&&a, &&b| estimate(a).abs().total_cmp(&estimate(b).abs()))?;
+    let same_cell = |r: usize| {
+        ["model", "reasoning", "instrument", "swap_pass", "passes", "labels", "fills"].iter().all(|c| t.text(c, r) == t.text(c, top))
+            && t.number("m", r) == t.number("m", top)
+    };
+    let mean_of = |check: &str| (0..t.n_rows()).find(|&r| t.text("check", r) == Some(check) && same_cell(r)).and_then(|r| t.number("estimate", r));
+    Some(format!(
+        "Presented positions: in- minus out-group mean position within ±{} over {} cells (largest: {}, in-group {} vs out-group {}, Wilcoxon over seeds p = {}).",
+        num(estimate(top).abs()),
+        rows.len(),
+        robustness_cell(t, top),
+        mean_of("position_in_group").map_or("n/a".into(), num),
+        mean_of("position_out_group").map_or("n/a".into(), num),
+        p_value(t.number("p", top).unwrap_or(f64::NAN))
+    ))
 }

@@ -54,7 +54,8 @@ struct TableView {
 
 #[derive(Serialize)]
 struct FigureView {
-    name: &'static str,
+    /// File stem.
+    name: String,
     title: String,
     paper_figure: &'static str,
     reading: String,
@@ -71,6 +72,8 @@ struct AbsentView {
 struct StudyView {
     id: &'static str,
     title: &'static str,
+    /// A line above the figures (e.g. which measure they lead with); may be empty.
+    note: String,
     quality: TableView,
     figures: Vec<FigureView>,
     absent_figures: Vec<AbsentView>,
@@ -131,6 +134,11 @@ struct HeadlineView {
     rule: String,
 }
 
+/// What a report read from plain tables cannot say.
+const PLAIN_NOTE: &str = "Without a run manifest this report cannot say which model file (and its SHA-256), device, \
+compute path, herd version or experiment parameters produced these trials, nor whether every unit of the design ran; \
+conformity figures lead with p_wrong_full. Report on the run folders themselves to have them.";
+
 /// What the three verdicts mean, above the headline table of both pages.
 const VERDICTS_NOTE: &str = "Each headline result of the two papers beside this run's number, with the test and the n it \
 rests on. Replicates: the test reaches p < 0.05 in the paper's direction and its interval excludes zero. Does not \
@@ -149,6 +157,9 @@ struct Page {
     height: u32,
     absent_studies: Vec<&'static str>,
     empty_runs: Vec<String>,
+    /// Plain tables read without a manifest.
+    plain_tables: Vec<String>,
+    plain_note: &'static str,
     headlines: Vec<HeadlineView>,
     runs: Vec<RunView>,
     studies: Vec<StudyView>,
@@ -263,9 +274,9 @@ fn write_figures(
         match outcome {
             Ok(figure) => {
                 progress(&format!("figure {}", figure.name));
-                write_figure(&figure, dir, written)?;
+                write_figure(&figure, figure.name, dir, written)?;
                 figures.push(FigureView {
-                    name: figure.name,
+                    name: figure.name.to_owned(),
                     title: figure.title,
                     paper_figure: figure.paper_figure,
                     reading: figure.reading,
@@ -280,10 +291,41 @@ fn write_figures(
     Ok((figures, absent_views))
 }
 
-fn write_figure(figure: &Figure, dir: &Path, written: &mut Vec<PathBuf>) -> Result<(), ReportError> {
+/// Each conformity figure read with the lead measure, followed by the same figure read with the
+/// other measure (file stem `NAME.p_wrong_ab` or `NAME.p_wrong_full`), where the trials define it.
+fn write_conformity_figures(
+    c: &crate::results::ConformityResults,
+    dir: &Path,
+    written: &mut Vec<PathBuf>,
+    absent: &mut Vec<AbsentFigure>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Vec<FigureView>, Vec<AbsentView>), ReportError> {
+    let (lead, other) = (c.measure, c.measure.other());
+    let (lead_figures, absent_views) = write_figures(conformity_figures(&c.trials, &c.tables, lead), dir, written, absent, progress)?;
+    let mut others: Vec<Figure> = conformity_figures(&c.trials, &c.tables, other).into_iter().flatten().collect();
+    let mut figures = Vec::new();
+    for view in lead_figures {
+        let twin = others.iter().position(|f| f.name == view.name).map(|i| others.remove(i));
+        figures.push(view);
+        if let Some(figure) = twin {
+            let stem = format!("{}.{}", figure.name, other.column());
+            progress(&format!("figure {stem}"));
+            write_figure(&figure, &stem, dir, written)?;
+            figures.push(FigureView {
+                name: stem,
+                title: format!("{} — read with {}", figure.title, other.column()),
+                paper_figure: figure.paper_figure,
+                reading: figure.reading,
+            });
+        }
+    }
+    Ok((figures, absent_views))
+}
+
+fn write_figure(figure: &Figure, stem: &str, dir: &Path, written: &mut Vec<PathBuf>) -> Result<(), ReportError> {
     let (png, svg) = figure.render()?;
-    let png_path = dir.join(format!("{}.png", figure.name));
-    let svg_path = dir.join(format!("{}.svg", figure.name));
+    let png_path = dir.join(format!("{stem}.png"));
+    let svg_path = dir.join(format!("{stem}.svg"));
     std::fs::write(&png_path, png).map_err(|e| ReportError::io(&png_path, e))?;
     std::fs::write(&svg_path, svg).map_err(|e| ReportError::io(&svg_path, e))?;
     written.extend([png_path, svg_path]);
@@ -304,13 +346,22 @@ pub fn write_report(results: &Results, out: &Path, progress: &mut dyn FnMut(&str
     match &results.conformity {
         Some(c) => {
             runs.extend(c.runs.iter().map(|r| run_view("conformity", r)));
-            let (figures, absent_figures) =
-                write_figures(conformity_figures(&c.trials, &c.tables), &figures_dir, &mut written, &mut absent, progress)?;
+            let (figures, absent_figures) = write_conformity_figures(c, &figures_dir, &mut written, &mut absent, progress)?;
             let t = &c.tables;
+            let mut note = format!(
+                "Figures and headlines lead with {} (the experiment file's [analysis] measure; docs/deviations.md, \"Measure p_wrong\"); \
+                 each figure is followed by the same figure read with {} where the trials define it.",
+                c.measure.column(),
+                c.measure.other().column()
+            );
+            if let Some(why) = &c.measure_note {
+                note = format!("{why} {note}");
+            }
             studies.push(StudyView {
                 id: "conformity",
                 title: "Conformity (Asch paradigm)",
-                quality: table_view(&c.quality, "Trials per model and task, mean probability mass on the two answers P(A)+P(B) (a validity check), share of probabilities that are only upper bounds, and the baseline filter's acceptance rate."),
+                note,
+                quality: table_view(&c.quality, "Trials per model and task, mean probability mass on the two answers P(A)+P(B) (a validity check), share and count of trials left out of p_wrong because an answer's probability is only a bound (an openai server's top-k lacked the answer, or, for lower_bounded_excluded, one of its spellings), and the baseline filter's acceptance rate."),
                 figures,
                 absent_figures,
                 tables: vec![
@@ -332,6 +383,7 @@ pub fn write_report(results: &Results, out: &Path, progress: &mut dyn FnMut(&str
             studies.push(StudyView {
                 id: "minimal-group",
                 title: "Minimal groups (allocation)",
+                note: String::new(),
                 quality: table_view(&m.quality, "Deciders per model × reasoning × instrument: share parsed, share filled uniformly after a parse failure, share with QC flags (repairs, renormalisation), mean tokens generated."),
                 figures,
                 absent_figures,
@@ -339,7 +391,7 @@ pub fn write_report(results: &Results, out: &Path, progress: &mut dyn FnMut(&str
                     table_view(&t.seed_tests, "Seed-level tests: one-sample Wilcoxon signed-rank over societies against zero, rank-biserial r, Benjamini–Hochberg q across the cells of one measure and decider set."),
                     table_view(&t.gee, "GEE (Gaussian, exchangeable, clustered by society, robust SEs) per cell and pooled with × visible and × reasoning."),
                     table_view(&t.bootstrap, "Seed-level cluster bootstrap of mean favouritism and of the minority − majority gap: SE and percentile interval."),
-                    table_view(&t.robustness, "Robustness: prevalence, extreme allocations, position effect and swap-pass difference, with uniform fills included and excluded."),
+                    table_view(&t.robustness, "Robustness: prevalence, extreme allocations, position effect, position balance (mean presented position of in- and out-group targets), token receipt (mean points per target by group name and the SD across names) and swap-pass difference, with uniform fills included and excluded."),
                 ],
             });
         }
@@ -357,6 +409,8 @@ pub fn write_report(results: &Results, out: &Path, progress: &mut dyn FnMut(&str
         height: FIGURE_HEIGHT,
         absent_studies,
         empty_runs: results.empty_runs.iter().map(|p| p.display().to_string()).collect(),
+        plain_tables: results.plain_tables.iter().map(|p| p.display().to_string()).collect(),
+        plain_note: PLAIN_NOTE,
         headlines: comparisons.iter().map(headline_view).collect(),
         runs,
         studies,
@@ -447,6 +501,10 @@ fn render_markdown(page: &Page) -> String {
     for r in &page.empty_runs {
         let _ = writeln!(md, "- run folder without trial rows yet: `{}`", r.replace('`', "'"));
     }
+    if !page.plain_tables.is_empty() {
+        let files = page.plain_tables.iter().map(|f| format!("`{}`", f.replace('`', "'"))).collect::<Vec<_>>().join(", ");
+        let _ = writeln!(md, "Plain tables without a run manifest: {files}. {}\n", page.plain_note);
+    }
     for run in &page.runs {
         let _ = writeln!(md, "### {}: `{}`\n", run.study, run.run_id.replace('`', "'"));
         let mut rows = vec![
@@ -479,6 +537,9 @@ fn render_markdown(page: &Page) -> String {
         let _ = writeln!(md, "## {}\n\n### Parse and quality control\n", study.title);
         markdown_result_table(&mut md, &study.quality);
         let _ = writeln!(md, "### Figures\n");
+        if !study.note.is_empty() {
+            let _ = writeln!(md, "{}\n", markdown_cell(&study.note));
+        }
         for f in &study.figures {
             let _ = writeln!(
                 md,

@@ -6,16 +6,21 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::{Variant, stored_results};
+use herd_analysis::PWrong;
 use herd_report::{FIGURE_HEIGHT, FIGURE_WIDTH, Figure, conformity_figures, load_results, minimal_group_figures};
 
-/// Every figure of both studies, rendered, by name.
+/// Every figure of both studies, rendered, by name (conformity read with p_wrong_full).
 fn rendered(variant: Variant) -> BTreeMap<&'static str, (Figure, Vec<u8>, String)> {
+    rendered_with(variant, PWrong::Full)
+}
+
+fn rendered_with(variant: Variant, measure: PWrong) -> BTreeMap<&'static str, (Figure, Vec<u8>, String)> {
     let dir = tempfile::tempdir().unwrap();
     let results = load_results(&stored_results(dir.path(), variant), &mut |_| {}).unwrap();
     let c = results.conformity.as_ref().expect("the fixture has a conformity run");
     let m = results.minimal_group.as_ref().expect("the fixture has a minimal-group run");
     let mut out = BTreeMap::new();
-    for outcome in conformity_figures(&c.trials, &c.tables).into_iter().chain(minimal_group_figures(&m.dyads, &m.tables)) {
+    for outcome in conformity_figures(&c.trials, &c.tables, measure).into_iter().chain(minimal_group_figures(&m.dyads, &m.tables)) {
         let figure = outcome.unwrap_or_else(|a| panic!("{} is absent: {}", a.name, a.reason));
         let (png, svg) = figure.render().unwrap();
         out.insert(figure.name, (figure, png, svg));
@@ -23,7 +28,8 @@ fn rendered(variant: Variant) -> BTreeMap<&'static str, (Figure, Vec<u8>, String
     out
 }
 
-const EXPECTED: [&str; 18] = [
+const EXPECTED: [&str; 19] = [
+    "p_wrong_by_group_size_per_model_color",
     "p_wrong_by_group_size_per_model",
     "p_wrong_by_group_size_per_task",
     "p_wrong_by_unanimity",
@@ -89,6 +95,35 @@ fn figure_caption(figure: &Figure) -> String {
         herd_report::Chart::Bar(c) => c.title.clone(),
         herd_report::Chart::Heat(c) => c.title.clone(),
     }
+}
+
+#[test]
+fn conformity_figures_read_with_either_measure() {
+    let full = rendered_with(Variant::Planted, PWrong::Full);
+    let ab = rendered_with(Variant::Planted, PWrong::Ab);
+    for name in EXPECTED.iter().filter(|n| full[*n].0.paper_figure.starts_with("conformity")) {
+        let (a, b) = (&full[name].0, &ab[name].0);
+        assert_ne!(a.chart, b.chart, "{name}: the same chart under both measures");
+        // The p_wrong(N) curves name their measure on the y axis (AUC charts say AUC).
+        if let (herd_report::Chart::Line(a), herd_report::Chart::Line(b)) = (&a.chart, &b.chart)
+            && a.y_label.starts_with("p(")
+        {
+            assert!(a.y_label.contains("whole vocabulary") && b.y_label.contains("p(A) + p(B)"), "{name}: {} / {}", a.y_label, b.y_label);
+        }
+    }
+    // The colour-only panel (the paper's fig. 2a) holds the colour task alone, and the reading gives
+    // where each curve saturates.
+    let color = &full["p_wrong_by_group_size_per_model_color"].0;
+    assert!(color.reading.contains("colour task") && color.reading.contains("Saturation"), "{}", color.reading);
+    let herd_report::Chart::Line(pooled) = &full["p_wrong_by_group_size_per_model"].0.chart else { panic!("a line chart") };
+    let herd_report::Chart::Line(only) = &color.chart else { panic!("a line chart") };
+    assert_ne!(pooled.series, only.series);
+    // Fig. 4b carries the neutral baseline; fig. 4d leads with the averaged social contrast and its z.
+    let herd_report::Chart::Line(social) = &full["p_wrong_same_vs_different_group"].0.chart else { panic!("a line chart") };
+    assert!(social.series.iter().any(|s| s.label.contains("neutral")), "{:?}", social.series.iter().map(|s| &s.label).collect::<Vec<_>>());
+    let herd_report::Chart::Bar(proximity) = &full["proximity_auc_differences"].0.chart else { panic!("a bar chart") };
+    assert_eq!(proximity.categories[0], "social_mean");
+    assert!(proximity.series.iter().all(|s| s.bars[0].as_ref().is_some_and(|b| b.note.as_deref().is_some_and(|n| n.starts_with("z = ")))));
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use herd_analysis::{
     ColumnValues, ConformityOptions, ConformityTable, ConformityTrial, DesignKey, Dyad, DyadTable, Labels, MinimalGroupOptions,
-    MinimalGroupTables, ResultTable, analyze_conformity, analyze_minimal_group,
+    MinimalGroupTables, PWrong, ResultTable, analyze_conformity, analyze_minimal_group,
 };
 use herd_report::{
     ConformityResults, HeadlineComparison, MinimalGroupResults, Results, Verdict, compare_headlines, load_results, write_report,
@@ -44,13 +44,25 @@ fn trial(family: &str, level: &str, n: u32, seed: i64, p: f64) -> ConformityTria
 }
 
 fn conformity_results(rows: Vec<ConformityTrial>) -> Results {
+    conformity_results_led_by(rows, PWrong::Full)
+}
+
+fn conformity_results_led_by(rows: Vec<ConformityTrial>, measure: PWrong) -> Results {
     let trials = ConformityTable { origin: "test".into(), rows };
     let tables = analyze_conformity(&trials, &ConformityOptions::default()).unwrap();
     Results {
         source: PathBuf::from("test"),
-        conformity: Some(ConformityResults { runs: Vec::new(), trials, tables, quality: empty("quality") }),
+        conformity: Some(ConformityResults {
+            runs: Vec::new(),
+            trials,
+            tables,
+            quality: empty("quality"),
+            measure,
+            measure_note: None,
+        }),
         minimal_group: None,
         empty_runs: Vec::new(),
+        plain_tables: Vec::new(),
     }
 }
 
@@ -117,7 +129,29 @@ fn group_size_needs_six_pairs_to_decide() {
     let all = compare_headlines(&conformity_results(rows(6))).unwrap();
     let h = headline(&all, "group_size_rise");
     assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
-    assert!(h.this_run.contains("m: 0.050 → 0.750 (N = 0 → 10), rise +0.700"), "{}", h.this_run);
+    assert!(h.this_run.contains("m: p_wrong_full: 0.050 → 0.750 (N = 0 → 10), rise +0.700"), "{}", h.this_run);
+}
+
+#[test]
+fn the_lead_measure_decides_and_the_other_is_shown_beside_it() {
+    // p_wrong_full stays flat while the two-way measure rises (mass leaving A and B as N grows).
+    let mut rows = Vec::new();
+    for seed in 0..8 {
+        let jitter = 0.001 * (seed % 3) as f64 - 0.001;
+        for (n, ab) in [(0, 0.5), (10, 0.8)] {
+            let mut t = trial("group_size", "", n, seed, 0.5 + jitter * f64::from(n));
+            t.p_wrong_ab = Some(ab + 0.01 * seed as f64);
+            rows.push(t);
+        }
+    }
+    let full = compare_headlines(&conformity_results_led_by(rows.clone(), PWrong::Full)).unwrap();
+    let h = headline(&full, "group_size_rise");
+    assert_ne!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.this_run.contains("m: p_wrong_full: 0.500 → 0.499") && h.this_run.contains("(with p_wrong_ab: 0.535 → 0.835"), "{}", h.this_run);
+    let ab = compare_headlines(&conformity_results_led_by(rows, PWrong::Ab)).unwrap();
+    let h = headline(&ab, "group_size_rise");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.this_run.contains("m: p_wrong_ab: 0.535 → 0.835") && h.this_run.contains("(with p_wrong_full: 0.500 → 0.499"), "{}", h.this_run);
 }
 
 #[test]
@@ -202,6 +236,7 @@ fn one_society() -> DyadTable {
                 points: 100.0 / 19.0,
                 target_position: None,
                 filled: None,
+                target_group: None,
             })
         })
         .collect();
@@ -240,6 +275,7 @@ fn hidden_cells(cells: [(i64, Option<f64>, Option<f64>); 3]) -> Results {
         conformity: None,
         minimal_group: Some(MinimalGroupResults { runs: Vec::new(), dyads: one_society(), tables, quality: empty("quality") }),
         empty_runs: Vec::new(),
+        plain_tables: Vec::new(),
     }
 }
 
@@ -323,6 +359,7 @@ fn societies(seeds: i64) -> Results {
                         points: 100.0 * w / total,
                         target_position: None,
                         filled: None,
+                        target_group: None,
                     });
                 }
             }
@@ -335,6 +372,7 @@ fn societies(seeds: i64) -> Results {
         conformity: None,
         minimal_group: Some(MinimalGroupResults { runs: Vec::new(), dyads, tables, quality: empty("quality") }),
         empty_runs: Vec::new(),
+        plain_tables: Vec::new(),
     }
 }
 

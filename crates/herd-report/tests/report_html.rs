@@ -98,6 +98,9 @@ fn dead_links(dir: &Path, check: &PageCheck) -> Vec<String> {
         .collect()
 }
 
+const CONFORMITY_FIGURES: usize = 12;
+const MINIMAL_GROUP_FIGURES: usize = 7;
+
 #[test]
 fn the_report_loads_in_chromium_with_every_image_and_link_intact() {
     let work = tempfile::tempdir().unwrap();
@@ -105,13 +108,16 @@ fn the_report_loads_in_chromium_with_every_image_and_link_intact() {
     let out = work.path().join("report");
     let written = write_report(&results, &out, &mut |_| {}).unwrap();
     assert!(written.absent.is_empty(), "{:?}", written.absent);
-    assert_eq!(written.figures.len(), 2 * 18);
+    // Every conformity figure twice (the lead measure, then the other), every minimal-group figure once.
+    let figures = 2 * CONFORMITY_FIGURES + MINIMAL_GROUP_FIGURES;
+    assert_eq!(written.figures.len(), 2 * figures, "a PNG and an SVG each");
+    assert!(written.figures.iter().any(|f| f.ends_with("p_wrong_by_group_size_per_model.p_wrong_ab.png")));
 
     let page = instrumented_copy(&written.html);
     let check = check_page(&page);
-    assert_eq!(check.images, 18, "every figure is on the page");
+    assert_eq!(check.images, figures as u64, "every figure is on the page");
     assert!(check.broken.is_empty(), "broken images: {:?}", check.broken);
-    assert!(check.links.iter().filter(|l| l.ends_with(".svg")).count() == 18, "{:?}", check.links);
+    assert!(check.links.iter().filter(|l| l.ends_with(".svg")).count() == figures, "{:?}", check.links);
     assert!(check.links.iter().any(|l| l == "report.md"));
     assert!(check.links.iter().any(|l| l == "deviations.md"), "the headline table links herd's deviations from the papers");
     assert_eq!(dead_links(&out, &check), Vec::<String>::new());

@@ -38,7 +38,11 @@ fn bad_folders_are_named_with_a_fix() {
 
     let file = work.path().join("file.parquet");
     std::fs::write(&file, b"PAR1").unwrap();
-    assert!(error_of(&file).contains("is a file, not a folder"));
+    assert!(error_of(&file).contains("is a file, but not a trial table herd reports on"));
+    let truncated = work.path().join("conformity_trials.parquet");
+    std::fs::write(&truncated, b"PAR1").unwrap();
+    let message = error_of(&truncated);
+    assert!(message.contains("conformity_trials.parquet"), "a broken plain table is named: {message}");
 
     let unrelated = work.path().join("unrelated");
     std::fs::create_dir_all(unrelated.join("something")).unwrap();
@@ -50,4 +54,80 @@ fn bad_folders_are_named_with_a_fix() {
     std::fs::write(&manifest, text).unwrap();
     let message = error_of(&out);
     assert!(message.contains("runs/conformity") && message.contains("upgrade herd"), "{message}");
+}
+
+/// Sets `parameters.analysis.measure` in a run folder's manifest.
+fn set_measure(run: &std::path::Path, measure: &str) {
+    let path = run.join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    manifest["parameters"] = serde_json::json!({ "analysis": { "measure": measure } });
+    std::fs::write(&path, serde_json::to_string_pretty(&manifest).unwrap()).unwrap();
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_experiment_files_measure_leads_and_runs_that_disagree_are_refused() {
+    use herd_analysis::PWrong;
+    let work = tempfile::tempdir().unwrap();
+    let out = stored_results(work.path(), Variant::Planted);
+    let conformity = out.join("runs/conformity");
+    let lead = |dir: &std::path::Path| load_results(dir, &mut |_| {}).unwrap().conformity.unwrap().measure;
+    assert_eq!(lead(&conformity), PWrong::Full, "a manifest without analysis.measure reads as the default");
+    set_measure(&conformity, "p_wrong_ab");
+    assert_eq!(lead(&conformity), PWrong::Ab);
+
+    let second = out.join("runs/conformity-second");
+    copy_dir(&conformity, &second);
+    set_measure(&second, "p_wrong_full");
+    let message = error_of(&out);
+    assert!(message.contains("analysis.measure is p_wrong_full") && message.contains("p_wrong_ab"), "{message}");
+    assert!(message.contains("fix: report runs with different lead measures separately"), "{message}");
+
+    set_measure(&second, "p_wrong");
+    let message = error_of(&out);
+    assert!(message.contains("manifest.json") && message.contains("\"p_wrong\""), "{message}");
+}
+
+#[test]
+fn plain_tables_written_by_polars_are_reported_with_what_is_unknown() {
+    use polars::prelude::*;
+    let work = tempfile::tempdir().unwrap();
+    let out = stored_results(work.path(), Variant::Planted);
+    let plain = work.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    // A user's filtered copy: model-a's trials only, as Parquet; the allocations as CSV.
+    let trials = herd_store::read_table(&[out.join("runs/conformity")], herd_store::Table::ConformityTrials).unwrap().unwrap();
+    let mut model_a = trials.filter(&trials.column("model").unwrap().str().unwrap().equal("model-a")).unwrap();
+    assert!(model_a.height() > 0 && model_a.height() < trials.height());
+    ParquetWriter::new(std::fs::File::create(plain.join("conformity_trials.parquet")).unwrap()).finish(&mut model_a).unwrap();
+    let mut dyads = herd_store::read_table(&[out.join("runs/minimal-group")], herd_store::Table::AllocationDyads).unwrap().unwrap();
+    CsvWriter::new(std::fs::File::create(plain.join("allocation_dyads.csv")).unwrap()).finish(&mut dyads).unwrap();
+
+    let results = load_results(&plain, &mut |_| {}).unwrap();
+    let c = results.conformity.as_ref().expect("the conformity table is read");
+    assert!(c.runs.is_empty() && c.trials.rows.iter().all(|t| t.model == "model-a"));
+    assert!(results.minimal_group.is_some(), "the CSV allocations are read");
+    assert_eq!(results.plain_tables.len(), 2);
+    let report = herd_report::write_report(&results, &work.path().join("report"), &mut |_| {}).unwrap();
+    let md = std::fs::read_to_string(&report.markdown).unwrap();
+    assert!(md.contains("Plain tables without a run manifest") && md.contains("cannot say which model file"), "the report says what it cannot know");
+
+    // One file on its own, named by its table.
+    let single = load_results(&plain.join("conformity_trials.parquet"), &mut |_| {}).unwrap();
+    assert!(single.conformity.is_some() && single.minimal_group.is_none());
+    // Another file is refused with the fix.
+    std::fs::write(plain.join("notes.csv"), "a,b\n1,2\n").unwrap();
+    let message = error_of(&plain.join("notes.csv"));
+    assert!(message.contains("not a trial table herd reports on") && message.contains("conformity_trials.parquet"), "{message}");
 }

@@ -202,7 +202,7 @@ fn score_candidates(
             ..ScoreRequest::new(prompt, answers())
         });
     }
-    let results = crate::all_results(requests.len(), backend.score(&requests)).map_err(|source| RunnerError::Backend { unit: units[0].clone(), source })?;
+    let results = crate::all_results(requests.len(), backend.score(&requests)).map_err(|source| RunnerError::Backend { unit: units[0].clone(), source: Box::new(source) })?;
     let run_id = sink.run_id();
     Ok(stimuli
         .iter()

@@ -3,7 +3,7 @@
 use crate::baseline::{BaselineRule, filtered_pools};
 use crate::{FailureGuard, Progress, Result, RunOptions, RunSummary, RunnerError, TrialRows, TrialSink};
 use herd_design::{ConformityExperiment, ConformityTrial, ExperimentFile, Family, Task, Unit, UnitPlan};
-use herd_infer::{Backend, ConformityFacts, ScoreRequest, ScoreResult, TrialFacts};
+use herd_infer::{Backend, ConformityFacts, ScoreBound, ScoreRequest, ScoreResult, TrialFacts};
 use herd_prompts::{ChatPrompt, ConformityPlan, ConformityPrompter, Modality};
 use herd_stimuli::{ImagePools, Stimulus};
 use herd_store::ConformityTrialRow;
@@ -201,6 +201,14 @@ fn trial_row(
     let (p_correct, p_wrong) = (get(correct).map_or(0.0, |a| a.p), get(wrong).map_or(0.0, |a| a.p));
     let logit = |answer| get(answer).map_or(f64::NEG_INFINITY, |a| f64::from(a.logit));
     let mass_ab = p_correct + p_wrong;
+    let bounds = [correct, wrong].map(|a| get(a).map_or(ScoreBound::Exact, |s| s.bound));
+    let bound = if bounds.contains(&ScoreBound::Upper) {
+        ScoreBound::Upper
+    } else if bounds.contains(&ScoreBound::Lower) {
+        ScoreBound::Lower
+    } else {
+        ScoreBound::Exact
+    };
     let token_ids = score
         .answers
         .iter()
@@ -239,7 +247,8 @@ fn trial_row(
         logit_a: logit(herd_design::Answer::A),
         logit_b: logit(herd_design::Answer::B),
         mass_ab,
-        p_bound: [correct, wrong].iter().any(|&a| get(a).is_some_and(|s| s.bound)),
+        p_bound: bound.is_bound(),
+        p_bound_kind: bound.as_str().to_owned(),
         answer_token_ids: token_ids,
         prompt_tokens: score.prompt_tokens as i64,
         reused_tokens: score.reused_tokens as i64,

@@ -11,7 +11,8 @@ pub enum RunnerError {
     #[error(transparent)]
     Store(#[from] herd_store::StoreError),
     #[error("{unit}: {source}\n  the backend failed several times in a row, so the run stopped; stored units are kept: fix the model or server, then rerun the same command to resume")]
-    Backend { unit: String, source: herd_infer::InferError },
+    // Boxed: an inference error is large, and every runner result carries this enum.
+    Backend { unit: String, source: Box<herd_infer::InferError> },
     #[error("{0}")]
     Plan(String),
     /// The run stopped early; `summary` says what it had run, skipped and failed by then.

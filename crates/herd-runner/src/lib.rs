@@ -134,6 +134,11 @@ pub struct RunOptions {
     pub progress: bool,
     /// Give up after this many units in a row failed at the backend (a broken model or server).
     pub max_consecutive_failures: usize,
+    /// The model's own sampling defaults (its generation_config.json or registry entry), which the
+    /// experiment's [generation] overrides.
+    pub sampling_defaults: herd_infer::ModelSampling,
+    /// What a knob neither sets becomes: HF's default (local backends) or the server's (not sent).
+    pub sampling_fallback: herd_infer::SamplingFallback,
 }
 
 impl Default for RunOptions {
@@ -147,13 +152,17 @@ impl Default for RunOptions {
             baseline_chunk: 16,
             progress: false,
             max_consecutive_failures: 5,
+            sampling_defaults: herd_infer::ModelSampling::none("none: no model (simulated agent)"),
+            sampling_fallback: herd_infer::SamplingFallback::HfDefaults,
         }
     }
 }
 
 impl RunOptions {
     /// The options a model implies: its modality, the reasoning modes it can run (and whether requests
-    /// switch thinking), and its own baseline rule. `None` (the sim backend) runs every mode.
+    /// switch thinking), its own baseline rule and the registry's account of its sampling defaults (a
+    /// caller with the model's files replaces these by `herd_infer::model_sampling`, which reads an HF
+    /// folder's generation_config.json). `None` (the sim backend) runs every mode.
     pub fn for_model(entry: Option<&herd_infer::ModelEntry>, vision: bool) -> Self {
         let reasoning_modes = entry.map_or_else(|| vec!["on".into(), "off".into()], |e| e.reasoning.clone());
         RunOptions {
@@ -165,6 +174,7 @@ impl RunOptions {
                 min_p_correct: b.min_p_correct,
                 two_way: b.measure == "ab",
             }),
+            sampling_defaults: entry.map_or_else(|| RunOptions::default().sampling_defaults, |e| e.registry_sampling()),
             ..RunOptions::default()
         }
     }
@@ -245,7 +255,7 @@ impl FailureGuard {
         self.in_a_row += 1;
         if self.in_a_row >= self.limit {
             summary.failed.extend(units.iter().cloned());
-            return Err(RunnerError::Backend { unit: units.first().cloned().unwrap_or_default(), source: error });
+            return Err(RunnerError::Backend { unit: units.first().cloned().unwrap_or_default(), source: Box::new(error) });
         }
         // The last failure's message, so that a user sees why without a log (the manifest keeps it too).
         summary.notes.insert("last_backend_failure".into(), serde_json::json!(format!("{}: {error}", units.first().map_or("", String::as_str))));

@@ -2,7 +2,7 @@
 
 use crate::{FailureGuard, Progress, Result, RunOptions, RunSummary, TrialRows, TrialSink, seed_of};
 use herd_design::{ExperimentFile, Labels, MinimalGroupExperiment, SocietyRun, Unit, UnitPlan};
-use herd_infer::{AllocationFacts, Backend, GenerateRequest, Generation, SamplingParams, TrialFacts, allocation_schema};
+use herd_infer::{AllocationFacts, Backend, EffectiveSampling, GenerateRequest, Generation, SamplingOverrides, TrialFacts, allocation_schema, resolve_sampling};
 use herd_parse::{ParseStatus, Roster, parse_allocation, strip_reasoning};
 use herd_prompts::{AllocationBank, AllocationPrompt, GroupNames, Society, allocation_prompts, draw_society};
 use herd_store::{AllocationDeciderRow, AllocationDyadRow};
@@ -42,6 +42,8 @@ pub(crate) fn run(
     progress.set_total(pending.len() as u64);
     progress.family("allocation", pending.len() as u64);
     let info = backend.info();
+    // The values every request samples with, and where each came from, for the run manifest.
+    summary.notes.insert("generation.effective".into(), effective_sampling(exp, options).manifest_record());
     let run_id = sink.run_id();
     let mut guard = FailureGuard::new(options.max_consecutive_failures);
     let pool = f64::from(exp.society.pool);
@@ -93,18 +95,21 @@ pub(crate) fn run(
     Ok(())
 }
 
+/// The sampling knobs of this experiment with this model, as HF `generate` would take them: the
+/// experiment's [generation] overrides, else the model's defaults, else the fallback (HF's defaults, or the
+/// server's for knobs not sent).
+pub(crate) fn effective_sampling(exp: &MinimalGroupExperiment, options: &RunOptions) -> EffectiveSampling {
+    let g = &exp.generation;
+    let overrides = SamplingOverrides { temperature: g.temperature, top_p: g.top_p, top_k: g.top_k.map(|k| k as usize) };
+    resolve_sampling(&overrides, &options.sampling_defaults, options.sampling_fallback)
+}
+
 fn request(exp: &MinimalGroupExperiment, unit: &Unit, run: &SocietyRun, prompt: &AllocationPrompt, options: &RunOptions) -> GenerateRequest {
     let g = &exp.generation;
     let ids: Vec<String> = prompt.roster.iter().map(|r| r.id.clone()).collect();
     let decider_minority = prompt.minority_decider;
-    let sampling = SamplingParams {
-        temperature: g.temperature,
-        top_p: g.top_p,
-        top_k: 0,
-        seed: seed_of(&unit.key.stream(&format!("sampling/{}", prompt.decider))),
-        max_tokens: g.max_new_tokens as usize,
-        stop: Vec::new(),
-    };
+    let seed = seed_of(&unit.key.stream(&format!("sampling/{}", prompt.decider)));
+    let sampling = effective_sampling(exp, options).params(seed, g.max_new_tokens as usize);
     let facts = AllocationFacts {
         key: format!("{}/{}", unit.key.id(), prompt.decider),
         same_group: prompt.roster.iter().map(|r| r.minority == decider_minority).collect(),
@@ -143,6 +148,9 @@ fn decider_rows(
         ParseStatus::Failed => "failed",
     };
     let flags: Vec<&str> = parse.repairs.iter().map(|r| r.code()).chain(parse.failure.as_ref().map(|f| f.code())).collect();
+    // The names this pass's prompts show (`Society::group_name`: the minority's or the majority's),
+    // kept in the hidden arm too, where the same society's latent groups carry them unseen.
+    let group_of = |minority: bool| if minority { society.minority_name.clone() } else { society.majority_name.clone() };
     rows.deciders.push(AllocationDeciderRow {
         run_id: labels.run_id.to_owned(),
         unit_id: labels.unit_id.clone(),
@@ -158,6 +166,7 @@ fn decider_rows(
         decider,
         decider_id: prompt.decider.clone(),
         minority_decider: prompt.minority_decider,
+        decider_group: group_of(prompt.minority_decider),
         prompt_hash: prompt.prompt.hash(),
         raw_output: generation.text.clone(),
         reasoning_output: generation.reasoning.clone(),
@@ -190,6 +199,8 @@ fn decider_rows(
                 minority_decider: prompt.minority_decider,
                 minority_target: entry.minority,
                 same_group: entry.minority == prompt.minority_decider,
+                decider_group: group_of(prompt.minority_decider),
+                target_group: group_of(entry.minority),
                 target_position: f64::from(entry.position),
                 points: allocation.get(&entry.id).copied().unwrap_or(0.0),
                 filled: parse.filled,

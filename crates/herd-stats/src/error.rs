@@ -32,6 +32,7 @@ pub enum StatsError {
     UnknownColumn(String),
     #[error("GEE estimate is not finite (working correlation {rho})")]
     GeeNotFinite { rho: f64 },
+
     #[error("bootstrap statistic returned a non-finite value in resample {resample}")]
     NonFiniteStatistic { resample: usize },
 }

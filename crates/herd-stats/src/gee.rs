@@ -55,6 +55,10 @@ pub struct GeeCoefficient {
 
 /// A fitted exchangeable Gaussian GEE.
 #[derive(Debug, Clone, PartialEq)]
+///
+/// An outcome the design fits exactly (zero residual variance, e.g. the same value in every row)
+/// has its OLS estimates and NaN for ρ, every SE, z and p, as statsmodels gives (with warnings):
+/// the working correlation is 0/0 there. `converged` is then false and `iterations` 0.
 pub struct GeeFit {
     pub coefficients: Vec<GeeCoefficient>,
     pub robust_covariance: DMatrix<f64>,
@@ -375,6 +379,36 @@ pub fn gee_gaussian_exchangeable<C: Ord>(
     let mut score_norm = -1.0;
     let mut iterations = 0;
     let mut res = clusters.residuals(&beta);
+    // A zero scale makes ρ 0/0: the fit is exact and everything but the estimates is undefined.
+    // Zero means below rounding: residuals within ~1e-12 of the outcome's size. (Iterating on would
+    // feed NaN into the linear algebra.)
+    let outcome_size: f64 = y.iter().map(|v| v * v).sum::<f64>() / n_f;
+    if scale_of(&res) <= 1e-24 * outcome_size.max(f64::MIN_POSITIVE) {
+        let nan = f64::NAN;
+        let coefficients = (0..p)
+            .map(|j| GeeCoefficient {
+                name: design.column_names[j].clone(),
+                estimate: beta[j],
+                robust_se: nan,
+                robust_z: nan,
+                robust_p: nan,
+                naive_se: nan,
+                naive_z: nan,
+                naive_p: nan,
+            })
+            .collect();
+        return Ok(GeeFit {
+            coefficients,
+            robust_covariance: DMatrix::from_element(p, p, nan),
+            naive_covariance: DMatrix::from_element(p, p, nan),
+            rho: nan,
+            scale: 0.0,
+            iterations: 0,
+            converged: false,
+            n_obs: n,
+            n_clusters: clusters.len(),
+        });
+    }
     for iteration in 0..options.max_iter {
         iterations = iteration + 1;
         let bmat = clusters.bread(rho);
@@ -398,6 +432,9 @@ pub fn gee_gaussian_exchangeable<C: Ord>(
             break;
         }
         rho = exchangeable_rho(&res, scale_of(&res), n_pairs, ddof);
+        if !rho.is_finite() {
+            return Err(StatsError::GeeNotFinite { rho });
+        }
     }
 
     // Covariances at the final estimates with the final ρ (statsmodels' _covmat).

@@ -6,6 +6,11 @@ use crate::error::StatsError;
 
 /// Numerical rank with numpy's `matrix_rank` tolerance (σ_max · max(n, p) · ε).
 pub(crate) fn numerical_rank(x: &DMatrix<f64>) -> usize {
+    // nalgebra's SVD never returns on a matrix holding NaN or ±inf; such a matrix has no rank to
+    // report, and every caller is already on its error path.
+    if !x.iter().all(|v| v.is_finite()) {
+        return 0;
+    }
     let singular_values = x.clone().svd(false, false).singular_values;
     let largest = singular_values.iter().copied().fold(0.0, f64::max);
     let tolerance = largest * x.nrows().max(x.ncols()) as f64 * f64::EPSILON;

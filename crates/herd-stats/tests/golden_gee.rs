@@ -109,3 +109,23 @@ fn rejects_singular_and_mismatched() {
     ));
     assert!(gee_gaussian_exchangeable(&design, &y, &groups[..5], &GeeOptions::default()).is_err());
 }
+
+#[test]
+fn an_exact_fit_returns_its_estimates_with_undefined_errors_instead_of_hanging() {
+    // Every decider filled uniformly: the same points in every row, as a cell whose outputs all
+    // failed to parse gives. ρ is 0/0 here; statsmodels returns the OLS estimates with NaN SEs.
+    let formula = Formula::parse("points ~ same_group").unwrap();
+    let same = [1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0];
+    let (design, y) = formula.build(&[("points", &[100.0 / 19.0; 8]), ("same_group", &same)]).unwrap();
+    let groups = [1, 1, 2, 2, 3, 3, 4, 4];
+    let fit = gee_gaussian_exchangeable(&design, &y, &groups, &GeeOptions::default()).expect("an exact fit is a result");
+    let slope = fit.coefficient("same_group").unwrap();
+    assert!(slope.estimate.abs() < 1e-12 && (fit.coefficient("Intercept").unwrap().estimate - 100.0 / 19.0).abs() < 1e-12);
+    assert!(slope.robust_se.is_nan() && slope.robust_p.is_nan() && fit.rho.is_nan() && !fit.converged);
+    // An exact fit with a slope (points = 2 + 3·same_group) is exact too.
+    let line: Vec<f64> = same.iter().map(|s| 2.0 + 3.0 * s).collect();
+    let (design, y) = formula.build(&[("points", &line), ("same_group", &same)]).unwrap();
+    let fit = gee_gaussian_exchangeable(&design, &y, &groups, &GeeOptions::default()).unwrap();
+    assert!((fit.coefficient("same_group").unwrap().estimate - 3.0).abs() < 1e-12);
+    assert!(fit.coefficient("same_group").unwrap().robust_se.is_nan());
+}

@@ -69,8 +69,14 @@ pub struct ConformityTrialRow {
     pub logit_a: f64,
     pub logit_b: f64,
     pub mass_ab: f64,
-    /// True when an answer's probability is only an upper bound (it fell outside a server's top-k).
+    /// True when the correct or the wrong answer's probability is only a bound (a server returned its
+    /// top-k tokens without that answer, or without one of its spellings); such trials are left out of
+    /// p_wrong by default and counted in the report's quality table.
     pub p_bound: bool,
+    /// `upper` (an answer outside the top-k: its probability is at most what the server left out),
+    /// `lower` (an answer with only some spellings in the top-k), or empty when exact. Upper wins
+    /// when the two answers differ.
+    pub p_bound_kind: String,
     /// `A:49 B:33`: the vocabulary tokens summed for each answer.
     pub answer_token_ids: String,
     pub prompt_tokens: i64,
@@ -97,6 +103,9 @@ pub struct AllocationDeciderRow {
     pub decider: i64,
     pub decider_id: String,
     pub minority_decider: bool,
+    /// The nonce name of the decider's group in this pass (the one its prompt names when labels are
+    /// visible; recorded in both label arms, which share the society).
+    pub decider_group: String,
     pub prompt_hash: String,
     pub raw_output: String,
     /// Reasoning a server returned apart from the answer (`reasoning_content`); `None` where the
@@ -134,7 +143,12 @@ pub struct AllocationDyadRow {
     pub minority_decider: bool,
     pub minority_target: bool,
     pub same_group: bool,
-    /// 0-based position of the target in the decider's roster.
+    /// Nonce names of the decider's and the target's groups in this pass: what the prompt shows when
+    /// labels are visible (the swap pass exchanges them), recorded in both label arms, which share the
+    /// society, so token receipt can be analysed by name.
+    pub decider_group: String,
+    pub target_group: String,
+    /// 1-based position of the target in the decider's presented roster.
     pub target_position: f64,
     /// After renormalisation to the pool.
     pub points: f64,
@@ -182,7 +196,7 @@ impl TableRow for ConformityTrialRow {
         frame!(
             rows, run_id, unit_id, experiment, model, backend, modality, task, family, level, n, seed, paraphrase,
             confederate_answers, wrong_replies, correct_label, image_id, image_params, difficulty_level,
-            difficulty_index, prompt_hash, p_correct, p_wrong_full, p_wrong_ab, logit_a, logit_b, mass_ab, p_bound,
+            difficulty_index, prompt_hash, p_correct, p_wrong_full, p_wrong_ab, logit_a, logit_b, mass_ab, p_bound, p_bound_kind,
             answer_token_ids, prompt_tokens, reused_tokens, latency_s,
         )
     }
@@ -196,7 +210,7 @@ impl TableRow for AllocationDeciderRow {
     fn frame(rows: &[Self]) -> PolarsResult<DataFrame> {
         frame!(
             rows, run_id, unit_id, experiment, model, backend, reasoning, instrument, labels, m, seed, swap_pass,
-            decider, decider_id, minority_decider, prompt_hash, raw_output, reasoning_output, stripped_output, parse_status, filled,
+            decider, decider_id, minority_decider, decider_group, prompt_hash, raw_output, reasoning_output, stripped_output, parse_status, filled,
             qc_flags, finish_reason, prompt_tokens, tokens_generated, latency_s,
         )
     }
@@ -210,8 +224,8 @@ impl TableRow for AllocationDyadRow {
     fn frame(rows: &[Self]) -> PolarsResult<DataFrame> {
         frame!(
             rows, run_id, unit_id, experiment, model, backend, reasoning, instrument, labels, m, seed, swap_pass,
-            decider, target, target_id, minority_decider, minority_target, same_group, target_position, points,
-            filled,
+            decider, target, target_id, minority_decider, minority_target, same_group, decider_group, target_group,
+            target_position, points, filled,
         )
     }
     fn unit_id(&self) -> &str {

@@ -361,7 +361,9 @@ pub fn read_table(dirs: &[PathBuf], table: Table) -> Result<Option<DataFrame>, S
             match &mut frame {
                 None => frame = Some(next),
                 Some(acc) => {
-                    acc.vstack_mut(&next).map_err(|e| StoreError::Corrupt { path: part.clone(), problem: e.to_string() })?;
+                    let corrupt = |e: PolarsError| StoreError::Corrupt { path: part.clone(), problem: e.to_string() };
+                    let next = align_columns(acc, next).map_err(corrupt)?;
+                    acc.vstack_mut(&next).map_err(corrupt)?;
                 }
             }
         }
@@ -370,6 +372,26 @@ pub fn read_table(dirs: &[PathBuf], table: Table) -> Result<Option<DataFrame>, S
         frame.align_chunks();
     }
     Ok(frame)
+}
+
+/// Gives `acc` and `next` the same columns in `acc`'s order, a column one lacks being all null: tables
+/// may gain columns (schema.rs), so a run resumed by a newer herd, or shards of two versions, hold
+/// parts with and without them.
+fn align_columns(acc: &mut DataFrame, mut next: DataFrame) -> PolarsResult<DataFrame> {
+    if acc.get_column_names() == next.get_column_names() {
+        return Ok(next);
+    }
+    for column in next.columns().to_vec() {
+        if acc.column(column.name()).is_err() {
+            acc.with_column(Column::full_null(column.name().clone(), acc.height(), column.dtype()))?;
+        }
+    }
+    for column in acc.columns().to_vec() {
+        if next.column(column.name()).is_err() {
+            next.with_column(Column::full_null(column.name().clone(), next.height(), column.dtype()))?;
+        }
+    }
+    next.select(acc.get_column_names_owned())
 }
 
 /// The manifest of a run directory.

@@ -347,7 +347,7 @@ pub(super) fn gee_rows(entries: Vec<GeeEntry>, fits: &mut FitResults, out: &mut 
         let fit = &outcome.fit;
         for (k, c) in fit.coefficients.iter().enumerate() {
             let se_bootstrap = outcome.se_bootstrap.as_ref().and_then(|se| se.get(k).copied()).unwrap_or(f64::NAN);
-            let mut values: Vec<Value> = entry.design.iter().map(clone_value).collect();
+            let mut values: Vec<Value> = entry.design.to_vec();
             values.extend([
                 entry.passes.as_str().into(),
                 entry.analysis.into(),
@@ -369,14 +369,6 @@ pub(super) fn gee_rows(entries: Vec<GeeEntry>, fits: &mut FitResults, out: &mut 
         }
     }
     Ok(())
-}
-
-fn clone_value(v: &Value) -> Value {
-    match v {
-        Value::Text(t) => Value::Text(t.clone()),
-        Value::Float(f) => Value::Float(*f),
-        Value::Integer(i) => Value::Integer(*i),
-    }
 }
 
 /// All rows of `members`, in table order.

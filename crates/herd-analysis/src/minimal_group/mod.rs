@@ -37,9 +37,13 @@
 //!   minority − majority favouritism gap; SE with ddof 1 and a percentile interval.
 //! - `robustness`: prevalence (share of deciders with favouritism > 0), extreme allocations (zero
 //!   points to every out-group target), position effect (GEE coefficient of `target_position` in
-//!   `points ~ same_group * minority_decider + target_position`) and swap-pass difference (second
-//!   − first pass in sorted order, per seed, Wilcoxon; `swap_pass` = `difference`), each with
-//!   uniform fills included and, when a `filled` column is present, excluded.
+//!   `points ~ same_group * minority_decider + target_position`), position balance (mean presented
+//!   position of in- and out-group targets and their per-society difference), token receipt (mean
+//!   points per target by the target's group name, and the SD across names; needs the optional
+//!   `target_group` column) and swap-pass difference (second − first pass in sorted order, per
+//!   seed, Wilcoxon; `swap_pass` = `difference`), each with uniform fills included and, when a
+//!   `filled` column is present, excluded. The checks and their columns are listed in
+//!   `robustness.rs`'s module docs.
 
 mod bootstrap;
 mod cells;
@@ -110,9 +114,9 @@ pub const BOOTSTRAP_COLUMNS: [&str; 9] = [
     "ci_high",
     "resamples",
 ];
-pub const ROBUSTNESS_COLUMNS: [&str; 12] = [
-    "passes", "labels", "m", "fills", "check", "deciders", "n", "estimate", "se", "statistic", "p",
-    "formula",
+pub const ROBUSTNESS_COLUMNS: [&str; 13] = [
+    "passes", "labels", "m", "fills", "check", "deciders", "target_group", "n", "estimate", "se",
+    "statistic", "p", "formula",
 ];
 
 /// Per-cell formulas of the `gee` table.
@@ -175,6 +179,9 @@ pub struct Dyad {
     pub points: f64,
     pub target_position: Option<f64>,
     pub filled: Option<bool>,
+    /// The nonce name the target's group carried in this pass (optional column `target_group`; the
+    /// `robustness` table's token receipt needs it).
+    pub target_group: Option<String>,
 }
 
 /// A validated dyad table: every row has the same optional columns.
@@ -186,6 +193,7 @@ pub struct DyadTable {
     present_design: [bool; 4],
     has_target_position: bool,
     has_filled: bool,
+    has_target_group: bool,
 }
 
 impl DyadTable {
@@ -203,6 +211,7 @@ impl DyadTable {
         let present_design = first.design.0.clone().map(|v| v.is_some());
         let has_target_position = first.target_position.is_some();
         let has_filled = first.filled.is_some();
+        let has_target_group = first.target_group.is_some();
         for (i, row) in rows.iter().enumerate() {
             for (j, name) in DESIGN_COLUMNS.iter().enumerate() {
                 if row.design.0[j].is_some() != present_design[j] {
@@ -215,6 +224,9 @@ impl DyadTable {
             if row.filled.is_some() != has_filled {
                 return Err(missing_value(&origin, "filled", i));
             }
+            if row.target_group.is_some() != has_target_group {
+                return Err(missing_value(&origin, "target_group", i));
+            }
         }
         Ok(Self {
             origin,
@@ -222,6 +234,7 @@ impl DyadTable {
             present_design,
             has_target_position,
             has_filled,
+            has_target_group,
         })
     }
 
@@ -240,6 +253,10 @@ impl DyadTable {
 
     pub fn has_filled(&self) -> bool {
         self.has_filled
+    }
+
+    pub fn has_target_group(&self) -> bool {
+        self.has_target_group
     }
 }
 

@@ -1,5 +1,26 @@
-//! The `robustness` table: prevalence, extreme allocations, position effect (each with uniform
-//! fills included and excluded) and the swap-pass difference.
+//! The `robustness` table: one row per cell (design columns, `passes`, `labels`, `m`), fill
+//! setting (`fills`: uniform fills `included`, and `excluded` when the table has `filled`) and
+//! `check`. Columns not listed for a check are null.
+//!
+//! | `check` | rows | `n` | `estimate` | `se`, `statistic`, `p` |
+//! |---|---|---|---|---|
+//! | `prevalence` | every cell; `deciders` all, minority, majority | deciders | share with favouritism > 0 | |
+//! | `extreme_allocations` | as prevalence | deciders | share giving every out-group target 0 | |
+//! | `position_effect` | every cell, with `target_position` | dyads | GEE coefficient of `target_position` | robust SE, z, p; `formula` |
+//! | `position_in_group`, `position_out_group` | as position_effect | dyads | mean presented position of in- (out-) group targets | |
+//! | `position_balance` | as position_effect | seeds | mean over seeds of (in-group − out-group mean position) | SE (ddof 1), Wilcoxon W, p |
+//! | `token_receipt` | main visible cells, with `target_group`; one row per name in `target_group` | dyads | mean points per target received by targets of that name | |
+//! | `token_receipt_sd` | as token_receipt, one row | names | SD (ddof 1) of the names' mean receipts | |
+//! | `swap_pass_difference` | cells with two passes, `swap_pass` = `difference` | seeds | mean over seeds of second − first pass favouritism | SE (ddof 1), Wilcoxon W, p |
+//!
+//! Token receipt is the paper's nonce-label check ("token-receipt standard deviations were at most
+//! 0.24 points/target"): a name with a valence of its own would draw more (or fewer) points
+//! whichever group carries it. It is computed per cell, as the swap-pass difference the paper
+//! reports beside it, so "at most" is the largest over cells, and only in main cells with visible
+//! labels: a hidden arm shows no name, and a single pass of a swapped design ties each name to one
+//! group in a society, so its receipt would mix the name with group membership and favouritism;
+//! pooling both passes gives every name both roles in every society (docs/deviations.md). The SD
+//! uses ddof 1, as pandas' `std`.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -8,11 +29,31 @@ use herd_stats::{StatsError, WilcoxonOptions, sample_std, wilcoxon_one_sample};
 
 use super::cells::{Cell, CellKey, DeciderSummary, Passes, mean};
 use super::gee::{ClusterBy, Extra, FitJob, FitPlan, FitResults};
-use super::{DyadTable, POSITION_FORMULA, ROBUSTNESS_COLUMNS, SWAP_PASS, design_values, schema};
+use super::{DyadTable, Labels, POSITION_FORMULA, ROBUSTNESS_COLUMNS, SWAP_PASS, design_values, schema};
 use crate::error::{AnalysisError, stats_context};
 use crate::table::{ResultTable, TableBuilder, Value};
 
-const ROBUSTNESS_KINDS: &str = "ttitttifffft";
+const ROBUSTNESS_KINDS: &str = "ttittttifffft";
+
+/// One row's values after the cell, fill and check columns.
+struct Measure<'a> {
+    deciders: &'a str,
+    target_group: Option<&'a str>,
+    n: usize,
+    estimate: f64,
+    se: f64,
+    statistic: f64,
+    p: f64,
+    formula: Option<&'a str>,
+}
+
+impl<'a> Measure<'a> {
+    /// A descriptive row over all deciders: an estimate and its n, no test.
+    fn describe(n: usize, estimate: f64) -> Self {
+        let nan = f64::NAN;
+        Self { deciders: "all", target_group: None, n, estimate, se: nan, statistic: nan, p: nan, formula: None }
+    }
+}
 
 fn fill_settings(table: &DyadTable) -> &'static [&'static str] {
     if table.has_filled() {
@@ -77,11 +118,10 @@ pub(super) fn robustness_table(
         &schema(design_columns, &ROBUSTNESS_COLUMNS, ROBUSTNESS_KINDS),
     );
     let fills = fill_settings(table);
-    let nan = f64::NAN;
     for (cell, jobs) in cells.iter().zip(position_jobs) {
         for (fi, &fill) in fills.iter().enumerate() {
             let keep = |d: &DeciderSummary| fill == "included" || !d.filled;
-            let mut push = |check: &str, deciders: &str, n: usize, estimate: f64, se: f64, statistic: f64, p: f64, formula: Option<&str>| {
+            let mut push = |check: &str, m: Measure<'_>| {
                 let mut row = design_values(&cell.key.design, design_columns);
                 row.extend([
                     cell.key.passes.as_str().into(),
@@ -89,13 +129,14 @@ pub(super) fn robustness_table(
                     cell.key.m.into(),
                     fill.into(),
                     check.into(),
-                    deciders.into(),
-                    n.into(),
-                    estimate.into(),
-                    se.into(),
-                    statistic.into(),
-                    p.into(),
-                    Value::Text(formula.map(str::to_owned)),
+                    m.deciders.into(),
+                    Value::Text(m.target_group.map(str::to_owned)),
+                    m.n.into(),
+                    m.estimate.into(),
+                    m.se.into(),
+                    m.statistic.into(),
+                    m.p.into(),
+                    Value::Text(m.formula.map(str::to_owned)),
                 ]);
                 out.push(row);
             };
@@ -109,13 +150,13 @@ pub(super) fn robustness_table(
                 let n = chosen.len();
                 let share = |f: fn(&DeciderSummary) -> bool| {
                     if n == 0 {
-                        nan
+                        f64::NAN
                     } else {
                         chosen.iter().filter(|d| f(d)).count() as f64 / n as f64
                     }
                 };
-                push("prevalence", set, n, share(|d| d.favouritism > 0.0), nan, nan, nan, None);
-                push("extreme_allocations", set, n, share(|d| d.extreme), nan, nan, nan, None);
+                push("prevalence", Measure { deciders: set, ..Measure::describe(n, share(|d| d.favouritism > 0.0)) });
+                push("extreme_allocations", Measure { deciders: set, ..Measure::describe(n, share(|d| d.extreme)) });
             }
             if let Some(&(job, n_rows)) = jobs.get(fi) {
                 let c = fits
@@ -125,14 +166,45 @@ pub(super) fn robustness_table(
                     .expect("the position formula has a target_position term");
                 push(
                     "position_effect",
-                    "all",
-                    n_rows,
-                    c.estimate,
-                    c.robust_se,
-                    c.robust_z,
-                    c.robust_p,
-                    Some(POSITION_FORMULA),
+                    Measure {
+                        se: c.robust_se,
+                        statistic: c.robust_z,
+                        p: c.robust_p,
+                        formula: Some(POSITION_FORMULA),
+                        ..Measure::describe(n_rows, c.estimate)
+                    },
                 );
+            }
+            let rows: Vec<usize> = cell
+                .rows
+                .iter()
+                .zip(&cell.decider_of_row)
+                .filter(|&(_, &d)| keep(&cell.deciders[d]))
+                .map(|(&i, _)| i)
+                .collect();
+            if table.has_target_position() {
+                let balance = position_balance(table, &rows);
+                push("position_in_group", Measure::describe(balance.n_in, balance.mean_in));
+                push("position_out_group", Measure::describe(balance.n_out, balance.mean_out));
+                let context = || format!("position balance in {} (fills {fill})", cell.key.describe());
+                let (n, estimate, se, statistic, p) = seed_level_test(table, &balance.seed_differences, context)?;
+                push("position_balance", Measure { se, statistic, p, ..Measure::describe(n, estimate) });
+            }
+            if table.has_target_group() && cell.key.passes.is_main() && cell.key.labels == Labels::Visible {
+                let receipts = token_receipts(table, &rows);
+                for (name, &(sum, n)) in &receipts {
+                    push("token_receipt", Measure { target_group: Some(name), ..Measure::describe(n, sum / n as f64) });
+                }
+                let means: Vec<f64> = receipts.values().map(|&(sum, n)| sum / n as f64).collect();
+                // Undefined (null) with fewer than two names, as pandas' std.
+                let sd = if means.len() >= 2 {
+                    sample_std(&means).map_err(stats_context(&table.origin, || {
+                        format!("token receipt in {} (fills {fill})", cell.key.describe())
+                    }))?
+                } else {
+                    f64::NAN
+                };
+                push("token_receipt_sd", Measure::describe(means.len(), sd));
             }
         }
     }
@@ -185,17 +257,7 @@ fn swap_pass_rows(
                 });
             }
             let context = || format!("swap-pass difference in {}", key.describe());
-            let n = differences.len();
-            let se = if n >= 2 {
-                sample_std(&differences).map_err(stats_context(&table.origin, context))? / (n as f64).sqrt()
-            } else {
-                f64::NAN
-            };
-            let (statistic, p) = match wilcoxon_one_sample(&differences, &WilcoxonOptions::default()) {
-                Ok(w) => (w.statistic, w.p_value),
-                Err(StatsError::AllZeroDifferences) => (f64::NAN, f64::NAN),
-                Err(e) => return Err(stats_context(&table.origin, context)(e)),
-            };
+            let (n, estimate, se, statistic, p) = seed_level_test(table, &differences, context)?;
             let mut row = design_values(&key.design, design_columns);
             row.extend([
                 key.passes.as_str().into(),
@@ -204,8 +266,9 @@ fn swap_pass_rows(
                 fill.into(),
                 "swap_pass_difference".into(),
                 "all".into(),
+                Value::Text(None),
                 n.into(),
-                mean(&differences).into(),
+                estimate.into(),
                 se.into(),
                 statistic.into(),
                 p.into(),
@@ -215,4 +278,85 @@ fn swap_pass_rows(
         }
     }
     Ok(())
+}
+
+/// Seed-level summary of per-seed values, as the swap-pass difference: (n seeds, mean, SE with
+/// ddof 1, Wilcoxon signed-rank W and p with scipy's defaults); undefined parts are NaN (nulls in
+/// the table): all with no seed, the SE with one, the test when every value is zero.
+fn seed_level_test(
+    table: &DyadTable,
+    values: &[f64],
+    context: impl Fn() -> String,
+) -> Result<(usize, f64, f64, f64, f64), AnalysisError> {
+    let n = values.len();
+    if n == 0 {
+        return Ok((0, f64::NAN, f64::NAN, f64::NAN, f64::NAN));
+    }
+    let se = if n >= 2 {
+        sample_std(values).map_err(stats_context(&table.origin, &context))? / (n as f64).sqrt()
+    } else {
+        f64::NAN
+    };
+    let (statistic, p) = match wilcoxon_one_sample(values, &WilcoxonOptions::default()) {
+        Ok(w) => (w.statistic, w.p_value),
+        Err(StatsError::AllZeroDifferences) => (f64::NAN, f64::NAN),
+        Err(e) => return Err(stats_context(&table.origin, &context)(e)),
+    };
+    Ok((n, mean(values), se, statistic, p))
+}
+
+/// Presented positions of in- and out-group targets among `rows`.
+struct PositionBalance {
+    n_in: usize,
+    mean_in: f64,
+    n_out: usize,
+    mean_out: f64,
+    /// Per seed (ascending): mean position of its in-group targets − of its out-group targets.
+    seed_differences: Vec<f64>,
+}
+
+/// Whether in- and out-group targets were presented at the same positions on average (the
+/// paper: "In- and out-group targets had balanced presented positions"). The test is over
+/// societies, not dyads: membership is drawn once per society, so its dyads share one draw and
+/// a dyad-level Welch t would count them as independent evidence; each society's in − out
+/// difference has mean zero when roster position is independent of group, as the design makes
+/// it, so a signed-rank test of those differences checks the randomisation with the society as
+/// the unit, as every other test here.
+fn position_balance(table: &DyadTable, rows: &[usize]) -> PositionBalance {
+    // seed → [(sum, n) of out-group, (sum, n) of in-group]
+    let mut by_seed: BTreeMap<i64, [(f64, usize); 2]> = BTreeMap::new();
+    for &i in rows {
+        let d = &table.rows[i];
+        let position = d.target_position.expect("position balance runs only on tables with target_position");
+        let e = &mut by_seed.entry(d.seed).or_default()[usize::from(d.same_group)];
+        e.0 += position;
+        e.1 += 1;
+    }
+    let total = |k: usize| by_seed.values().fold((0.0, 0), |(s, n), v| (s + v[k].0, n + v[k].1));
+    let ((sum_in, n_in), (sum_out, n_out)) = (total(1), total(0));
+    let ratio = |sum: f64, n: usize| if n == 0 { f64::NAN } else { sum / n as f64 };
+    PositionBalance {
+        n_in,
+        mean_in: ratio(sum_in, n_in),
+        n_out,
+        mean_out: ratio(sum_out, n_out),
+        seed_differences: by_seed
+            .values()
+            .filter(|[out, inside]| out.1 > 0 && inside.1 > 0)
+            .map(|[out, inside]| inside.0 / inside.1 as f64 - out.0 / out.1 as f64)
+            .collect(),
+    }
+}
+
+/// Points received per target group name among `rows`: name → (sum of points, dyads), names sorted.
+fn token_receipts<'t>(table: &'t DyadTable, rows: &[usize]) -> BTreeMap<&'t str, (f64, usize)> {
+    let mut out: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
+    for &i in rows {
+        let d = &table.rows[i];
+        let name = d.target_group.as_deref().expect("token receipt runs only on tables with target_group");
+        let e = out.entry(name).or_default();
+        e.0 += d.points;
+        e.1 += 1;
+    }
+    out
 }

@@ -25,12 +25,19 @@ DATA = HERE.parent / "data"
 SOCIETY = 6          # agents per society (the paper: 20)
 SEEDS = 6            # societies per cell (the paper: 30)
 RESAMPLES = 400
+# Nonce name pairs: one per society (m, seed), exchanged between the groups in the swap pass. Fewer
+# pairs than societies, so each name is carried by several societies, in both roles.
+NAME_PAIRS = [("Kalvo", "Tesim"), ("Dravin", "Pulek"), ("Morsa", "Feltu"), ("Quenit", "Ablor")]
 
 
 def society_dyads(rng, model, labels, m, seed, reasoning, swap_pass):
     minority = np.array([1] * m + [0] * (SOCIETY - m))
     minority = minority[np.random.default_rng(seed * 7 + m).permutation(SOCIETY)]
     bias = 0.0 if labels == "hidden" else (0.9 if reasoning == "off" else 0.5) * (0.6 if model == "sim-b" else 1.0)
+    # Names from the society alone (not `rng`, so the drawn allocations do not depend on them).
+    pair = NAME_PAIRS[(3 * seed + m) % len(NAME_PAIRS)]
+    first_to_minority = ((seed + m) % 2 == 0) != (swap_pass == "swapped")
+    group_name = {1: pair[0 if first_to_minority else 1], 0: pair[1 if first_to_minority else 0]}
     rows = []
     for decider in range(SOCIETY):
         targets = [t for t in range(SOCIETY) if t != decider]
@@ -51,7 +58,8 @@ def society_dyads(rng, model, labels, m, seed, reasoning, swap_pass):
             rows.append({"model": model, "labels": labels, "m": m, "seed": seed, "decider": decider, "target": t,
                          "minority_decider": int(minority[decider]), "minority_target": int(minority[t]),
                          "same_group": int(s), "points": float(pts), "reasoning": reasoning,
-                         "swap_pass": swap_pass, "target_position": int(pos), "filled": filled})
+                         "swap_pass": swap_pass, "target_position": int(pos), "filled": filled,
+                         "target_group": group_name[int(minority[t])]})
     return rows
 
 
@@ -89,6 +97,7 @@ def conformity_trials():
             for n in range(11):
                 add(model, "group_size", None, n, seed, 0.0, base)
             for family, levels in [("nationality", [("same", 0.6), ("different", 0.0)]),
+                                   ("ethnicity", [("same", 0.3), ("different", 0.0)]),
                                    ("spatial", [("near", 0.4), ("far", 0.0)]),
                                    ("source_strength", [("participants", 0.0), ("experts", 0.5), ("kids", -0.4)])]:
                 for level, effect in levels:

@@ -148,6 +148,37 @@ def gee(data, formula, groups, draws=None):
             for i, name in enumerate(res.params.index)]
 
 
+def described(key, fill, check, n, estimate, target_group=None):
+    return {**key, "fills": fill, "check": check, "deciders": "all", "target_group": target_group, "n": int(n),
+            "estimate": nan(float(estimate)), "se": None, "statistic": None, "p": None, "formula": None}
+
+
+def position_balance(key, fill, dyads):
+    """Mean presented position of in- and out-group targets, and per seed (the unit) in − out with a
+    signed-rank test over seeds."""
+    inside, outside = dyads[dyads.same_group == 1], dyads[dyads.same_group == 0]
+    rows = [described(key, fill, "position_in_group", len(inside), inside.target_position.mean()),
+            described(key, fill, "position_out_group", len(outside), outside.target_position.mean())]
+    per_seed = dyads.groupby(["seed", "same_group"]).target_position.mean().unstack()
+    d = (per_seed[1] - per_seed[0]).dropna().values
+    # Positions are integers, so differences of two seeds' means are often exactly tied (±5/12) yet
+    # differ in the last bit; herd-stats ranks values within 1e-9 as ties, scipy only equal ones, so
+    # the test sees the differences rounded to where float noise ends.
+    stat, p, _ = wilcoxon(np.round(d, 12))
+    row = described(key, fill, "position_balance", len(d), d.mean() if len(d) else math.nan)
+    row.update({"se": nan(float(np.std(d, ddof=1) / np.sqrt(len(d)))) if len(d) >= 2 else None,
+                "statistic": nan(stat), "p": nan(p)})
+    return rows + [row]
+
+
+def token_receipt(key, fill, dyads):
+    """Mean points per target by the target's group name, and the SD (pandas' ddof 1) across names."""
+    by_name = dyads.groupby("target_group", sort=True).points.agg(["mean", "size"])
+    rows = [described(key, fill, "token_receipt", r["size"], r["mean"], target_group=name)
+            for name, r in by_name.iterrows()]
+    return rows + [described(key, fill, "token_receipt_sd", len(by_name), by_name["mean"].std())]
+
+
 def key_dict(names, values):
     values = values if isinstance(values, tuple) else (values,)
     return dict(zip(names, values))
@@ -278,6 +309,11 @@ def minimal_group(df, indices=None, resamples=2000, seed=0, gee_bootstrap=True):
                 robust.append({**key_dict(cell_keys, cell), "fills": fill, "check": "position_effect",
                                "deciders": "all", "n": len(dyads), "estimate": r["coef"], "se": r["se_robust"],
                                "statistic": r["z"], "p": r["p"], "formula": POSITION})
+                robust += position_balance(key_dict(cell_keys, cell), fill, dyads)
+            key = key_dict(cell_keys, cell)
+            if "target_group" in df.columns and key["passes"] != "per_pass" and key["labels"] == "visible":
+                on = cell_keys + ["seed", "pass_id", "decider"]
+                robust += token_receipt(key, fill, df.merge(kept[on], on=on))
     if "swap_pass" in design:
         others = [c for c in design if c != "swap_pass"] + ["labels", "m"]
         per_pass = dec[dec.passes == "per_pass"]
@@ -324,7 +360,11 @@ def conformity(df):
                 curves.append({**dict(zip(keys, key)), "measure": measure, "n": int(n), "trials": len(v),
                                "mean": m, "sd": sd, "se": se, "ci_low": m - z975 * se, "ci_high": m + z975 * se})
             a = auc_of(g, measure)
-            aucs.append({**dict(zip(keys, key)), "measure": measure, "n_points": int(g.n.nunique()), "auc": a})
+            c = g.groupby("n")[measure].mean().sort_index()
+            # Saturation: the first N whose mean reaches 90% of the largest N's, for a rising curve.
+            sat = int(c.index[(c >= 0.9 * c.iloc[-1]).values][0]) if c.iloc[-1] > c.iloc[0] else None
+            aucs.append({**dict(zip(keys, key)), "measure": measure, "n_points": int(g.n.nunique()), "auc": a,
+                         "saturation_n": sat})
             level_auc[(measure,) + key] = a
 
     contrasts = {"normative": [("public", "private", "paraphrase", "greater")],
@@ -334,6 +374,7 @@ def conformity(df):
                  "spatial": [("near", "far", "seed", "two-sided")],
                  "temporal": [("near", "far", "seed", "two-sided")]}
     deltas = []
+    social = {}  # (model, task, measure) -> family -> (seed -> same − different, AUC same, AUC different)
     for (model, task, family), g in df.groupby(["model", "task", "family"], sort=True):
         levels = sorted(g.level.unique())
         pairs = contrasts.get(family, [])
@@ -346,6 +387,10 @@ def conformity(df):
                 ua = {k: auc_of(x, measure) for k, x in g[g.level == a].groupby(g[unit].astype(str))}
                 ub = {k: auc_of(x, measure) for k, x in g[g.level == b].groupby(g[unit].astype(str))}
                 d = np.array([ua[k] - ub[k] for k in sorted(ua) if k in ub])
+                if family in ("nationality", "ethnicity", "minimal_group"):
+                    social.setdefault((model, task, measure), {})[family] = (
+                        {k: ua[k] - ub[k] for k in ua if k in ub},
+                        level_auc[(measure, model, task, family, a)], level_auc[(measure, model, task, family, b)])
                 t = stats.ttest_1samp(d, 0.0, alternative=alt)
                 se = float(np.std(d, ddof=1) / np.sqrt(len(d)))
                 z = float(d.mean() / se)
@@ -356,6 +401,25 @@ def conformity(df):
                                "auc_b": level_auc[(measure, model, task, family, b)],
                                "delta": float(d.mean()), "se": se, "t": float(t.statistic), "df": float(t.df),
                                "t_p": float(t.pvalue), "z": z, "z_p": float(zp)})
+
+    # Fig. 4d / S6: same − different averaged over the social families a seed has (two or more).
+    for (model, task, measure), fams in sorted(social.items()):
+        if len(fams) < 2:
+            continue
+        per_seed = {}
+        for diffs, _, _ in fams.values():
+            for k, v in diffs.items():
+                per_seed.setdefault(k, []).append(v)
+        d = np.array([np.mean(per_seed[k]) for k in sorted(per_seed)])
+        t = stats.ttest_1samp(d, 0.0)
+        se = float(np.std(d, ddof=1) / np.sqrt(len(d)))
+        z = float(d.mean() / se)
+        deltas.append({"model": model, "task": task, "family": "social_mean", "measure": measure, "level_a": "same",
+                       "level_b": "different", "pairing": "seed", "alternative": "two-sided", "n_pairs": len(d),
+                       "auc_a": float(np.mean([f[1] for f in fams.values()])),
+                       "auc_b": float(np.mean([f[2] for f in fams.values()])),
+                       "delta": float(d.mean()), "se": se, "t": float(t.statistic), "df": float(t.df),
+                       "t_p": float(t.pvalue), "z": z, "z_p": float(2 * stats.norm.sf(abs(z)))})
 
     spear = []
     for measure in measures:

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use herd_analysis::{ConformityTable, ConformityTables};
+use herd_analysis::{ConformityTable, ConformityTables, PWrong};
 use herd_stats::{Alternative, trapezoid};
 
 use super::evidence::{Claim, Combine, Evidence, Row, spearman_interval, spearman_min_p, t_quantile, wilcoxon_evidence};
@@ -17,6 +17,8 @@ const SOURCE_BASE: &str = "participants";
 const AUTHORITIES: [&str; 6] = ["experts", "policemen", "scientists", "doctors", "judges", "military officers"];
 const LOW_SOURCES: [&str; 2] = ["kids", "chatbots"];
 
+/// Every conformity headline is computed once per measure: the lead measure decides the verdict,
+/// the other is shown beside it (`headline::compare_headlines`).
 fn conformity(results: &Results) -> Option<(&ConformityTable, &ConformityTables)> {
     results.conformity.as_ref().map(|c| (&c.trials, &c.tables))
 }
@@ -30,11 +32,21 @@ fn model_tasks(trials: &ConformityTable, family: &str) -> Vec<(String, String)> 
 
 /// Each unit's AUC (trapezoid of mean p_wrong over N, divided by the N range) for one model, task,
 /// family and level; units by trial index, or by paraphrase when `by_paraphrase`.
-fn unit_aucs(trials: &ConformityTable, model: &str, task: &str, family: &str, level: &str, by_paraphrase: bool) -> BTreeMap<String, f64> {
+#[allow(clippy::too_many_arguments)]
+fn unit_aucs(
+    trials: &ConformityTable,
+    measure: PWrong,
+    model: &str,
+    task: &str,
+    family: &str,
+    level: &str,
+    by_paraphrase: bool,
+) -> BTreeMap<String, f64> {
     let mut curves: BTreeMap<String, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
     for t in trials.rows.iter().filter(|t| t.model == model && t.task == task && t.family == family && t.level == level) {
+        let Some(p) = measure.of(t) else { continue };
         let unit = if by_paraphrase { t.paraphrase.clone().unwrap_or_default() } else { t.seed.to_string() };
-        curves.entry(unit).or_default().entry(t.n).or_default().push(t.p_wrong_full);
+        curves.entry(unit).or_default().entry(t.n).or_default().push(p);
     }
     curves
         .into_iter()
@@ -54,9 +66,9 @@ fn paired(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> BTreeMap<Stri
 }
 
 /// The `auc` table's value (the mean curve's AUC) of one level, for the reading.
-fn level_auc(tables: &ConformityTables, model: &str, task: &str, family: &str, level: &str) -> Option<f64> {
+fn level_auc(tables: &ConformityTables, measure: PWrong, model: &str, task: &str, family: &str, level: &str) -> Option<f64> {
     let auc = &tables.auc;
-    rows_where(auc, &[("model", model), ("task", task), ("family", family), ("level", level), ("measure", "p_wrong_full")])
+    rows_where(auc, &[("model", model), ("task", task), ("family", family), ("level", level), ("measure", measure.column())])
         .first()
         .and_then(|&r| auc.number("auc", r))
 }
@@ -78,12 +90,13 @@ fn contrast_row(
     Row::judged(label, value, wilcoxon_evidence(&d, alternative, unit), claim)
 }
 
-pub(super) fn group_size_rise(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+pub(super) fn group_size_rise(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
     let (trials, _) = conformity(results)?;
     // N → trial index → p_wrong values, per model and task
     type Curve = BTreeMap<u32, BTreeMap<i64, Vec<f64>>>;
     let mut curves: BTreeMap<&str, BTreeMap<&str, Curve>> = BTreeMap::new();
     for t in trials.rows.iter().filter(|t| t.family == "group_size") {
+        let Some(p) = measure.of(t) else { continue };
         curves
             .entry(&t.model)
             .or_default()
@@ -93,7 +106,7 @@ pub(super) fn group_size_rise(h: &PaperHeadline, results: &Results) -> Option<Ou
             .or_default()
             .entry(t.seed)
             .or_default()
-            .push(t.p_wrong_full);
+            .push(p);
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let rows = curves
@@ -125,20 +138,20 @@ pub(super) fn group_size_rise(h: &PaperHeadline, results: &Results) -> Option<Ou
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })
 }
 
-pub(super) fn unanimity_dissent(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+pub(super) fn unanimity_dissent(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
     let (trials, tables) = conformity(results)?;
     let mut rows = Vec::new();
     for (model, task) in model_tasks(trials, "unanimity") {
         let aucs: Vec<BTreeMap<String, f64>> =
-            ["wrong_100", "wrong_80", "wrong_50"].iter().map(|level| unit_aucs(trials, &model, &task, "unanimity", level, false)).collect();
+            ["wrong_100", "wrong_80", "wrong_50"].iter().map(|level| unit_aucs(trials, measure, &model, &task, "unanimity", level, false)).collect();
         if aucs.iter().any(BTreeMap::is_empty) {
             continue;
         }
         for (a, b, i) in [("wrong_100", "wrong_80", 0), ("wrong_80", "wrong_50", 1)] {
             let value = format!(
                 "AUC {} → {}",
-                auc_text(level_auc(tables, &model, &task, "unanimity", a)),
-                auc_text(level_auc(tables, &model, &task, "unanimity", b))
+                auc_text(level_auc(tables, measure, &model, &task, "unanimity", a)),
+                auc_text(level_auc(tables, measure, &model, &task, "unanimity", b))
             );
             // The claim is that AUC falls as dissent grows: a − b > 0.
             let differences = paired(&aucs[i], &aucs[i + 1]);
@@ -155,10 +168,10 @@ pub(super) fn unanimity_dissent(h: &PaperHeadline, results: &Results) -> Option<
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })
 }
 
-pub(super) fn difficulty_rho(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+pub(super) fn difficulty_rho(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
     let (_, tables) = conformity(results)?;
     let s = &tables.difficulty_spearman;
-    let rows = rows_where(s, &[("measure", "p_wrong_full")])
+    let rows = rows_where(s, &[("measure", measure.column())])
         .into_iter()
         .map(|r| {
             let n = s.number("n_levels", r).unwrap_or(0.0) as usize;
@@ -176,16 +189,16 @@ pub(super) fn difficulty_rho(h: &PaperHeadline, results: &Results) -> Option<Out
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })
 }
 
-pub(super) fn performance_effect(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+pub(super) fn performance_effect(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
     let (_, tables) = conformity(results)?;
     let o = &tables.difficulty_ols;
     let margin = h.effect.unwrap_or(f64::INFINITY);
-    let rows = rows_where(o, &[("measure", "p_wrong_full"), ("term", "performance")])
+    let rows = rows_where(o, &[("measure", measure.column()), ("term", "performance")])
         .into_iter()
         .map(|r| {
             let n = o.number("n", r).unwrap_or(0.0) as usize;
             let (coef, se) = (o.number("coef", r), o.number("se", r));
-            let mut e = Evidence::new("OLS on difficulty and performance", n, "images");
+            let mut e = Evidence::new("OLS on difficulty and performance", n, "model × difficulty level points");
             e.estimate = coef;
             e.p = o.number("p", r);
             // Intercept and two slopes leave n − 3 residual degrees of freedom.
@@ -204,18 +217,18 @@ pub(super) fn performance_effect(h: &PaperHeadline, results: &Results) -> Option
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })
 }
 
-pub(super) fn public_private(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+pub(super) fn public_private(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
     let (trials, tables) = conformity(results)?;
     let rows = model_tasks(trials, "normative")
         .into_iter()
         .map(|(model, task)| {
-            let public = unit_aucs(trials, &model, &task, "normative", "public", true);
-            let private = unit_aucs(trials, &model, &task, "normative", "private", true);
+            let public = unit_aucs(trials, measure, &model, &task, "normative", "public", true);
+            let private = unit_aucs(trials, measure, &model, &task, "normative", "private", true);
             let d = paired(&public, &private);
             let value = format!(
                 "AUC {} vs {}, Δ {}",
-                auc_text(level_auc(tables, &model, &task, "normative", "public")),
-                auc_text(level_auc(tables, &model, &task, "normative", "private")),
+                auc_text(level_auc(tables, measure, &model, &task, "normative", "public")),
+                auc_text(level_auc(tables, measure, &model, &task, "normative", "private")),
                 signed(d.values().sum::<f64>() / d.len().max(1) as f64)
             );
             // The paper's test is one-tailed (public > private).
@@ -226,14 +239,14 @@ pub(super) fn public_private(h: &PaperHeadline, results: &Results) -> Option<Out
 }
 
 /// Per (model, task, trial index): the mean over `levels` present of AUC(level) − AUC(base).
-fn source_contrast(trials: &ConformityTable, levels: &[&str]) -> (BTreeMap<String, f64>, Vec<String>) {
+fn source_contrast(trials: &ConformityTable, measure: PWrong, levels: &[&str]) -> (BTreeMap<String, f64>, Vec<String>) {
     let mut out = BTreeMap::new();
     let mut seen = BTreeSet::new();
     for (model, task) in model_tasks(trials, "source_strength") {
-        let base = unit_aucs(trials, &model, &task, "source_strength", SOURCE_BASE, false);
+        let base = unit_aucs(trials, measure, &model, &task, "source_strength", SOURCE_BASE, false);
         let mut sums: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for level in levels {
-            let aucs = unit_aucs(trials, &model, &task, "source_strength", level, false);
+            let aucs = unit_aucs(trials, measure, &model, &task, "source_strength", level, false);
             if !aucs.is_empty() {
                 seen.insert((*level).to_owned());
             }
@@ -248,13 +261,13 @@ fn source_contrast(trials: &ConformityTable, levels: &[&str]) -> (BTreeMap<Strin
     (out, seen.into_iter().collect())
 }
 
-pub(super) fn source_strength(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+pub(super) fn source_strength(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
     let (trials, _) = conformity(results)?;
     let mut rows = Vec::new();
     for (name, levels, claim) in
         [("authorities", &AUTHORITIES[..], Claim::positive(h.effect)), ("kids/chatbots", &LOW_SOURCES[..], Claim::negative(None))]
     {
-        let (d, seen) = source_contrast(trials, levels);
+        let (d, seen) = source_contrast(trials, measure, levels);
         if d.is_empty() {
             continue;
         }
@@ -266,7 +279,7 @@ pub(super) fn source_strength(h: &PaperHeadline, results: &Results) -> Option<Ou
     (rows.len() == 2).then_some(Outcome { summary: String::new(), rows, combine: Combine::All })
 }
 
-pub(super) fn same_group(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+pub(super) fn same_group(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
     const FAMILIES: [&str; 3] = ["nationality", "ethnicity", "minimal_group"];
     let (trials, _) = conformity(results)?;
     let pairs: BTreeSet<(String, String)> = FAMILIES.iter().flat_map(|f| model_tasks(trials, f)).collect();
@@ -277,8 +290,8 @@ pub(super) fn same_group(h: &PaperHeadline, results: &Results) -> Option<Outcome
             let mut per_unit: BTreeMap<String, Vec<f64>> = BTreeMap::new();
             let mut families = Vec::new();
             for family in FAMILIES {
-                let same = unit_aucs(trials, &model, &task, family, "same", false);
-                let different = unit_aucs(trials, &model, &task, family, "different", false);
+                let same = unit_aucs(trials, measure, &model, &task, family, "same", false);
+                let different = unit_aucs(trials, measure, &model, &task, family, "different", false);
                 let d = paired(&same, &different);
                 if !d.is_empty() {
                     families.push(family);
@@ -296,17 +309,17 @@ pub(super) fn same_group(h: &PaperHeadline, results: &Results) -> Option<Outcome
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })
 }
 
-pub(super) fn near_far(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+pub(super) fn near_far(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
     let (trials, tables) = conformity(results)?;
     let mut rows = Vec::new();
     for family in ["spatial", "temporal"] {
         for (model, task) in model_tasks(trials, family) {
-            let near = unit_aucs(trials, &model, &task, family, "near", false);
-            let far = unit_aucs(trials, &model, &task, family, "far", false);
+            let near = unit_aucs(trials, measure, &model, &task, family, "near", false);
+            let far = unit_aucs(trials, measure, &model, &task, family, "far", false);
             let value = format!(
                 "AUC {} vs {}",
-                auc_text(level_auc(tables, &model, &task, family, "near")),
-                auc_text(level_auc(tables, &model, &task, family, "far"))
+                auc_text(level_auc(tables, measure, &model, &task, family, "near")),
+                auc_text(level_auc(tables, measure, &model, &task, family, "far"))
             );
             rows.push(contrast_row(
                 format!("{model} · {task} · {family}"),

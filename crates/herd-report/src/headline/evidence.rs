@@ -91,7 +91,7 @@ pub(crate) fn singular(unit: &'static str) -> &'static str {
         "trial pairs" => "trial pair",
         "paraphrases" => "paraphrase",
         "difficulty levels" => "difficulty level",
-        "images" => "image",
+        "model × difficulty level points" => "model × difficulty level point",
         "societies per mode" => "society per mode",
         other => other,
     }

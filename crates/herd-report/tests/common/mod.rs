@@ -86,11 +86,13 @@ fn trial(
         prompt_hash: format!("{seed:08x}"),
         p_correct: 1.0 - p,
         p_wrong_full: p,
-        p_wrong_ab: Some(p),
+        // The two-way measure sits a little above the whole-vocabulary one (mass off A and B).
+        p_wrong_ab: Some((p / 0.97).min(1.0)),
         logit_a,
         logit_b,
         mass_ab: 0.97,
         p_bound: false,
+        p_bound_kind: String::new(),
         answer_token_ids: "A:1 B:2".into(),
         prompt_tokens: 120,
         reused_tokens: 0,
@@ -171,6 +173,9 @@ fn society(
 ) {
     const SIZE: i64 = 20;
     let minority = |agent: i64| (agent * 7 + seed * 3) % SIZE < m;
+    // A name pair per society, exchanged between the groups in the swap pass.
+    let pair = [["Kalvo", "Tesim"], ["Dravin", "Pulek"]][(seed % 2) as usize];
+    let group_name = |is_minority: bool| pair[usize::from(is_minority == (swap_pass == "swapped"))];
     let scale = if variant == Variant::Shifted { 2.0 } else { 1.0 };
     for decider in 1..=SIZE {
         let targets: Vec<i64> = (1..=SIZE).filter(|&t| t != decider).collect();
@@ -210,6 +215,8 @@ fn society(
                 minority_decider,
                 minority_target: minority(target),
                 same_group: minority(target) == minority_decider,
+                decider_group: group_name(minority_decider).into(),
+                target_group: group_name(minority(target)).into(),
                 target_position: position as f64,
                 points: 100.0 * w / total,
                 filled: false,

@@ -1,4 +1,4 @@
-//! `cargo xtask bench stats`: the full minimal-group analysis (6 cells × 30 seeds × 20 deciders ×
+//! `cargo xtask bench stats` runs this example (in release, so that xtask itself needs no polars): the full minimal-group analysis (6 cells × 30 seeds × 20 deciders ×
 //! 19 targets: seed-level Wilcoxon + BH, per-cell and pooled GEE, 2,000 bootstrap resamples,
 //! robustness) in herd and, in the same run, the same analysis in pandas/scipy/statsmodels
 //! (`crates/herd-analysis/tests/golden/reference.py`). Both sides time the analysis only, not
@@ -59,6 +59,7 @@ fn synthetic_dyads() -> Vec<Dyad> {
                             points: 100.0 * w / total,
                             target_position: Some(position as f64),
                             filled: Some(false),
+                            target_group: None,
                         });
                     }
                 }
@@ -90,7 +91,17 @@ fn write_csv(rows: &[Dyad], path: &Path) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-pub fn run(venv: Option<&str>) -> Result<()> {
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let venv = match args.as_slice() {
+        [] => None,
+        [flag, path] if flag == "--venv" => Some(path.as_str()),
+        _ => bail!("usage: bench_stats [--venv PATH]"),
+    };
+    run(venv)
+}
+
+fn run(venv: Option<&str>) -> Result<()> {
     let rows = synthetic_dyads();
     let n_rows = rows.len();
     let table = DyadTable::new("bench", rows.clone())?;

