@@ -40,10 +40,24 @@ pub fn run(alias: &str) -> Result<()> {
     let dir = Path::new("target/bench-infer");
     std::fs::create_dir_all(dir)?;
     println!("model {alias}");
-    let gguf = herd(&["models", "--fetch", alias])?.split_once(": ").map(|(_, p)| p.trim().to_string()).context("herd models --fetch printed no path")?;
+    let gguf = herd(&["models", "--fetch", alias])?
+        .split_once(": ")
+        .map(|(_, p)| p.trim().to_string())
+        .context("herd models --fetch printed no path")?;
 
     // 200 conformity prompts, grouped by image as the runner groups them (all N of one image together).
-    let all = herd(&["prompts", "--experiment", "data/experiments/conformity.toml", "--family", "group_size", "--modality", "text", "--limit", "2000", "--jsonl"])?;
+    let all = herd(&[
+        "prompts",
+        "--experiment",
+        "data/experiments/conformity.toml",
+        "--family",
+        "group_size",
+        "--modality",
+        "text",
+        "--limit",
+        "2000",
+        "--jsonl",
+    ])?;
     let mut lines: Vec<(String, u64, &str)> = all
         .lines()
         .map(|l| {
@@ -56,7 +70,10 @@ pub fn run(alias: &str) -> Result<()> {
     let scoring_path = dir.join("scoring.jsonl");
     std::fs::write(&scoring_path, scoring.join("\n") + "\n")?;
     let society_path = dir.join("society.jsonl");
-    std::fs::write(&society_path, herd(&["prompts", "--experiment", "data/experiments/minimal-group.quick.toml", "--limit", "20", "--jsonl"])?)?;
+    std::fs::write(
+        &society_path,
+        herd(&["prompts", "--experiment", "data/experiments/minimal-group.quick.toml", "--limit", "20", "--jsonl"])?,
+    )?;
 
     println!("building herd's benchmark (release, target-cpu=native, target/bench-native)…");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -71,7 +88,16 @@ pub fn run(alias: &str) -> Result<()> {
     }
     let ours: Value = serde_json::from_slice(&out.stdout).context("herd's benchmark printed no JSON")?;
     println!("running llama.cpp (llama-cpp-python, {THREADS} threads)…");
-    let out = Command::new(&python).args(["xtask/bench/llamacpp_infer.py", gguf.as_str(), path_str(&scoring_path)?, path_str(&society_path)?, MAX_TOKENS, THREADS]).output()?;
+    let out = Command::new(&python)
+        .args([
+            "xtask/bench/llamacpp_infer.py",
+            gguf.as_str(),
+            path_str(&scoring_path)?,
+            path_str(&society_path)?,
+            MAX_TOKENS,
+            THREADS,
+        ])
+        .output()?;
     if !out.status.success() {
         bail!("llama.cpp's benchmark failed: {}", String::from_utf8_lossy(&out.stderr));
     }
@@ -100,8 +126,17 @@ fn phase(name: &str, seconds: f64, k: &Value, machine: &Value, bound: &str) {
     let peak = f(&machine["int8_peak_macs_per_s"]);
     let bandwidth = f(&machine["memory_bytes_per_s"]);
     let bytes = f(&k["int8_weight_bytes"]) + f(&k["attention_kv_bytes"]);
-    let compute = format!("int8 {:.0} GMAC/s = {:.0} % of peak (in the products alone {:.0} %)", macs / seconds / 1e9, 100.0 * macs / seconds / peak, 100.0 * macs / int8 / peak);
-    let memory = format!("weights and keys/values read {:.1} GB/s = {:.0} % of bandwidth", bytes / seconds / 1e9, 100.0 * bytes / seconds / bandwidth);
+    let compute = format!(
+        "int8 {:.0} GMAC/s = {:.0} % of peak (in the products alone {:.0} %)",
+        macs / seconds / 1e9,
+        100.0 * macs / seconds / peak,
+        100.0 * macs / int8 / peak
+    );
+    let memory = format!(
+        "weights and keys/values read {:.1} GB/s = {:.0} % of bandwidth",
+        bytes / seconds / 1e9,
+        100.0 * bytes / seconds / bandwidth
+    );
     match bound {
         "memory" => println!("    {:<24} bound: memory. {memory}; {compute}", ""),
         _ => println!("    {:<24} bound: int8 compute. {compute}; {memory}", ""),
@@ -114,10 +149,16 @@ fn report(ours: &Value, theirs: &Value) -> Result<()> {
     let (bandwidth, peak) = (f(&machine["memory_bytes_per_s"]), f(&machine["int8_peak_macs_per_s"]));
     let threads = f(&machine["threads"]);
     println!("\nmachine ({threads} threads, measured in herd's process before loading):");
-    println!("    memory read bandwidth  {:6.1} GB/s  (all threads summing a 512 MiB buffer, best of 3)", bandwidth / 1e9);
+    println!(
+        "    memory read bandwidth  {:6.1} GB/s  (all threads summing a 512 MiB buffer, best of 3)",
+        bandwidth / 1e9
+    );
     // Two vpdpbusd issue per cycle (ports 0 and 5), each 64 multiply-adds at 512 bits, 32 at 256.
     let per_cycle = if machine["int8_isa"].as_str() == Some("avx-vnni") { 64.0 } else { 128.0 };
-    let nominal = machine["cpu_mhz"].as_f64().map(|mhz| format!("; the kernel reports {:.2} GHz nominal", mhz / 1e3)).unwrap_or_default();
+    let nominal = machine["cpu_mhz"]
+        .as_f64()
+        .map(|mhz| format!("; the kernel reports {:.2} GHz nominal", mhz / 1e3))
+        .unwrap_or_default();
     println!(
         "    int8 peak              {:6.0} GMAC/s  (measured: vpdpbusd on 12 independent registers per thread, no memory traffic = {threads} threads × {per_cycle} MAC/cycle × {:.2} GHz effective{nominal})",
         peak / 1e9,
@@ -125,8 +166,15 @@ fn report(ours: &Value, theirs: &Value) -> Result<()> {
     );
 
     let (herd_load, llama_load) = (f(&ours["load_s"]), f(&theirs["load_s"]));
-    println!("\nload: herd {herd_load:.2} s ({}), llama.cpp {llama_load:.2} s: {:.2}× llama.cpp's time (target ≤ 2×)", ours["load"]["prepared"].as_str().unwrap_or("?"), herd_load / llama_load);
-    let phases: Vec<String> = ours["load"]["phases"].as_array().map(|a| a.iter().map(|p| format!("{} {:.3} s", p[0].as_str().unwrap_or("?"), f(&p[1]))).collect()).unwrap_or_default();
+    println!(
+        "\nload: herd {herd_load:.2} s ({}), llama.cpp {llama_load:.2} s: {:.2}× llama.cpp's time (target ≤ 2×)",
+        ours["load"]["prepared"].as_str().unwrap_or("?"),
+        herd_load / llama_load
+    );
+    let phases: Vec<String> = ours["load"]["phases"]
+        .as_array()
+        .map(|a| a.iter().map(|p| format!("{} {:.3} s", p[0].as_str().unwrap_or("?"), f(&p[1]))).collect())
+        .unwrap_or_default();
     println!("    where herd's time goes: {}", phases.join(", "));
     if let Some(s) = ours["load"]["preparing_s"].as_f64() {
         println!("    (this run prepared the weights first: that load took {s:.1} s and wrote the cache)");
@@ -136,35 +184,62 @@ fn report(ours: &Value, theirs: &Value) -> Result<()> {
     let herd_score = prompts / f(&ours["scoring"]["seconds"]);
     let llama_score = prompts / f(&theirs["scoring"]["seconds"]);
     // Every prompt's continuation, and each group's shared prefix once.
-    let computed = f(&ours["scoring"]["prompt_tokens"]) - f(&ours["scoring"]["reused_tokens"]) + f(&ours["scoring"]["prefix_tokens"]);
-    println!("\n(a) scoring {} prompts in {} image groups ({} prompt tokens, {} computed after prefix reuse)", prompts, ours["scoring"]["groups"], ours["scoring"]["prompt_tokens"], computed);
-    println!("    herd       {herd_score:8.2} prompts/s   ({:.0} computed tokens/s)", computed / f(&ours["scoring"]["seconds"]));
+    let computed = f(&ours["scoring"]["prompt_tokens"]) - f(&ours["scoring"]["reused_tokens"])
+        + f(&ours["scoring"]["prefix_tokens"]);
+    println!(
+        "\n(a) scoring {} prompts in {} image groups ({} prompt tokens, {} computed after prefix reuse)",
+        prompts, ours["scoring"]["groups"], ours["scoring"]["prompt_tokens"], computed
+    );
+    println!(
+        "    herd       {herd_score:8.2} prompts/s   ({:.0} computed tokens/s)",
+        computed / f(&ours["scoring"]["seconds"])
+    );
     println!("    llama.cpp  {llama_score:8.2} prompts/s   (prefix kept between consecutive prompts)");
     println!("    ratio      {:8.2}×   (target ≥ 3×)", herd_score / llama_score);
     let pa_ours: Vec<f64> = ours["scoring"]["p_a"].as_array().map(|a| a.iter().map(f).collect()).unwrap_or_default();
-    let pa_theirs: Vec<f64> = theirs["scoring"]["p_a"].as_array().map(|a| a.iter().map(f).collect()).unwrap_or_default();
+    let pa_theirs: Vec<f64> =
+        theirs["scoring"]["p_a"].as_array().map(|a| a.iter().map(f).collect()).unwrap_or_default();
     let worst = pa_ours.iter().zip(&pa_theirs).map(|(a, b)| (a.ln() - b.ln()).abs()).fold(0.0, f64::max);
-    println!("    agreement  largest |Δ log P(\"A\" token)| = {worst:.3} (herd sums every token spelling A; llama.cpp side reads token \"A\" only)");
+    println!(
+        "    agreement  largest |Δ log P(\"A\" token)| = {worst:.3} (herd sums every token spelling A; llama.cpp side reads token \"A\" only)"
+    );
     let prefix_s = f(&ours["scoring"]["prefix_seconds"]);
     println!("    the groups' shared prefixes, scored alone (without the reuse between groups), take {prefix_s:.1} s");
     phase("scoring", f(&ours["scoring"]["seconds"]), &ours["scoring"]["kernels"], machine, "compute");
 
     let herd_gen = f(&ours["generation"]["completion_tokens"]) / f(&ours["generation"]["seconds"]);
     let seq = f(&theirs["generation_sequential"]["completion_tokens"]) / f(&theirs["generation_sequential"]["seconds"]);
-    println!("\n(b) generating for a 20-decider society, up to {MAX_TOKENS} tokens each (prefill included; {} prompt tokens)", ours["generation"]["prompt_tokens"]);
-    println!("    herd (one batch)              {herd_gen:8.1} tokens/s   ({} tokens in {:.1} s)", ours["generation"]["completion_tokens"], f(&ours["generation"]["seconds"]));
+    println!(
+        "\n(b) generating for a 20-decider society, up to {MAX_TOKENS} tokens each (prefill included; {} prompt tokens)",
+        ours["generation"]["prompt_tokens"]
+    );
+    println!(
+        "    herd (one batch)              {herd_gen:8.1} tokens/s   ({} tokens in {:.1} s)",
+        ours["generation"]["completion_tokens"],
+        f(&ours["generation"]["seconds"])
+    );
     println!("    llama.cpp one by one          {seq:8.1} tokens/s   ratio {:.2}×", herd_gen / seq);
     match theirs["generation_parallel"]["seconds"].as_f64() {
         Some(s) => {
             let par = f(&theirs["generation_parallel"]["completion_tokens"]) / s;
-            println!("    llama.cpp parallel sequences  {par:8.1} tokens/s   ratio {:.2}×   (target ≥ 2×)", herd_gen / par);
+            println!(
+                "    llama.cpp parallel sequences  {par:8.1} tokens/s   ratio {:.2}×   (target ≥ 2×)",
+                herd_gen / par
+            );
             let prefill = f(&theirs["generation_parallel"]["prefill_seconds"]);
             println!("    where llama.cpp's time goes: prompts {prefill:.1} s, decoding {:.1} s", s - prefill);
         }
         None => println!("    llama.cpp parallel sequences  not measured: {}", theirs["generation_parallel"]["error"]),
     }
-    let (total, prefill, sampling) = (f(&ours["generation"]["seconds"]), f(&ours["generation"]["prefill_seconds"]), f(&ours["generation"]["sampling_seconds"]));
-    println!("    where herd's time goes: prompts and first token {prefill:.1} s, decoding {:.1} s, of which sampling {sampling:.1} s", total - prefill);
+    let (total, prefill, sampling) = (
+        f(&ours["generation"]["seconds"]),
+        f(&ours["generation"]["prefill_seconds"]),
+        f(&ours["generation"]["sampling_seconds"]),
+    );
+    println!(
+        "    where herd's time goes: prompts and first token {prefill:.1} s, decoding {:.1} s, of which sampling {sampling:.1} s",
+        total - prefill
+    );
     phase("prompts and first token", prefill, &ours["generation"]["kernels_prefill"], machine, "compute");
     phase("decoding", total - prefill, &ours["generation"]["kernels_decode"], machine, "memory");
     Ok(())

@@ -22,12 +22,17 @@ struct Case {
 fn load(name: &str) -> Result<Vec<Value>> {
     let path = format!("{FIXTURES}/{name}");
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
-    text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).with_context(|| format!("bad line in {path}"))).collect()
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).with_context(|| format!("bad line in {path}")))
+        .collect()
 }
 
 fn raw_bytes(case: &Value) -> Vec<u8> {
     match case.get("raw_hex").and_then(Value::as_str) {
-        Some(hex) => (0..hex.len() / 2).filter_map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()).collect(),
+        Some(hex) => {
+            (0..hex.len() / 2).filter_map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()).collect()
+        }
         None => case.get("raw").and_then(Value::as_str).unwrap_or("").as_bytes().to_vec(),
     }
 }
@@ -75,7 +80,11 @@ pub fn run() -> Result<()> {
     let answer_rate = rate(answers.len(), |i| {
         black_box(parse_answer(black_box(&answers[i])));
     });
-    println!("parse corpus: {} allocation outputs ({bytes} bytes), {} answer outputs", allocations.len(), answers.len());
+    println!(
+        "parse corpus: {} allocation outputs ({bytes} bytes), {} answer outputs",
+        allocations.len(),
+        answers.len()
+    );
     println!("  herd-parse allocation     {ours:>12.0} parses/s");
     println!(
         "  serde_json::from_str peer {peer:>12.0} parses/s  (accepts {strict_ok} of {} outputs as-is)",

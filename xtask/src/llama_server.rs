@@ -8,12 +8,21 @@ use std::process::{Command, Stdio};
 
 /// Makes sure the environment exists (building it the first time) and returns its python.
 pub fn python() -> Result<PathBuf> {
-    let out = Command::new("bash").arg("xtask/llama-server.sh").stderr(Stdio::inherit()).output().context("running xtask/llama-server.sh")?;
+    let out = Command::new("bash")
+        .arg("xtask/llama-server.sh")
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running xtask/llama-server.sh")?;
     if !out.status.success() {
         bail!("xtask/llama-server.sh failed; see its output above");
     }
     let stdout = String::from_utf8(out.stdout).context("xtask/llama-server.sh printed no UTF-8 path")?;
-    let path = stdout.lines().last().map(str::trim).filter(|l| !l.is_empty()).context("xtask/llama-server.sh printed no python path")?;
+    let path = stdout
+        .lines()
+        .last()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .context("xtask/llama-server.sh printed no python path")?;
     Ok(PathBuf::from(path))
 }
 
@@ -28,7 +37,23 @@ pub fn bench() -> Result<()> {
     install()?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let prompts = Command::new(&cargo)
-        .args(["run", "--quiet", "-p", "herd-cli", "--", "prompts", "--experiment", "data/experiments/conformity.toml", "--family", "group_size", "--modality", "text", "--limit", "48", "--jsonl"])
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "herd-cli",
+            "--",
+            "prompts",
+            "--experiment",
+            "data/experiments/conformity.toml",
+            "--family",
+            "group_size",
+            "--modality",
+            "text",
+            "--limit",
+            "48",
+            "--jsonl",
+        ])
         .output()
         .context("running herd prompts")?;
     if !prompts.status.success() {
@@ -39,7 +64,10 @@ pub fn bench() -> Result<()> {
     let file = dir.join("prompts.jsonl");
     std::fs::write(&file, &prompts.stdout)?;
     println!("building the benchmark (release)…");
-    let status = Command::new(&cargo).args(["run", "--quiet", "--release", "-p", "herd-infer", "--example", "bench_openai", "--"]).arg(&file).status()?;
+    let status = Command::new(&cargo)
+        .args(["run", "--quiet", "--release", "-p", "herd-infer", "--example", "bench_openai", "--"])
+        .arg(&file)
+        .status()?;
     if !status.success() {
         bail!("the openai benchmark failed");
     }

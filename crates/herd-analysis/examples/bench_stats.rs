@@ -11,9 +11,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use herd_analysis::{
-    BootstrapPlan, DesignKey, Dyad, DyadTable, Labels, MinimalGroupOptions, analyze_minimal_group,
-};
+use herd_analysis::{BootstrapPlan, DesignKey, Dyad, DyadTable, Labels, MinimalGroupOptions, analyze_minimal_group};
 use herd_design::ChaCha20Rng;
 use herd_design::rand::{Rng, SeedableRng, seq::SliceRandom};
 
@@ -70,7 +68,9 @@ fn synthetic_dyads() -> Vec<Dyad> {
 }
 
 fn write_csv(rows: &[Dyad], path: &Path) -> Result<()> {
-    let mut text = String::from("labels,m,seed,decider,target,minority_decider,minority_target,same_group,points,target_position,filled\n");
+    let mut text = String::from(
+        "labels,m,seed,decider,target,minority_decider,minority_target,same_group,points,target_position,filled\n",
+    );
     for d in rows {
         writeln!(
             text,

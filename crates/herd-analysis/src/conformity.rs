@@ -24,9 +24,7 @@
 
 use std::collections::BTreeMap;
 
-use herd_stats::{
-    Alternative, Formula, ols, sample_std, spearman, trapezoid, ttest_one_sample, z_test,
-};
+use herd_stats::{Alternative, Formula, ols, sample_std, spearman, trapezoid, ttest_one_sample, z_test};
 
 use crate::error::{AnalysisError, stats_context};
 use crate::table::{ResultTable, TableBuilder};
@@ -119,10 +117,7 @@ pub struct ConformityOptions {
 
 impl Default for ConformityOptions {
     fn default() -> Self {
-        Self {
-            interval_z: 1.959_963_984_540_054,
-            source_base: "participants".into(),
-        }
+        Self { interval_z: 1.959_963_984_540_054, source_base: "participants".into() }
     }
 }
 
@@ -138,13 +133,7 @@ pub struct ConformityTables {
 
 impl ConformityTables {
     pub fn all(&self) -> [&ResultTable; 5] {
-        [
-            &self.curves,
-            &self.auc,
-            &self.deltas,
-            &self.difficulty_spearman,
-            &self.difficulty_ols,
-        ]
+        [&self.curves, &self.auc, &self.deltas, &self.difficulty_spearman, &self.difficulty_ols]
     }
 }
 
@@ -217,16 +206,31 @@ pub fn analyze_conformity(
     let mut curves = TableBuilder::new(
         "curves",
         &[
-            ("model", 't'), ("task", 't'), ("family", 't'), ("level", 't'), ("measure", 't'),
-            ("n", 'i'), ("trials", 'i'), ("mean", 'f'), ("sd", 'f'), ("se", 'f'),
-            ("ci_low", 'f'), ("ci_high", 'f'),
+            ("model", 't'),
+            ("task", 't'),
+            ("family", 't'),
+            ("level", 't'),
+            ("measure", 't'),
+            ("n", 'i'),
+            ("trials", 'i'),
+            ("mean", 'f'),
+            ("sd", 'f'),
+            ("se", 'f'),
+            ("ci_low", 'f'),
+            ("ci_high", 'f'),
         ],
     );
     let mut auc = TableBuilder::new(
         "auc",
         &[
-            ("model", 't'), ("task", 't'), ("family", 't'), ("level", 't'), ("measure", 't'),
-            ("n_points", 'i'), ("auc", 'f'), ("saturation_n", 'i'),
+            ("model", 't'),
+            ("task", 't'),
+            ("family", 't'),
+            ("level", 't'),
+            ("measure", 't'),
+            ("n_points", 'i'),
+            ("auc", 'f'),
+            ("saturation_n", 'i'),
         ],
     );
     // measure → curve → N → values
@@ -249,9 +253,18 @@ pub fn analyze_conformity(
                 let sd = if k >= 2 { sample_std(values).unwrap_or(f64::NAN) } else { f64::NAN };
                 let se = sd / (k as f64).sqrt();
                 curves.push(vec![
-                    key.0.as_str().into(), key.1.as_str().into(), key.2.as_str().into(),
-                    key.3.as_str().into(), measure.into(), n.into(), k.into(), m.into(), sd.into(),
-                    se.into(), (m - options.interval_z * se).into(), (m + options.interval_z * se).into(),
+                    key.0.as_str().into(),
+                    key.1.as_str().into(),
+                    key.2.as_str().into(),
+                    key.3.as_str().into(),
+                    measure.into(),
+                    n.into(),
+                    k.into(),
+                    m.into(),
+                    sd.into(),
+                    se.into(),
+                    (m - options.interval_z * se).into(),
+                    (m + options.interval_z * se).into(),
                 ]);
             }
             let Some(area) = curve_auc(&points) else {
@@ -263,8 +276,13 @@ pub fn analyze_conformity(
                 });
             };
             auc.push(vec![
-                key.0.as_str().into(), key.1.as_str().into(), key.2.as_str().into(),
-                key.3.as_str().into(), measure.into(), points.len().into(), area.into(),
+                key.0.as_str().into(),
+                key.1.as_str().into(),
+                key.2.as_str().into(),
+                key.3.as_str().into(),
+                measure.into(),
+                points.len().into(),
+                area.into(),
                 saturation_n(&points).into(),
             ]);
             level_auc.insert((measure, key), area);
@@ -273,17 +291,15 @@ pub fn analyze_conformity(
     let deltas = deltas_table(table, options, &measures, &level_auc)?;
     let difficulty_spearman = spearman_table(table, &level_auc)?;
     let difficulty_ols = ols_table(table, &measures)?;
-    Ok(ConformityTables {
-        curves: curves.finish(),
-        auc: auc.finish(),
-        deltas,
-        difficulty_spearman,
-        difficulty_ols,
-    })
+    Ok(ConformityTables { curves: curves.finish(), auc: auc.finish(), deltas, difficulty_spearman, difficulty_ols })
 }
 
 /// The contrasts of one family: (level a, level b, pairing unit, alternative).
-fn contrasts(family: &str, levels: &[String], options: &ConformityOptions) -> Vec<(String, String, &'static str, Alternative)> {
+fn contrasts(
+    family: &str,
+    levels: &[String],
+    options: &ConformityOptions,
+) -> Vec<(String, String, &'static str, Alternative)> {
     let pair = |a: &str, b: &str, unit, alt| {
         (levels.iter().any(|l| l == a) && levels.iter().any(|l| l == b))
             .then(|| (a.to_owned(), b.to_owned(), unit, alt))
@@ -312,10 +328,24 @@ fn deltas_table(
     let mut out = TableBuilder::new(
         "deltas",
         &[
-            ("model", 't'), ("task", 't'), ("family", 't'), ("measure", 't'), ("level_a", 't'),
-            ("level_b", 't'), ("pairing", 't'), ("alternative", 't'), ("n_pairs", 'i'),
-            ("auc_a", 'f'), ("auc_b", 'f'), ("delta", 'f'), ("se", 'f'), ("t", 'f'), ("df", 'f'),
-            ("t_p", 'f'), ("z", 'f'), ("z_p", 'f'),
+            ("model", 't'),
+            ("task", 't'),
+            ("family", 't'),
+            ("measure", 't'),
+            ("level_a", 't'),
+            ("level_b", 't'),
+            ("pairing", 't'),
+            ("alternative", 't'),
+            ("n_pairs", 'i'),
+            ("auc_a", 'f'),
+            ("auc_b", 'f'),
+            ("delta", 'f'),
+            ("se", 'f'),
+            ("t", 'f'),
+            ("df", 'f'),
+            ("t_p", 'f'),
+            ("z", 'f'),
+            ("z_p", 'f'),
         ],
     );
     // (model, task, family) → level list
@@ -332,9 +362,7 @@ fn deltas_table(
     for ((model, task, family), mut levels) in families {
         levels.sort();
         for (a, b, unit, alternative) in contrasts(&family, &levels, options) {
-            if unit == "paraphrase"
-                && table.rows.iter().any(|t| t.family == family && t.paraphrase.is_none())
-            {
+            if unit == "paraphrase" && table.rows.iter().any(|t| t.family == family && t.paraphrase.is_none()) {
                 return Err(AnalysisError::MissingColumn {
                     origin: table.origin.clone(),
                     column: "paraphrase".into(),
@@ -348,7 +376,11 @@ fn deltas_table(
                 for t in table.rows.iter().filter(|t| {
                     t.model == model && t.task == task && t.family == family && (t.level == a || t.level == b)
                 }) {
-                    let id = if unit == "paraphrase" { t.paraphrase.clone().unwrap_or_default() } else { t.seed.to_string() };
+                    let id = if unit == "paraphrase" {
+                        t.paraphrase.clone().unwrap_or_default()
+                    } else {
+                        t.seed.to_string()
+                    };
                     let side = if t.level == a { "a" } else { "b" };
                     units.entry(side).or_default().entry(id).or_default().entry(t.n).or_default().push(pick(t));
                 }
@@ -377,9 +409,20 @@ fn deltas_table(
                 let key = |level: &str| (measure, (model.clone(), task.clone(), family.clone(), level.to_owned()));
                 let auc_a = level_auc.get(&key(&a)).copied().unwrap_or(f64::NAN);
                 let auc_b = level_auc.get(&key(&b)).copied().unwrap_or(f64::NAN);
-                push_delta(&mut out, [&model, &task, &family, measure, &a, &b, unit], alternative, (auc_a, auc_b), &test, differences.len(), (z, z_p));
+                push_delta(
+                    &mut out,
+                    [&model, &task, &family, measure, &a, &b, unit],
+                    alternative,
+                    (auc_a, auc_b),
+                    &test,
+                    differences.len(),
+                    (z, z_p),
+                );
                 if SOCIAL_FAMILIES.contains(&family.as_str()) {
-                    social.entry((model.clone(), task.clone(), measure)).or_default().insert(family.clone(), (by_unit, auc_a, auc_b));
+                    social
+                        .entry((model.clone(), task.clone(), measure))
+                        .or_default()
+                        .insert(family.clone(), (by_unit, auc_a, auc_b));
                 }
             }
         }
@@ -440,8 +483,17 @@ fn push_delta(
     };
     let mut row: Vec<crate::table::Value> = keys.iter().map(|&k| k.into()).collect();
     row.extend([
-        alternative.into(), n_pairs.into(), auc_a.into(), auc_b.into(), test.mean.into(), test.se.into(),
-        test.t.into(), test.df.into(), test.p_value.into(), z.into(), z_p.into(),
+        alternative.into(),
+        n_pairs.into(),
+        auc_a.into(),
+        auc_b.into(),
+        test.mean.into(),
+        test.se.into(),
+        test.t.into(),
+        test.df.into(),
+        test.p_value.into(),
+        z.into(),
+        z_p.into(),
     ]);
     out.push(row);
 }
@@ -454,7 +506,9 @@ fn spearman_table(
         "difficulty_spearman",
         &[("model", 't'), ("task", 't'), ("measure", 't'), ("n_levels", 'i'), ("rho", 'f'), ("p", 'f')],
     );
-    let mut groups: BTreeMap<(&str, &str, &str), Vec<(f64, f64)>> = BTreeMap::new();
+    // (model, task, measure) → (difficulty level, AUC)
+    type Levels<'a> = BTreeMap<(&'a str, &'a str, &'a str), Vec<(f64, f64)>>;
+    let mut groups: Levels<'_> = BTreeMap::new();
     for ((measure, (model, task, family, level)), &area) in level_auc {
         if family.as_str() != "difficulty" {
             continue;
@@ -484,7 +538,9 @@ fn spearman_table(
                 Ok(r) => (r.rho, r.p_value),
                 Err(herd_stats::StatsError::ConstantInput { .. }) => (f64::NAN, f64::NAN),
                 Err(e) => {
-                    return Err(stats_context(&table.origin, || format!("Spearman of AUC on difficulty (model={model}, task={task}, {measure})"))(e));
+                    return Err(stats_context(&table.origin, || {
+                        format!("Spearman of AUC on difficulty (model={model}, task={task}, {measure})")
+                    })(e));
                 }
             }
         };
@@ -505,26 +561,34 @@ fn min_max(values: &mut [f64]) -> bool {
     true
 }
 
-fn ols_table(
-    table: &ConformityTable,
-    measures: &[PWrong],
-) -> Result<ResultTable, AnalysisError> {
+fn ols_table(table: &ConformityTable, measures: &[PWrong]) -> Result<ResultTable, AnalysisError> {
     let mut out = TableBuilder::new(
         "difficulty_ols",
         &[
-            ("task", 't'), ("measure", 't'), ("term", 't'), ("coef", 'f'), ("se", 'f'), ("t", 'f'),
-            ("p", 'f'), ("r_squared", 'f'), ("n", 'i'),
+            ("task", 't'),
+            ("measure", 't'),
+            ("term", 't'),
+            ("coef", 'f'),
+            ("se", 'f'),
+            ("t", 'f'),
+            ("p", 'f'),
+            ("r_squared", 'f'),
+            ("n", 'i'),
         ],
     );
     let difficulty: Vec<&ConformityTrial> = table.rows.iter().filter(|t| t.family == "difficulty").collect();
     let complete = difficulty.iter().all(|t| {
-        t.difficulty_level.is_some() && t.difficulty_index.is_some() && t.correct_label.is_some()
-            && t.logit_a.is_some() && t.logit_b.is_some()
+        t.difficulty_level.is_some()
+            && t.difficulty_index.is_some()
+            && t.correct_label.is_some()
+            && t.logit_a.is_some()
+            && t.logit_b.is_some()
     });
     if difficulty.is_empty() || !complete {
         return Ok(out.finish());
     }
-    let formula = Formula::parse("conformity ~ difficulty + performance").map_err(stats_context(&table.origin, || "OLS formula".into()))?;
+    let formula = Formula::parse("conformity ~ difficulty + performance")
+        .map_err(stats_context(&table.origin, || "OLS formula".into()))?;
     for &m in measures {
         let (measure, pick) = (m.column(), |t: &ConformityTrial| m.of(t).unwrap_or(f64::NAN));
         // The paper's unit (≈ 117 degrees of freedom per task = 12 models × 10 levels): one point per
@@ -533,8 +597,13 @@ fn ols_table(
         type Level = (BTreeMap<u32, Vec<f64>>, Vec<f64>, Vec<f64>);
         let mut tasks: BTreeMap<&str, BTreeMap<&str, BTreeMap<i64, Level>>> = BTreeMap::new();
         for t in &difficulty {
-            let image = tasks.entry(t.task.as_str()).or_default().entry(t.model.as_str()).or_default()
-                .entry(t.difficulty_level.unwrap_or_default()).or_default();
+            let image = tasks
+                .entry(t.task.as_str())
+                .or_default()
+                .entry(t.model.as_str())
+                .or_default()
+                .entry(t.difficulty_level.unwrap_or_default())
+                .or_default();
             image.0.entry(t.n).or_default().push(pick(t));
             image.1.push(t.difficulty_index.unwrap_or(f64::NAN));
             if t.n == 0 {
@@ -577,13 +646,24 @@ fn ols_table(
             }
             let context = || format!("OLS of conformity on difficulty and performance (task={task}, {measure})");
             let (design, y) = formula
-                .build(&[("conformity", conformity.as_slice()), ("difficulty", difficulty_index.as_slice()), ("performance", performance.as_slice())])
+                .build(&[
+                    ("conformity", conformity.as_slice()),
+                    ("difficulty", difficulty_index.as_slice()),
+                    ("performance", performance.as_slice()),
+                ])
                 .map_err(stats_context(&table.origin, context))?;
             let fit = ols(&design, &y).map_err(stats_context(&table.origin, context))?;
             for c in &fit.coefficients {
                 out.push(vec![
-                    task.into(), measure.into(), c.name.as_str().into(), c.estimate.into(), c.se.into(),
-                    c.t.into(), c.p_value.into(), fit.r_squared.into(), fit.n_obs.into(),
+                    task.into(),
+                    measure.into(),
+                    c.name.as_str().into(),
+                    c.estimate.into(),
+                    c.se.into(),
+                    c.t.into(),
+                    c.p_value.into(),
+                    fit.r_squared.into(),
+                    fit.n_obs.into(),
                 ]);
             }
         }
@@ -617,7 +697,8 @@ mod tests {
 
     #[test]
     fn saturation_is_the_first_n_at_ninety_percent_of_the_last_and_null_for_a_flat_curve() {
-        let curve = |points: &[(u32, f64)]| points.iter().map(|&(n, p)| (n, vec![p, p])).collect::<BTreeMap<u32, Vec<f64>>>();
+        let curve =
+            |points: &[(u32, f64)]| points.iter().map(|&(n, p)| (n, vec![p, p])).collect::<BTreeMap<u32, Vec<f64>>>();
         // 0.9 × 0.8 = 0.72: reached at N = 4 (0.73), not at N = 3 (0.71).
         assert_eq!(saturation_n(&curve(&[(0, 0.1), (2, 0.5), (3, 0.71), (4, 0.73), (10, 0.8)])), Some(4));
         assert_eq!(saturation_n(&curve(&[(0, 0.5), (5, 0.5), (10, 0.5)])), None, "a flat curve does not saturate");
@@ -627,7 +708,11 @@ mod tests {
     #[test]
     fn the_same_auc_at_every_difficulty_gives_a_null_rho_not_an_error() {
         // A model that answers alike whatever the difficulty: every level has the same curve.
-        let rows = (1..=4).flat_map(|level| (0..2).flat_map(move |seed| [0, 5].map(|n| trial(level, n, seed, if n == 0 { 0.2 } else { 0.6 })))).collect();
+        let rows = (1..=4)
+            .flat_map(|level| {
+                (0..2).flat_map(move |seed| [0, 5].map(|n| trial(level, n, seed, if n == 0 { 0.2 } else { 0.6 })))
+            })
+            .collect();
         let table = ConformityTable { origin: "t.parquet".into(), rows };
         let tables = analyze_conformity(&table, &ConformityOptions::default()).unwrap();
         let s = &tables.difficulty_spearman;

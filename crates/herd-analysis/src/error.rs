@@ -8,19 +8,9 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum AnalysisError {
     #[error("{origin}: missing column `{column}`\n  fix: {fix}")]
-    MissingColumn {
-        origin: String,
-        column: String,
-        fix: String,
-    },
+    MissingColumn { origin: String, column: String, fix: String },
     #[error("{origin}: column `{column}` has type {found}, expected {expected}\n  fix: {fix}")]
-    WrongType {
-        origin: String,
-        column: String,
-        expected: String,
-        found: String,
-        fix: String,
-    },
+    WrongType { origin: String, column: String, expected: String, found: String, fix: String },
     #[error("{origin}: column `{column}`, row {row}: {problem}\n  fix: {fix}")]
     InvalidValue {
         origin: String,
@@ -35,21 +25,9 @@ pub enum AnalysisError {
          fix: points must be the renormalised allocation (they sum to the pool for every decider); \
          check that no target row is missing or duplicated"
     )]
-    PointsDoNotSumToPool {
-        origin: String,
-        cell: String,
-        seed: i64,
-        decider: i64,
-        sum: f64,
-        pool: f64,
-    },
+    PointsDoNotSumToPool { origin: String, cell: String, seed: i64, decider: i64, sum: f64, pool: f64 },
     #[error("{origin}: {cell} has no {what}\n  fix: {fix}")]
-    EmptyCell {
-        origin: String,
-        cell: String,
-        what: String,
-        fix: String,
-    },
+    EmptyCell { origin: String, cell: String, what: String, fix: String },
     #[error("{origin}: {context}: {source}")]
     Statistics {
         origin: String,
@@ -67,9 +45,5 @@ pub(crate) fn stats_context(
     context: impl FnOnce() -> String,
 ) -> impl FnOnce(StatsError) -> AnalysisError {
     let origin = origin.to_owned();
-    move |source| AnalysisError::Statistics {
-        origin,
-        context: context(),
-        source,
-    }
+    move |source| AnalysisError::Statistics { origin, context: context(), source }
 }

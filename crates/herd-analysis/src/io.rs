@@ -36,10 +36,7 @@ impl TableFormat {
 }
 
 fn io_error(path: &Path, e: impl std::fmt::Display) -> AnalysisError {
-    AnalysisError::Io {
-        file: path.display().to_string(),
-        problem: e.to_string(),
-    }
+    AnalysisError::Io { file: path.display().to_string(), problem: e.to_string() }
 }
 
 /// Reads a CSV (header row; types inferred from every row) or Parquet file.
@@ -86,12 +83,13 @@ pub fn read_trial_table(path: &Path, table: Table) -> Result<DataFrame, Analysis
             ),
         });
     }
-    read_table(&[path.to_path_buf()], table)
-        .map_err(|e| io_error(path, e))?
-        .ok_or_else(|| AnalysisError::Io {
-            file: path.display().to_string(),
-            problem: format!("the run has no {table} rows yet\n  fix: run the experiment first (`herd run … --out {}`)", path.display()),
-        })
+    read_table(&[path.to_path_buf()], table).map_err(|e| io_error(path, e))?.ok_or_else(|| AnalysisError::Io {
+        file: path.display().to_string(),
+        problem: format!(
+            "the run has no {table} rows yet\n  fix: run the experiment first (`herd run … --out {}`)",
+            path.display()
+        ),
+    })
 }
 
 /// Typed access to the columns of a frame read from `origin`, with errors naming file, column and
@@ -103,10 +101,7 @@ pub struct Columns<'a> {
 
 impl<'a> Columns<'a> {
     pub fn new(frame: &'a DataFrame, origin: impl Into<String>) -> Self {
-        Self {
-            frame,
-            origin: origin.into(),
-        }
+        Self { frame, origin: origin.into() }
     }
 
     pub fn origin(&self) -> &str {
@@ -127,12 +122,7 @@ impl<'a> Columns<'a> {
             column: name.to_owned(),
             fix: format!(
                 "add a `{name}` column ({what}); the file has {}",
-                self.frame
-                    .get_column_names()
-                    .iter()
-                    .map(|c| format!("`{c}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                self.frame.get_column_names().iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
             ),
         })
     }
@@ -170,9 +160,7 @@ impl<'a> Columns<'a> {
         if !(matches!(dtype, DataType::String) || dtype.is_integer() || dtype.is_bool()) {
             return Err(self.wrong_type(name, column, "text", what));
         }
-        let cast = column
-            .cast(&DataType::String)
-            .map_err(|_| self.wrong_type(name, column, "text", what))?;
+        let cast = column.cast(&DataType::String).map_err(|_| self.wrong_type(name, column, "text", what))?;
         let values: Vec<Option<String>> = cast
             .str()
             .map_err(|_| self.wrong_type(name, column, "text", what))?
@@ -189,9 +177,7 @@ impl<'a> Columns<'a> {
         if !(matches!(dtype, DataType::String | DataType::Null) || dtype.is_integer()) {
             return Err(self.wrong_type(name, column, "text", what));
         }
-        let cast = column
-            .cast(&DataType::String)
-            .map_err(|_| self.wrong_type(name, column, "text", what))?;
+        let cast = column.cast(&DataType::String).map_err(|_| self.wrong_type(name, column, "text", what))?;
         Ok(cast
             .str()
             .map_err(|_| self.wrong_type(name, column, "text", what))?
@@ -206,14 +192,9 @@ impl<'a> Columns<'a> {
         if !column.dtype().is_integer() {
             return Err(self.wrong_type(name, column, "integers", what));
         }
-        let cast = column
-            .cast(&DataType::Int64)
-            .map_err(|_| self.wrong_type(name, column, "integers", what))?;
-        let values: Vec<Option<i64>> = cast
-            .i64()
-            .map_err(|_| self.wrong_type(name, column, "integers", what))?
-            .iter()
-            .collect();
+        let cast = column.cast(&DataType::Int64).map_err(|_| self.wrong_type(name, column, "integers", what))?;
+        let values: Vec<Option<i64>> =
+            cast.i64().map_err(|_| self.wrong_type(name, column, "integers", what))?.iter().collect();
         self.no_nulls(name, values)
     }
 
@@ -223,14 +204,9 @@ impl<'a> Columns<'a> {
         if !column.dtype().is_primitive_numeric() {
             return Err(self.wrong_type(name, column, "numbers", what));
         }
-        let cast = column
-            .cast(&DataType::Float64)
-            .map_err(|_| self.wrong_type(name, column, "numbers", what))?;
-        let values: Vec<Option<f64>> = cast
-            .f64()
-            .map_err(|_| self.wrong_type(name, column, "numbers", what))?
-            .iter()
-            .collect();
+        let cast = column.cast(&DataType::Float64).map_err(|_| self.wrong_type(name, column, "numbers", what))?;
+        let values: Vec<Option<f64>> =
+            cast.f64().map_err(|_| self.wrong_type(name, column, "numbers", what))?.iter().collect();
         let values = self.no_nulls(name, values)?;
         if let Some(i) = values.iter().position(|v| !v.is_finite()) {
             return Err(AnalysisError::InvalidValue {
@@ -251,9 +227,7 @@ impl<'a> Columns<'a> {
         if !(matches!(dtype, DataType::String | DataType::Null) || dtype.is_integer()) {
             return Err(self.wrong_type(name, column, "text", what));
         }
-        let cast = column
-            .cast(&DataType::String)
-            .map_err(|_| self.wrong_type(name, column, "text", what))?;
+        let cast = column.cast(&DataType::String).map_err(|_| self.wrong_type(name, column, "text", what))?;
         Ok(cast
             .str()
             .map_err(|_| self.wrong_type(name, column, "text", what))?
@@ -268,14 +242,8 @@ impl<'a> Columns<'a> {
         if !(column.dtype().is_primitive_numeric() || matches!(column.dtype(), DataType::Null)) {
             return Err(self.wrong_type(name, column, "numbers", what));
         }
-        let cast = column
-            .cast(&DataType::Float64)
-            .map_err(|_| self.wrong_type(name, column, "numbers", what))?;
-        Ok(cast
-            .f64()
-            .map_err(|_| self.wrong_type(name, column, "numbers", what))?
-            .iter()
-            .collect())
+        let cast = column.cast(&DataType::Float64).map_err(|_| self.wrong_type(name, column, "numbers", what))?;
+        Ok(cast.f64().map_err(|_| self.wrong_type(name, column, "numbers", what))?.iter().collect())
     }
 
     /// An integer column that may have missing values.
@@ -284,25 +252,16 @@ impl<'a> Columns<'a> {
         if !(column.dtype().is_integer() || matches!(column.dtype(), DataType::Null)) {
             return Err(self.wrong_type(name, column, "integers", what));
         }
-        let cast = column
-            .cast(&DataType::Int64)
-            .map_err(|_| self.wrong_type(name, column, "integers", what))?;
-        Ok(cast
-            .i64()
-            .map_err(|_| self.wrong_type(name, column, "integers", what))?
-            .iter()
-            .collect())
+        let cast = column.cast(&DataType::Int64).map_err(|_| self.wrong_type(name, column, "integers", what))?;
+        Ok(cast.i64().map_err(|_| self.wrong_type(name, column, "integers", what))?.iter().collect())
     }
 
     /// A 0/1 indicator (integers 0 and 1, or booleans).
     pub fn flag(&self, name: &str, what: &str) -> Result<Vec<bool>, AnalysisError> {
         let column = self.get(name, what)?;
         if column.dtype().is_bool() {
-            let values: Vec<Option<bool>> = column
-                .bool()
-                .map_err(|_| self.wrong_type(name, column, "0/1", what))?
-                .iter()
-                .collect();
+            let values: Vec<Option<bool>> =
+                column.bool().map_err(|_| self.wrong_type(name, column, "0/1", what))?.iter().collect();
             return self.no_nulls(name, values);
         }
         if !column.dtype().is_integer() {
@@ -340,25 +299,30 @@ pub fn dyads_from_rows(origin: &str, rows: &[AllocationDyadRow]) -> Result<DyadT
         .enumerate()
         .map(|(i, r)| -> Result<Dyad, AnalysisError> {
             Ok(Dyad {
-            design: DesignKey([Some(r.model.clone()), Some(r.reasoning.clone()), Some(r.instrument.clone()), Some(r.swap_pass.clone())]),
-            labels: Labels::parse(&r.labels).ok_or_else(|| AnalysisError::InvalidValue {
-                origin: origin.into(),
-                column: "labels".into(),
-                row: i + 1,
-                problem: format!("{:?} is not a label condition", r.labels),
-                fix: "write `visible` or `hidden`".into(),
-            })?,
-            m: r.m as u32,
-            seed: r.seed,
-            decider: r.decider,
-            target: r.target,
-            minority_decider: r.minority_decider,
-            minority_target: r.minority_target,
-            same_group: r.same_group,
-            points: r.points,
-            target_position: Some(r.target_position),
-            filled: Some(r.filled),
-            target_group: Some(r.target_group.clone()),
+                design: DesignKey([
+                    Some(r.model.clone()),
+                    Some(r.reasoning.clone()),
+                    Some(r.instrument.clone()),
+                    Some(r.swap_pass.clone()),
+                ]),
+                labels: Labels::parse(&r.labels).ok_or_else(|| AnalysisError::InvalidValue {
+                    origin: origin.into(),
+                    column: "labels".into(),
+                    row: i + 1,
+                    problem: format!("{:?} is not a label condition", r.labels),
+                    fix: "write `visible` or `hidden`".into(),
+                })?,
+                m: r.m as u32,
+                seed: r.seed,
+                decider: r.decider,
+                target: r.target,
+                minority_decider: r.minority_decider,
+                minority_target: r.minority_target,
+                same_group: r.same_group,
+                points: r.points,
+                target_position: Some(r.target_position),
+                filled: Some(r.filled),
+                target_group: Some(r.target_group.clone()),
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -472,10 +436,8 @@ pub fn to_frame(table: &ResultTable) -> Result<DataFrame, AnalysisError> {
             ColumnValues::Integer(v) => Column::new(name.as_str().into(), v),
         })
         .collect();
-    DataFrame::new(table.n_rows(), columns).map_err(|e| AnalysisError::Io {
-        file: table.name.clone(),
-        problem: e.to_string(),
-    })
+    DataFrame::new(table.n_rows(), columns)
+        .map_err(|e| AnalysisError::Io { file: table.name.clone(), problem: e.to_string() })
 }
 
 /// Writes `DIR/<name>.csv` and `DIR/<name>.parquet` for each table; returns the paths written.
@@ -489,15 +451,11 @@ pub fn write_tables<'t>(
         let mut frame = to_frame(table)?;
         let csv = dir.join(format!("{}.csv", table.name));
         let mut file = std::fs::File::create(&csv).map_err(|e| io_error(&csv, e))?;
-        CsvWriter::new(&mut file)
-            .finish(&mut frame)
-            .map_err(|e| io_error(&csv, e))?;
+        CsvWriter::new(&mut file).finish(&mut frame).map_err(|e| io_error(&csv, e))?;
         written.push(csv);
         let parquet = dir.join(format!("{}.parquet", table.name));
         let file = std::fs::File::create(&parquet).map_err(|e| io_error(&parquet, e))?;
-        ParquetWriter::new(file)
-            .finish(&mut frame)
-            .map_err(|e| io_error(&parquet, e))?;
+        ParquetWriter::new(file).finish(&mut frame).map_err(|e| io_error(&parquet, e))?;
         written.push(parquet);
     }
     Ok(written)

@@ -122,12 +122,7 @@ impl TableBuilder {
                 (n.to_owned(), values)
             })
             .collect();
-        Self {
-            table: ResultTable {
-                name: name.to_owned(),
-                columns,
-            },
-        }
+        Self { table: ResultTable { name: name.to_owned(), columns } }
     }
 
     /// Appends a row; values must follow the schema's order and kinds. NaN floats become null.

@@ -39,7 +39,8 @@ fn missing_column_names_file_column_and_fix() {
 
 #[test]
 fn wrong_type_is_reported() {
-    let p = write("wrong_type.csv", &society(|d, t| if d == 2 && t == 3 { "lots".into() } else { "33.333333333".into() }));
+    let p =
+        write("wrong_type.csv", &society(|d, t| if d == 2 && t == 3 { "lots".into() } else { "33.333333333".into() }));
     let e = read_dyads(&p).unwrap_err();
     assert!(matches!(e, AnalysisError::WrongType { ref column, .. } if column == "points"), "{e}");
     assert!(e.to_string().contains("wrong_type.csv"));
@@ -50,7 +51,10 @@ fn points_must_sum_to_the_pool() {
     let p = write("pool.csv", &society(|d, _| if d == 1 { "30".into() } else { "33.333333333".into() }));
     let table = read_dyads(&p).unwrap();
     let e = analyze_minimal_group(&table, &MinimalGroupOptions::default()).unwrap_err();
-    assert!(matches!(e, AnalysisError::PointsDoNotSumToPool { decider: 1, sum, .. } if (sum - 90.0).abs() < 1e-9), "{e}");
+    assert!(
+        matches!(e, AnalysisError::PointsDoNotSumToPool { decider: 1, sum, .. } if (sum - 90.0).abs() < 1e-9),
+        "{e}"
+    );
     assert!(e.to_string().contains("pool.csv"));
 }
 
@@ -69,7 +73,10 @@ fn a_decider_without_out_group_targets_is_an_empty_cell() {
 
 #[test]
 fn a_bad_indicator_is_an_invalid_value() {
-    let p = write("indicator.csv", &society(|_, _| "33.333333333".into()).replacen("visible,2,1,0,1,1,1,1", "visible,2,1,0,1,1,1,2", 1));
+    let p = write(
+        "indicator.csv",
+        &society(|_, _| "33.333333333".into()).replacen("visible,2,1,0,1,1,1,1", "visible,2,1,0,1,1,1,2", 1),
+    );
     let e = read_dyads(&p).unwrap_err();
     assert!(matches!(e, AnalysisError::InvalidValue { ref column, row: 1, .. } if column == "same_group"), "{e}");
 }
@@ -77,7 +84,12 @@ fn a_bad_indicator_is_an_invalid_value() {
 #[test]
 fn bounded_trials_are_left_out_of_p_wrong() {
     let header = "model,task,family,level,n,seed,p_wrong_full,p_bound";
-    let rows = ["m,lines,group_size,,0,0,0.2,0", "m,lines,group_size,,5,0,0.9,1", "m,lines,group_size,,5,1,0.7,0", "m,lines,group_size,,0,1,0.4,0"];
+    let rows = [
+        "m,lines,group_size,,0,0,0.2,0",
+        "m,lines,group_size,,5,0,0.9,1",
+        "m,lines,group_size,,5,1,0.7,0",
+        "m,lines,group_size,,0,1,0.4,0",
+    ];
     let path = write("bounded.csv", &format!("{header}\n{}\n", rows.join("\n")));
     let table = herd_analysis::io::read_conformity_trials(&path).unwrap();
     let kept: Vec<(u32, f64)> = table.rows.iter().map(|t| (t.n, t.p_wrong_full)).collect();

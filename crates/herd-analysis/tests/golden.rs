@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use herd_analysis::io::{read_conformity_trials, read_dyads};
 use herd_analysis::{
-    BootstrapPlan, ConformityOptions, MinimalGroupOptions, ResultTable, analyze_conformity,
-    analyze_minimal_group, minimal_group_seed_tests,
+    BootstrapPlan, ConformityOptions, MinimalGroupOptions, ResultTable, analyze_conformity, analyze_minimal_group,
+    minimal_group_seed_tests,
 };
 use serde_json::Value;
 
@@ -74,9 +74,8 @@ fn compare(table: &ResultTable, expected: &Value, keys: &[&str]) {
                 }
                 Value::Number(n) => {
                     let expected = n.as_f64().unwrap();
-                    let actual = table
-                        .number(column, row)
-                        .unwrap_or_else(|| panic!("{what}: herd null, reference {expected}"));
+                    let actual =
+                        table.number(column, row).unwrap_or_else(|| panic!("{what}: herd null, reference {expected}"));
                     let tolerance = f64::max(REL_TOL * expected.abs(), ABS_FLOOR);
                     assert!(
                         (actual - expected).abs() <= tolerance,
@@ -104,11 +103,16 @@ fn minimal_group_matches_statsmodels() {
     let tables = analyze_minimal_group(&dyads, &options).expect("analysis");
     let golden = load("golden/minimal_group.json");
     let design = ["model", "reasoning", "swap_pass", "passes"];
-    let with = |rest: &[&'static str]| -> Vec<&'static str> { design.iter().copied().chain(rest.iter().copied()).collect() };
+    let with =
+        |rest: &[&'static str]| -> Vec<&'static str> { design.iter().copied().chain(rest.iter().copied()).collect() };
     compare(&tables.seed_tests, &golden["seed_tests"], &with(&["labels", "m", "deciders", "measure"]));
     compare(&tables.gee, &golden["gee"], &with(&["analysis", "labels", "m", "formula", "term"]));
     compare(&tables.bootstrap, &golden["bootstrap"], &with(&["labels", "m", "quantity"]));
-    compare(&tables.robustness, &golden["robustness"], &with(&["labels", "m", "fills", "check", "deciders", "target_group"]));
+    compare(
+        &tables.robustness,
+        &golden["robustness"],
+        &with(&["labels", "m", "fills", "check", "deciders", "target_group"]),
+    );
 }
 
 #[test]
@@ -166,7 +170,10 @@ fn power_analysis_gets_the_main_rows_of_seed_tests() {
     let rows: Vec<usize> = (0..full.n_rows()).filter(|&r| full.text("passes", r) != Some("per_pass")).collect();
     assert_eq!(main.n_rows(), rows.len());
     assert!(rows.len() < full.n_rows(), "the committed table has per-pass rows");
-    assert_eq!(main.columns.iter().map(|(n, _)| n).collect::<Vec<_>>(), full.columns.iter().map(|(n, _)| n).collect::<Vec<_>>());
+    assert_eq!(
+        main.columns.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+        full.columns.iter().map(|(n, _)| n).collect::<Vec<_>>()
+    );
     // Families never mix main and per-pass rows, so the q-values are the full table's.
     for (i, &r) in rows.iter().enumerate() {
         for (name, _) in &full.columns {

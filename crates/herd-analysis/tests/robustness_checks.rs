@@ -44,7 +44,9 @@ fn table(design: &Design) -> DyadTable {
                     // Fixed per decider and target (the same in every society and pass): exactly fitted
                     // points would leave the GEE no residual to estimate its correlation from.
                     let noise = 0.3 * (1.3 * decider as f64 + 2.1 * t as f64).sin();
-                    1.0 + noise + if same { 0.6 } else { 0.0 } + if name(minority(t)) == "Kalvo" { design.valence } else { 0.0 }
+                    1.0 + noise
+                        + if same { 0.6 } else { 0.0 }
+                        + if name(minority(t)) == "Kalvo" { design.valence } else { 0.0 }
                 };
                 let total: f64 = targets.iter().map(|&t| weight(t)).sum();
                 for (position, &target) in targets.iter().enumerate() {
@@ -71,7 +73,8 @@ fn table(design: &Design) -> DyadTable {
 }
 
 fn robustness(table: &DyadTable) -> ResultTable {
-    let options = MinimalGroupOptions { bootstrap: BootstrapPlan::Seeded { resamples: 20, seed: 1 }, ..Default::default() };
+    let options =
+        MinimalGroupOptions { bootstrap: BootstrapPlan::Seeded { resamples: 20, seed: 1 }, ..Default::default() };
     analyze_minimal_group(table, &options).unwrap().robustness
 }
 
@@ -102,23 +105,33 @@ fn a_valenced_name_shows_in_token_receipt_and_neutral_names_do_not() {
         assert_eq!(neutral.number("n", r), Some(5.0 * (3.0 * 7.0 + 5.0 * 7.0)));
     }
     // Token receipt is the check of visible labels pooled over both passes: no per-pass rows.
-    assert!((0..neutral.n_rows()).all(|r| neutral.text("check", r) != Some("token_receipt") || neutral.text("passes", r) == Some("both")));
+    assert!(
+        (0..neutral.n_rows())
+            .all(|r| neutral.text("check", r) != Some("token_receipt") || neutral.text("passes", r) == Some("both"))
+    );
 
     let valenced = robustness(&table(&Design { valence: 0.5, reverse_odd_seeds: false, names: true }));
     let sd = one(&valenced, "token_receipt_sd", "estimate");
     assert!(sd > 0.3, "a valenced name raises the SD across names: {sd}");
     let receipts = main_rows(&valenced, "token_receipt");
-    let top = receipts.iter().max_by(|&&a, &&b| valenced.number("estimate", a).unwrap().total_cmp(&valenced.number("estimate", b).unwrap())).unwrap();
+    let top = receipts
+        .iter()
+        .max_by(|&&a, &&b| valenced.number("estimate", a).unwrap().total_cmp(&valenced.number("estimate", b).unwrap()))
+        .unwrap();
     assert_eq!(valenced.text("target_group", *top), Some("Kalvo"));
 }
 
 #[test]
 fn a_roster_listing_one_group_first_shows_in_position_balance() {
     let ordered = robustness(&table(&Design { valence: 0.0, reverse_odd_seeds: false, names: false }));
-    let (inside, outside) = (one(&ordered, "position_in_group", "estimate"), one(&ordered, "position_out_group", "estimate"));
+    let (inside, outside) =
+        (one(&ordered, "position_in_group", "estimate"), one(&ordered, "position_out_group", "estimate"));
     // Every seed has the same rosters, so the seed-level difference is the pooled one.
     let difference = one(&ordered, "position_balance", "estimate");
-    assert!((difference - (inside - outside)).abs() < 1e-9 && difference.abs() > 0.1, "{inside} − {outside} vs {difference}");
+    assert!(
+        (difference - (inside - outside)).abs() < 1e-9 && difference.abs() > 0.1,
+        "{inside} − {outside} vs {difference}"
+    );
     assert_eq!(one(&ordered, "position_balance", "n"), SEEDS as f64);
     assert!(one(&ordered, "position_balance", "p") < 0.01);
     // In- and out-group dyads of one society: 3·2 + 5·4 in-group, 2·3·5 out-group, over both passes.
@@ -129,7 +142,8 @@ fn a_roster_listing_one_group_first_shows_in_position_balance() {
     assert!(!main_rows(&ordered, "prevalence").is_empty());
 
     let balanced = robustness(&table(&Design { valence: 0.0, reverse_odd_seeds: true, names: false }));
-    let (inside, outside) = (one(&balanced, "position_in_group", "estimate"), one(&balanced, "position_out_group", "estimate"));
+    let (inside, outside) =
+        (one(&balanced, "position_in_group", "estimate"), one(&balanced, "position_out_group", "estimate"));
     assert!((inside - outside).abs() < 1e-9, "{inside} vs {outside}");
     assert!(one(&balanced, "position_balance", "estimate").abs() < 1e-9);
     assert!(one(&balanced, "position_balance", "p") > 0.5);
@@ -145,12 +159,17 @@ fn write(name: &str, text: &str) -> PathBuf {
 
 /// One society of 4 (minority: agents 0 and 1), even split, with a `target_group` cell per row.
 fn csv(group: impl Fn(usize, i64) -> String) -> String {
-    let mut s = String::from("labels,m,seed,decider,target,minority_decider,minority_target,same_group,points,target_group\n");
+    let mut s =
+        String::from("labels,m,seed,decider,target,minority_decider,minority_target,same_group,points,target_group\n");
     let mut row = 0;
     for d in 0..4_i64 {
         for t in (0..4).filter(|&t| t != d) {
             let (md, mt) = (i64::from(d < 2), i64::from(t < 2));
-            s.push_str(&format!("visible,2,1,{d},{t},{md},{mt},{},33.333333333,{}\n", i64::from(md == mt), group(row, mt)));
+            s.push_str(&format!(
+                "visible,2,1,{d},{t},{md},{mt},{},33.333333333,{}\n",
+                i64::from(md == mt),
+                group(row, mt)
+            ));
             row += 1;
         }
     }
@@ -169,7 +188,10 @@ fn target_group_is_optional_but_must_be_complete() {
     let partial = write("partial_names.csv", &csv(|row, mt| if row == 4 { String::new() } else { name(mt) }));
     let e = read_dyads(&partial).unwrap_err();
     let message = e.to_string();
-    assert!(matches!(e, AnalysisError::InvalidValue { ref column, row: 5, .. } if column == "target_group"), "{message}");
+    assert!(
+        matches!(e, AnalysisError::InvalidValue { ref column, row: 5, .. } if column == "target_group"),
+        "{message}"
+    );
     assert!(message.contains("partial_names.csv") && message.contains("fix:"), "{message}");
 
     let mut rows = table(&Design { valence: 0.0, reverse_odd_seeds: false, names: true }).rows;

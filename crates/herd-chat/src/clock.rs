@@ -22,9 +22,7 @@ impl DateTime {
     /// The current time in UTC. (Python's `datetime.now()` is local time; herd's machines run in UTC.)
     #[must_use]
     pub fn now_utc() -> Self {
-        let secs = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         Self::from_unix(i64::try_from(secs).unwrap_or(i64::MAX))
     }
 
@@ -36,14 +34,7 @@ impl DateTime {
         let (year, month, day) = civil_from_days(days);
         // rem < 86 400, so these fit.
         let rem = u32::try_from(rem).unwrap_or(0);
-        Self {
-            year,
-            month,
-            day,
-            hour: rem / 3600,
-            minute: rem / 60 % 60,
-            second: rem % 60,
-        }
+        Self { year, month, day, hour: rem / 3600, minute: rem / 60 % 60, second: rem % 60 }
     }
 
     fn is_valid(&self) -> bool {
@@ -63,8 +54,7 @@ impl DateTime {
     }
 
     fn day_of_year(&self) -> u32 {
-        let days =
-            days_from_civil(self.year, self.month, self.day) - days_from_civil(self.year, 1, 1);
+        let days = days_from_civil(self.year, self.month, self.day) - days_from_civil(self.year, 1, 1);
         u32::try_from(days).unwrap_or(0) + 1
     }
 }
@@ -105,11 +95,7 @@ fn civil_from_days(z: i64) -> (i32, u32, u32) {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = if m <= 2 { y + 1 } else { y };
-    (
-        i32::try_from(y).unwrap_or(i32::MAX),
-        u32::try_from(m).unwrap_or(1),
-        u32::try_from(d).unwrap_or(1),
-    )
+    (i32::try_from(y).unwrap_or(i32::MAX), u32::try_from(m).unwrap_or(1), u32::try_from(d).unwrap_or(1))
 }
 
 const MONTHS: [&str; 12] = [
@@ -126,15 +112,7 @@ const MONTHS: [&str; 12] = [
     "November",
     "December",
 ];
-const WEEKDAYS: [&str; 7] = [
-    "Monday",
-    "Tuesday",
-    "Wednesday",
-    "Thursday",
-    "Friday",
-    "Saturday",
-    "Sunday",
-];
+const WEEKDAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
 
 /// Python's `datetime.strftime` in the C locale (glibc), for the directives
 /// `%Y %y %m %d %e %H %I %M %S %p %b %h %B %a %A %j %w %u %F %T %D %R %%`, with glibc's `-` flag
@@ -150,27 +128,17 @@ pub(crate) fn strftime(t: &DateTime, format: &str) -> Result<String, String> {
             out.push(c);
             continue;
         }
-        let mut spec = chars
-            .next()
-            .ok_or("strftime_now: format ends with a lone '%'")?;
+        let mut spec = chars.next().ok_or("strftime_now: format ends with a lone '%'")?;
         let no_pad = spec == '-';
         if no_pad {
             spec = chars.next().ok_or("strftime_now: format ends with '%-'")?;
         }
         let num = |v: u32, width: usize| {
-            if no_pad {
-                v.to_string()
-            } else {
-                format!("{v:0width$}")
-            }
+            if no_pad { v.to_string() } else { format!("{v:0width$}") }
         };
         let month_name = MONTHS[(t.month - 1) as usize];
         let weekday_name = WEEKDAYS[t.weekday() as usize];
-        let hour12 = if t.hour.is_multiple_of(12) {
-            12
-        } else {
-            t.hour % 12
-        };
+        let hour12 = if t.hour.is_multiple_of(12) { 12 } else { t.hour % 12 };
         let piece = match spec {
             'Y' => t.year.to_string(),
             'y' => num(u32::try_from(t.year.rem_euclid(100)).unwrap_or(0), 2),
@@ -201,9 +169,7 @@ pub(crate) fn strftime(t: &DateTime, format: &str) -> Result<String, String> {
             'D' => format!("{:02}/{:02}/{:02}", t.month, t.day, t.year.rem_euclid(100)),
             '%' => "%".to_owned(),
             other => {
-                return Err(format!(
-                    "strftime_now: unsupported directive %{other} in {format:?}"
-                ));
+                return Err(format!("strftime_now: unsupported directive %{other} in {format:?}"));
             }
         };
         out.push_str(&piece);
@@ -219,50 +185,20 @@ mod tests {
     fn unix_to_civil() {
         // 2025-03-14T09:26:53Z
         let t = DateTime::from_unix(1_741_944_413);
-        assert_eq!(
-            t,
-            DateTime {
-                year: 2025,
-                month: 3,
-                day: 14,
-                hour: 9,
-                minute: 26,
-                second: 53
-            }
-        );
+        assert_eq!(t, DateTime { year: 2025, month: 3, day: 14, hour: 9, minute: 26, second: 53 });
         assert_eq!(DateTime::from_unix(0).weekday(), 3);
         assert_eq!(
             DateTime::from_unix(951_782_400),
-            DateTime {
-                year: 2000,
-                month: 2,
-                day: 29,
-                hour: 0,
-                minute: 0,
-                second: 0
-            }
+            DateTime { year: 2000, month: 2, day: 29, hour: 0, minute: 0, second: 0 }
         );
     }
 
     #[test]
     fn formats_like_glibc() {
-        let t = DateTime {
-            year: 2024,
-            month: 7,
-            day: 5,
-            hour: 15,
-            minute: 4,
-            second: 9,
-        };
+        let t = DateTime { year: 2024, month: 7, day: 5, hour: 15, minute: 4, second: 9 };
         assert_eq!(strftime(&t, "%d %b %Y").unwrap(), "05 Jul 2024");
-        assert_eq!(
-            strftime(&t, "%B %-d, %Y %A %a").unwrap(),
-            "July 5, 2024 Friday Fri"
-        );
-        assert_eq!(
-            strftime(&t, "%I:%M:%S %p %j %e|%w%u %%").unwrap(),
-            "03:04:09 PM 187  5|55 %"
-        );
+        assert_eq!(strftime(&t, "%B %-d, %Y %A %a").unwrap(), "July 5, 2024 Friday Fri");
+        assert_eq!(strftime(&t, "%I:%M:%S %p %j %e|%w%u %%").unwrap(), "03:04:09 PM 187  5|55 %");
         assert!(strftime(&t, "%Q").unwrap_err().contains("%Q"));
     }
 }

@@ -47,15 +47,9 @@ pub use clock::DateTime;
 #[derive(Debug, thiserror::Error)]
 pub enum ChatTemplateError {
     #[error("{}: cannot read: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("{}: not valid JSON: {source}", path.display())]
-    Json {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
+    Json { path: PathBuf, source: serde_json::Error },
     #[error("{}: {problem}", path.display())]
     Config { path: PathBuf, problem: String },
     #[error(
@@ -134,18 +128,12 @@ pub struct TemplateMessage {
 impl TemplateMessage {
     /// A message whose content is plain text.
     pub fn text(role: impl Into<String>, content: impl Into<String>) -> Self {
-        Self {
-            role: role.into(),
-            content: MessageContent::Text(content.into()),
-        }
+        Self { role: role.into(), content: MessageContent::Text(content.into()) }
     }
 
     /// A message whose content is a list of parts (text, image, video).
     pub fn parts(role: impl Into<String>, parts: Vec<ContentPart>) -> Self {
-        Self {
-            role: role.into(),
-            content: MessageContent::Parts(parts),
-        }
+        Self { role: role.into(), content: MessageContent::Parts(parts) }
     }
 }
 
@@ -196,21 +184,11 @@ impl ChatTemplate {
     }
 
     /// Compiles `source`; errors name it `name` (e.g. the file it came from).
-    pub fn named(
-        name: impl Into<String>,
-        source: &str,
-        special: SpecialTokens,
-    ) -> Result<Self, ChatTemplateError> {
+    pub fn named(name: impl Into<String>, source: &str, special: SpecialTokens) -> Result<Self, ChatTemplateError> {
         let name = name.into();
         let source = rewrite_generation_tags(source);
         let env = build_env(&name, &source, Clock::SystemUtc)?;
-        Ok(Self {
-            name,
-            source,
-            special,
-            clock: Clock::SystemUtc,
-            env,
-        })
+        Ok(Self { name, source, special, clock: Clock::SystemUtc, env })
     }
 
     /// Makes `strftime_now` format `now` instead of the current UTC time (for reproducible prompts
@@ -243,11 +221,7 @@ impl ChatTemplate {
     /// (strings or AddedToken objects with `"content"`; null or absent means none).
     pub fn from_hf_folder(dir: &Path) -> Result<Self, ChatTemplateError> {
         let config_path = dir.join("tokenizer_config.json");
-        let config = if config_path.is_file() {
-            Some(read_json(&config_path)?)
-        } else {
-            None
-        };
+        let config = if config_path.is_file() { Some(read_json(&config_path)?) } else { None };
         let special = match &config {
             Some(config) => SpecialTokens {
                 bos_token: special_token(config, "bos_token", &config_path)?.unwrap_or_default(),
@@ -260,11 +234,8 @@ impl ChatTemplate {
 
         let jinja_path = dir.join("chat_template.jinja");
         if jinja_path.is_file() {
-            let source =
-                std::fs::read_to_string(&jinja_path).map_err(|source| ChatTemplateError::Read {
-                    path: jinja_path.clone(),
-                    source,
-                })?;
+            let source = std::fs::read_to_string(&jinja_path)
+                .map_err(|source| ChatTemplateError::Read { path: jinja_path.clone(), source })?;
             return Self::named(jinja_path.display().to_string(), &source, special);
         }
         if let Some(config) = &config
@@ -281,9 +252,7 @@ impl ChatTemplate {
                 return Self::named(name, &source, special);
             }
         }
-        Err(ChatTemplateError::NoTemplate {
-            dir: dir.to_path_buf(),
-        })
+        Err(ChatTemplateError::NoTemplate { dir: dir.to_path_buf() })
     }
 
     /// Renders the conversation. `options` are extra template variables (e.g.
@@ -299,10 +268,7 @@ impl ChatTemplate {
         ctx.insert("messages".into(), Value::from_serialize(messages));
         ctx.insert("tools".into(), Value::from(()));
         ctx.insert("documents".into(), Value::from(()));
-        ctx.insert(
-            "add_generation_prompt".into(),
-            Value::from(add_generation_prompt),
-        );
+        ctx.insert("add_generation_prompt".into(), Value::from(add_generation_prompt));
         let tokens = [
             ("bos_token", Some(&self.special.bos_token)),
             ("eos_token", Some(&self.special.eos_token)),
@@ -316,41 +282,27 @@ impl ChatTemplate {
         }
         for (key, value) in options {
             if key == "messages" || key == "add_generation_prompt" {
-                return Err(ChatTemplateError::ReservedOption {
-                    template: self.name.clone(),
-                    key: key.clone(),
-                });
+                return Err(ChatTemplateError::ReservedOption { template: self.name.clone(), key: key.clone() });
             }
             ctx.insert(key.clone(), Value::from_serialize(value));
         }
 
-        let template =
-            self.env
-                .get_template(TEMPLATE_KEY)
-                .map_err(|e| ChatTemplateError::Render {
-                    template: self.name.clone(),
-                    detail: e.to_string(),
-                })?;
-        template
-            .render(Value::from(ctx))
-            .map_err(|e| self.render_error(&e))
+        let template = self
+            .env
+            .get_template(TEMPLATE_KEY)
+            .map_err(|e| ChatTemplateError::Render { template: self.name.clone(), detail: e.to_string() })?;
+        template.render(Value::from(ctx)).map_err(|e| self.render_error(&e))
     }
 
     fn render_error(&self, err: &minijinja::Error) -> ChatTemplateError {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
         while let Some(e) = source {
             if let Some(raised) = e.downcast_ref::<Raised>() {
-                return ChatTemplateError::Raised {
-                    template: self.name.clone(),
-                    message: raised.0.clone(),
-                };
+                return ChatTemplateError::Raised { template: self.name.clone(), message: raised.0.clone() };
             }
             source = e.source();
         }
-        ChatTemplateError::Render {
-            template: self.name.clone(),
-            detail: describe(err),
-        }
+        ChatTemplateError::Render { template: self.name.clone(), detail: describe(err) }
     }
 }
 
@@ -367,23 +319,14 @@ fn describe(err: &minijinja::Error) -> String {
 }
 
 fn read_json(path: &Path) -> Result<serde_json::Value, ChatTemplateError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ChatTemplateError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|source| ChatTemplateError::Json {
-        path: path.to_path_buf(),
-        source,
-    })
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ChatTemplateError::Read { path: path.to_path_buf(), source })?;
+    serde_json::from_str(&text).map_err(|source| ChatTemplateError::Json { path: path.to_path_buf(), source })
 }
 
 /// A special token in tokenizer_config.json: a string, an AddedToken object (`{"content": …}`), or
 /// null/absent.
-fn special_token(
-    config: &serde_json::Value,
-    key: &str,
-    path: &Path,
-) -> Result<Option<String>, ChatTemplateError> {
+fn special_token(config: &serde_json::Value, key: &str, path: &Path) -> Result<Option<String>, ChatTemplateError> {
     match config.get(key) {
         None | Some(serde_json::Value::Null) => Ok(None),
         Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
@@ -396,22 +339,14 @@ fn special_token(
         },
         Some(other) => Err(ChatTemplateError::Config {
             path: path.to_path_buf(),
-            problem: format!(
-                "\"{key}\" must be a string, an object with \"content\", or null; found {other}"
-            ),
+            problem: format!("\"{key}\" must be a string, an object with \"content\", or null; found {other}"),
         }),
     }
 }
 
 /// `"chat_template"`: a string, or a list of `{name, template}` of which "default" is used.
-fn template_from_config(
-    config: &serde_json::Value,
-    path: &Path,
-) -> Result<Option<String>, ChatTemplateError> {
-    let problem = |problem: String| ChatTemplateError::Config {
-        path: path.to_path_buf(),
-        problem,
-    };
+fn template_from_config(config: &serde_json::Value, path: &Path) -> Result<Option<String>, ChatTemplateError> {
+    let problem = |problem: String| ChatTemplateError::Config { path: path.to_path_buf(), problem };
     match config.get("chat_template") {
         None | Some(serde_json::Value::Null) => Ok(None),
         Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
@@ -431,13 +366,11 @@ fn template_from_config(
                     }
                 }
             }
-            Err(problem(format!(
-                "\"chat_template\" lists no template named \"default\" (it has {names:?})"
-            )))
+            Err(problem(format!("\"chat_template\" lists no template named \"default\" (it has {names:?})")))
         }
-        Some(other) => Err(problem(format!(
-            "\"chat_template\" must be a string or a list of {{name, template}}; found {other}"
-        ))),
+        Some(other) => {
+            Err(problem(format!("\"chat_template\" must be a string or a list of {{name, template}}; found {other}")))
+        }
     }
 }
 
@@ -494,11 +427,7 @@ fn parse_generation_tag(tag: &str) -> Option<(usize, &str, bool, &str)> {
     Some((tag.len() - end.len(), open_mark, is_end, close_mark))
 }
 
-fn build_env(
-    name: &str,
-    source: &str,
-    clock: Clock,
-) -> Result<Environment<'static>, ChatTemplateError> {
+fn build_env(name: &str, source: &str, clock: Clock) -> Result<Environment<'static>, ChatTemplateError> {
     let mut env = Environment::new();
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
@@ -506,36 +435,22 @@ fn build_env(
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     env.set_formatter(|out, _state, value| {
         let text = pyfmt::py_str(value)?;
-        out.write_str(&text)
-            .map_err(|e| minijinja::Error::new(ErrorKind::WriteFailure, e.to_string()))
+        out.write_str(&text).map_err(|e| minijinja::Error::new(ErrorKind::WriteFailure, e.to_string()))
     });
-    env.add_function(
-        "raise_exception",
-        |message: String| -> Result<Value, minijinja::Error> {
-            Err(minijinja::Error::new(
-                ErrorKind::InvalidOperation,
-                format!("raise_exception: {message}"),
-            )
+    env.add_function("raise_exception", |message: String| -> Result<Value, minijinja::Error> {
+        Err(minijinja::Error::new(ErrorKind::InvalidOperation, format!("raise_exception: {message}"))
             .with_source(Raised(message)))
-        },
-    );
-    env.add_function(
-        "strftime_now",
-        move |format: String| -> Result<String, minijinja::Error> {
-            let now = match clock {
-                Clock::SystemUtc => DateTime::now_utc(),
-                Clock::Fixed(t) => t,
-            };
-            clock::strftime(&now, &format)
-                .map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, e))
-        },
-    );
+    });
+    env.add_function("strftime_now", move |format: String| -> Result<String, minijinja::Error> {
+        let now = match clock {
+            Clock::SystemUtc => DateTime::now_utc(),
+            Clock::Fixed(t) => t,
+        };
+        clock::strftime(&now, &format).map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, e))
+    });
     env.add_filter("tojson", tojson);
     env.add_template_owned(TEMPLATE_KEY, source.to_owned())
-        .map_err(|e| ChatTemplateError::Syntax {
-            template: name.to_owned(),
-            detail: describe(&e),
-        })?;
+        .map_err(|e| ChatTemplateError::Syntax { template: name.to_owned(), detail: describe(&e) })?;
     Ok(env)
 }
 
@@ -544,24 +459,15 @@ fn build_env(
 fn tojson(value: &Value, args: Rest<Value>) -> Result<String, minijinja::Error> {
     let mut positional: Vec<Value> = args.0;
     let kwargs = match positional.last() {
-        Some(last) if last.is_kwargs() => {
-            Some(Kwargs::try_from(positional.pop().unwrap_or_default())?)
-        }
+        Some(last) if last.is_kwargs() => Some(Kwargs::try_from(positional.pop().unwrap_or_default())?),
         _ => None,
     };
     if positional.len() > 4 {
-        return Err(minijinja::Error::new(
-            ErrorKind::TooManyArguments,
-            "tojson takes at most 4 arguments",
-        ));
+        return Err(minijinja::Error::new(ErrorKind::TooManyArguments, "tojson takes at most 4 arguments"));
     }
     let mut positional = positional.into_iter();
-    let (ensure_ascii, indent, separators, sort_keys) = (
-        positional.next(),
-        positional.next(),
-        positional.next(),
-        positional.next(),
-    );
+    let (ensure_ascii, indent, separators, sort_keys) =
+        (positional.next(), positional.next(), positional.next(), positional.next());
     let pick = |positional: Option<Value>, key: &str| -> Result<Option<Value>, minijinja::Error> {
         let named: Option<Value> = match &kwargs {
             Some(kwargs) => kwargs.get(key)?,
@@ -573,9 +479,7 @@ fn tojson(value: &Value, args: Rest<Value>) -> Result<String, minijinja::Error> 
                 format!("tojson got multiple values for argument {key:?}"),
             ));
         }
-        Ok(named
-            .or(positional)
-            .filter(|v| !v.is_none() && !v.is_undefined()))
+        Ok(named.or(positional).filter(|v| !v.is_none() && !v.is_undefined()))
     };
     let ensure_ascii = pick(ensure_ascii, "ensure_ascii")?.is_some_and(|v| v.is_true());
     let sort_keys = pick(sort_keys, "sort_keys")?.is_some_and(|v| v.is_true());
@@ -584,10 +488,7 @@ fn tojson(value: &Value, args: Rest<Value>) -> Result<String, minijinja::Error> 
         Some(v) if v.as_str().is_some() => Some(v.as_str().unwrap_or_default().to_owned()),
         Some(v) => {
             let n = v.as_i64().ok_or_else(|| {
-                minijinja::Error::new(
-                    ErrorKind::InvalidOperation,
-                    "tojson: indent must be an integer or a string",
-                )
+                minijinja::Error::new(ErrorKind::InvalidOperation, "tojson: indent must be an integer or a string")
             })?;
             Some(" ".repeat(usize::try_from(n).unwrap_or(0)))
         }
@@ -597,10 +498,9 @@ fn tojson(value: &Value, args: Rest<Value>) -> Result<String, minijinja::Error> 
         Some(v) => {
             let parts: Vec<Value> = v.try_iter()?.collect();
             match parts.as_slice() {
-                [item, key] if item.as_str().is_some() && key.as_str().is_some() => Some((
-                    item.as_str().unwrap_or_default().to_owned(),
-                    key.as_str().unwrap_or_default().to_owned(),
-                )),
+                [item, key] if item.as_str().is_some() && key.as_str().is_some() => {
+                    Some((item.as_str().unwrap_or_default().to_owned(), key.as_str().unwrap_or_default().to_owned()))
+                }
                 _ => {
                     return Err(minijinja::Error::new(
                         ErrorKind::InvalidOperation,
@@ -622,20 +522,12 @@ mod tests {
     use super::*;
 
     fn special() -> SpecialTokens {
-        SpecialTokens {
-            bos_token: "<s>".into(),
-            eos_token: "</s>".into(),
-            pad_token: None,
-            unk_token: None,
-        }
+        SpecialTokens { bos_token: "<s>".into(), eos_token: "</s>".into(), pad_token: None, unk_token: None }
     }
 
     fn render(source: &str, options: serde_json::Value) -> Result<String, ChatTemplateError> {
         let options = options.as_object().cloned().unwrap_or_default();
-        let msgs = [
-            TemplateMessage::text("system", "sys"),
-            TemplateMessage::text("user", "hi"),
-        ];
+        let msgs = [TemplateMessage::text("system", "sys"), TemplateMessage::text("user", "hi")];
         ChatTemplate::new(source, special())?.render(&msgs, true, &options)
     }
 
@@ -645,18 +537,18 @@ mod tests {
             rewrite_generation_tags("a{% generation %}b{%- endgeneration -%}c"),
             "a{% if true %}b{%- endif -%}c"
         );
-        assert_eq!(
-            rewrite_generation_tags("{%generation%}{%endgeneration%}"),
-            "{% if true %}{% endif %}"
-        );
+        assert_eq!(rewrite_generation_tags("{%generation%}{%endgeneration%}"), "{% if true %}{% endif %}");
         let untouched = "{% if generation_prompt %}x{% endif %}{{ '%}' }}";
         assert_eq!(rewrite_generation_tags(untouched), untouched);
     }
 
     #[test]
     fn raise_exception_becomes_raised_error() {
-        let err = render("{% if messages[0].role == 'system' %}{{ raise_exception('No system role!') }}{% endif %}", serde_json::json!({}))
-            .unwrap_err();
+        let err = render(
+            "{% if messages[0].role == 'system' %}{{ raise_exception('No system role!') }}{% endif %}",
+            serde_json::json!({}),
+        )
+        .unwrap_err();
         match &err {
             ChatTemplateError::Raised { template, message } => {
                 assert_eq!(template, "chat_template");
@@ -669,22 +561,15 @@ mod tests {
 
     #[test]
     fn syntax_errors_name_the_template() {
-        let err =
-            ChatTemplate::named("models/x/chat_template.jinja", "{% if %}", special()).unwrap_err();
+        let err = ChatTemplate::named("models/x/chat_template.jinja", "{% if %}", special()).unwrap_err();
         assert!(matches!(err, ChatTemplateError::Syntax { .. }));
-        assert!(
-            err.to_string()
-                .starts_with("chat template models/x/chat_template.jinja: syntax error"),
-            "{err}"
-        );
+        assert!(err.to_string().starts_with("chat template models/x/chat_template.jinja: syntax error"), "{err}");
     }
 
     #[test]
     fn reserved_options_are_refused() {
         let err = render("x", serde_json::json!({"add_generation_prompt": false})).unwrap_err();
-        assert!(
-            matches!(err, ChatTemplateError::ReservedOption { ref key, .. } if key == "add_generation_prompt")
-        );
+        assert!(matches!(err, ChatTemplateError::ReservedOption { ref key, .. } if key == "add_generation_prompt"));
     }
 
     #[test]
@@ -699,39 +584,18 @@ mod tests {
 
     #[test]
     fn empty_bos_is_undefined() {
-        let special = SpecialTokens {
-            bos_token: String::new(),
-            ..special()
-        };
+        let special = SpecialTokens { bos_token: String::new(), ..special() };
         let t = ChatTemplate::new("{{ bos_token is defined }}{{ bos_token }}", special).unwrap();
-        assert_eq!(
-            t.render(&[], false, &serde_json::Map::new()).unwrap(),
-            "False"
-        );
+        assert_eq!(t.render(&[], false, &serde_json::Map::new()).unwrap(), "False");
     }
 
     #[test]
     fn strftime_now_uses_the_fixed_clock() {
-        let now = DateTime {
-            year: 2025,
-            month: 3,
-            day: 14,
-            hour: 9,
-            minute: 26,
-            second: 53,
-        };
-        let t = ChatTemplate::new("{{ strftime_now('%d %b %Y') }}", special())
-            .unwrap()
-            .with_fixed_now(now);
-        assert_eq!(
-            t.render(&[], false, &serde_json::Map::new()).unwrap(),
-            "14 Mar 2025"
-        );
+        let now = DateTime { year: 2025, month: 3, day: 14, hour: 9, minute: 26, second: 53 };
+        let t = ChatTemplate::new("{{ strftime_now('%d %b %Y') }}", special()).unwrap().with_fixed_now(now);
+        assert_eq!(t.render(&[], false, &serde_json::Map::new()).unwrap(), "14 Mar 2025");
         let bad = ChatTemplate::new("{{ strftime_now('%Q') }}", special()).unwrap();
-        assert!(matches!(
-            bad.render(&[], false, &serde_json::Map::new()),
-            Err(ChatTemplateError::Render { .. })
-        ));
+        assert!(matches!(bad.render(&[], false, &serde_json::Map::new()), Err(ChatTemplateError::Render { .. })));
     }
 
     #[test]
@@ -755,12 +619,7 @@ mod tests {
     fn parts_serialise_like_hf() {
         let m = TemplateMessage::parts(
             "user",
-            vec![
-                ContentPart::Image,
-                ContentPart::Text {
-                    text: "What is this?".into(),
-                },
-            ],
+            vec![ContentPart::Image, ContentPart::Text { text: "What is this?".into() }],
         );
         assert_eq!(
             serde_json::to_string(&m).unwrap(),

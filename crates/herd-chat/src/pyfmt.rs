@@ -38,11 +38,7 @@ pub(crate) fn float_repr(f: f64) -> String {
             format!("0.{}{digits}", "0".repeat(zeros))
         }
     } else {
-        let m = if digits.len() == 1 {
-            digits.clone()
-        } else {
-            format!("{}.{}", &digits[..1], &digits[1..])
-        };
+        let m = if digits.len() == 1 { digits.clone() } else { format!("{}.{}", &digits[..1], &digits[1..]) };
         format!("{m}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
     };
     format!("{sign}{body}")
@@ -50,11 +46,7 @@ pub(crate) fn float_repr(f: f64) -> String {
 
 /// Python's `repr(str)`: single quotes unless the text holds `'` and no `"`.
 pub(crate) fn str_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
     let mut out = String::with_capacity(s.len() + 2);
     out.push(quote);
     for c in s.chars() {
@@ -67,9 +59,7 @@ pub(crate) fn str_repr(s: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
             c => out.push(c),
         }
     }
@@ -96,10 +86,7 @@ pub(crate) fn py_repr(value: &Value) -> Result<String, Error> {
         ValueKind::Number => number_text(value, float_repr)?,
         ValueKind::String => str_repr(value.as_str().unwrap_or_default()),
         ValueKind::Seq | ValueKind::Iterable => {
-            let items = value
-                .try_iter()?
-                .map(|v| py_repr(&v))
-                .collect::<Result<Vec<_>, _>>()?;
+            let items = value.try_iter()?.map(|v| py_repr(&v)).collect::<Result<Vec<_>, _>>()?;
             format!("[{}]", items.join(", "))
         }
         ValueKind::Map => {
@@ -141,19 +128,9 @@ impl JsonStyle {
         separators: Option<(String, String)>,
         sort_keys: bool,
     ) -> Self {
-        let (item_separator, key_separator) = separators.unwrap_or_else(|| {
-            (
-                if indent.is_some() { "," } else { ", " }.to_owned(),
-                ": ".to_owned(),
-            )
-        });
-        Self {
-            ensure_ascii,
-            indent,
-            item_separator,
-            key_separator,
-            sort_keys,
-        }
+        let (item_separator, key_separator) =
+            separators.unwrap_or_else(|| (if indent.is_some() { "," } else { ", " }.to_owned(), ": ".to_owned()));
+        Self { ensure_ascii, indent, item_separator, key_separator, sort_keys }
     }
 }
 
@@ -165,13 +142,7 @@ pub(crate) fn json_dumps(value: &Value, style: &JsonStyle) -> Result<String, Err
 }
 
 fn not_serializable(value: &Value) -> Error {
-    Error::new(
-        ErrorKind::InvalidOperation,
-        format!(
-            "tojson: object of type {} is not JSON serializable",
-            value.kind()
-        ),
-    )
+    Error::new(ErrorKind::InvalidOperation, format!("tojson: object of type {} is not JSON serializable", value.kind()))
 }
 
 fn newline_indent(style: &JsonStyle, level: usize, out: &mut String) {
@@ -183,19 +154,12 @@ fn newline_indent(style: &JsonStyle, level: usize, out: &mut String) {
     }
 }
 
-fn write_json(
-    value: &Value,
-    style: &JsonStyle,
-    level: usize,
-    out: &mut String,
-) -> Result<(), Error> {
+fn write_json(value: &Value, style: &JsonStyle, level: usize, out: &mut String) -> Result<(), Error> {
     match value.kind() {
         ValueKind::None => out.push_str("null"),
         ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
         ValueKind::Number => out.push_str(&number_text(value, json_float)?),
-        ValueKind::String => {
-            json_string(value.as_str().unwrap_or_default(), style.ensure_ascii, out)
-        }
+        ValueKind::String => json_string(value.as_str().unwrap_or_default(), style.ensure_ascii, out),
         ValueKind::Seq | ValueKind::Iterable => {
             let items: Vec<Value> = value.try_iter()?.collect();
             if items.is_empty() {
@@ -253,10 +217,7 @@ fn json_key(key: &Value) -> Result<String, Error> {
         ValueKind::Number => number_text(key, json_float),
         _ => Err(Error::new(
             ErrorKind::InvalidOperation,
-            format!(
-                "tojson: keys must be str, int, float, bool or None, not {}",
-                key.kind()
-            ),
+            format!("tojson: keys must be str, int, float, bool or None, not {}", key.kind()),
         )),
     }
 }
@@ -326,15 +287,9 @@ mod tests {
             b: serde_json::Value,
             a: &'static str,
         }
-        let v = Value::from_serialize(T {
-            b: serde_json::json!([1, 2.0, null, true]),
-            a: "é\"\n\u{1}<>&'",
-        });
+        let v = Value::from_serialize(T { b: serde_json::json!([1, 2.0, null, true]), a: "é\"\n\u{1}<>&'" });
         let one_line = JsonStyle::new(false, None, None, false);
-        assert_eq!(
-            json_dumps(&v, &one_line).unwrap(),
-            r#"{"b": [1, 2.0, null, true], "a": "é\"\n\u0001<>&'"}"#
-        );
+        assert_eq!(json_dumps(&v, &one_line).unwrap(), r#"{"b": [1, 2.0, null, true], "a": "é\"\n\u0001<>&'"}"#);
         let ascii_sorted = JsonStyle::new(true, Some("  ".into()), None, true);
         assert_eq!(
             json_dumps(&v, &ascii_sorted).unwrap(),
@@ -345,9 +300,6 @@ mod tests {
     #[test]
     fn repr_of_containers() {
         let v = Value::from_serialize(serde_json::json!({"k": ["it's", "a", 1.0, null, false]}));
-        assert_eq!(
-            py_repr(&v).unwrap(),
-            r#"{'k': ["it's", 'a', 1.0, None, False]}"#
-        );
+        assert_eq!(py_repr(&v).unwrap(), r#"{'k': ["it's", 'a', 1.0, None, False]}"#);
     }
 }

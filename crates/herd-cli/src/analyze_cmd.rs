@@ -67,10 +67,7 @@ fn minimal_group(args: MinimalGroupArgs) -> Result<()> {
     let table = read_dyads(&args.dyads)?;
     let options = MinimalGroupOptions {
         pool: args.pool,
-        bootstrap: BootstrapPlan::Seeded {
-            resamples: args.resamples,
-            seed: args.bootstrap_seed,
-        },
+        bootstrap: BootstrapPlan::Seeded { resamples: args.resamples, seed: args.bootstrap_seed },
         gee_bootstrap: !args.no_gee_bootstrap,
         ..MinimalGroupOptions::default()
     };

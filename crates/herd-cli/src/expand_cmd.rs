@@ -37,7 +37,9 @@ pub fn run(args: ExpandArgs) -> Result<()> {
     for family in family_names(&file.experiment) {
         match per_family.get(family) {
             Some((count, cells)) => println!("  {family:<16} {:>6} cells {count:>8} units", cells.len()),
-            None if family == "performance" => println!("  {family:<16} derived from the difficulty family's N = 0 trials"),
+            None if family == "performance" => {
+                println!("  {family:<16} derived from the difficulty family's N = 0 trials")
+            }
             None => println!("  {family:<16} no units in this shard"),
         }
     }

@@ -1,12 +1,15 @@
 //! `herd models`, `herd score`, `herd generate`: the model registry and quick checks of one model.
 
-use anyhow::{Context, Result, bail};
 use crate::server_args::ServerArgs;
-use herd_infer::{Backend, DeviceChoice, GenerateRequest, LoadOptions, LocalModel, ModelEntry, ModelRegistry, SamplingParams, ScoreBound, ScoreRequest, VisionModel, locate_model};
+use anyhow::{Context, Result, bail};
+use herd_infer::{
+    Backend, DeviceChoice, GenerateRequest, LoadOptions, LocalModel, ModelEntry, ModelRegistry, SamplingParams,
+    ScoreBound, ScoreRequest, VisionModel, locate_model,
+};
 use herd_prompts::{ChatPrompt, Part};
 use std::io::Write;
-use std::sync::Arc;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The registry: `--registry`, else `$HERD_MODELS`, else `data/models.toml` under the current folder,
 /// else the copy built into this binary.
@@ -51,23 +54,37 @@ pub fn models(args: ModelsArgs) -> Result<()> {
     }
     // Written through a handle so that `herd models | head` ends quietly instead of panicking.
     let mut out = std::io::stdout().lock();
-    let mut table = format!("{:<22} {:<9} {:<7} {:>9}  {:<8} description\n", "alias", "family", "input", "size", "present");
+    let mut table =
+        format!("{:<22} {:<9} {:<7} {:>9}  {:<8} description\n", "alias", "family", "input", "size", "present");
     for entry in &registry.entries {
         let (present, size, mut note) = match locate_model(entry) {
-            Ok(files) => ("yes", format!("{:.1} MB", files.size_bytes() as f64 / 1e6), files.path().display().to_string()),
+            Ok(files) => {
+                ("yes", format!("{:.1} MB", files.size_bytes() as f64 / 1e6), files.path().display().to_string())
+            }
             Err(e) => ("no", "-".into(), e.to_string().lines().last().unwrap_or("").trim().to_string()),
         };
         if let herd_infer::ModelSource::Pypi { parts, .. } = &entry.source {
             let from = match parts.as_slice() {
                 [one] => format!("PyPI {}", one.requirement()),
-                [first, .., last] => format!("PyPI, {} parts: {} … {}", parts.len(), first.requirement(), last.requirement()),
+                [first, .., last] => {
+                    format!("PyPI, {} parts: {} … {}", parts.len(), first.requirement(), last.requirement())
+                }
                 [] => String::new(),
             };
             note = format!("{from}; {note}");
         }
         let default = if entry.alias == registry.default_alias { " (default)" } else { "" };
         let input = if entry.vision { "vision" } else { "text" };
-        table += &format!("{:<22} {:<9} {:<7} {:>9}  {:<8} {}{default}\n{:<22} {note}\n", entry.alias, entry.family.name(), input, size, present, entry.description, "");
+        table += &format!(
+            "{:<22} {:<9} {:<7} {:>9}  {:<8} {}{default}\n{:<22} {note}\n",
+            entry.alias,
+            entry.family.name(),
+            input,
+            size,
+            present,
+            entry.description,
+            ""
+        );
     }
     if let Err(e) = out.write_all(table.as_bytes())
         && e.kind() != std::io::ErrorKind::BrokenPipe
@@ -111,12 +128,18 @@ impl ModelArgs {
     /// Loads the model (text or vision, by its family) and the prompt; with an image, the prompt shows it
     /// before the text, as the conformity prompts do.
     fn load(&self, image: Option<&Path>) -> Result<Loaded> {
-        let text = std::fs::read_to_string(&self.prompt_file).with_context(|| format!("reading the prompt file {}", self.prompt_file.display()))?;
+        let text = std::fs::read_to_string(&self.prompt_file)
+            .with_context(|| format!("reading the prompt file {}", self.prompt_file.display()))?;
         let registry = load_registry(self.registry.as_deref())?;
         let entry = registry.get(&self.model)?;
         let pixels = match image {
-            Some(path) if entry.vision => Some(Arc::new(image::open(path).with_context(|| format!("reading the image {}", path.display()))?.to_rgb8())),
-            Some(_) => bail!("--image needs a vision model; `{}` reads text (vision models are marked in `herd models`)", self.model),
+            Some(path) if entry.vision => Some(Arc::new(
+                image::open(path).with_context(|| format!("reading the image {}", path.display()))?.to_rgb8(),
+            )),
+            Some(_) => bail!(
+                "--image needs a vision model; `{}` reads text (vision models are marked in `herd models`)",
+                self.model
+            ),
             None => None,
         };
         let model: Box<dyn Backend> = if let QuickBackend::Openai = self.backend {
@@ -168,8 +191,15 @@ pub fn score(args: ScoreArgs) -> Result<()> {
             .iter()
             .map(|(a, s)| (a.clone(), serde_json::json!({"p": s.p, "logit": s.logit, "token_ids": s.token_ids, "bound": s.bound.is_bound(), "bound_kind": s.bound.is_bound().then(|| s.bound.as_str())})))
             .collect();
-        let top: Vec<_> = result.top.iter().map(|t| serde_json::json!({"id": t.id, "text": t.text, "p": t.p, "logit": t.logit})).collect();
-        println!("{}", serde_json::json!({"answers": answers, "mass": result.mass, "top": top, "prompt_tokens": result.prompt_tokens}));
+        let top: Vec<_> = result
+            .top
+            .iter()
+            .map(|t| serde_json::json!({"id": t.id, "text": t.text, "p": t.p, "logit": t.logit}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"answers": answers, "mass": result.mass, "top": top, "prompt_tokens": result.prompt_tokens})
+        );
     } else {
         for (answer, s) in &result.answers {
             let bound = match s.bound {
@@ -224,12 +254,26 @@ pub struct GenerateArgs {
 
 pub fn generate(args: GenerateArgs) -> Result<()> {
     let schema = match &args.schema {
-        Some(p) => Some(serde_json::from_str(&std::fs::read_to_string(p).with_context(|| format!("reading the schema {}", p.display()))?).with_context(|| format!("{} is not JSON", p.display()))?),
+        Some(p) => Some(
+            serde_json::from_str(
+                &std::fs::read_to_string(p).with_context(|| format!("reading the schema {}", p.display()))?,
+            )
+            .with_context(|| format!("{} is not JSON", p.display()))?,
+        ),
         None => None,
     };
     let (mut model, prompt, image) = args.model.load(args.image.as_deref())?;
-    let sampling = SamplingParams { temperature: Some(args.temperature), top_p: Some(args.top_p), top_k: Some(args.top_k), repetition_penalty: args.repetition_penalty, seed: args.seed, max_tokens: args.max_tokens, stop: args.stop.clone() };
-    let generation = model.generate(&[GenerateRequest { schema, image, ..GenerateRequest::new(prompt, sampling) }])?.remove(0);
+    let sampling = SamplingParams {
+        temperature: Some(args.temperature),
+        top_p: Some(args.top_p),
+        top_k: Some(args.top_k),
+        repetition_penalty: args.repetition_penalty,
+        seed: args.seed,
+        max_tokens: args.max_tokens,
+        stop: args.stop.clone(),
+    };
+    let generation =
+        model.generate(&[GenerateRequest { schema, image, ..GenerateRequest::new(prompt, sampling) }])?.remove(0);
     if args.json {
         println!("{}", serde_json::to_string(&generation)?);
     } else {

@@ -37,7 +37,8 @@ pub struct PowerArgs {
 
 fn apply_effects(params: &mut SimParams, effects: &[String]) -> Result<()> {
     for effect in effects {
-        let (name, value) = effect.split_once('=').with_context(|| format!("`{effect}`: write NAME=VALUE, e.g. ingroup=0.3"))?;
+        let (name, value) =
+            effect.split_once('=').with_context(|| format!("`{effect}`: write NAME=VALUE, e.g. ingroup=0.3"))?;
         let value: f64 = value.trim().parse().with_context(|| format!("`{effect}`: {value:?} is not a number"))?;
         match name.trim() {
             "ingroup" => {
@@ -51,7 +52,9 @@ fn apply_effects(params: &mut SimParams, effects: &[String]) -> Result<()> {
                 params.allocation.noise_sd = value;
                 params.conformity.noise_sd = value;
             }
-            other => bail!("unknown effect `{other}`; use ingroup, ingroup_minority, ingroup_majority, per_log_wrong or noise"),
+            other => bail!(
+                "unknown effect `{other}`; use ingroup, ingroup_minority, ingroup_majority, per_log_wrong or noise"
+            ),
         }
     }
     Ok(())
@@ -81,7 +84,9 @@ fn replication_tests(file: &ExperimentFile, params: SimParams) -> Result<Vec<(St
             let dyads = dyads_from_rows("simulation", &sink.rows.dyads)?;
             let table = minimal_group_seed_tests(&dyads, &MinimalGroupOptions::default())?;
             Ok((0..table.n_rows())
-                .filter(|&r| table.text("measure", r) == Some("favouritism") && table.text("deciders", r) == Some("all"))
+                .filter(|&r| {
+                    table.text("measure", r) == Some("favouritism") && table.text("deciders", r) == Some("all")
+                })
                 .map(|r| {
                     let cell = format!(
                         "labels={} m={} instrument={} reasoning={}",
@@ -102,7 +107,9 @@ fn replication_tests(file: &ExperimentFile, params: SimParams) -> Result<Vec<(St
                 entry.1.push(row.p_wrong_full);
             }
             if by_task.is_empty() {
-                bail!("the conformity power analysis tests the p_wrong(N) slope of the group_size family; the experiment has none");
+                bail!(
+                    "the conformity power analysis tests the p_wrong(N) slope of the group_size family; the experiment has none"
+                );
             }
             let formula = Formula::parse("p ~ n")?;
             by_task
@@ -121,8 +128,10 @@ fn replication_tests(file: &ExperimentFile, params: SimParams) -> Result<Vec<(St
 pub fn run(args: PowerArgs) -> Result<()> {
     let file = load_experiment(&args.experiment)?;
     let mut params: SimParams = match &args.sim {
-        Some(path) => toml::from_str(&std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?)
-            .with_context(|| format!("{}: not valid sim parameters", path.display()))?,
+        Some(path) => {
+            toml::from_str(&std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?)
+                .with_context(|| format!("{}: not valid sim parameters", path.display()))?
+        }
         None => SimParams::default(),
     };
     apply_effects(&mut params, &args.effects)?;
@@ -133,18 +142,25 @@ pub fn run(args: PowerArgs) -> Result<()> {
         bail!("--replications and every --seeds value must be at least 1");
     }
     let bar = ProgressBar::new(u64::from(args.replications) * args.seeds.len() as u64).with_style(
-        ProgressStyle::with_template("simulating [{bar:32}] {pos}/{len} replications  {per_sec}  ETA {eta}").expect("valid template"),
+        ProgressStyle::with_template("simulating [{bar:32}] {pos}/{len} replications  {per_sec}  ETA {eta}")
+            .expect("valid template"),
     );
-    println!("effect: {}  (test: {}; α = {})", args.effects.join(", "), match file.experiment {
-        Experiment::MinimalGroup(_) => "seed-level Wilcoxon of favouritism, all deciders",
-        Experiment::Conformity(_) => "OLS slope of p_wrong on N, group_size family",
-    }, args.alpha);
+    println!(
+        "effect: {}  (test: {}; α = {})",
+        args.effects.join(", "),
+        match file.experiment {
+            Experiment::MinimalGroup(_) => "seed-level Wilcoxon of favouritism, all deciders",
+            Experiment::Conformity(_) => "OLS slope of p_wrong on N, group_size family",
+        },
+        args.alpha
+    );
     println!("{:>6}  {:>8}  cell", "seeds", "power");
     for &seeds in &args.seeds {
         let design = with_seeds(&file, seeds);
         let mut detected: std::collections::BTreeMap<String, (u32, u32)> = Default::default();
         for replication in 0..args.replications {
-            let replication_params = SimParams { seed: params.seed.wrapping_add(u64::from(replication)), ..params.clone() };
+            let replication_params =
+                SimParams { seed: params.seed.wrapping_add(u64::from(replication)), ..params.clone() };
             for (cell, p) in replication_tests(&design, replication_params)? {
                 let entry = detected.entry(cell).or_default();
                 entry.0 += u32::from(p < args.alpha);

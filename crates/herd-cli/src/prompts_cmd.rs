@@ -36,7 +36,8 @@ pub fn run(args: PromptsArgs) -> Result<()> {
     {
         bail!("the experiment has no family `{family}`; it has: {}", families.join(", "));
     }
-    let units = expand(&file.experiment).into_iter().filter(|u| args.family.as_deref().is_none_or(|f| u.key.cell.family == f));
+    let units =
+        expand(&file.experiment).into_iter().filter(|u| args.family.as_deref().is_none_or(|f| u.key.cell.family == f));
     match &file.experiment {
         Experiment::Conformity(exp) => {
             let prompter = ConformityPrompter::load(&file, exp)?;
@@ -54,7 +55,9 @@ pub fn run(args: PromptsArgs) -> Result<()> {
                     std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
                     std::collections::btree_map::Entry::Vacant(e) => e.insert(ImagePools::preview(exp, trial.task)?),
                 };
-                let image = pool.select(&unit.key, trial).with_context(|| format!("no image in the preview pool for {}", unit.key.id()))?;
+                let image = pool
+                    .select(&unit.key, trial)
+                    .with_context(|| format!("no image in the preview pool for {}", unit.key.id()))?;
                 let plan = prompter.plan(&unit.key, trial, image.correct)?;
                 let prompt = prompter.render_plan(trial, &plan, image, args.modality)?;
                 if args.jsonl {

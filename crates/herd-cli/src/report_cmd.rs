@@ -25,7 +25,9 @@ pub fn run(args: ReportArgs) -> Result<()> {
     let started = Instant::now();
     let mut progress = |step: &str| eprintln!("[{:>5.1} s] {step}", started.elapsed().as_secs_f64());
     let results = load_results(&args.results, &mut progress)?;
-    for (study, present) in [("conformity", results.conformity.is_some()), ("minimal groups", results.minimal_group.is_some())] {
+    for (study, present) in
+        [("conformity", results.conformity.is_some()), ("minimal groups", results.minimal_group.is_some())]
+    {
         if !present {
             eprintln!("note: no {study} results in {}; the report says so", args.results.display());
         }

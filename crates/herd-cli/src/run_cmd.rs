@@ -5,7 +5,10 @@ use crate::model_cmd::load_registry;
 use crate::server_args::ServerArgs;
 use anyhow::{Context, Result, bail};
 use herd_design::{Experiment, ExperimentFile, Shard, bank_files, load_experiment};
-use herd_infer::{Backend, DeviceChoice, LoadOptions, LocalModel, ModelEntry, ModelFiles, ModelSampling, ModelSource, SamplingFallback, SimAgent, SimParams, VisionModel, locate_model, model_sampling};
+use herd_infer::{
+    Backend, DeviceChoice, LoadOptions, LocalModel, ModelEntry, ModelFiles, ModelSampling, ModelSource,
+    SamplingFallback, SimAgent, SimParams, VisionModel, locate_model, model_sampling,
+};
 use herd_runner::{RunOptions, RunSummary, run_experiment, shard_units};
 use herd_store::{FileRecord, Manifest, RunIdentity, RunStore};
 use std::path::{Path, PathBuf};
@@ -76,7 +79,14 @@ pub struct LoadedBackend {
     pub sampling_fallback: SamplingFallback,
 }
 
-pub fn load_backend(kind: BackendKind, model: &str, sim: Option<&Path>, device: DeviceChoice, registry: Option<&Path>, server: &ServerArgs) -> Result<LoadedBackend> {
+pub fn load_backend(
+    kind: BackendKind,
+    model: &str,
+    sim: Option<&Path>,
+    device: DeviceChoice,
+    registry: Option<&Path>,
+    server: &ServerArgs,
+) -> Result<LoadedBackend> {
     match kind {
         BackendKind::Openai => {
             let registry = load_registry(registry)?;
@@ -85,19 +95,36 @@ pub fn load_backend(kind: BackendKind, model: &str, sim: Option<&Path>, device: 
             // The options name the key's variable, never the key.
             let model_record = serde_json::json!({"entry": entry, "server": backend.options()});
             // A server applies its own defaults to whatever is not sent (the run manifest says which).
-            Ok(LoadedBackend { backend: Box::new(backend), entry: Some(entry), files: Vec::new(), model_record, sampling_defaults: None, sampling_fallback: SamplingFallback::Server })
+            Ok(LoadedBackend {
+                backend: Box::new(backend),
+                entry: Some(entry),
+                files: Vec::new(),
+                model_record,
+                sampling_defaults: None,
+                sampling_fallback: SamplingFallback::Server,
+            })
         }
         BackendKind::Sim => {
             let params: SimParams = match sim {
                 Some(path) => {
-                    let text = std::fs::read_to_string(path).with_context(|| format!("reading the sim parameters {}", path.display()))?;
-                    toml::from_str(&text).with_context(|| format!("{}: not valid sim parameters (see `herd run --help`)", path.display()))?
+                    let text = std::fs::read_to_string(path)
+                        .with_context(|| format!("reading the sim parameters {}", path.display()))?;
+                    toml::from_str(&text).with_context(|| {
+                        format!("{}: not valid sim parameters (see `herd run --help`)", path.display())
+                    })?
                 }
                 None => SimParams::default(),
             };
             let model_record = serde_json::json!({"alias": "sim", "parameters": params});
             let files = sim.map(|p| file_record("sim parameters", p, true)).transpose()?.into_iter().collect();
-            Ok(LoadedBackend { backend: Box::new(SimAgent::new(params)), entry: None, files, model_record, sampling_defaults: None, sampling_fallback: SamplingFallback::HfDefaults })
+            Ok(LoadedBackend {
+                backend: Box::new(SimAgent::new(params)),
+                entry: None,
+                files,
+                model_record,
+                sampling_defaults: None,
+                sampling_fallback: SamplingFallback::HfDefaults,
+            })
         }
         BackendKind::Candle => {
             let registry = load_registry(registry)?;
@@ -120,12 +147,25 @@ pub fn load_backend(kind: BackendKind, model: &str, sim: Option<&Path>, device: 
                 }],
                 (ModelFiles::Gguf(path), _) => vec![file_record("model", path, true)?],
                 // Multi-gigabyte folders: the HF snapshot commit is part of the path.
-                (ModelFiles::HfFolder(dir), _) => vec![FileRecord { role: "model".into(), path: dir.display().to_string(), bytes: files.size_bytes(), sha256: None }],
+                (ModelFiles::HfFolder(dir), _) => vec![FileRecord {
+                    role: "model".into(),
+                    path: dir.display().to_string(),
+                    bytes: files.size_bytes(),
+                    sha256: None,
+                }],
             };
             let model_record = serde_json::json!({"entry": entry, "device": format!("{device:?}")});
             // Sampling as HF `generate` would with this model: its folder's generation_config.json, else the registry's.
-            let sampling = model_sampling(&entry, Some(&files)).with_context(|| format!("reading `{model}`'s sampling defaults"))?;
-            Ok(LoadedBackend { backend, entry: Some(entry), files: model_files, model_record, sampling_defaults: Some(sampling), sampling_fallback: SamplingFallback::HfDefaults })
+            let sampling = model_sampling(&entry, Some(&files))
+                .with_context(|| format!("reading `{model}`'s sampling defaults"))?;
+            Ok(LoadedBackend {
+                backend,
+                entry: Some(entry),
+                files: model_files,
+                model_record,
+                sampling_defaults: Some(sampling),
+                sampling_fallback: SamplingFallback::HfDefaults,
+            })
         }
     }
 }
@@ -146,19 +186,37 @@ fn parameters(file: &ExperimentFile) -> serde_json::Value {
 
 pub fn run(args: RunArgs) -> Result<()> {
     let file = load_experiment(&args.experiment)?;
-    let loaded = load_backend(args.backend, &args.model, args.sim.as_deref(), args.device, args.registry.as_deref(), &args.server)?;
+    let loaded = load_backend(
+        args.backend,
+        &args.model,
+        args.sim.as_deref(),
+        args.device,
+        args.registry.as_deref(),
+        &args.server,
+    )?;
     let summary = run_loaded(&file, loaded, args.backend, args.shard, &args.out, !args.quiet)?;
     print_summary(&summary, &args.out);
     if !summary.failed.is_empty() {
         let last = summary.notes.get("last_backend_failure").and_then(|v| v.as_str()).unwrap_or("");
-        bail!("{} units failed at the backend; rerun the same command to retry them\n  last failure: {last}", summary.failed.len());
+        bail!(
+            "{} units failed at the backend; rerun the same command to retry them\n  last failure: {last}",
+            summary.failed.len()
+        );
     }
     Ok(())
 }
 
 /// Runs `file` with a loaded backend into the run folder `out`.
-pub fn run_loaded(file: &ExperimentFile, loaded: LoadedBackend, kind: BackendKind, shard: Shard, out: &Path, progress: bool) -> Result<RunSummary> {
-    let LoadedBackend { mut backend, entry, files: model_files, model_record, sampling_defaults, sampling_fallback } = loaded;
+pub fn run_loaded(
+    file: &ExperimentFile,
+    loaded: LoadedBackend,
+    kind: BackendKind,
+    shard: Shard,
+    out: &Path,
+    progress: bool,
+) -> Result<RunSummary> {
+    let LoadedBackend { mut backend, entry, files: model_files, model_record, sampling_defaults, sampling_fallback } =
+        loaded;
     let info = backend.info();
     let meta = file.experiment.meta();
     let identity = RunIdentity {

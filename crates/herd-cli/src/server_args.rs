@@ -1,7 +1,10 @@
 //! The options of the `openai` backend, shared by `herd run`, `herd score` and `herd generate`.
 
 use anyhow::{Context, Result, bail};
-use herd_infer::{ModelEntry, OpenAiBackend, OpenAiOptions, PromptRenderer, RetryPolicy, ScoreApi, ServedModel, StructuredOutput, locate_model};
+use herd_infer::{
+    ModelEntry, OpenAiBackend, OpenAiOptions, PromptRenderer, RetryPolicy, ScoreApi, ServedModel, StructuredOutput,
+    locate_model,
+};
 use std::time::Duration;
 
 #[derive(clap::Args, Clone, Debug)]
@@ -51,10 +54,16 @@ impl ServerArgs {
         // Bounded so that a typo (1e300) is an error here, not an overflow when it becomes a Duration.
         const DAY: f64 = 86_400.0;
         if !(self.request_timeout > 0.0 && self.request_timeout <= DAY) {
-            bail!("--request-timeout {:?}: give the seconds one request may take, more than 0 and at most {DAY} (a day)", self.request_timeout);
+            bail!(
+                "--request-timeout {:?}: give the seconds one request may take, more than 0 and at most {DAY} (a day)",
+                self.request_timeout
+            );
         }
         if !(self.retry_delay >= 0.0 && self.retry_delay <= 3_600.0) {
-            bail!("--retry-delay {:?}: give the first backoff in seconds, 0 to 3600 (it doubles per retry up to 30 s)", self.retry_delay);
+            bail!(
+                "--retry-delay {:?}: give the first backoff in seconds, 0 to 3600 (it doubles per retry up to 30 s)",
+                self.retry_delay
+            );
         }
         Ok(OpenAiOptions {
             endpoints: self.endpoints.clone(),
@@ -65,7 +74,11 @@ impl ServerArgs {
             score_api: self.score_api,
             structured_output: self.structured_output,
             request_timeout: Duration::from_secs_f64(self.request_timeout),
-            retry: RetryPolicy { max_attempts: self.max_attempts.max(1), base_delay: Duration::from_secs_f64(self.retry_delay), max_delay: Duration::from_secs(30) },
+            retry: RetryPolicy {
+                max_attempts: self.max_attempts.max(1),
+                base_delay: Duration::from_secs_f64(self.retry_delay),
+                max_delay: Duration::from_secs(30),
+            },
         })
     }
 
@@ -75,12 +88,14 @@ impl ServerArgs {
         let options = self.options(entry)?;
         let renderer = match options.score_api {
             ScoreApi::Completions => {
-                let files = locate_model(entry).context("--score-api completions renders prompts with the model's own chat template")?;
+                let files = locate_model(entry)
+                    .context("--score-api completions renders prompts with the model's own chat template")?;
                 Some(PromptRenderer::load(entry, &files)?)
             }
             ScoreApi::Chat => None,
         };
-        let model = ServedModel { alias: entry.alias.clone(), family: entry.family.name().into(), vision: entry.vision };
+        let model =
+            ServedModel { alias: entry.alias.clone(), family: entry.family.name().into(), vision: entry.vision };
         Ok(OpenAiBackend::new(model, options, renderer)?)
     }
 }

@@ -39,7 +39,11 @@ fn stimuli_config(experiment: Option<&Path>, task: Task) -> Result<StimuliConfig
 
 pub fn run(args: StimuliArgs) -> Result<()> {
     if u64::from(args.count) > herd_design::MAX_GRID_COUNT {
-        bail!("--count {}: at most {} images at a time (each is drawn in memory, then written); run several --seed values for more", args.count, herd_design::MAX_GRID_COUNT);
+        bail!(
+            "--count {}: at most {} images at a time (each is drawn in memory, then written); run several --seed values for more",
+            args.count,
+            herd_design::MAX_GRID_COUNT
+        );
     }
     let config = stimuli_config(args.experiment.as_deref(), args.task)?;
     let pool = match args.difficulty {

@@ -33,7 +33,9 @@ fn assert_csv_and_parquet_agree(dir: &Path, table: &str) {
             let a = a.cast(&polars::prelude::DataType::Float64).unwrap();
             for (x, y) in a.f64().unwrap().iter().zip(b.f64().unwrap().iter()) {
                 match (x, y) {
-                    (Some(x), Some(y)) => assert!((x - y).abs() <= 1e-12 * y.abs().max(1.0), "{table}.{name}: {x} vs {y}"),
+                    (Some(x), Some(y)) => {
+                        assert!((x - y).abs() <= 1e-12 * y.abs().max(1.0), "{table}.{name}: {x} vs {y}")
+                    }
                     (x, y) => assert_eq!(x, y, "{table}.{name}"),
                 }
             }
@@ -49,8 +51,14 @@ fn minimal_group_writes_csv_and_parquet_that_agree() {
     let out = out_dir("analyze-minimal-group");
     let dyads = data("dyads.csv");
     let result = herd(&[
-        "analyze", "minimal-group", "--dyads", dyads.to_str().unwrap(), "--out", out.to_str().unwrap(),
-        "--resamples", "200",
+        "analyze",
+        "minimal-group",
+        "--dyads",
+        dyads.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--resamples",
+        "200",
     ]);
     assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
     for table in ["seed_tests", "gee", "bootstrap", "robustness"] {
@@ -76,8 +84,19 @@ fn a_missing_column_fails_with_the_file_column_and_fix() {
     let dir = out_dir("analyze-bad-input");
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("no_points.csv");
-    std::fs::write(&bad, "labels,m,seed,decider,target,minority_decider,minority_target,same_group\nvisible,2,1,0,1,1,1,1\n").unwrap();
-    let result = herd(&["analyze", "minimal-group", "--dyads", bad.to_str().unwrap(), "--out", dir.join("out").to_str().unwrap()]);
+    std::fs::write(
+        &bad,
+        "labels,m,seed,decider,target,minority_decider,minority_target,same_group\nvisible,2,1,0,1,1,1,1\n",
+    )
+    .unwrap();
+    let result = herd(&[
+        "analyze",
+        "minimal-group",
+        "--dyads",
+        bad.to_str().unwrap(),
+        "--out",
+        dir.join("out").to_str().unwrap(),
+    ]);
     assert!(!result.status.success());
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(stderr.contains("no_points.csv") && stderr.contains("`points`") && stderr.contains("fix:"), "{stderr}");

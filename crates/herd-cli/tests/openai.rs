@@ -9,7 +9,10 @@ mod fault_proxy;
 mod llama_server;
 
 use fault_proxy::{Fault, FaultProxy};
-use herd_infer::{Backend, LoadOptions, LocalModel, ModelEntry, ModelFiles, ModelRegistry, OpenAiBackend, OpenAiOptions, PromptRenderer, ScoreApi, ScoreBound, ScoreRequest, ServedModel, fetch_model};
+use herd_infer::{
+    Backend, LoadOptions, LocalModel, ModelEntry, ModelFiles, ModelRegistry, OpenAiBackend, OpenAiOptions,
+    PromptRenderer, ScoreApi, ScoreBound, ScoreRequest, ServedModel, fetch_model,
+};
 use herd_prompts::{ChatPrompt, Part};
 use herd_store::{Table, read_table};
 use llama_server::LlamaServer;
@@ -60,12 +63,15 @@ fn prompts() -> Vec<ChatPrompt> {
 fn scores_from_the_server_agree_with_the_local_candle_backend() {
     let (entry, gguf) = default_model();
     let server = LlamaServer::start(&gguf);
-    let requests: Vec<ScoreRequest> = prompts().into_iter().map(|p| ScoreRequest::new(p, vec!["A".into(), "B".into()])).collect();
+    let requests: Vec<ScoreRequest> =
+        prompts().into_iter().map(|p| ScoreRequest::new(p, vec!["A".into(), "B".into()])).collect();
 
     let mut local = LocalModel::load(&entry, &ModelFiles::Gguf(gguf.clone()), &LoadOptions::default()).unwrap();
-    let mut chat = OpenAiBackend::new(served(&entry), OpenAiOptions::new(vec![server.url()], "smollm2-135m"), None).unwrap();
+    let mut chat =
+        OpenAiBackend::new(served(&entry), OpenAiOptions::new(vec![server.url()], "smollm2-135m"), None).unwrap();
     let renderer = PromptRenderer::load(&entry, &ModelFiles::Gguf(gguf.clone())).unwrap();
-    let completions_options = OpenAiOptions { score_api: ScoreApi::Completions, ..OpenAiOptions::new(vec![server.url()], "smollm2-135m") };
+    let completions_options =
+        OpenAiOptions { score_api: ScoreApi::Completions, ..OpenAiOptions::new(vec![server.url()], "smollm2-135m") };
     let mut completions = OpenAiBackend::new(served(&entry), completions_options, Some(renderer)).unwrap();
 
     let local_scores = local.score(&requests).unwrap();
@@ -81,9 +87,15 @@ fn scores_from_the_server_agree_with_the_local_candle_backend() {
             assert_eq!(bound, q.answers[answer].bound);
             match bound {
                 // Outside the server's top 20: what it reports is an upper bound, and it holds.
-                ScoreBound::Upper => assert!(pl <= pc + SERVER_VS_LOCAL, "prompt {i} {answer}: candle {pl} above the server's bound {pc}"),
+                ScoreBound::Upper => assert!(
+                    pl <= pc + SERVER_VS_LOCAL,
+                    "prompt {i} {answer}: candle {pl} above the server's bound {pc}"
+                ),
                 // A spelling outside the top 20: the server's sum is a lower bound, and it holds.
-                ScoreBound::Lower => assert!(pl >= pc - SERVER_VS_LOCAL, "prompt {i} {answer}: candle {pl} below the server's bound {pc}"),
+                ScoreBound::Lower => assert!(
+                    pl >= pc - SERVER_VS_LOCAL,
+                    "prompt {i} {answer}: candle {pl} below the server's bound {pc}"
+                ),
                 ScoreBound::Exact => {
                     compared += 1;
                     assert!((pl - pc).abs() <= SERVER_VS_LOCAL, "prompt {i} {answer}: candle {pl} vs server {pc}");
@@ -92,7 +104,12 @@ fn scores_from_the_server_agree_with_the_local_candle_backend() {
             // The same template rendered by the server (chat) and here (completions) gives the same tokens.
             assert!((pc - pq).abs() <= 1e-3, "prompt {i} {answer}: chat {pc} vs completions {pq}");
         }
-        assert!(c.prompt_tokens > 0 && c.prompt_tokens.abs_diff(l.prompt_tokens) <= 1, "prompt {i}: {} vs {} prompt tokens", c.prompt_tokens, l.prompt_tokens);
+        assert!(
+            c.prompt_tokens > 0 && c.prompt_tokens.abs_diff(l.prompt_tokens) <= 1,
+            "prompt {i}: {} vs {} prompt tokens",
+            c.prompt_tokens,
+            l.prompt_tokens
+        );
     }
     assert!(compared >= 10, "most answers are within the top 20: {compared} of 12");
 }
@@ -107,11 +124,25 @@ fn herd_score_prints_the_local_json_shape_and_flags_answers_outside_the_top_k() 
     let server = LlamaServer::start(&gguf);
     let dir = tempfile::tempdir().unwrap();
     let prompt = dir.path().join("prompt.txt");
-    std::fs::write(&prompt, "Which line is longer, A (length 120) or B (length 310)? Answer with A or B only.").unwrap();
+    std::fs::write(&prompt, "Which line is longer, A (length 120) or B (length 310)? Answer with A or B only.")
+        .unwrap();
     let url = server.url();
     let p = prompt.to_str().unwrap();
     let run = |k: &str| {
-        let out = herd(&["score", "--backend", "openai", "--endpoint", &url, "--prompt-file", p, "--answers", "A,B,zebra", "--top-logprobs", k, "--json"]);
+        let out = herd(&[
+            "score",
+            "--backend",
+            "openai",
+            "--endpoint",
+            &url,
+            "--prompt-file",
+            p,
+            "--answers",
+            "A,B,zebra",
+            "--top-logprobs",
+            k,
+            "--json",
+        ]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
@@ -142,8 +173,23 @@ fn herd_score_prints_the_local_json_shape_and_flags_answers_outside_the_top_k() 
     }
 
     let bad = herd(&["score", "--backend", "openai", "--prompt-file", p]);
-    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--endpoint"), "a missing endpoint is named");
-    let down = herd(&["score", "--backend", "openai", "--endpoint", &format!("http://127.0.0.1:{}", llama_server::free_port()), "--prompt-file", p, "--max-attempts", "2", "--retry-delay", "0.01"]);
+    assert!(
+        !bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--endpoint"),
+        "a missing endpoint is named"
+    );
+    let down = herd(&[
+        "score",
+        "--backend",
+        "openai",
+        "--endpoint",
+        &format!("http://127.0.0.1:{}", llama_server::free_port()),
+        "--prompt-file",
+        p,
+        "--max-attempts",
+        "2",
+        "--retry-delay",
+        "0.01",
+    ]);
     let stderr = String::from_utf8_lossy(&down.stderr);
     assert!(!down.status.success() && stderr.contains("after 2 attempts"), "{stderr}");
 }
@@ -201,7 +247,18 @@ fn experiment(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 /// `herd run` with the openai backend; `extra` adds or overrides options.
 fn run_openai(experiment: &Path, out: &Path, url: &str, extra: &[&str]) -> Output {
-    let mut args = vec!["run", "--backend", "openai", "--endpoint", url, "--experiment", experiment.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"];
+    let mut args = vec![
+        "run",
+        "--backend",
+        "openai",
+        "--endpoint",
+        url,
+        "--experiment",
+        experiment.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ];
     args.extend_from_slice(extra);
     herd(&args)
 }
@@ -210,7 +267,16 @@ fn run_openai(experiment: &Path, out: &Path, url: &str, extra: &[&str]) -> Outpu
 /// same units whoever answers).
 fn expected_units(experiment: &Path, table: Table) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
-    let out = herd(&["run", "--backend", "sim", "--experiment", experiment.to_str().unwrap(), "--out", dir.path().to_str().unwrap(), "--quiet"]);
+    let out = herd(&[
+        "run",
+        "--backend",
+        "sim",
+        "--experiment",
+        experiment.to_str().unwrap(),
+        "--out",
+        dir.path().to_str().unwrap(),
+        "--quiet",
+    ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     unit_ids(dir.path(), table)
 }
@@ -231,7 +297,9 @@ fn unit_ids(run: &Path, table: Table) -> Vec<String> {
     let frame = read_table(&[run.to_path_buf()], table).unwrap().expect("rows stored");
     let units = texts(&frame, "unit_id");
     let mut ids: Vec<String> = match table {
-        Table::AllocationDeciders => units.into_iter().zip(texts(&frame, "decider")).map(|(u, d)| format!("{u}#{d}")).collect(),
+        Table::AllocationDeciders => {
+            units.into_iter().zip(texts(&frame, "decider")).map(|(u, d)| format!("{u}#{d}")).collect()
+        }
         _ => units,
     };
     ids.sort();
@@ -279,10 +347,20 @@ fn both_studies_run_through_the_server_into_parquet() {
     let dyads = read_table(std::slice::from_ref(&mg_out), Table::AllocationDyads).unwrap().unwrap();
     assert_eq!(dyads.height(), 20 * 19);
 
-    let analysed = herd(&["analyze", "minimal-group", "--dyads", mg_out.to_str().unwrap(), "--out", dir.path().join("analysis").to_str().unwrap()]);
+    let analysed = herd(&[
+        "analyze",
+        "minimal-group",
+        "--dyads",
+        mg_out.to_str().unwrap(),
+        "--out",
+        dir.path().join("analysis").to_str().unwrap(),
+    ]);
     assert!(analysed.status.success(), "{}", String::from_utf8_lossy(&analysed.stderr));
     let manifest = std::fs::read_to_string(mg_out.join("manifest.json")).unwrap();
-    assert!(manifest.contains("\"api_key_env\"") && manifest.contains(&server.url()), "the manifest records the server options");
+    assert!(
+        manifest.contains("\"api_key_env\"") && manifest.contains(&server.url()),
+        "the manifest records the server options"
+    );
 }
 
 #[test]
@@ -292,12 +370,32 @@ fn a_run_through_a_proxy_injecting_faults_stores_every_unit_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let conformity = experiment(dir.path(), "conformity.toml", CONFORMITY);
     // A smaller society with short outputs: the faults, not the allocations, are under test.
-    let society = experiment(dir.path(), "society.toml", &SOCIETY.replace("size = 20", "size = 8").replace("minority_sizes = [5]", "minority_sizes = [3]").replace("max_new_tokens = 224", "max_new_tokens = 48"));
+    let society = experiment(
+        dir.path(),
+        "society.toml",
+        &SOCIETY
+            .replace("size = 20", "size = 8")
+            .replace("minority_sizes = [5]", "minority_sizes = [3]")
+            .replace("max_new_tokens = 224", "max_new_tokens = 48"),
+    );
     use Fault::*;
-    let schedule = vec![Forward, TooManyRequests, Forward, ServerError, TruncatedJson, Forward, Hang, Forward, DroppedConnection, Forward];
+    let schedule = vec![
+        Forward,
+        TooManyRequests,
+        Forward,
+        ServerError,
+        TruncatedJson,
+        Forward,
+        Hang,
+        Forward,
+        DroppedConnection,
+        Forward,
+    ];
     let proxy = FaultProxy::start(server.port, schedule, Duration::from_secs(8));
     let secret = "sk-herd-test-secret-0123456789";
-    for (experiment, table, timeout) in [(&conformity, Table::ConformityTrials, "6"), (&society, Table::AllocationDeciders, "120")] {
+    for (experiment, table, timeout) in
+        [(&conformity, Table::ConformityTrials, "6"), (&society, Table::AllocationDeciders, "120")]
+    {
         let out = dir.path().join(format!("{table}"));
         let mut peak = 0;
         let mut sessions = 0;
@@ -305,18 +403,45 @@ fn a_run_through_a_proxy_injecting_faults_stores_every_unit_exactly_once() {
             sessions += 1;
             // Forwards a finished or failed session gave up on (a scoring request past its 6 s timeout
             // on a loaded machine) still run upstream; they are not this session's requests.
-            assert!(proxy.wait_until_idle(Duration::from_secs(300)), "{table}: the server never finished the forwards of session {}", sessions - 1);
+            assert!(
+                proxy.wait_until_idle(Duration::from_secs(300)),
+                "{table}: the server never finished the forwards of session {}",
+                sessions - 1
+            );
             proxy.peak_in_flight.store(0, std::sync::atomic::Ordering::SeqCst);
             let mut command = Command::new(env!("CARGO_BIN_EXE_herd"));
             command.current_dir(root()).env("HERD_TEST_KEY", secret);
-            command.args(["run", "--backend", "openai", "--endpoint", &proxy.url(), "--experiment", experiment.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]);
+            command.args([
+                "run",
+                "--backend",
+                "openai",
+                "--endpoint",
+                &proxy.url(),
+                "--experiment",
+                experiment.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "--quiet",
+            ]);
             // Half the schedule is faults, and a society unit fails when any of its eight deciders runs out
             // of attempts. Four attempts and four sessions failed once in CI; six of each make a spurious
             // failure a few in a million, were faults independent.
-            command.args(["--api-key-env", "HERD_TEST_KEY", "--request-timeout", timeout, "--retry-delay", "0.05", "--max-attempts", "6", "--max-in-flight", "2"]);
+            command.args([
+                "--api-key-env",
+                "HERD_TEST_KEY",
+                "--request-timeout",
+                timeout,
+                "--retry-delay",
+                "0.05",
+                "--max-attempts",
+                "6",
+                "--max-in-flight",
+                "2",
+            ]);
             let output = command.output().unwrap();
             peak = peak.max(proxy.peak_in_flight.load(std::sync::atomic::Ordering::SeqCst));
-            let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+            let text =
+                format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
             assert!(!text.contains(secret), "the API key never reaches the output");
             if output.status.success() {
                 break;
@@ -333,7 +458,10 @@ fn a_run_through_a_proxy_injecting_faults_stores_every_unit_exactly_once() {
             assert_eq!(peak, 2, "requests in flight are bounded by --max-in-flight 2, and a society uses both");
         }
     }
-    let (requests, faults) = (proxy.requests.load(std::sync::atomic::Ordering::Relaxed), proxy.faults.load(std::sync::atomic::Ordering::Relaxed));
+    let (requests, faults) = (
+        proxy.requests.load(std::sync::atomic::Ordering::Relaxed),
+        proxy.faults.load(std::sync::atomic::Ordering::Relaxed),
+    );
     assert!(faults >= 10, "the proxy injected faults: {faults} of {requests} requests");
 }
 
@@ -343,11 +471,23 @@ fn a_run_whose_server_is_killed_and_restarted_resumes_with_every_unit_exactly_on
     let mut server = LlamaServer::start(&gguf);
     let dir = tempfile::tempdir().unwrap();
     // More trials, so that the server can be killed well inside the run.
-    let conformity = experiment(dir.path(), "conformity.toml", &CONFORMITY.replace("trials_per_n = 2", "trials_per_n = 6"));
+    let conformity =
+        experiment(dir.path(), "conformity.toml", &CONFORMITY.replace("trials_per_n = 2", "trials_per_n = 6"));
     let out = dir.path().join("run");
     let mut child = Command::new(env!("CARGO_BIN_EXE_herd"))
         .current_dir(root())
-        .args(["run", "--backend", "openai", "--endpoint", &server.url(), "--experiment", conformity.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"])
+        .args([
+            "run",
+            "--backend",
+            "openai",
+            "--endpoint",
+            &server.url(),
+            "--experiment",
+            conformity.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ])
         .args(["--max-attempts", "3", "--retry-delay", "0.05"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

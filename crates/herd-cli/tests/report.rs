@@ -13,7 +13,8 @@ fn herd(args: &[&str]) -> Output {
 }
 
 fn sim_run(experiment: &str, out: &Path) {
-    let output = herd(&["run", "--experiment", experiment, "--backend", "sim", "--out", out.to_str().unwrap(), "--quiet"]);
+    let output =
+        herd(&["run", "--experiment", experiment, "--backend", "sim", "--out", out.to_str().unwrap(), "--quiet"]);
     assert!(output.status.success(), "herd run failed: {}", String::from_utf8_lossy(&output.stderr));
 }
 
@@ -63,7 +64,10 @@ fn report_works_on_a_result_folder_copied_from_another_machine() {
     let pngs = files(&out.join("figures"), ".png");
     let svgs = files(&out.join("figures"), ".svg");
     assert!(pngs.len() >= 10, "{pngs:?}");
-    assert_eq!(pngs.iter().map(|p| p.trim_end_matches(".png")).collect::<Vec<_>>(), svgs.iter().map(|s| s.trim_end_matches(".svg")).collect::<Vec<_>>());
+    assert_eq!(
+        pngs.iter().map(|p| p.trim_end_matches(".png")).collect::<Vec<_>>(),
+        svgs.iter().map(|s| s.trim_end_matches(".svg")).collect::<Vec<_>>()
+    );
     for png in &pngs {
         assert!(html.contains(&format!("src=\"figures/{png}\"")), "{png} is not on the page");
         assert!(md.contains(&format!("(figures/{png})")), "{png} is not in the Markdown");
@@ -78,7 +82,10 @@ fn report_works_on_a_result_folder_copied_from_another_machine() {
     assert!(md.contains("allocation_quality") && md.contains("conformity_quality"));
     assert!(md.contains("This run against the papers"));
     // The quick profile has one minority size and no swap pass: figures it cannot show are named, not faked.
-    assert!(stdout.contains("not drawn: favouritism_across_swap_pass_and_paraphrase") || pngs.contains(&"favouritism_across_swap_pass_and_paraphrase.png".to_owned()));
+    assert!(
+        stdout.contains("not drawn: favouritism_across_swap_pass_and_paraphrase")
+            || pngs.contains(&"favouritism_across_swap_pass_and_paraphrase.png".to_owned())
+    );
 }
 
 #[test]

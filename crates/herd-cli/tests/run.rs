@@ -83,7 +83,8 @@ fn a_run_killed_at_random_moments_and_resumed_equals_an_uninterrupted_run() {
     let dir = tempfile::tempdir().unwrap();
     let (whole, resumed) = (dir.path().join("whole"), dir.path().join("resumed"));
     // Four times the quick profile's trials, so that a run lasts long enough to be killed many times.
-    let conformity = edited_experiment(dir.path(), "conformity.quick.toml", &[("trials_per_n = 2", "trials_per_n = 8")]);
+    let conformity =
+        edited_experiment(dir.path(), "conformity.quick.toml", &[("trials_per_n = 2", "trials_per_n = 8")]);
     let started = Instant::now();
     run_to_completion(&conformity, &whole, &[]);
     let duration = started.elapsed();
@@ -111,7 +112,10 @@ fn a_run_killed_at_random_moments_and_resumed_equals_an_uninterrupted_run() {
     assert!(stdout.contains("already stored"), "{stdout}");
 
     for table in Table::ALL {
-        let (a, b) = (rows(std::slice::from_ref(&whole), table, &["latency_s"]), rows(std::slice::from_ref(&resumed), table, &["latency_s"]));
+        let (a, b) = (
+            rows(std::slice::from_ref(&whole), table, &["latency_s"]),
+            rows(std::slice::from_ref(&resumed), table, &["latency_s"]),
+        );
         assert!(!a.is_empty() || table != Table::ConformityTrials);
         assert_eq!(a.len(), b.len(), "{table}: row counts differ");
         assert!(a == b, "{table}: resumed rows differ from the uninterrupted run");
@@ -131,7 +135,8 @@ fn a_run_killed_at_random_moments_and_resumed_equals_an_uninterrupted_run() {
 fn two_shards_concatenated_equal_the_unsharded_run() {
     let dir = tempfile::tempdir().unwrap();
     // Three societies per cell, so that the minimal-group study has six shard groups to split.
-    let edits: [(&str, &[(&str, &str)]); 2] = [("conformity.quick.toml", &[]), ("minimal-group.quick.toml", &[("seeds = 8 ", "seeds = 3 ")])];
+    let edits: [(&str, &[(&str, &str)]); 2] =
+        [("conformity.quick.toml", &[]), ("minimal-group.quick.toml", &[("seeds = 8 ", "seeds = 3 ")])];
     for (name, edit) in edits {
         let file = edited_experiment(dir.path(), name, edit);
         let whole = dir.path().join(format!("{name}-whole"));
@@ -146,7 +151,8 @@ fn two_shards_concatenated_equal_the_unsharded_run() {
             assert_eq!(a.len(), b.len(), "{name} {table}: row counts differ");
             assert!(a == b, "{name} {table}: shards differ from the whole run");
         }
-        let per_shard: Vec<usize> = shards.iter().map(|s| herd_store::read_run_manifest(s).unwrap().experiment_units_stored as usize).collect();
+        let per_shard: Vec<usize> =
+            shards.iter().map(|s| herd_store::read_run_manifest(s).unwrap().experiment_units_stored as usize).collect();
         assert!(per_shard.iter().all(|&n| n > 0), "both shards have work: {per_shard:?}");
     }
 }
@@ -206,7 +212,8 @@ fn bad_inputs_fail_clearly_and_leave_stored_data_intact() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success() && stderr.contains("fix:") && stderr.contains("intact"), "{stderr}");
     let after = snapshot(&half);
-    let kept = before.iter().filter(|(p, _)| !p.ends_with("manifest.json")).all(|(p, bytes)| after.get(p) == Some(bytes));
+    let kept =
+        before.iter().filter(|(p, _)| !p.ends_with("manifest.json")).all(|(p, bytes)| after.get(p) == Some(bytes));
     assert!(kept, "stored parts and commit records are unchanged");
     run_to_completion(&conformity, &half, &[]);
 
@@ -221,8 +228,23 @@ fn bad_inputs_fail_clearly_and_leave_stored_data_intact() {
 
 #[test]
 fn server_timings_out_of_range_are_errors_naming_the_flag() {
-    for (flag, value) in [("--request-timeout", "1e300"), ("--request-timeout", "0"), ("--retry-delay", "1e300"), ("--retry-delay", "NaN")] {
-        let stderr = fails(&["score", "--backend", "openai", "--endpoint", "http://127.0.0.1:9", "--prompt-file", "Cargo.toml", flag, value]);
+    for (flag, value) in [
+        ("--request-timeout", "1e300"),
+        ("--request-timeout", "0"),
+        ("--retry-delay", "1e300"),
+        ("--retry-delay", "NaN"),
+    ] {
+        let stderr = fails(&[
+            "score",
+            "--backend",
+            "openai",
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--prompt-file",
+            "Cargo.toml",
+            flag,
+            value,
+        ]);
         assert!(stderr.contains(&format!("{flag} {value}")) && stderr.contains("give the"), "{flag} {value}: {stderr}");
     }
 }
@@ -232,8 +254,19 @@ fn a_run_stopped_by_failures_lists_its_failed_units_in_the_manifest() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     // Nothing listens on the discard port: every request fails at once, and five units in a row stop the run.
-    let args = ["run", "--experiment", "data/experiments/minimal-group.quick.toml", "--backend", "openai", "--endpoint", "http://127.0.0.1:9"];
-    let stderr = fails(&[&args[..], &["--max-attempts", "1", "--retry-delay", "0", "--quiet", "--out", out.to_str().unwrap()]].concat());
+    let args = [
+        "run",
+        "--experiment",
+        "data/experiments/minimal-group.quick.toml",
+        "--backend",
+        "openai",
+        "--endpoint",
+        "http://127.0.0.1:9",
+    ];
+    let stderr = fails(
+        &[&args[..], &["--max-attempts", "1", "--retry-delay", "0", "--quiet", "--out", out.to_str().unwrap()]]
+            .concat(),
+    );
     assert!(stderr.contains("127.0.0.1:9"), "{stderr}");
     let manifest = herd_store::read_run_manifest(&out).unwrap();
     assert_eq!(manifest.failed.len(), 5, "{:?}", manifest.failed);
@@ -243,7 +276,11 @@ fn a_run_stopped_by_failures_lists_its_failed_units_in_the_manifest() {
     let sampling = &manifest.notes["generation.effective"];
     assert_eq!(sampling["temperature"], serde_json::json!({"value": 0.7, "source": "experiment"}), "{sampling}");
     for knob in ["top_p", "top_k", "repetition_penalty"] {
-        assert_eq!(sampling[knob], serde_json::json!({"value": null, "source": "server_default"}), "{knob}: {sampling}");
+        assert_eq!(
+            sampling[knob],
+            serde_json::json!({"value": null, "source": "server_default"}),
+            "{knob}: {sampling}"
+        );
     }
     assert!(sampling["note"].as_str().unwrap().contains("not sent"), "{sampling}");
 }
@@ -253,7 +290,11 @@ fn the_manifest_records_each_sampling_value_and_its_source() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     // One society per cell keeps the run short; the experiment overrides top_k and leaves top_p to the model.
-    let file = edited_experiment(dir.path(), "minimal-group.quick.toml", &[("seeds = 8 ", "seeds = 1 "), ("temperature = 0.7", "temperature = 0.7\ntop_k = 5")]);
+    let file = edited_experiment(
+        dir.path(),
+        "minimal-group.quick.toml",
+        &[("seeds = 8 ", "seeds = 1 "), ("temperature = 0.7", "temperature = 0.7\ntop_k = 5")],
+    );
     run_to_completion(&file, &out, &[]);
     let manifest = herd_store::read_run_manifest(&out).unwrap();
     let sampling = &manifest.notes["generation.effective"];

@@ -457,7 +457,8 @@ pub fn family_names(experiment: &Experiment) -> Vec<&'static str> {
         Experiment::MinimalGroup(_) => vec!["allocation"],
         Experiment::Conformity(e) => {
             let f = &e.families;
-            let mut names: Vec<&'static str> = Family::ALL.iter().filter(|&&family| f.has(family)).map(|f| f.as_str()).collect();
+            let mut names: Vec<&'static str> =
+                Family::ALL.iter().filter(|&&family| f.has(family)).map(|f| f.as_str()).collect();
             if f.performance.is_some() {
                 let at = names.iter().position(|n| *n == "difficulty").map_or(names.len(), |i| i + 1);
                 names.insert(at, "performance");

@@ -418,8 +418,15 @@ macro_rules! family_scope {
         }
     )*};
 }
-family_scope!(GroupSizeFamily, UnanimityFamily, NormativeFamily, SourceStrengthFamily, IdentityFamily,
-    LetterGroupFamily, ProximityFamily);
+family_scope!(
+    GroupSizeFamily,
+    UnanimityFamily,
+    NormativeFamily,
+    SourceStrengthFamily,
+    IdentityFamily,
+    LetterGroupFamily,
+    ProximityFamily
+);
 
 /// All N confederates give the wrong answer.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -730,6 +737,9 @@ impl Default for GenerationConfig {
 
 /// A parsed experiment of either study.
 #[derive(Debug, Clone, PartialEq)]
+// A process holds one or two experiments, never a collection of them: boxing the larger study would
+// cost every match a dereference and save nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Experiment {
     Conformity(ConformityExperiment),
     MinimalGroup(MinimalGroupExperiment),

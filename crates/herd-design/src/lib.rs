@@ -50,8 +50,8 @@ pub use expand::{
 pub use experiment::*;
 pub use load::{ExperimentFile, bank_files, load_experiment, parse_experiment};
 pub use rng::StreamKey;
-pub use validate::MAX_GRID_COUNT;
 pub use shard::Shard;
+pub use validate::MAX_GRID_COUNT;
 
 /// Re-exported so that dependants draw from streams with the same generator and trait versions.
 pub use rand;

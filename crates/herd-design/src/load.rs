@@ -23,11 +23,7 @@ impl ExperimentFile {
 }
 
 fn resolve_against(file: &Path, written: &Path) -> PathBuf {
-    if written.is_absolute() {
-        written.to_path_buf()
-    } else {
-        file.parent().unwrap_or(Path::new(".")).join(written)
-    }
+    if written.is_absolute() { written.to_path_buf() } else { file.parent().unwrap_or(Path::new(".")).join(written) }
 }
 
 /// Reads, parses and validates an experiment file, and checks that every bank file it names exists.
@@ -40,9 +36,8 @@ pub fn load_experiment(path: &Path) -> Result<ExperimentFile, DesignErrors> {
             "check the path; the shipped experiments are in data/experiments/",
         )
     })?;
-    let text = String::from_utf8(bytes.clone()).map_err(|_| {
-        DesignError::new(path, "<file>", "the file is not valid UTF-8", "save the file as UTF-8 text")
-    })?;
+    let text = String::from_utf8(bytes.clone())
+        .map_err(|_| DesignError::new(path, "<file>", "the file is not valid UTF-8", "save the file as UTF-8 text"))?;
     let experiment = parse_experiment(&text, path)?;
     let mut missing = Vec::new();
     for (key, written) in bank_files(&experiment) {
@@ -86,17 +81,14 @@ pub fn bank_files(experiment: &Experiment) -> Vec<(&'static str, PathBuf)> {
 /// are not touched (see [`load_experiment`]).
 pub fn parse_experiment(text: &str, file: &Path) -> Result<Experiment, DesignErrors> {
     let table: toml::Table = toml::from_str(text).map_err(|e| toml_error(file, &e, text, "<file>"))?;
-    let study = table
-        .get("experiment")
-        .and_then(|e| e.get("study"))
-        .ok_or_else(|| {
-            DesignError::new(
-                file,
-                "experiment.study",
-                "missing: the file must say which study it describes",
-                "add `study = \"conformity\"` or `study = \"minimal_group\"` under [experiment]",
-            )
-        })?;
+    let study = table.get("experiment").and_then(|e| e.get("study")).ok_or_else(|| {
+        DesignError::new(
+            file,
+            "experiment.study",
+            "missing: the file must say which study it describes",
+            "add `study = \"conformity\"` or `study = \"minimal_group\"` under [experiment]",
+        )
+    })?;
     check_format(&table, file)?;
     let experiment = match study.as_str() {
         Some("conformity") => Experiment::Conformity(typed(text, file)?),
@@ -124,10 +116,18 @@ fn check_format(table: &toml::Table, file: &Path) -> Result<(), DesignError> {
         Some(n) if n > i64::from(FORMAT_VERSION) => Err(DesignError::new(
             file,
             "experiment.format",
-            format!("the file is written for experiment format {n}; this herd ({}) reads format {FORMAT_VERSION} and older", env!("CARGO_PKG_VERSION")),
+            format!(
+                "the file is written for experiment format {n}; this herd ({}) reads format {FORMAT_VERSION} and older",
+                env!("CARGO_PKG_VERSION")
+            ),
             "upgrade herd, or rewrite the file for this version's format",
         )),
-        _ => Err(DesignError::new(file, "experiment.format", format!("{format} is not a format version"), format!("use an integer from 1 to {FORMAT_VERSION}"))),
+        _ => Err(DesignError::new(
+            file,
+            "experiment.format",
+            format!("{format} is not a format version"),
+            format!("use an integer from 1 to {FORMAT_VERSION}"),
+        )),
     }
 }
 

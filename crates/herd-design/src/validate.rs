@@ -58,7 +58,11 @@ const MAX_TOP_K: u32 = 1_000_000;
 
 fn at_most_grid(value: u64, key: &str, p: &mut Problems) {
     if value > MAX_GRID_COUNT {
-        p.push(key, format!("{value} is larger than herd plans in memory"), format!("use at most {MAX_GRID_COUNT}; split a larger design into several experiment files or shards"));
+        p.push(
+            key,
+            format!("{value} is larger than herd plans in memory"),
+            format!("use at most {MAX_GRID_COUNT}; split a larger design into several experiment files or shards"),
+        );
     }
 }
 
@@ -73,7 +77,11 @@ fn conformity(e: &ConformityExperiment, p: &mut Problems) {
 
     let f = &e.baseline_filter;
     if !(f.min_p_correct > 0.0 && f.min_p_correct <= 1.0) {
-        p.push("baseline_filter.min_p_correct", format!("{} is out of range", f.min_p_correct), "use a probability in (0, 1], e.g. 0.95");
+        p.push(
+            "baseline_filter.min_p_correct",
+            format!("{} is out of range", f.min_p_correct),
+            "use a probability in (0, 1], e.g. 0.95",
+        );
     }
     at_least(f.max_candidates.into(), 1, "baseline_filter.max_candidates", p);
     at_most_grid(f.max_candidates.into(), "baseline_filter.max_candidates", p);
@@ -83,7 +91,11 @@ fn conformity(e: &ConformityExperiment, p: &mut Problems) {
 
     let fam = &e.families;
     if !Family::ALL.iter().any(|&family| fam.has(family)) {
-        p.push("families", "no family is defined, so the experiment has no trials", "add at least one table such as [families.group_size]");
+        p.push(
+            "families",
+            "no family is defined, so the experiment has no trials",
+            "add at least one table such as [families.group_size]",
+        );
     }
     for family in Family::ALL {
         if let Some(scope) = fam.scope(family) {
@@ -102,21 +114,37 @@ fn conformity(e: &ConformityExperiment, p: &mut Problems) {
     }
     if let Some(perf) = &fam.performance {
         if perf.derived_from != "difficulty" {
-            p.push("families.performance.derived_from", format!("`{}` cannot provide performance", perf.derived_from), "use \"difficulty\": performance is read from the difficulty pool's N = 0 trials");
+            p.push(
+                "families.performance.derived_from",
+                format!("`{}` cannot provide performance", perf.derived_from),
+                "use \"difficulty\": performance is read from the difficulty pool's N = 0 trials",
+            );
         } else if fam.difficulty.is_none() {
-            p.push("families.performance.derived_from", "the difficulty family is not defined", "add [families.difficulty] or remove [families.performance]");
+            p.push(
+                "families.performance.derived_from",
+                "the difficulty family is not defined",
+                "add [families.difficulty] or remove [families.performance]",
+            );
         }
     }
     if let Some(n) = &fam.normative {
         at_least(n.paraphrases.into(), 1, "families.normative.paraphrases", p);
         if n.n_values.as_deref().unwrap_or(&e.trials.n_values).iter().all(|&n| n == 0) {
-            p.push("families.normative.n_values", "framing only appears with confederates, but every N is 0", "include some N > 0");
+            p.push(
+                "families.normative.n_values",
+                "framing only appears with confederates, but every N is 0",
+                "include some N > 0",
+            );
         }
     }
     if let Some(s) = &fam.source_strength {
         non_empty_unique(&s.roles, "families.source_strength.roles", "roles", p);
         if s.baseline_role.trim().is_empty() || s.roles.iter().any(|r| r.trim().is_empty()) {
-            p.push("families.source_strength.roles", "a role is empty", "give every role as a plural noun, e.g. \"scientists\"");
+            p.push(
+                "families.source_strength.roles",
+                "a role is empty",
+                "give every role as a plural noun, e.g. \"scientists\"",
+            );
         }
     }
     for (name, family) in [("nationality", &fam.nationality), ("ethnicity", &fam.ethnicity)] {
@@ -125,17 +153,29 @@ fn conformity(e: &ConformityExperiment, p: &mut Problems) {
             non_empty_unique(&f.values, &format!("{key}.values"), "values", p);
             non_empty_unique(&f.relations, &format!("{key}.relations"), "relations", p);
             if f.relations.contains(&Relation::Different) && f.values.len() < 2 {
-                p.push(format!("{key}.values"), "a different-group condition needs at least two values", "list at least two values");
+                p.push(
+                    format!("{key}.values"),
+                    "a different-group condition needs at least two values",
+                    "list at least two values",
+                );
             }
         }
     }
     if let Some(g) = &fam.minimal_group {
         let letters: Vec<char> = g.letters.chars().collect();
         if letters.len() < 2 || !unique(&letters) || letters.iter().any(|c| !c.is_alphanumeric()) {
-            p.push("families.minimal_group.letters", format!("`{}` is not a set of at least two distinct letters", g.letters), "give distinct letters, e.g. \"CDEFGHJKLMNPQRSTUVWXYZ\"");
+            p.push(
+                "families.minimal_group.letters",
+                format!("`{}` is not a set of at least two distinct letters", g.letters),
+                "give distinct letters, e.g. \"CDEFGHJKLMNPQRSTUVWXYZ\"",
+            );
         }
         if letters.iter().any(|c| matches!(c, 'A' | 'B' | 'a' | 'b')) {
-            p.push("families.minimal_group.letters", "A and B are the answer options and would be confused with group names", "remove A and B from the letters");
+            p.push(
+                "families.minimal_group.letters",
+                "A and B are the answer options and would be confused with group names",
+                "remove A and B from the letters",
+            );
         }
         non_empty_unique(&g.relations, "families.minimal_group.relations", "relations", p);
     }
@@ -166,18 +206,33 @@ fn n_values(values: &[u32], key: &str, p: &mut Problems) {
 fn trials_per_n(value: Option<u32>, key: &str, p: &mut Problems) {
     if let Some(t) = value {
         if t == 0 || t % 2 == 1 {
-            p.push(key, format!("{t} is out of range"), "use a positive even number, so that A and B are the correct answer equally often");
+            p.push(
+                key,
+                format!("{t} is out of range"),
+                "use a positive even number, so that A and B are the correct answer equally often",
+            );
         }
         at_most_grid(t.into(), key, p);
     }
 }
 
-fn scope_checks(name: &str, family_tasks: Option<&[Task]>, family_n: Option<&[u32]>, trials: Option<u32>, tasks: &[Task], p: &mut Problems) {
+fn scope_checks(
+    name: &str,
+    family_tasks: Option<&[Task]>,
+    family_n: Option<&[u32]>,
+    trials: Option<u32>,
+    tasks: &[Task],
+    p: &mut Problems,
+) {
     if let Some(ft) = family_tasks {
         non_empty_unique(ft, &format!("families.{name}.tasks"), "tasks", p);
         for (i, t) in ft.iter().enumerate() {
             if !tasks.contains(t) {
-                p.push(format!("families.{name}.tasks[{i}]"), format!("task `{t}` is not rendered by [stimuli]"), "add it to stimuli.tasks or remove it here");
+                p.push(
+                    format!("families.{name}.tasks[{i}]"),
+                    format!("task `{t}` is not rendered by [stimuli]"),
+                    "add it to stimuli.tasks or remove it here",
+                );
             }
         }
     }
@@ -201,12 +256,20 @@ fn unanimity(u: &UnanimityFamily, p: &mut Problems) {
             p.push(format!("{key}.name"), "the level has no name", "name it, e.g. \"wrong_80\"");
         }
         match level.rule() {
-            None => p.push(key.clone(), "a level needs exactly one of wrong_share, wrong_probability, allies", "keep exactly one of the three keys"),
+            None => p.push(
+                key.clone(),
+                "a level needs exactly one of wrong_share, wrong_probability, allies",
+                "keep exactly one of the three keys",
+            ),
             Some(UnanimityRule::WrongShare(s)) if !(0.0..=1.0).contains(&s) => {
                 p.push(format!("{key}.wrong_share"), format!("{s} is out of range"), "use a share in [0, 1]");
             }
             Some(UnanimityRule::WrongProbability(q)) if !(0.0..=1.0).contains(&q) => {
-                p.push(format!("{key}.wrong_probability"), format!("{q} is out of range"), "use a probability in [0, 1]");
+                p.push(
+                    format!("{key}.wrong_probability"),
+                    format!("{q} is out of range"),
+                    "use a probability in [0, 1]",
+                );
             }
             Some(UnanimityRule::Allies(a)) if a == 0 || a > 10 => {
                 p.push(format!("{key}.allies"), format!("{a} is out of range"), "use 1 to 10 allies");
@@ -232,36 +295,69 @@ fn spreads(values: &[u32], key: &str, max: u32, p: &mut Problems) {
 fn lines(l: &LinesConfig, p: &mut Problems) {
     let k = "stimuli.lines";
     if !(l.min_length >= 1 && l.min_length < l.reference_length && l.reference_length < l.max_length) {
-        p.push(format!("{k}.reference_length"), "lengths must satisfy 1 ≤ min_length < reference_length < max_length", "adjust min_length, reference_length and max_length");
+        p.push(
+            format!("{k}.reference_length"),
+            "lengths must satisfy 1 ≤ min_length < reference_length < max_length",
+            "adjust min_length, reference_length and max_length",
+        );
     }
     if l.max_length > l.layout.baseline + 1 {
-        p.push(format!("{k}.max_length"), format!("a line of {} px does not fit above the baseline at row {}", l.max_length, l.layout.baseline), "lower max_length or move layout.baseline down");
+        p.push(
+            format!("{k}.max_length"),
+            format!("a line of {} px does not fit above the baseline at row {}", l.max_length, l.layout.baseline),
+            "lower max_length or move layout.baseline down",
+        );
     }
     let room_below = l.reference_length.saturating_sub(l.min_length);
     let room_above = l.max_length.saturating_sub(l.reference_length);
     if l.general_gap == 0 || (l.general_gap > room_below && l.general_gap > room_above) {
-        p.push(format!("{k}.general_gap"), format!("no distractor length is at least {} px from the reference", l.general_gap), "use a gap smaller than the room between the reference and min_length or max_length");
+        p.push(
+            format!("{k}.general_gap"),
+            format!("no distractor length is at least {} px from the reference", l.general_gap),
+            "use a gap smaller than the room between the reference and min_length or max_length",
+        );
     }
     spreads(&l.difficulty_spreads, &format!("{k}.difficulty_spreads"), l.max_length, p);
     at_least(l.images_per_level.into(), 1, &format!("{k}.images_per_level"), p);
     at_most_grid(l.images_per_level.into(), &format!("{k}.images_per_level"), p);
     let lay = &l.layout;
-    if lay.centres.iter().any(|&c| c + lay.line_width / 2 >= lay.width) || lay.baseline >= lay.height || lay.label_top >= lay.height || lay.line_width == 0 {
-        p.push(format!("{k}.layout"), "the line layout does not fit the canvas", "keep centres, baseline and label_top inside width × height");
+    if lay.centres.iter().any(|&c| c + lay.line_width / 2 >= lay.width)
+        || lay.baseline >= lay.height
+        || lay.label_top >= lay.height
+        || lay.line_width == 0
+    {
+        p.push(
+            format!("{k}.layout"),
+            "the line layout does not fit the canvas",
+            "keep centres, baseline and label_top inside width × height",
+        );
     }
 }
 
 fn boxes_layout(lay: &BoxesLayout, key: &str, p: &mut Problems) {
     let right = lay.left + 2 * lay.pitch + lay.side;
-    if right > lay.width || lay.top + lay.side > lay.height || lay.pitch < lay.side || 2 * lay.edge >= lay.side || lay.label_top >= lay.height {
-        p.push(key, "the three boxes do not fit the canvas side by side", "keep left + 2·pitch + side ≤ width, top + side ≤ height and pitch ≥ side");
+    if right > lay.width
+        || lay.top + lay.side > lay.height
+        || lay.pitch < lay.side
+        || 2 * lay.edge >= lay.side
+        || lay.label_top >= lay.height
+    {
+        p.push(
+            key,
+            "the three boxes do not fit the canvas side by side",
+            "keep left + 2·pitch + side ≤ width, top + side ≤ height and pitch ≥ side",
+        );
     }
 }
 
 fn color(c: &ColorConfig, p: &mut Problems) {
     let k = "stimuli.color";
     if c.general_spread == 0 || c.general_spread > 127 {
-        p.push(format!("{k}.general_spread"), format!("{} is out of range", c.general_spread), "use a spread in 1..=127");
+        p.push(
+            format!("{k}.general_spread"),
+            format!("{} is out of range", c.general_spread),
+            "use a spread in 1..=127",
+        );
     }
     spreads(&c.difficulty_spreads, &format!("{k}.difficulty_spreads"), 127, p);
     at_least(c.images_per_level.into(), 1, &format!("{k}.images_per_level"), p);
@@ -275,7 +371,11 @@ fn dots(d: &DotsConfig, p: &mut Problems) {
         p.push(format!("{k}.dot_radius"), "0 is out of range", "use a radius of at least 1 px");
     }
     if d.reference_count > d.max_count {
-        p.push(format!("{k}.reference_count"), "the reference has more dots than max_count allows", "raise max_count or lower reference_count");
+        p.push(
+            format!("{k}.reference_count"),
+            "the reference has more dots than max_count allows",
+            "raise max_count or lower reference_count",
+        );
     }
     // Random sequential placement jams at about 54.7% of the area covered by the exclusion disks; staying
     // below 50% keeps rejection sampling of dot positions quick.
@@ -283,16 +383,29 @@ fn dots(d: &DotsConfig, p: &mut Problems) {
     let distance = (2 * d.dot_radius + 1 + d.min_gap) as f64;
     let capacity = (0.5 * (inner + distance).powi(2) / (std::f64::consts::PI * (distance / 2.0).powi(2))) as u32;
     if d.max_count > capacity {
-        p.push(format!("{k}.max_count"), format!("{} non-overlapping dots do not fit in a box (at most {capacity} do)", d.max_count), "lower max_count or dot_radius, or enlarge layout.side");
+        p.push(
+            format!("{k}.max_count"),
+            format!("{} non-overlapping dots do not fit in a box (at most {capacity} do)", d.max_count),
+            "lower max_count or dot_radius, or enlarge layout.side",
+        );
     }
-    spreads(&d.difficulty_spreads, &format!("{k}.difficulty_spreads"), capacity.saturating_sub(d.reference_count).max(1), p);
+    spreads(
+        &d.difficulty_spreads,
+        &format!("{k}.difficulty_spreads"),
+        capacity.saturating_sub(d.reference_count).max(1),
+        p,
+    );
     at_least(d.images_per_level.into(), 1, &format!("{k}.images_per_level"), p);
 }
 
 fn minimal_group(e: &MinimalGroupExperiment, p: &mut Problems) {
     let s = &e.society;
     if s.size < 3 || s.size > 1000 {
-        p.push("society.size", format!("{} is out of range", s.size), "use a society of 3 to 1000 agents (the paper uses 20)");
+        p.push(
+            "society.size",
+            format!("{} is out of range", s.size),
+            "use a society of 3 to 1000 agents (the paper uses 20)",
+        );
     }
     non_empty_unique(&s.minority_sizes, "society.minority_sizes", "minority sizes", p);
     for (i, &m) in s.minority_sizes.iter().enumerate() {
@@ -306,10 +419,18 @@ fn minimal_group(e: &MinimalGroupExperiment, p: &mut Problems) {
     }
     at_least(s.pool.into(), 1, "society.pool", p);
     if s.id_prefix.is_empty() || s.id_prefix.chars().any(|c| c.is_ascii_digit() || c.is_whitespace()) {
-        p.push("society.id_prefix", format!("`{}` cannot prefix agent ids", s.id_prefix), "use letters and `_`, e.g. \"agent_\"");
+        p.push(
+            "society.id_prefix",
+            format!("`{}` cannot prefix agent ids", s.id_prefix),
+            "use letters and `_`, e.g. \"agent_\"",
+        );
     }
     if s.id_width == 0 || s.id_width > 6 || 10u64.pow(s.id_width) <= u64::from(s.size) {
-        p.push("society.id_width", format!("{} digits cannot number {} agents", s.id_width, s.size), "use enough digits for the society size, e.g. 2 for 20 agents");
+        p.push(
+            "society.id_width",
+            format!("{} digits cannot number {} agents", s.id_width, s.size),
+            "use enough digits for the society size, e.g. 2 for 20 agents",
+        );
     }
     let d = &e.design;
     non_empty_unique(&d.labels, "design.labels", "label conditions", p);
@@ -319,22 +440,38 @@ fn minimal_group(e: &MinimalGroupExperiment, p: &mut Problems) {
     let names: Vec<&str> = e.instruments.iter().map(|i| i.name.as_str()).collect();
     non_empty_unique(&names, "instruments", "instruments", p);
     for (i, inst) in e.instruments.iter().enumerate() {
-        if let Some(seeds) = inst.seeds {
-            if seeds == 0 || seeds > d.seeds {
-                p.push(format!("instruments[{i}].seeds"), format!("{seeds} is out of range"), format!("use 1 to design.seeds = {}", d.seeds));
-            }
+        if let Some(seeds) = inst.seeds
+            && (seeds == 0 || seeds > d.seeds)
+        {
+            p.push(
+                format!("instruments[{i}].seeds"),
+                format!("{seeds} is out of range"),
+                format!("use 1 to design.seeds = {}", d.seeds),
+            );
         }
     }
     let g = &e.generation;
     if let Some(t) = g.temperature.filter(|t| !(t.is_finite() && *t >= 0.0)) {
-        p.push("generation.temperature", format!("{t} is out of range"), "use a temperature ≥ 0 (0 decodes greedily), e.g. 0.7, or leave it out for the model's default");
+        p.push(
+            "generation.temperature",
+            format!("{t} is out of range"),
+            "use a temperature ≥ 0 (0 decodes greedily), e.g. 0.7, or leave it out for the model's default",
+        );
     }
     if let Some(top_p) = g.top_p.filter(|v| !(*v > 0.0 && *v <= 1.0)) {
-        p.push("generation.top_p", format!("{top_p} is out of range"), "use top_p in (0, 1] (1 keeps every token), or leave it out for the model's default");
+        p.push(
+            "generation.top_p",
+            format!("{top_p} is out of range"),
+            "use top_p in (0, 1] (1 keeps every token), or leave it out for the model's default",
+        );
     }
     // No vocabulary comes near this; a larger top_k is a typo (and 0 already means "keep every token").
     if let Some(k) = g.top_k.filter(|k| *k > MAX_TOP_K) {
-        p.push("generation.top_k", format!("{k} is out of range"), format!("use top_k from 0 (keep every token) to {MAX_TOP_K}, or leave it out for the model's default"));
+        p.push(
+            "generation.top_k",
+            format!("{k} is out of range"),
+            format!("use top_k from 0 (keep every token) to {MAX_TOP_K}, or leave it out for the model's default"),
+        );
     }
     at_least(g.max_new_tokens.into(), 1, "generation.max_new_tokens", p);
 }

@@ -45,10 +45,10 @@ fn full_conformity_has_the_papers_grid() {
     // Every balanced cell has as many A-correct as B-correct trials.
     let mut balance: BTreeMap<String, i64> = BTreeMap::new();
     for u in &units {
-        if let UnitPlan::Conformity(t) = &u.plan {
-            if let herd_design::ImageSelection::Balanced { correct } = t.image {
-                *balance.entry(u.key.cell.id()).or_default() += if correct == herd_design::Answer::A { 1 } else { -1 };
-            }
+        if let UnitPlan::Conformity(t) = &u.plan
+            && let herd_design::ImageSelection::Balanced { correct } = t.image
+        {
+            *balance.entry(u.key.cell.id()).or_default() += if correct == herd_design::Answer::A { 1 } else { -1 };
         }
     }
     assert!(balance.values().all(|&b| b == 0));
@@ -93,16 +93,30 @@ fn shipped_minimal_group_files_set_only_the_papers_temperature() {
     // The paper called HF `generate` with temperature 0.7 and nothing else, so top_p and top_k stay the
     // model's own (its generation_config.json); setting them here would override every model's defaults.
     for name in ["minimal-group.toml", "minimal-group.quick.toml"] {
-        let Experiment::MinimalGroup(e) = load_experiment(&data(name)).unwrap().experiment else { panic!("{name} is a minimal-group experiment") };
-        assert_eq!((e.generation.temperature, e.generation.top_p, e.generation.top_k), (Some(0.7), None, None), "{name}");
+        let Experiment::MinimalGroup(e) = load_experiment(&data(name)).unwrap().experiment else {
+            panic!("{name} is a minimal-group experiment")
+        };
+        assert_eq!(
+            (e.generation.temperature, e.generation.top_p, e.generation.top_k),
+            (Some(0.7), None, None),
+            "{name}"
+        );
     }
     // Left out entirely (the base text has no [generation] table), nothing is overridden.
     assert!(!MINIMAL_GROUP.contains("[generation]"));
     let Experiment::MinimalGroup(e) = parse_experiment(MINIMAL_GROUP, Path::new("m.toml")).unwrap() else { panic!() };
     assert_eq!((e.generation.temperature, e.generation.top_p, e.generation.top_k), (None, None, None));
-    let with = MINIMAL_GROUP.replacen("reasoning = [\"on\"]", "reasoning = [\"on\"]\n[generation]\ntemperature = 0.0\ntop_p = 1.0\ntop_k = 0", 1);
+    let with = MINIMAL_GROUP.replacen(
+        "reasoning = [\"on\"]",
+        "reasoning = [\"on\"]\n[generation]\ntemperature = 0.0\ntop_p = 1.0\ntop_k = 0",
+        1,
+    );
     let Experiment::MinimalGroup(e) = parse_experiment(&with, Path::new("m.toml")).unwrap() else { panic!() };
-    assert_eq!((e.generation.temperature, e.generation.top_p, e.generation.top_k), (Some(0.0), Some(1.0), Some(0)), "greedy, no cut: the edges are valid");
+    assert_eq!(
+        (e.generation.temperature, e.generation.top_p, e.generation.top_k),
+        (Some(0.0), Some(1.0), Some(0)),
+        "greedy, no cut: the edges are valid"
+    );
 }
 
 #[test]
@@ -118,7 +132,8 @@ fn expansion_is_deterministic_and_draws_do_not_depend_on_order() {
     reversed.reverse();
     assert_eq!(draws(&a), draws(&reversed));
     // Shared streams agree across the levels of a family, own streams do not.
-    let public = a.iter().find(|u| u.key.cell.factor("level") == Some("public") && u.key.cell.factor("n") == Some("5")).unwrap();
+    let public =
+        a.iter().find(|u| u.key.cell.factor("level") == Some("public") && u.key.cell.factor("n") == Some("5")).unwrap();
     let private = a
         .iter()
         .find(|u| {
@@ -226,49 +241,176 @@ fn bad_experiment_files_name_file_key_and_fix() {
     let cases: &[(&str, &str, &str, &str, &str)] = &[
         (CONFORMITY, "seed = 1", "seed = 1\ncolour = 3", "experiment.colour", "unknown field `colour`"),
         (CONFORMITY, "trials_per_n = 4", "trials_per_n = 4\nn_max = 3", "trials.n_max", "unknown field `n_max`"),
-        (CONFORMITY, "[families.group_size]", "[families.group_sizes]", "families.group_sizes", "unknown field `group_sizes`"),
+        (
+            CONFORMITY,
+            "[families.group_size]",
+            "[families.group_sizes]",
+            "families.group_sizes",
+            "unknown field `group_sizes`",
+        ),
         (CONFORMITY, "trials_per_n = 4", "trials_per_n = 3", "trials.trials_per_n", "even"),
         (CONFORMITY, "trials_per_n = 4", "trials_per_n = \"4\"", "trials.trials_per_n", "invalid type"),
         (CONFORMITY, "n_values = [0, 1, 2]", "n_values = [0, 1, 200]", "trials.n_values[2]", "out of range"),
         (CONFORMITY, "n_values = [0, 1, 2]", "n_values = []", "trials.n_values", "no N value"),
-        (CONFORMITY, "tasks = [\"lines\", \"color\", \"dots\"]", "tasks = [\"lines\", \"shapes\"]", "stimuli.tasks[1]", "unknown variant `shapes`"),
+        (
+            CONFORMITY,
+            "tasks = [\"lines\", \"color\", \"dots\"]",
+            "tasks = [\"lines\", \"shapes\"]",
+            "stimuli.tasks[1]",
+            "unknown variant `shapes`",
+        ),
         (CONFORMITY, "study = \"conformity\"", "study = \"asch\"", "experiment.study", "unknown study"),
         (CONFORMITY, "study = \"conformity\"\n", "", "experiment.study", "missing"),
-        (CONFORMITY, "wrong_share = 0.8", "wrong_share = 1.8", "families.unanimity.levels[0].wrong_share", "out of range"),
-        (CONFORMITY, "wrong_share = 0.8", "wrong_share = 0.8, allies = 1", "families.unanimity.levels[0]", "exactly one"),
+        (
+            CONFORMITY,
+            "wrong_share = 0.8",
+            "wrong_share = 1.8",
+            "families.unanimity.levels[0].wrong_share",
+            "out of range",
+        ),
+        (
+            CONFORMITY,
+            "wrong_share = 0.8",
+            "wrong_share = 0.8, allies = 1",
+            "families.unanimity.levels[0]",
+            "exactly one",
+        ),
         (CONFORMITY, "letters = \"CDEF\"", "letters = \"ABCD\"", "families.minimal_group.letters", "answer options"),
-        (CONFORMITY, "[families.group_size]", "[families.group_size]\ntasks = [\"lines\"]\n[stimuli.lines]\nreference_length = 700", "stimuli.lines.reference_length", "min_length < reference_length"),
-        (CONFORMITY, "[families.group_size]", "[stimuli.dots]\nmax_count = 5000\n[families.group_size]", "stimuli.dots.max_count", "do not fit"),
-        (CONFORMITY, "[families.group_size]", "[families.performance]\nderived_from = \"difficulty\"\n[families.group_size]", "families.performance.derived_from", "not defined"),
-        (CONFORMITY, "[families.group_size]", "[baseline_filter]\nmin_p_correct = 1.5\n[families.group_size]", "baseline_filter.min_p_correct", "out of range"),
+        (
+            CONFORMITY,
+            "[families.group_size]",
+            "[families.group_size]\ntasks = [\"lines\"]\n[stimuli.lines]\nreference_length = 700",
+            "stimuli.lines.reference_length",
+            "min_length < reference_length",
+        ),
+        (
+            CONFORMITY,
+            "[families.group_size]",
+            "[stimuli.dots]\nmax_count = 5000\n[families.group_size]",
+            "stimuli.dots.max_count",
+            "do not fit",
+        ),
+        (
+            CONFORMITY,
+            "[families.group_size]",
+            "[families.performance]\nderived_from = \"difficulty\"\n[families.group_size]",
+            "families.performance.derived_from",
+            "not defined",
+        ),
+        (
+            CONFORMITY,
+            "[families.group_size]",
+            "[baseline_filter]\nmin_p_correct = 1.5\n[families.group_size]",
+            "baseline_filter.min_p_correct",
+            "out of range",
+        ),
         (CONFORMITY, "name = \"t\"", "name = \"Has Spaces\"", "experiment.name", "not a valid experiment name"),
         (CONFORMITY, "n_values = [0, 1, 2]", "n_values = [0, 1, 2", "<file>", "TOML"),
-        (CONFORMITY, "[families.group_size]", "[analysis]\nmeasure = \"p_wrong\"\n[families.group_size]", "analysis.measure", "unknown variant `p_wrong`"),
-        (MINIMAL_GROUP, "minority_sizes = [3, 5, 10]", "minority_sizes = [0, 5]", "society.minority_sizes[0]", "not a minority"),
-        (MINIMAL_GROUP, "minority_sizes = [3, 5, 10]", "minority_sizes = [3, 11]", "society.minority_sizes[1]", "at most half"),
+        (
+            CONFORMITY,
+            "[families.group_size]",
+            "[analysis]\nmeasure = \"p_wrong\"\n[families.group_size]",
+            "analysis.measure",
+            "unknown variant `p_wrong`",
+        ),
+        (
+            MINIMAL_GROUP,
+            "minority_sizes = [3, 5, 10]",
+            "minority_sizes = [0, 5]",
+            "society.minority_sizes[0]",
+            "not a minority",
+        ),
+        (
+            MINIMAL_GROUP,
+            "minority_sizes = [3, 5, 10]",
+            "minority_sizes = [3, 11]",
+            "society.minority_sizes[1]",
+            "at most half",
+        ),
         (MINIMAL_GROUP, "seeds = 30", "seeds = 0", "design.seeds", "at least 1"),
         (MINIMAL_GROUP, "seeds = 30", "seeds = 4000000000", "design.seeds", "at most 100000"),
         (CONFORMITY, "trials_per_n = 4", "trials_per_n = 2000000", "trials.trials_per_n", "at most 100000"),
-        (CONFORMITY, "tasks = [\"lines\", \"color\", \"dots\"]", "tasks = [\"lines\", \"color\", \"dots\"]\ngeneral_pool_size = 4000000000", "stimuli.general_pool_size", "at most 100000"),
+        (
+            CONFORMITY,
+            "tasks = [\"lines\", \"color\", \"dots\"]",
+            "tasks = [\"lines\", \"color\", \"dots\"]\ngeneral_pool_size = 4000000000",
+            "stimuli.general_pool_size",
+            "at most 100000",
+        ),
         (MINIMAL_GROUP, "name = \"base\"", "name = \"base\"\nseeds = 40", "instruments[0].seeds", "out of range"),
-        (MINIMAL_GROUP, "labels = [\"visible\", \"hidden\"]", "labels = [\"visible\", \"visible\"]", "design.labels", "repeats"),
-        (MINIMAL_GROUP, "labels = [\"visible\", \"hidden\"]", "labels = [\"shown\"]", "design.labels[0]", "unknown variant"),
+        (
+            MINIMAL_GROUP,
+            "labels = [\"visible\", \"hidden\"]",
+            "labels = [\"visible\", \"visible\"]",
+            "design.labels",
+            "repeats",
+        ),
+        (
+            MINIMAL_GROUP,
+            "labels = [\"visible\", \"hidden\"]",
+            "labels = [\"shown\"]",
+            "design.labels[0]",
+            "unknown variant",
+        ),
         (MINIMAL_GROUP, "size = 20", "size = 20\nid_width = 1", "society.id_width", "cannot number"),
         (MINIMAL_GROUP, "pool = 100", "pool = -5", "society.pool", "invalid value"),
         (MINIMAL_GROUP, "[[instruments]]\nname = \"base\"\n", "", "instruments", "missing field"),
-        (MINIMAL_GROUP, "reasoning = [\"on\"]", "reasoning = [\"on\"]\n[generation]\ntemperature = -1.0", "generation.temperature", "out of range"),
-        (MINIMAL_GROUP, "reasoning = [\"on\"]", "reasoning = [\"on\"]\n[generation]\ntop_p = 0.0", "generation.top_p", "out of range"),
-        (MINIMAL_GROUP, "reasoning = [\"on\"]", "reasoning = [\"on\"]\n[generation]\ntop_p = 1.5", "generation.top_p", "out of range"),
-        (MINIMAL_GROUP, "reasoning = [\"on\"]", "reasoning = [\"on\"]\n[generation]\ntop_k = 2000000", "generation.top_k", "out of range"),
-        (MINIMAL_GROUP, "reasoning = [\"on\"]", "reasoning = [\"on\"]\n[generation]\ntop_k = -1", "generation.top_k", "invalid value"),
-        (MINIMAL_GROUP, "reasoning = [\"on\"]", "reasoning = [\"on\"]\n[generation]\ntop_k = 2.5", "generation.top_k", "invalid type"),
-        (MINIMAL_GROUP, "reasoning = [\"on\"]", "reasoning = [\"on\"]\n[generation]\nmin_p = 0.1", "generation.min_p", "unknown field"),
+        (
+            MINIMAL_GROUP,
+            "reasoning = [\"on\"]",
+            "reasoning = [\"on\"]\n[generation]\ntemperature = -1.0",
+            "generation.temperature",
+            "out of range",
+        ),
+        (
+            MINIMAL_GROUP,
+            "reasoning = [\"on\"]",
+            "reasoning = [\"on\"]\n[generation]\ntop_p = 0.0",
+            "generation.top_p",
+            "out of range",
+        ),
+        (
+            MINIMAL_GROUP,
+            "reasoning = [\"on\"]",
+            "reasoning = [\"on\"]\n[generation]\ntop_p = 1.5",
+            "generation.top_p",
+            "out of range",
+        ),
+        (
+            MINIMAL_GROUP,
+            "reasoning = [\"on\"]",
+            "reasoning = [\"on\"]\n[generation]\ntop_k = 2000000",
+            "generation.top_k",
+            "out of range",
+        ),
+        (
+            MINIMAL_GROUP,
+            "reasoning = [\"on\"]",
+            "reasoning = [\"on\"]\n[generation]\ntop_k = -1",
+            "generation.top_k",
+            "invalid value",
+        ),
+        (
+            MINIMAL_GROUP,
+            "reasoning = [\"on\"]",
+            "reasoning = [\"on\"]\n[generation]\ntop_k = 2.5",
+            "generation.top_k",
+            "invalid type",
+        ),
+        (
+            MINIMAL_GROUP,
+            "reasoning = [\"on\"]",
+            "reasoning = [\"on\"]\n[generation]\nmin_p = 0.1",
+            "generation.min_p",
+            "unknown field",
+        ),
     ];
     for (base, from, to, key, words) in cases {
         assert!(base.contains(from), "case setup: `{from}` not in base");
         let text = base.replacen(from, to, 1);
         let errors = parse_experiment(&text, Path::new("bad.toml")).expect_err(&format!("accepted: {from} -> {to}"));
-        let found = errors.0.iter().find(|e| e.key == *key).unwrap_or_else(|| panic!("no error at `{key}` for {to}: {errors}"));
+        let found =
+            errors.0.iter().find(|e| e.key == *key).unwrap_or_else(|| panic!("no error at `{key}` for {to}: {errors}"));
         let message = found.to_string();
         assert!(message.starts_with("bad.toml: "), "{message}");
         assert!(message.contains(words), "`{to}`: expected `{words}` in: {message}");
@@ -287,7 +429,8 @@ fn the_experiment_file_chooses_the_measure_a_report_leads_with() {
         Experiment::MinimalGroup(_) => panic!("a conformity experiment"),
     };
     assert_eq!(lead(CONFORMITY), PrimaryMeasure::Full, "the default");
-    let two_way = CONFORMITY.replacen("[families.group_size]", "[analysis]\nmeasure = \"p_wrong_ab\"\n[families.group_size]", 1);
+    let two_way =
+        CONFORMITY.replacen("[families.group_size]", "[analysis]\nmeasure = \"p_wrong_ab\"\n[families.group_size]", 1);
     assert_eq!(lead(&two_way), PrimaryMeasure::Ab);
 }
 

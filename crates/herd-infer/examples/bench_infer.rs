@@ -5,10 +5,12 @@
 //!
 //! cargo run --release -p herd-infer --example bench_infer -- GGUF SCORING.jsonl SOCIETY.jsonl MAX_TOKENS
 
-use herd_infer::{Backend, GenerateRequest, LoadOptions, LocalModel, ModelFiles, ModelRegistry, PreparedStatus, SamplingParams};
+use herd_infer::{
+    Backend, GenerateRequest, LoadOptions, LocalModel, ModelFiles, ModelRegistry, PreparedStatus, SamplingParams,
+};
 use herd_kernels::{KernelStats, kernel_stats};
-use rayon::prelude::*;
 use herd_prompts::{ChatPrompt, Message, Part, Role};
+use rayon::prelude::*;
 use serde_json::Value;
 use std::path::Path;
 use std::time::Instant;
@@ -34,7 +36,12 @@ fn read_prompts(path: &str) -> Vec<(Value, ChatPrompt)> {
                         Some("assistant") => Role::Assistant,
                         _ => Role::User,
                     };
-                    let content = m["content"].as_array().expect("parts").iter().map(|p| Part::Text { text: p["text"].as_str().unwrap_or("").to_string() }).collect();
+                    let content = m["content"]
+                        .as_array()
+                        .expect("parts")
+                        .iter()
+                        .map(|p| Part::Text { text: p["text"].as_str().unwrap_or("").to_string() })
+                        .collect();
                     Message { role, content }
                 })
                 .collect();
@@ -50,7 +57,10 @@ fn memory_read_bandwidth() -> f64 {
     let mut best = 0f64;
     for _ in 0..3 {
         let start = Instant::now();
-        let sum: u64 = words.par_chunks(1 << 16).map(|c| c.iter().fold(0u64, |a, &w| a.wrapping_add(w))).reduce(|| 0, u64::wrapping_add);
+        let sum: u64 = words
+            .par_chunks(1 << 16)
+            .map(|c| c.iter().fold(0u64, |a, &w| a.wrapping_add(w)))
+            .reduce(|| 0, u64::wrapping_add);
         std::hint::black_box(sum);
         best = best.max((words.len() * 8) as f64 / start.elapsed().as_secs_f64());
     }
@@ -76,7 +86,8 @@ fn main() {
         std::process::exit(2);
     };
     let max_tokens: usize = max_tokens.parse().expect("MAX_TOKENS is a number");
-    let registry = ModelRegistry::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/models.toml"))).expect("registry");
+    let registry = ModelRegistry::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/models.toml")))
+        .expect("registry");
     let entry = registry.get(alias).expect("an alias of data/models.toml");
     let machine = serde_json::json!({
         "threads": rayon::current_num_threads(),
@@ -89,7 +100,8 @@ fn main() {
     // to prepare them first, that load is reported apart and the model loaded again.
     let load = || {
         let start = Instant::now();
-        let model = LocalModel::load(entry, &ModelFiles::Gguf(gguf.into()), &LoadOptions::default()).expect("model loads");
+        let model =
+            LocalModel::load(entry, &ModelFiles::Gguf(gguf.into()), &LoadOptions::default()).expect("model loads");
         (model, start.elapsed().as_secs_f64())
     };
     let (mut model, mut load_s) = load();
@@ -149,7 +161,20 @@ fn main() {
     let requests: Vec<GenerateRequest> = deciders
         .iter()
         .enumerate()
-        .map(|(i, (_, prompt))| GenerateRequest::new(prompt.clone(), SamplingParams { temperature: Some(0.7), top_p: Some(1.0), top_k: Some(0), repetition_penalty: None, seed: i as u64, max_tokens, stop: vec![] }))
+        .map(|(i, (_, prompt))| {
+            GenerateRequest::new(
+                prompt.clone(),
+                SamplingParams {
+                    temperature: Some(0.7),
+                    top_p: Some(1.0),
+                    top_k: Some(0),
+                    repetition_penalty: None,
+                    seed: i as u64,
+                    max_tokens,
+                    stop: vec![],
+                },
+            )
+        })
         .collect();
     let before = kernel_stats();
     let start = Instant::now();
@@ -158,7 +183,14 @@ fn main() {
     let generation_kernels = kernel_stats() - before;
     // Where generation's time goes: the batch's prompts and first token alone, then sampling alone
     // (every step's draw for every live sequence, on logits of the vocabulary's size).
-    let first_only: Vec<GenerateRequest> = requests.iter().cloned().map(|mut r| { r.sampling.max_tokens = 1; r }).collect();
+    let first_only: Vec<GenerateRequest> = requests
+        .iter()
+        .cloned()
+        .map(|mut r| {
+            r.sampling.max_tokens = 1;
+            r
+        })
+        .collect();
     let before = kernel_stats();
     let start = Instant::now();
     model.generate(&first_only).expect("generates");
@@ -169,7 +201,10 @@ fn main() {
     let draws: usize = generations.iter().map(|g| g.completion_tokens + 1).sum();
     let start = Instant::now();
     for (i, r) in requests.iter().enumerate().cycle().take(draws) {
-        std::hint::black_box(herd_infer::sample_token(&logits, &r.sampling, &mut herd_infer::sequence_rng(i as u64)).expect("finite logits"));
+        std::hint::black_box(
+            herd_infer::sample_token(&logits, &r.sampling, &mut herd_infer::sequence_rng(i as u64))
+                .expect("finite logits"),
+        );
     }
     let sampling_s = start.elapsed().as_secs_f64();
     let completion_tokens: usize = generations.iter().map(|g| g.completion_tokens).sum();

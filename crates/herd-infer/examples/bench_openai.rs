@@ -10,7 +10,10 @@
 mod llama_server;
 
 use anyhow::{Context, Result};
-use herd_infer::{Backend, LoadOptions, LocalModel, ModelFiles, ModelRegistry, OpenAiBackend, OpenAiOptions, ScoreRequest, ServedModel, fetch_model};
+use herd_infer::{
+    Backend, LoadOptions, LocalModel, ModelFiles, ModelRegistry, OpenAiBackend, OpenAiOptions, ScoreRequest,
+    ServedModel, fetch_model,
+};
 use herd_prompts::{ChatPrompt, Part};
 use serde_json::Value;
 use std::time::Instant;
@@ -18,7 +21,13 @@ use std::time::Instant;
 /// The text parts of one `herd prompts --jsonl` line's messages, as a one-message prompt.
 fn prompt_of(line: &str) -> Result<ChatPrompt> {
     let v: Value = serde_json::from_str(line)?;
-    let text = v["messages"][0]["content"].as_array().context("a prompt without content")?.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n");
+    let text = v["messages"][0]["content"]
+        .as_array()
+        .context("a prompt without content")?
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
     Ok(ChatPrompt::user(vec![Part::Text { text }]))
 }
 
@@ -28,7 +37,11 @@ fn main() -> Result<()> {
     let registry = ModelRegistry::load(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/models.toml").as_ref())?;
     let entry = registry.get("smollm2-135m")?.clone();
     let gguf = fetch_model(&entry)?;
-    let requests: Vec<ScoreRequest> = lines.lines().filter(|l| !l.trim().is_empty()).map(|l| Ok(ScoreRequest::new(prompt_of(l)?, vec!["A".into(), "B".into()]))).collect::<Result<_>>()?;
+    let requests: Vec<ScoreRequest> = lines
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| Ok(ScoreRequest::new(prompt_of(l)?, vec!["A".into(), "B".into()])))
+        .collect::<Result<_>>()?;
     anyhow::ensure!(!requests.is_empty(), "herd prompts printed no prompts");
 
     println!("starting llama.cpp's server (llama-cpp-python, 2 threads) on the default model…");
@@ -36,7 +49,8 @@ fn main() -> Result<()> {
     let served = ServedModel { alias: entry.alias.clone(), family: entry.family.name().into(), vision: false };
     let mut rates = Vec::new();
     for in_flight in [1usize, 4, 16] {
-        let options = OpenAiOptions { max_in_flight: in_flight, ..OpenAiOptions::new(vec![server.url()], entry.alias.clone()) };
+        let options =
+            OpenAiOptions { max_in_flight: in_flight, ..OpenAiOptions::new(vec![server.url()], entry.alias.clone()) };
         let mut backend = OpenAiBackend::new(served.clone(), options, None)?;
         backend.score(&requests[..2])?; // warm the server
         let started = Instant::now();
@@ -60,7 +74,11 @@ fn main() -> Result<()> {
     println!("{} conformity trials (group size, text modality), SmolLM2-135M Q4_1, this machine", requests.len());
     let one = rates[0].1;
     for (in_flight, rate) in rates {
-        println!("  {in_flight:>2} in flight: {:.2}× one in flight, {:.2}× candle in process", rate / one, rate / local_rate);
+        println!(
+            "  {in_flight:>2} in flight: {:.2}× one in flight, {:.2}× candle in process",
+            rate / one,
+            rate / local_rate
+        );
     }
     Ok(())
 }

@@ -15,19 +15,33 @@ fn main() {
         eprintln!("usage: sample_allocations PROMPTS.jsonl LINE,LINE,… MAX_TOKENS");
         std::process::exit(2);
     };
-    let lines: Vec<Value> = std::fs::read_to_string(prompts).expect("prompts file").lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
+    let lines: Vec<Value> = std::fs::read_to_string(prompts)
+        .expect("prompts file")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
     let picks: Vec<usize> = picks.split(',').map(|p| p.trim().parse().expect("line numbers")).collect();
-    let registry = ModelRegistry::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/models.toml"))).expect("registry");
+    let registry = ModelRegistry::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/models.toml")))
+        .expect("registry");
     let entry = registry.get("smollm2-135m").expect("default alias");
     let path = fetch_model(entry).expect("default model");
-    let mut model = LocalModel::load(entry, &herd_infer::ModelFiles::Gguf(path), &LoadOptions::default()).expect("model loads");
+    let mut model =
+        LocalModel::load(entry, &herd_infer::ModelFiles::Gguf(path), &LoadOptions::default()).expect("model loads");
     let requests: Vec<GenerateRequest> = picks
         .iter()
         .map(|&i| {
             let text = lines[i]["messages"][0]["content"][0]["text"].as_str().expect("a text part").to_string();
             GenerateRequest::new(
                 ChatPrompt::user(vec![Part::Text { text }]),
-                SamplingParams { temperature: Some(0.7), top_p: Some(1.0), top_k: Some(0), repetition_penalty: None, seed: i as u64, max_tokens: max_tokens.parse().expect("MAX_TOKENS"), stop: vec![] },
+                SamplingParams {
+                    temperature: Some(0.7),
+                    top_p: Some(1.0),
+                    top_k: Some(0),
+                    repetition_penalty: None,
+                    seed: i as u64,
+                    max_tokens: max_tokens.parse().expect("MAX_TOKENS"),
+                    stop: vec![],
+                },
             )
         })
         .collect();

@@ -118,7 +118,15 @@ pub struct SamplingParams {
 
 impl Default for SamplingParams {
     fn default() -> Self {
-        Self { temperature: Some(0.7), top_p: Some(1.0), top_k: Some(0), repetition_penalty: None, seed: 0, max_tokens: 512, stop: Vec::new() }
+        Self {
+            temperature: Some(0.7),
+            top_p: Some(1.0),
+            top_k: Some(0),
+            repetition_penalty: None,
+            seed: 0,
+            max_tokens: 512,
+            stop: Vec::new(),
+        }
     }
 }
 
@@ -190,6 +198,9 @@ pub trait Backend {
 /// The JSON schema of an allocation: an object whose keys are exactly `ids` (in order), each an
 /// integer in `0..=pool`.
 pub fn allocation_schema(ids: &[String], pool: u32) -> serde_json::Value {
-    let properties: serde_json::Map<String, serde_json::Value> = ids.iter().map(|id| (id.clone(), serde_json::json!({"type": "integer", "minimum": 0, "maximum": pool}))).collect();
+    let properties: serde_json::Map<String, serde_json::Value> = ids
+        .iter()
+        .map(|id| (id.clone(), serde_json::json!({"type": "integer", "minimum": 0, "maximum": pool})))
+        .collect();
     serde_json::json!({"type": "object", "properties": properties, "required": ids, "additionalProperties": false})
 }

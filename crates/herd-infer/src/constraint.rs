@@ -15,7 +15,8 @@ pub struct ConstraintEngine {
 impl ConstraintEngine {
     pub fn new(tokenizer: &TextTokenizer, model_vocab: usize) -> Result<Self> {
         let err = |e: anyhow::Error| InferError::Constraint(e.to_string());
-        let mut bytes = toktrie_hf_tokenizers::ByteTokenizer::from_json_bytes(tokenizer.json().as_bytes()).map_err(err)?;
+        let mut bytes =
+            toktrie_hf_tokenizers::ByteTokenizer::from_json_bytes(tokenizer.json().as_bytes()).map_err(err)?;
         bytes.set_eos_tokens(&tokenizer.eos_ids);
         let env = bytes.into_tok_env(Some(model_vocab)).map_err(err)?;
         let mut factory = ParserFactory::new_simple(&env).map_err(err)?;

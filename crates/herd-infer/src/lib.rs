@@ -38,19 +38,27 @@ mod tokenizer;
 mod vision;
 
 pub use backend::{
-    AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, LOWER_BOUND_MIN, SamplingParams, ScoreBound, ScoreRequest,
-    ScoreResult, TopToken, allocation_schema,
+    AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, LOWER_BOUND_MIN, SamplingParams,
+    ScoreBound, ScoreRequest, ScoreResult, TopToken, allocation_schema,
 };
 pub use constraint::{ConstraintEngine, SequenceConstraint};
 pub use error::{InferError, Result};
-pub use local::{DeviceChoice, LoadOptions, LocalModel, PromptRenderer, common_prefix_len};
-pub use prepared::{LoadReport, PreparedCache, PreparedStatus};
-pub use openai::{OpenAiBackend, OpenAiOptions, RetryPolicy, ScoreApi, ServedModel, StructuredOutput, endpoint_base, score_from_top_logprobs};
 pub use fetch::{FetchOptions, fetch_model, fetch_model_into, fetch_model_with, has_sha256, sha256_file};
-pub use registry::{Family, ModelEntry, ModelFiles, ModelRegistry, ModelSource, PypiPart, WeightDType, cached_file_path, check_hf_folder, hf_hub_cache_dir, herd_cache_dir, locate_model, locate_model_in, model_sampling, resolve_hf_snapshot};
+pub use local::{DeviceChoice, LoadOptions, LocalModel, PromptRenderer, common_prefix_len};
+pub use openai::{
+    OpenAiBackend, OpenAiOptions, RetryPolicy, ScoreApi, ServedModel, StructuredOutput, endpoint_base,
+    score_from_top_logprobs,
+};
+pub use prepared::{LoadReport, PreparedCache, PreparedStatus};
+pub use registry::{
+    Family, ModelEntry, ModelFiles, ModelRegistry, ModelSource, PypiPart, WeightDType, cached_file_path,
+    check_hf_folder, herd_cache_dir, hf_hub_cache_dir, locate_model, locate_model_in, model_sampling,
+    resolve_hf_snapshot,
+};
 pub use sampling::{
-    EffectiveSampling, HF_DEFAULT_REPETITION_PENALTY, HF_DEFAULT_TEMPERATURE, HF_DEFAULT_TOP_K, HF_DEFAULT_TOP_P, ModelSampling, RepetitionPenalty,
-    SamplingFallback, SamplingOverrides, Setting, SettingSource, resolve_sampling, sample_token, sequence_rng,
+    EffectiveSampling, HF_DEFAULT_REPETITION_PENALTY, HF_DEFAULT_TEMPERATURE, HF_DEFAULT_TOP_K, HF_DEFAULT_TOP_P,
+    ModelSampling, RepetitionPenalty, SamplingFallback, SamplingOverrides, Setting, SettingSource, resolve_sampling,
+    sample_token, sequence_rng,
 };
 pub use sim::{AllocationFacts, ConformityFacts, SimAgent, SimAllocation, SimConformity, SimParams, TrialFacts};
 pub use tokenizer::TextTokenizer;

@@ -1,6 +1,9 @@
 //! The candle backend: a model loaded into this process, scored and sampled on CPU, CUDA or Metal.
 
-use crate::backend::{AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreBound, ScoreRequest, ScoreResult, TopToken};
+use crate::backend::{
+    AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreBound, ScoreRequest,
+    ScoreResult, TopToken,
+};
 use crate::constraint::{ConstraintEngine, SequenceConstraint};
 use crate::error::{InferError, Result, io_error, model_file};
 use crate::model::{Decoder, KvCache, WeightFormat, causal_mask, load_gguf_cached, load_hf_folder};
@@ -39,7 +42,11 @@ impl std::str::FromStr for DeviceChoice {
 
 impl DeviceChoice {
     pub fn open(self) -> Result<Device> {
-        let hint = |what: &str, feature: &str| InferError::Request(format!("{what} is not available: build herd with `--features {feature}` on a machine with that device"));
+        let hint = |what: &str, feature: &str| {
+            InferError::Request(format!(
+                "{what} is not available: build herd with `--features {feature}` on a machine with that device"
+            ))
+        };
         match self {
             DeviceChoice::Cpu => Ok(Device::Cpu),
             DeviceChoice::Cuda(i) => {
@@ -101,7 +108,8 @@ impl PromptRenderer {
         let template = match files {
             ModelFiles::Gguf(path) => {
                 let mut file = std::io::BufReader::new(std::fs::File::open(path).map_err(io_error(path))?);
-                let content = candle_core::quantized::gguf_file::Content::read(&mut file).map_err(|e| model_file(path, format!("not a readable GGUF file: {e}")))?;
+                let content = candle_core::quantized::gguf_file::Content::read(&mut file)
+                    .map_err(|e| model_file(path, format!("not a readable GGUF file: {e}")))?;
                 let tokenizer = TextTokenizer::from_gguf(path, &content)?;
                 gguf_chat_template(path, &content, &tokenizer)?
             }
@@ -120,7 +128,10 @@ impl PromptRenderer {
                 match part {
                     Part::Text { text } => texts.push(text.as_str()),
                     Part::Image { image } => {
-                        return Err(InferError::Request(format!("`{}` is a text model but the prompt has image `{image}`; use the text modality for it", self.alias)));
+                        return Err(InferError::Request(format!(
+                            "`{}` is a text model but the prompt has image `{image}`; use the text modality for it",
+                            self.alias
+                        )));
                     }
                 }
             }
@@ -130,36 +141,52 @@ impl PromptRenderer {
     }
 }
 
-fn gguf_chat_template(path: &Path, content: &candle_core::quantized::gguf_file::Content, tokenizer: &TextTokenizer) -> Result<ChatTemplate> {
+fn gguf_chat_template(
+    path: &Path,
+    content: &candle_core::quantized::gguf_file::Content,
+    tokenizer: &TextTokenizer,
+) -> Result<ChatTemplate> {
     let source = content
         .metadata
         .get("tokenizer.chat_template")
         .and_then(|v| v.to_string().ok())
         .ok_or_else(|| model_file(path, "GGUF metadata has no `tokenizer.chat_template`"))?;
-    let special = SpecialTokens { bos_token: tokenizer.bos_token.clone().unwrap_or_default(), eos_token: tokenizer.eos_token.clone().unwrap_or_default(), pad_token: None, unk_token: None };
+    let special = SpecialTokens {
+        bos_token: tokenizer.bos_token.clone().unwrap_or_default(),
+        eos_token: tokenizer.eos_token.clone().unwrap_or_default(),
+        pad_token: None,
+        unk_token: None,
+    };
     Ok(ChatTemplate::new(source, special)?)
 }
 
 impl LocalModel {
     pub fn load(entry: &ModelEntry, files: &ModelFiles, options: &LoadOptions) -> Result<Self> {
         if entry.family.is_vision() {
-            return Err(InferError::Request(format!("`{}` is a vision model; load it with herd_infer::VisionModel", entry.alias)));
+            return Err(InferError::Request(format!(
+                "`{}` is a vision model; load it with herd_infer::VisionModel",
+                entry.alias
+            )));
         }
         let start = std::time::Instant::now();
         let device = options.device.open()?;
         let on_cpu = device.is_cpu();
         let int8 = on_cpu && herd_kernels::int8_supported();
-        let prefill_format = options.prefill_format.unwrap_or(if int8 { WeightFormat::Int8 } else { WeightFormat::Dense });
+        let prefill_format =
+            options.prefill_format.unwrap_or(if int8 { WeightFormat::Int8 } else { WeightFormat::Dense });
         let (prefill, tokenizer, template, mut report) = match files {
             ModelFiles::Gguf(path) => {
-                let (decoder, content, mut report) = load_gguf_cached(path, &device, prefill_format, &options.prepared)?;
+                let (decoder, content, mut report) =
+                    load_gguf_cached(path, &device, prefill_format, &options.prepared)?;
                 let tokenizer = report.time("tokenizer", || TextTokenizer::from_gguf(path, &content))?;
                 let template = report.time("chat template", || gguf_chat_template(path, &content, &tokenizer))?;
                 (decoder, tokenizer, template, report)
             }
             ModelFiles::HfFolder(dir) => {
                 let mut report = LoadReport::default();
-                let decoder = report.time("weights", || load_hf_folder(dir, &device, safetensors_dtype(entry.dtype, &device), prefill_format))?;
+                let decoder = report.time("weights", || {
+                    load_hf_folder(dir, &device, safetensors_dtype(entry.dtype, &device), prefill_format)
+                })?;
                 let tokenizer = report.time("tokenizer", || TextTokenizer::from_hf_folder(dir))?;
                 (decoder, tokenizer, ChatTemplate::from_hf_folder(dir)?, report)
             }
@@ -172,13 +199,29 @@ impl LocalModel {
             _ if fast_quantised => WeightFormat::Q8_0,
             _ => WeightFormat::Dense,
         });
-        let decode = if decode_format == prefill_format { None } else { Some(report.time("decoding weights", || prefill.with_weight_format(decode_format))?) };
-        let renderer = PromptRenderer { alias: entry.alias.clone(), template, template_options: entry.template_options.clone() };
+        let decode = if decode_format == prefill_format {
+            None
+        } else {
+            Some(report.time("decoding weights", || prefill.with_weight_format(decode_format))?)
+        };
+        let renderer =
+            PromptRenderer { alias: entry.alias.clone(), template, template_options: entry.template_options.clone() };
         report.total_s = start.elapsed().as_secs_f64();
         if std::env::var_os("HERD_LOAD_TIMING").is_some_and(|v| !v.is_empty() && v != "0") {
             eprintln!("{}: {}", entry.alias, report.summary());
         }
-        Ok(Self { alias: entry.alias.clone(), family: entry.family, tokenizer, renderer, prefill, decode, constraint: None, device, load_report: report, last_prefix: Default::default() })
+        Ok(Self {
+            alias: entry.alias.clone(),
+            family: entry.family,
+            tokenizer,
+            renderer,
+            prefill,
+            decode,
+            constraint: None,
+            device,
+            load_report: report,
+            last_prefix: Default::default(),
+        })
     }
 
     /// Where this model's load spent its time, and whether its prepared weights came from the cache.
@@ -199,7 +242,6 @@ impl LocalModel {
     pub fn prompt_tokens(&self, prompt: &ChatPrompt) -> Result<Vec<u32>> {
         self.tokenizer.encode(&self.render(prompt)?)
     }
-
 
     fn positions(&self, start: usize, len: usize) -> Result<Tensor> {
         Ok(Tensor::arange(start as u32, (start + len) as u32, &self.device)?.reshape((1, len))?)
@@ -247,7 +289,10 @@ impl LocalModel {
             let mut plan: Vec<Continuation<'_>> = Vec::new();
             let mut packed = 0;
             for (i, s) in sequences.iter().enumerate().skip(start) {
-                let parent = (start..i).map(|j| (common_prefix(&sequences[j], s).min(s.len() - 1), j)).filter(|&(l, _)| l > shared).max_by_key(|&(l, j)| (l, std::cmp::Reverse(j)));
+                let parent = (start..i)
+                    .map(|j| (common_prefix(&sequences[j], s).min(s.len() - 1), j))
+                    .filter(|&(l, _)| l > shared)
+                    .max_by_key(|&(l, j)| (l, std::cmp::Reverse(j)));
                 let (from, parent) = match parent {
                     Some((l, j)) => (l, Some(j - start)),
                     None => (shared, None),
@@ -264,7 +309,13 @@ impl LocalModel {
             let last = Tensor::new(pack.last.as_slice(), &self.device)?;
             let logits: Vec<Vec<f32>> = self.prefill.logits(&hidden.squeeze(0)?.index_select(&last, 0)?)?.to_vec2()?;
             for (i, logits) in logits.iter().enumerate() {
-                results.push(answer_scores(&self.tokenizer, logits, &answers[start + i], sequences[start + i].len(), plan[i].from));
+                results.push(answer_scores(
+                    &self.tokenizer,
+                    logits,
+                    &answers[start + i],
+                    sequences[start + i].len(),
+                    plan[i].from,
+                ));
             }
             start += plan.len();
         }
@@ -301,11 +352,13 @@ impl LocalModel {
         }
         let b = prompts.len();
         let rows: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
-        let PaddedBatch { tokens, positions, mask, pads, width } = PaddedBatch::new(&rows, self.pad_id(), &self.device)?;
+        let PaddedBatch { tokens, positions, mask, pads, width } =
+            PaddedBatch::new(&rows, self.pad_id(), &self.device)?;
         let dev = &self.device;
         let mut cache = self.prefill.new_cache();
         let hidden = self.prefill.forward(&tokens, &positions, Some(&mask), &mut cache)?;
-        let mut logits: Vec<Vec<f32>> = self.prefill.logits(&hidden.narrow(1, width - 1, 1)?.reshape((b, ()))?)?.to_vec2()?;
+        let mut logits: Vec<Vec<f32>> =
+            self.prefill.logits(&hidden.narrow(1, width - 1, 1)?.reshape((b, ()))?)?.to_vec2()?;
         let decoder = self.decode.as_ref().unwrap_or(&self.prefill);
         let mut rngs: Vec<_> = requests.iter().map(|r| sequence_rng(r.sampling.seed)).collect();
         // HF penalises the ids of the whole sequence (prompt and output; not the left padding, which a row
@@ -367,10 +420,22 @@ impl LocalModel {
             let n = active.len();
             let past = cache.len();
             let positions: Vec<u32> = active.iter().map(|&row| (past - pads[row]) as u32).collect();
-            let step_mask: Vec<f32> = active.iter().flat_map(|&row| { let pad = pads[row]; (0..=past).map(move |j| if j >= pad { 0.0 } else { f32::NEG_INFINITY }) }).collect();
+            let step_mask: Vec<f32> = active
+                .iter()
+                .flat_map(|&row| {
+                    let pad = pads[row];
+                    (0..=past).map(move |j| if j >= pad { 0.0 } else { f32::NEG_INFINITY })
+                })
+                .collect();
             let any_padding = active.iter().any(|&row| pads[row] > 0);
-            let step_mask = if any_padding { Some(Tensor::from_vec(step_mask, (n, 1, 1, past + 1), dev)?) } else { None };
-            let hidden = decoder.forward(&Tensor::from_vec(next, (n, 1), dev)?, &Tensor::from_vec(positions, (n, 1), dev)?, step_mask.as_ref(), &mut cache)?;
+            let step_mask =
+                if any_padding { Some(Tensor::from_vec(step_mask, (n, 1, 1, past + 1), dev)?) } else { None };
+            let hidden = decoder.forward(
+                &Tensor::from_vec(next, (n, 1), dev)?,
+                &Tensor::from_vec(positions, (n, 1), dev)?,
+                step_mask.as_ref(),
+                &mut cache,
+            )?;
             logits = decoder.logits(&hidden.reshape((n, ()))?)?.to_vec2()?;
         }
         for row in 0..b {
@@ -494,7 +559,9 @@ impl PaddedBatch {
             tokens.extend(std::iter::repeat_n(pad_id, pad).chain(row.iter().copied()));
             positions.extend((0..width).map(|j| j.saturating_sub(pad) as u32));
             for i in 0..width {
-                mask.extend((0..width).map(|j| if j <= i && (j >= pad || j == i) { 0.0f32 } else { f32::NEG_INFINITY }));
+                mask.extend(
+                    (0..width).map(|j| if j <= i && (j >= pad || j == i) { 0.0f32 } else { f32::NEG_INFINITY }),
+                );
             }
         }
         Ok(Self {
@@ -528,13 +595,20 @@ pub(crate) fn safetensors_dtype(stated: Option<WeightDType>, device: &Device) ->
 
 /// Reads each answer's probability (summed over every token that spells it), the mass on the answers
 /// and the top 10 tokens from next-token logits.
-pub(crate) fn answer_scores(tokenizer: &TextTokenizer, logits: &[f32], answers: &[String], prompt_tokens: usize, reused: usize) -> ScoreResult {
+pub(crate) fn answer_scores(
+    tokenizer: &TextTokenizer,
+    logits: &[f32],
+    answers: &[String],
+    prompt_tokens: usize,
+    reused: usize,
+) -> ScoreResult {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     let total: f64 = logits.iter().map(|&l| (l as f64 - max).exp()).sum();
     let prob = |id: u32| ((logits[id as usize] as f64 - max).exp()) / total;
     let mut scores = BTreeMap::new();
     for answer in answers {
-        let ids: Vec<u32> = tokenizer.answer_token_ids(answer).into_iter().filter(|&id| (id as usize) < logits.len()).collect();
+        let ids: Vec<u32> =
+            tokenizer.answer_token_ids(answer).into_iter().filter(|&id| (id as usize) < logits.len()).collect();
         let p = ids.iter().map(|&id| prob(id)).sum();
         let logit = ids.iter().map(|&id| logits[id as usize]).fold(f32::NEG_INFINITY, f32::max);
         scores.insert(answer.clone(), AnswerScore { p, logit, token_ids: ids, bound: ScoreBound::Exact });
@@ -544,8 +618,22 @@ pub(crate) fn answer_scores(tokenizer: &TextTokenizer, logits: &[f32], answers: 
     order.select_nth_unstable_by(k - 1, |&a, &b| logits[b as usize].total_cmp(&logits[a as usize]));
     order.truncate(k);
     order.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]).then(a.cmp(&b)));
-    let top = order.iter().map(|&id| TopToken { id: Some(id), text: tokenizer.token_text(id).to_string(), p: prob(id), logit: logits[id as usize] }).collect();
-    ScoreResult { mass: scores.values().map(|s: &AnswerScore| s.p).sum(), answers: scores, top, prompt_tokens, reused_tokens: reused }
+    let top = order
+        .iter()
+        .map(|&id| TopToken {
+            id: Some(id),
+            text: tokenizer.token_text(id).to_string(),
+            p: prob(id),
+            logit: logits[id as usize],
+        })
+        .collect();
+    ScoreResult {
+        mass: scores.values().map(|s: &AnswerScore| s.p).sum(),
+        answers: scores,
+        top,
+        prompt_tokens,
+        reused_tokens: reused,
+    }
 }
 
 /// Length of the longest prefix all sequences share, leaving at least one token of each to run.
@@ -579,7 +667,10 @@ pub fn common_prefix_len(sequences: &[Vec<u32>]) -> usize {
 impl Backend for LocalModel {
     fn score(&mut self, group: &[ScoreRequest]) -> Result<Vec<ScoreResult>> {
         if group.iter().any(|r| r.image.is_some()) {
-            return Err(InferError::Request(format!("`{}` is a text model; requests with images need a vision model", self.alias)));
+            return Err(InferError::Request(format!(
+                "`{}` is a text model; requests with images need a vision model",
+                self.alias
+            )));
         }
         let sequences = group.iter().map(|r| self.prompt_tokens(&r.prompt)).collect::<Result<Vec<_>>>()?;
         let answers: Vec<Vec<String>> = group.iter().map(|r| r.answers.clone()).collect();
@@ -588,7 +679,10 @@ impl Backend for LocalModel {
 
     fn generate(&mut self, batch: &[GenerateRequest]) -> Result<Vec<Generation>> {
         if batch.iter().any(|r| r.image.is_some()) {
-            return Err(InferError::Request(format!("`{}` is a text model; requests with images need a vision model", self.alias)));
+            return Err(InferError::Request(format!(
+                "`{}` is a text model; requests with images need a vision model",
+                self.alias
+            )));
         }
         let prompts = batch
             .iter()
@@ -598,6 +692,12 @@ impl Backend for LocalModel {
     }
 
     fn info(&self) -> BackendInfo {
-        BackendInfo { backend: "candle".into(), model: self.alias.clone(), family: self.family.name().into(), device: self.device_name(), vision: false }
+        BackendInfo {
+            backend: "candle".into(),
+            model: self.alias.clone(),
+            family: self.family.name().into(),
+            device: self.device_name(),
+            vision: false,
+        }
     }
 }

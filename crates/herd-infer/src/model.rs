@@ -70,7 +70,10 @@ impl DecoderConfig {
             return Err(format!("the {what} is 0"));
         }
         if !self.num_heads.is_multiple_of(self.num_kv_heads) {
-            return Err(format!("{} attention heads cannot be shared by {} key/value heads", self.num_heads, self.num_kv_heads));
+            return Err(format!(
+                "{} attention heads cannot be shared by {} key/value heads",
+                self.num_heads, self.num_kv_heads
+            ));
         }
         if !self.head_dim.is_multiple_of(2) {
             return Err(format!("the head dimension {} is odd: rotary embeddings rotate pairs", self.head_dim));
@@ -110,11 +113,17 @@ impl candle_core::CustomOp1 for Int8Linear {
         "herd-int8-linear"
     }
 
-    fn cpu_fwd(&self, storage: &candle_core::CpuStorage, layout: &candle_core::Layout) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
+    fn cpu_fwd(
+        &self,
+        storage: &candle_core::CpuStorage,
+        layout: &candle_core::Layout,
+    ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
         let candle_core::CpuStorage::F32(values) = storage else {
             candle_core::bail!("int8 linear layers take f32 activations")
         };
-        let Some((start, end)) = layout.contiguous_offsets() else { candle_core::bail!("int8 linear layers take contiguous activations") };
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("int8 linear layers take contiguous activations")
+        };
         let cols = self.0.cols();
         let rows = (end - start) / cols;
         let out = self.0.matmul(&values[start..end], rows).map_err(candle_core::Error::wrap)?;
@@ -137,7 +146,9 @@ impl Linear {
         let out = match &self.weight {
             LinearWeight::DenseT(wt) => flat.matmul(wt)?,
             LinearWeight::Quantized(q) => flat.contiguous()?.apply_op1_no_bwd(q.as_ref())?,
-            LinearWeight::Int8(w) => flat.to_dtype(DType::F32)?.contiguous()?.apply_op1_no_bwd(w)?.to_dtype(xs.dtype())?,
+            LinearWeight::Int8(w) => {
+                flat.to_dtype(DType::F32)?.contiguous()?.apply_op1_no_bwd(w)?.to_dtype(xs.dtype())?
+            }
         };
         let out = match &self.bias {
             Some(b) => out.broadcast_add(b)?,
@@ -150,13 +161,23 @@ impl Linear {
 
     fn to_format(&self, format: WeightFormat) -> candle_core::Result<Self> {
         let weight = match (format, &self.weight) {
-            (WeightFormat::Q8_0, LinearWeight::DenseT(wt)) if wt.dim(0)? % 32 == 0 => {
-                LinearWeight::Quantized(Arc::new(QTensor::quantize(&wt.t()?.to_dtype(DType::F32)?.contiguous()?, GgmlDType::Q8_0)?))
+            (WeightFormat::Q8_0, LinearWeight::DenseT(wt)) if wt.dim(0)? % 32 == 0 => LinearWeight::Quantized(
+                Arc::new(QTensor::quantize(&wt.t()?.to_dtype(DType::F32)?.contiguous()?, GgmlDType::Q8_0)?),
+            ),
+            (WeightFormat::Int8, LinearWeight::DenseT(wt))
+                if wt.device().is_cpu() && wt.dim(0)? % herd_kernels::BLOCK == 0 =>
+            {
+                int8_weight(&wt.t()?)?
             }
-            (WeightFormat::Int8, LinearWeight::DenseT(wt)) if wt.device().is_cpu() && wt.dim(0)? % herd_kernels::BLOCK == 0 => int8_weight(&wt.t()?)?,
-            (WeightFormat::Int8, LinearWeight::Quantized(q)) if q.device().is_cpu() && q.shape().dims()[1] % herd_kernels::BLOCK == 0 => int8_weight(&q.dequantize(&q.device())?)?,
+            (WeightFormat::Int8, LinearWeight::Quantized(q))
+                if q.device().is_cpu() && q.shape().dims()[1] % herd_kernels::BLOCK == 0 =>
+            {
+                int8_weight(&q.dequantize(&q.device())?)?
+            }
             // Where int8 does not apply, dense is the faster of the rest for prefill.
-            (WeightFormat::Dense | WeightFormat::Int8, LinearWeight::Quantized(q)) => LinearWeight::DenseT(q.dequantize(&q.device())?.t()?.contiguous()?),
+            (WeightFormat::Dense | WeightFormat::Int8, LinearWeight::Quantized(q)) => {
+                LinearWeight::DenseT(q.dequantize(&q.device())?.t()?.contiguous()?)
+            }
             _ => self.weight.clone(),
         };
         Ok(Self { weight, bias: self.bias.clone() })
@@ -185,10 +206,18 @@ impl candle_core::CustomOp3 for FusedAttention {
         v: &candle_core::CpuStorage,
         v_layout: &candle_core::Layout,
     ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
-        fn view<'a>(storage: &'a candle_core::CpuStorage, layout: &candle_core::Layout) -> candle_core::Result<HeadsView<'a>> {
-            let candle_core::CpuStorage::F32(data) = storage else { candle_core::bail!("herd's attention takes f32 tensors") };
+        fn view<'a>(
+            storage: &'a candle_core::CpuStorage,
+            layout: &candle_core::Layout,
+        ) -> candle_core::Result<HeadsView<'a>> {
+            let candle_core::CpuStorage::F32(data) = storage else {
+                candle_core::bail!("herd's attention takes f32 tensors")
+            };
             let &[batch_stride, head_stride, position_stride, 1] = layout.stride() else {
-                candle_core::bail!("herd's attention takes [batch, heads, positions, head_dim] with head_dim contiguous, got strides {:?}", layout.stride())
+                candle_core::bail!(
+                    "herd's attention takes [batch, heads, positions, head_dim] with head_dim contiguous, got strides {:?}",
+                    layout.stride()
+                )
             };
             Ok(HeadsView { data: &data[layout.start_offset()..], batch_stride, head_stride, position_stride })
         }
@@ -198,7 +227,9 @@ impl candle_core::CustomOp3 for FusedAttention {
             candle_core::bail!("attention mask covers {} keys but the cache holds {keys}", self.mask.keys())
         }
         let shape = AttentionShape { batch, heads, kv_heads, queries, head_dim };
-        let out = masked_attention(shape, view(q, q_layout)?, view(k, k_layout)?, view(v, v_layout)?, &self.mask, self.scale).map_err(candle_core::Error::wrap)?;
+        let out =
+            masked_attention(shape, view(q, q_layout)?, view(k, k_layout)?, view(v, v_layout)?, &self.mask, self.scale)
+                .map_err(candle_core::Error::wrap)?;
         Ok((candle_core::CpuStorage::F32(out), candle_core::Shape::from((batch, queries, heads * head_dim))))
     }
 }
@@ -207,7 +238,9 @@ impl candle_core::CustomOp3 for FusedAttention {
 fn int8_weight(w: &Tensor) -> candle_core::Result<LinearWeight> {
     let (rows, cols) = w.dims2()?;
     let values = w.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
-    Ok(LinearWeight::Int8(Int8Linear(Arc::new(Int8Matrix::quantize(&values, rows, cols).map_err(candle_core::Error::wrap)?))))
+    Ok(LinearWeight::Int8(Int8Linear(Arc::new(
+        Int8Matrix::quantize(&values, rows, cols).map_err(candle_core::Error::wrap)?,
+    ))))
 }
 
 #[derive(Clone, Debug)]
@@ -297,7 +330,12 @@ impl LayerCache {
     /// A cache of its own made of rows of this one (the spare room comes along, so decoding goes on
     /// writing in place).
     fn select_rows(&self, rows: &Tensor) -> candle_core::Result<Self> {
-        Ok(Self { k: self.k.index_select(rows, 0)?, v: self.v.index_select(rows, 0)?, len: self.len, owner: Arc::new(()) })
+        Ok(Self {
+            k: self.k.index_select(rows, 0)?,
+            v: self.v.index_select(rows, 0)?,
+            len: self.len,
+            owner: Arc::new(()),
+        })
     }
 }
 
@@ -320,7 +358,8 @@ impl KvCache {
         match &mut self.layers[layer] {
             Some(cache) => cache.append(&k, &v),
             slot @ None => {
-                let mut cache = LayerCache { k: k.narrow(2, 0, 0)?, v: v.narrow(2, 0, 0)?, len: 0, owner: Arc::new(()) };
+                let mut cache =
+                    LayerCache { k: k.narrow(2, 0, 0)?, v: v.narrow(2, 0, 0)?, len: 0, owner: Arc::new(()) };
                 let out = cache.append(&k, &v)?;
                 *slot = Some(cache);
                 Ok(out)
@@ -331,13 +370,18 @@ impl KvCache {
     /// A snapshot of the first `len` cached tokens (sharing the buffers copy-on-write, so extending it
     /// leaves this cache intact).
     pub fn truncated(&self, len: usize) -> Self {
-        let layers = self.layers.iter().map(|l| l.as_ref().map(|l| LayerCache { len: l.len.min(len), ..l.clone() })).collect();
+        let layers =
+            self.layers.iter().map(|l| l.as_ref().map(|l| LayerCache { len: l.len.min(len), ..l.clone() })).collect();
         Self { layers }
     }
 
     /// Keeps the given batch rows, in that order (finished sequences leave a generation batch).
     pub fn select_rows(&self, rows: &Tensor) -> candle_core::Result<Self> {
-        let layers = self.layers.iter().map(|l| l.as_ref().map(|l| l.select_rows(rows)).transpose()).collect::<candle_core::Result<_>>()?;
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| l.as_ref().map(|l| l.select_rows(rows)).transpose())
+            .collect::<candle_core::Result<_>>()?;
         Ok(Self { layers })
     }
 }
@@ -410,7 +454,13 @@ impl Decoder {
     /// Runs `tokens` (`[batch, seq]` u32) at `positions` (`[batch, seq]` u32) after what `cache` holds,
     /// appending to it. `mask` is additive, `[batch, 1, seq, cached + seq]` (0 or -inf); `None` means
     /// plain causal attention (no padding). Returns the final-normed hidden states `[batch, seq, hidden]`.
-    pub fn forward(&self, tokens: &Tensor, positions: &Tensor, mask: Option<&Tensor>, cache: &mut KvCache) -> Result<Tensor> {
+    pub fn forward(
+        &self,
+        tokens: &Tensor,
+        positions: &Tensor,
+        mask: Option<&Tensor>,
+        cache: &mut KvCache,
+    ) -> Result<Tensor> {
         let (b, t) = tokens.dims2()?;
         let c = &self.config;
         let past = cache.len();
@@ -441,7 +491,9 @@ impl Decoder {
         .map(|mask| FusedAttention { mask: Arc::new(mask), scale: scale as f32 });
         for (i, layer) in self.layers.iter().enumerate() {
             let h = layer.attn_norm.forward(&x)?;
-            let heads = |lin: &Linear, n: usize| -> candle_core::Result<Tensor> { lin.forward(&h)?.reshape((b, t, n, c.head_dim))?.transpose(1, 2)?.contiguous() };
+            let heads = |lin: &Linear, n: usize| -> candle_core::Result<Tensor> {
+                lin.forward(&h)?.reshape((b, t, n, c.head_dim))?.transpose(1, 2)?.contiguous()
+            };
             let mut q = heads(&layer.q, c.num_heads)?;
             let mut k = heads(&layer.k, c.num_kv_heads)?;
             let v = heads(&layer.v, c.num_kv_heads)?;
@@ -452,8 +504,12 @@ impl Decoder {
                 k = n.forward(&k)?;
             }
             let (q, k) = match c.rope_style {
-                RopeStyle::Interleaved => (candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?, candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?),
-                RopeStyle::Halves => (candle_nn::rotary_emb::rope(&q, &cos, &sin)?, candle_nn::rotary_emb::rope(&k, &cos, &sin)?),
+                RopeStyle::Interleaved => {
+                    (candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?, candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?)
+                }
+                RopeStyle::Halves => {
+                    (candle_nn::rotary_emb::rope(&q, &cos, &sin)?, candle_nn::rotary_emb::rope(&k, &cos, &sin)?)
+                }
             };
             let (k, v) = cache.append(i, k, v)?;
             let y = if let Some(op) = &fused {
@@ -475,7 +531,8 @@ impl Decoder {
             };
             x = (x + layer.o.forward(&y)?)?;
             let h = layer.mlp_norm.forward(&x)?;
-            let mlp = layer.down.forward(&(candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?)?;
+            let mlp =
+                layer.down.forward(&(candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?)?;
             x = (x + mlp)?;
         }
         Ok(self.norm.forward(&x)?)
@@ -493,7 +550,8 @@ impl Decoder {
 
 /// Additive causal mask `[1, 1, t, past + t]`.
 pub fn causal_mask(t: usize, past: usize, device: &Device) -> candle_core::Result<Tensor> {
-    let mask: Vec<f32> = (0..t).flat_map(|i| (0..past + t).map(move |j| if j <= past + i { 0.0 } else { f32::NEG_INFINITY })).collect();
+    let mask: Vec<f32> =
+        (0..t).flat_map(|i| (0..past + t).map(move |j| if j <= past + i { 0.0 } else { f32::NEG_INFINITY })).collect();
     Tensor::from_vec(mask, (1, 1, t, past + t), device)
 }
 
@@ -512,7 +570,8 @@ fn rope_tables(c: &DecoderConfig, device: &Device, dtype: DType) -> candle_core:
                     } else if wavelen > low_wavelen {
                         freq / s.factor
                     } else {
-                        let smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+                        let smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor)
+                            / (s.high_freq_factor - s.low_freq_factor);
                         (1.0 - smooth) * freq / s.factor + smooth * freq
                     }
                 }
@@ -522,7 +581,8 @@ fn rope_tables(c: &DecoderConfig, device: &Device, dtype: DType) -> candle_core:
         })
         .collect();
     let inv_freq = Tensor::from_vec(inv_freq, (1, half), device)?;
-    let t = Tensor::arange(0u32, c.max_positions as u32, device)?.to_dtype(DType::F32)?.reshape((c.max_positions, 1))?;
+    let t =
+        Tensor::arange(0u32, c.max_positions as u32, device)?.to_dtype(DType::F32)?.reshape((c.max_positions, 1))?;
     let freqs = t.matmul(&inv_freq)?;
     Ok((freqs.cos()?.to_dtype(dtype)?, freqs.sin()?.to_dtype(dtype)?))
 }
@@ -547,7 +607,9 @@ enum QTensorOrDense {
     Q(Arc<QTensor>),
     Dense(Tensor),
     /// Not read: every use of it is in `WeightSource::prepared`.
-    Prepared { rows: usize },
+    Prepared {
+        rows: usize,
+    },
 }
 
 impl QTensorOrDense {
@@ -561,8 +623,24 @@ impl QTensorOrDense {
 }
 
 impl<'a> WeightSource<'a> {
-    fn new(file: &'a Path, tensors: HashMap<String, QTensorOrDense>, device: &Device, dtype: DType, format: WeightFormat) -> Self {
-        Self { file, tensors, device: device.clone(), dtype, format, prepared: HashMap::new(), int8: Vec::new(), requantised: false, report: LoadReport::default() }
+    fn new(
+        file: &'a Path,
+        tensors: HashMap<String, QTensorOrDense>,
+        device: &Device,
+        dtype: DType,
+        format: WeightFormat,
+    ) -> Self {
+        Self {
+            file,
+            tensors,
+            device: device.clone(),
+            dtype,
+            format,
+            prepared: HashMap::new(),
+            int8: Vec::new(),
+            requantised: false,
+            report: LoadReport::default(),
+        }
     }
 
     fn take(&mut self, name: &str) -> Result<QTensorOrDense> {
@@ -573,7 +651,12 @@ impl<'a> WeightSource<'a> {
         Ok(match self.take(name)? {
             QTensorOrDense::Q(q) => q.dequantize(&self.device)?,
             QTensorOrDense::Dense(t) => t,
-            QTensorOrDense::Prepared { .. } => return Err(model_file(self.file, format!("internal: tensor `{name}` was left unread for prepared weights but is needed dense"))),
+            QTensorOrDense::Prepared { .. } => {
+                return Err(model_file(
+                    self.file,
+                    format!("internal: tensor `{name}` was left unread for prepared weights but is needed dense"),
+                ));
+            }
         }
         .to_dtype(self.dtype)?)
     }
@@ -592,18 +675,31 @@ impl<'a> WeightSource<'a> {
         let start = std::time::Instant::now();
         let weight = match weight {
             // Int8 requantises from the blocks directly (to_format below).
-            QTensorOrDense::Q(q) if matches!(self.format, WeightFormat::Native | WeightFormat::Int8) => LinearWeight::Quantized(q),
-            QTensorOrDense::Q(q) => LinearWeight::DenseT(q.dequantize(&self.device)?.to_dtype(self.dtype)?.t()?.contiguous()?),
+            QTensorOrDense::Q(q) if matches!(self.format, WeightFormat::Native | WeightFormat::Int8) => {
+                LinearWeight::Quantized(q)
+            }
+            QTensorOrDense::Q(q) => {
+                LinearWeight::DenseT(q.dequantize(&self.device)?.to_dtype(self.dtype)?.t()?.contiguous()?)
+            }
             QTensorOrDense::Dense(t) => LinearWeight::DenseT(t.to_dtype(self.dtype)?.t()?.contiguous()?),
-            QTensorOrDense::Prepared { .. } => return Err(model_file(self.file, format!("internal: prepared weights hold no `{key}`"))),
+            QTensorOrDense::Prepared { .. } => {
+                return Err(model_file(self.file, format!("internal: prepared weights hold no `{key}`")));
+            }
         };
         let linear = Linear { weight, bias };
-        let linear = if matches!(self.format, WeightFormat::Q8_0 | WeightFormat::Int8) { linear.to_format(self.format)? } else { linear };
+        let linear = if matches!(self.format, WeightFormat::Q8_0 | WeightFormat::Int8) {
+            linear.to_format(self.format)?
+        } else {
+            linear
+        };
         if let LinearWeight::Int8(Int8Linear(m)) = &linear.weight {
             self.int8.push((key.to_string(), m.clone()));
             self.requantised = true;
         }
-        self.report.add(if self.format == WeightFormat::Int8 { "requantise to int8" } else { "convert weights" }, start.elapsed());
+        self.report.add(
+            if self.format == WeightFormat::Int8 { "requantise to int8" } else { "convert weights" },
+            start.elapsed(),
+        );
         Ok(linear)
     }
 
@@ -704,10 +800,16 @@ fn build(config: DecoderConfig, src: &mut WeightSource<'_>, names: &Names) -> Re
     let embed_q = src.take(names.embed)?;
     let embed = match &embed_q {
         // Rows are dequantised as they are looked up; blocks must not straddle rows.
-        QTensorOrDense::Q(q) if src.device.is_cpu() && c.hidden_size.is_multiple_of(q.dtype().block_size()) => Embedding::Quantized(q.clone()),
-        QTensorOrDense::Q(q) => Embedding::Dense(src.report.time("dequantise embeddings", || q.dequantize(&src.device))?),
+        QTensorOrDense::Q(q) if src.device.is_cpu() && c.hidden_size.is_multiple_of(q.dtype().block_size()) => {
+            Embedding::Quantized(q.clone())
+        }
+        QTensorOrDense::Q(q) => {
+            Embedding::Dense(src.report.time("dequantise embeddings", || q.dequantize(&src.device))?)
+        }
         QTensorOrDense::Dense(t) => Embedding::Dense(t.to_dtype(DType::F32)?),
-        QTensorOrDense::Prepared { .. } => return Err(model_file(src.file, "internal: the embedding table was left unread")),
+        QTensorOrDense::Prepared { .. } => {
+            return Err(model_file(src.file, "internal: the embedding table was left unread"));
+        }
     };
     let lm_head = if src.tensors.contains_key(names.lm_head) {
         src.linear(names.lm_head, None)?
@@ -725,17 +827,24 @@ fn build(config: DecoderConfig, src: &mut WeightSource<'_>, names: &Names) -> Re
             let mut parts = src.split_linear(&n(&format!("{}.weight", names.qkv)), &[qn, kvn, kvn])?.into_iter();
             (parts.next().expect("3 parts"), parts.next().expect("3 parts"), parts.next().expect("3 parts"))
         } else {
-            let lin = |src: &mut WeightSource<'_>, s: &str| src.linear(&n(&format!("{s}.weight")), Some(&n(&format!("{s}.bias"))));
+            let lin = |src: &mut WeightSource<'_>, s: &str| {
+                src.linear(&n(&format!("{s}.weight")), Some(&n(&format!("{s}.bias"))))
+            };
             (lin(src, names.q)?, lin(src, names.k)?, lin(src, names.v)?)
         };
         let o = src.linear(&n(&format!("{}.weight", names.o)), None)?;
         let (gate, up) = if c.family == Family::Phi3 {
             let inter = src.tensors.get(&n(&format!("{}.weight", names.gate_up))).map(|t| t.rows() / 2);
-            let inter = inter.ok_or_else(|| model_file(src.file, format!("missing tensor `{}`", n(&format!("{}.weight", names.gate_up)))))?;
+            let inter = inter.ok_or_else(|| {
+                model_file(src.file, format!("missing tensor `{}`", n(&format!("{}.weight", names.gate_up))))
+            })?;
             let mut parts = src.split_linear(&n(&format!("{}.weight", names.gate_up)), &[inter, inter])?.into_iter();
             (parts.next().expect("2 parts"), parts.next().expect("2 parts"))
         } else {
-            (src.linear(&n(&format!("{}.weight", names.gate)), None)?, src.linear(&n(&format!("{}.weight", names.up)), None)?)
+            (
+                src.linear(&n(&format!("{}.weight", names.gate)), None)?,
+                src.linear(&n(&format!("{}.weight", names.up)), None)?,
+            )
         };
         let down = src.linear(&n(&format!("{}.weight", names.down)), None)?;
         let (q_norm, k_norm) = if c.family == Family::Qwen3 {
@@ -743,7 +852,19 @@ fn build(config: DecoderConfig, src: &mut WeightSource<'_>, names: &Names) -> Re
         } else {
             (None, None)
         };
-        layers.push(Layer { attn_norm: src.norm(&n(names.attn_norm), c.rms_norm_eps)?, q, k, v, o, q_norm, k_norm, mlp_norm: src.norm(&n(names.mlp_norm), c.rms_norm_eps)?, gate, up, down });
+        layers.push(Layer {
+            attn_norm: src.norm(&n(names.attn_norm), c.rms_norm_eps)?,
+            q,
+            k,
+            v,
+            o,
+            q_norm,
+            k_norm,
+            mlp_norm: src.norm(&n(names.mlp_norm), c.rms_norm_eps)?,
+            gate,
+            up,
+            down,
+        });
     }
     let (cos, sin) = src.report.time("rope tables", || rope_tables(c, &src.device, src.dtype))?;
     Ok(Decoder { embed, layers, norm, lm_head, cos, sin, dtype: src.dtype, device: src.device.clone(), config })
@@ -757,30 +878,48 @@ pub fn load_gguf(file: &Path, device: &Device, format: WeightFormat) -> Result<(
 /// Loads a GGUF file (architectures llama, qwen2, qwen3, phi3). Int8 weights on CPU are mapped from the
 /// prepared-weights file in `cache` where it holds a usable one, else requantised and written there
 /// (see [`crate::prepared`]); the report says where the time went.
-pub fn load_gguf_cached(file: &Path, device: &Device, format: WeightFormat, cache: &PreparedCache) -> Result<(Decoder, gguf_file::Content, LoadReport)> {
+pub fn load_gguf_cached(
+    file: &Path,
+    device: &Device,
+    format: WeightFormat,
+    cache: &PreparedCache,
+) -> Result<(Decoder, gguf_file::Content, LoadReport)> {
     let mut report = LoadReport::default();
     let start = std::time::Instant::now();
     // Buffered: the metadata is read a few bytes at a time (Qwen's 151,936 tokens and 151,387 merges
     // took 0.3 s of unbuffered reads).
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(file).map_err(crate::error::io_error(file))?);
-    let content = gguf_file::Content::read(&mut reader).map_err(|e| model_file(file, format!("not a readable GGUF file: {e}")))?;
+    let mut reader =
+        std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(file).map_err(crate::error::io_error(file))?);
+    let content = gguf_file::Content::read(&mut reader)
+        .map_err(|e| model_file(file, format!("not a readable GGUF file: {e}")))?;
     report.add("read GGUF metadata", start.elapsed());
-    let md = |key: &str| content.metadata.get(key).ok_or_else(|| model_file(file, format!("GGUF metadata has no `{key}`")));
+    let md =
+        |key: &str| content.metadata.get(key).ok_or_else(|| model_file(file, format!("GGUF metadata has no `{key}`")));
     let arch = md("general.architecture")?.to_string().map_err(|e| model_file(file, e))?.clone();
     let family = match arch.as_str() {
         "llama" => Family::Llama,
         "qwen2" => Family::Qwen2,
         "qwen3" => Family::Qwen3,
         "phi3" => Family::Phi3,
-        other => return Err(model_file(file, format!("GGUF architecture `{other}` is not supported (llama, qwen2, qwen3, phi3 are)"))),
+        other => {
+            return Err(model_file(
+                file,
+                format!("GGUF architecture `{other}` is not supported (llama, qwen2, qwen3, phi3 are)"),
+            ));
+        }
     };
-    let u = |key: &str| -> Result<usize> { Ok(md(&format!("{arch}.{key}"))?.to_u32().map_err(|e| model_file(file, e))? as usize) };
+    let u = |key: &str| -> Result<usize> {
+        Ok(md(&format!("{arch}.{key}"))?.to_u32().map_err(|e| model_file(file, e))? as usize)
+    };
     let hidden_size = u("embedding_length")?;
     let num_heads = u("attention.head_count")?;
     let num_kv_heads = u("attention.head_count_kv").unwrap_or(num_heads);
     let head_dim = u("attention.key_length").unwrap_or_else(|_| hidden_size.checked_div(num_heads).unwrap_or(0));
-    let rms_norm_eps = md(&format!("{arch}.attention.layer_norm_rms_epsilon"))?.to_f32().map_err(|e| model_file(file, e))? as f64;
-    let rope_theta = content.metadata.get(&format!("{arch}.rope.freq_base")).and_then(|v| v.to_f32().ok()).unwrap_or(10_000.0) as f64;
+    let rms_norm_eps =
+        md(&format!("{arch}.attention.layer_norm_rms_epsilon"))?.to_f32().map_err(|e| model_file(file, e))? as f64;
+    let rope_theta =
+        content.metadata.get(&format!("{arch}.rope.freq_base")).and_then(|v| v.to_f32().ok()).unwrap_or(10_000.0)
+            as f64;
     let tokens = md("tokenizer.ggml.tokens")?.to_vec().map_err(|e| model_file(file, e))?.len();
     let config = DecoderConfig {
         family,
@@ -796,7 +935,9 @@ pub fn load_gguf_cached(file: &Path, device: &Device, format: WeightFormat, cach
         rope_scaling: None,
         max_positions: u("context_length")?.min(32_768),
     };
-    config.check_sizes().map_err(|problem| model_file(file, format!("GGUF metadata `{arch}.*`: {problem}; the file is not a usable model")))?;
+    config.check_sizes().map_err(|problem| {
+        model_file(file, format!("GGUF metadata `{arch}.*`: {problem}; the file is not a usable model"))
+    })?;
     // Prepared int8 weights apply where the int8 kernels run: on this CPU.
     let cached = format == WeightFormat::Int8 && device.is_cpu() && herd_kernels::int8_supported();
     let source = if cached { report.time("identify model file", || prepared::Source::of(file)).ok() } else { None };
@@ -819,7 +960,11 @@ pub fn load_gguf_cached(file: &Path, device: &Device, format: WeightFormat, cach
         match report.time("read prepared weights", || prepared::read(path, source, &shapes)) {
             Ok(found) => prepared = found,
             Err(why) => {
-                eprintln!("warning: prepared weights {}: {why}; preparing them again from {}", path.display(), file.display());
+                eprintln!(
+                    "warning: prepared weights {}: {why}; preparing them again from {}",
+                    path.display(),
+                    file.display()
+                );
                 replaced = Some(why);
             }
         }
@@ -830,10 +975,14 @@ pub fn load_gguf_cached(file: &Path, device: &Device, format: WeightFormat, cach
     for (name, info) in &content.tensor_infos {
         // The embedding table is read whatever a prepared file holds (it is looked up, not multiplied).
         if prepared_matrices.contains_key(name) && name != GGUF_NAMES.embed {
-            tensors.insert(name.clone(), QTensorOrDense::Prepared { rows: info.shape.dims().first().copied().unwrap_or(0) });
+            tensors.insert(
+                name.clone(),
+                QTensorOrDense::Prepared { rows: info.shape.dims().first().copied().unwrap_or(0) },
+            );
             continue;
         }
-        let t = content.tensor(&mut reader, name, device).map_err(|e| model_file(file, format!("tensor `{name}`: {e}")))?;
+        let t =
+            content.tensor(&mut reader, name, device).map_err(|e| model_file(file, format!("tensor `{name}`: {e}")))?;
         tensors.insert(name.clone(), QTensorOrDense::Q(Arc::new(t)));
     }
     report.add("read tensors", start.elapsed());
@@ -890,11 +1039,13 @@ pub fn parse_hf_config(path: &Path, text: &str) -> Result<DecoderConfig> {
         "phi3" => Family::Phi3,
         other => return Err(bad("model_type", &format!("is `{other}`; text families are llama, qwen2, qwen3, phi3"))),
     };
-    let usize_key = |key: &str| v[key].as_u64().map(|n| n as usize).ok_or_else(|| bad(key, "is missing or not an integer"));
+    let usize_key =
+        |key: &str| v[key].as_u64().map(|n| n as usize).ok_or_else(|| bad(key, "is missing or not an integer"));
     let hidden_size = usize_key("hidden_size")?;
     let num_heads = usize_key("num_attention_heads")?;
     let num_kv_heads = v["num_key_value_heads"].as_u64().map(|n| n as usize).unwrap_or(num_heads);
-    let head_dim = v["head_dim"].as_u64().map(|n| n as usize).unwrap_or_else(|| hidden_size.checked_div(num_heads).unwrap_or(0));
+    let head_dim =
+        v["head_dim"].as_u64().map(|n| n as usize).unwrap_or_else(|| hidden_size.checked_div(num_heads).unwrap_or(0));
     if v["partial_rotary_factor"].as_f64().is_some_and(|f| f != 1.0) {
         return Err(bad("partial_rotary_factor", "is not 1: partial rotary embeddings are not supported"));
     }
@@ -905,12 +1056,20 @@ pub fn parse_hf_config(path: &Path, text: &str) -> Result<DecoderConfig> {
             match kind {
                 "llama3" => Some(Llama3RopeScaling {
                     factor: s["factor"].as_f64().ok_or_else(|| bad("rope_scaling.factor", "is missing"))?,
-                    low_freq_factor: s["low_freq_factor"].as_f64().ok_or_else(|| bad("rope_scaling.low_freq_factor", "is missing"))?,
-                    high_freq_factor: s["high_freq_factor"].as_f64().ok_or_else(|| bad("rope_scaling.high_freq_factor", "is missing"))?,
-                    original_max_position_embeddings: s["original_max_position_embeddings"].as_f64().ok_or_else(|| bad("rope_scaling.original_max_position_embeddings", "is missing"))?,
+                    low_freq_factor: s["low_freq_factor"]
+                        .as_f64()
+                        .ok_or_else(|| bad("rope_scaling.low_freq_factor", "is missing"))?,
+                    high_freq_factor: s["high_freq_factor"]
+                        .as_f64()
+                        .ok_or_else(|| bad("rope_scaling.high_freq_factor", "is missing"))?,
+                    original_max_position_embeddings: s["original_max_position_embeddings"]
+                        .as_f64()
+                        .ok_or_else(|| bad("rope_scaling.original_max_position_embeddings", "is missing"))?,
                 }),
                 "default" => None,
-                other => return Err(bad("rope_scaling", &format!("type `{other}` is not supported (llama3 and none are)"))),
+                other => {
+                    return Err(bad("rope_scaling", &format!("type `{other}` is not supported (llama3 and none are)")));
+                }
             }
         }
     };
@@ -928,7 +1087,9 @@ pub fn parse_hf_config(path: &Path, text: &str) -> Result<DecoderConfig> {
         rope_scaling,
         max_positions: v["max_position_embeddings"].as_u64().map(|n| n as usize).unwrap_or(4096).min(32_768),
     };
-    config.check_sizes().map_err(|problem| model_file(path, format!("{problem}; fix the config.json of this model")))?;
+    config
+        .check_sizes()
+        .map_err(|problem| model_file(path, format!("{problem}; fix the config.json of this model")))?;
     Ok(config)
 }
 
@@ -951,7 +1112,10 @@ mod tests {
         assert!(parse_hf_config(path, CONFIG).is_ok());
         let cases = [
             (CONFIG.replace("\"num_attention_heads\": 4", "\"num_attention_heads\": 0"), "attention head count is 0"),
-            (CONFIG.replace("\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"), "4 attention heads cannot be shared by 3"),
+            (
+                CONFIG.replace("\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"),
+                "4 attention heads cannot be shared by 3",
+            ),
             (CONFIG.replace("\"num_key_value_heads\": 2", "\"num_key_value_heads\": 0"), "key/value head count is 0"),
             (CONFIG.replace("\"hidden_size\": 64, ", ""), "`hidden_size` is missing"),
             (CONFIG.replace("\"num_hidden_layers\": 2", "\"num_hidden_layers\": 0"), "layer count is 0"),
@@ -987,7 +1151,8 @@ mod tests {
         let err = load_gguf(file.path(), &Device::Cpu, WeightFormat::Native).map(|_| ()).unwrap_err().to_string();
         assert!(err.contains("attention head count is 0") && err.contains("llama.*"), "{err}");
         // The same file with heads passes the size check and fails only for its missing tensors.
-        let err = load_gguf(gguf_with(4).path(), &Device::Cpu, WeightFormat::Native).map(|_| ()).unwrap_err().to_string();
+        let err =
+            load_gguf(gguf_with(4).path(), &Device::Cpu, WeightFormat::Native).map(|_| ()).unwrap_err().to_string();
         assert!(!err.contains("head count"), "{err}");
     }
 }

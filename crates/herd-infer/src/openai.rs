@@ -9,17 +9,20 @@
 //! request that still fails fails its whole group, which the runner records as failed units and retries on
 //! the next run.
 
-use crate::backend::{AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, LOWER_BOUND_MIN, ScoreBound, ScoreRequest, ScoreResult, TopToken};
-use crate::error::{InferError, Result};
 use crate::backend::SamplingParams;
+use crate::backend::{
+    AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, LOWER_BOUND_MIN, ScoreBound,
+    ScoreRequest, ScoreResult, TopToken,
+};
+use crate::error::{InferError, Result};
 use crate::local::PromptRenderer;
 use base64::Engine as _;
 use herd_prompts::{ChatPrompt, Part};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Which endpoint scoring requests go to.
@@ -161,9 +164,12 @@ impl CallError {
 pub fn endpoint_base(url: &str) -> Result<String> {
     let trimmed = url.trim().trim_end_matches('/');
     if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) || trimmed.len() <= "https://".len() {
-        return Err(InferError::Request(format!("--endpoint `{url}` is not an http(s) URL; fix: give the server's base URL, e.g. http://127.0.0.1:8000 or http://host:8000/v1")));
+        return Err(InferError::Request(format!(
+            "--endpoint `{url}` is not an http(s) URL; fix: give the server's base URL, e.g. http://127.0.0.1:8000 or http://host:8000/v1"
+        )));
     }
-    let without = trimmed.strip_suffix("/chat/completions").or_else(|| trimmed.strip_suffix("/completions")).unwrap_or(trimmed);
+    let without =
+        trimmed.strip_suffix("/chat/completions").or_else(|| trimmed.strip_suffix("/completions")).unwrap_or(trimmed);
     Ok(if without.ends_with("/v1") { without.to_owned() } else { format!("{without}/v1") })
 }
 
@@ -190,7 +196,17 @@ impl OpenAiBackend {
             .max_idle_connections_per_host(options.max_in_flight.max(1))
             .build()
             .into();
-        Ok(OpenAiBackend { model, options, bases, api_key, agent, next_endpoint: AtomicUsize::new(0), json_object_only: AtomicBool::new(false), renderer, requests: AtomicUsize::new(0) })
+        Ok(OpenAiBackend {
+            model,
+            options,
+            bases,
+            api_key,
+            agent,
+            next_endpoint: AtomicUsize::new(0),
+            json_object_only: AtomicBool::new(false),
+            renderer,
+            requests: AtomicUsize::new(0),
+        })
     }
 
     pub fn options(&self) -> &OpenAiOptions {
@@ -215,28 +231,53 @@ impl OpenAiBackend {
             Err(e) => return Err(CallError::transient(format!("{url}: {e}"))),
         };
         let status = response.status().as_u16();
-        let retry_after = response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(retry_after_delay);
+        let retry_after =
+            response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(retry_after_delay);
         let text = match response.body_mut().with_config().limit(64 << 20).read_to_string() {
             Ok(t) => t,
-            Err(e) => return Err(CallError { retryable: true, retry_after, status: Some(status), problem: format!("{url}: HTTP {status}, body unreadable: {e}") }),
+            Err(e) => {
+                return Err(CallError {
+                    retryable: true,
+                    retry_after,
+                    status: Some(status),
+                    problem: format!("{url}: HTTP {status}, body unreadable: {e}"),
+                });
+            }
         };
         // llama-cpp-python answers a request it cannot validate with a 500 that names the field; asking
         // again would not help.
         let rejected_request = status >= 500 && text.contains("validation error");
         if (status == 429 || status == 408 || status >= 500) && !rejected_request {
-            return Err(CallError { retryable: true, retry_after, status: Some(status), problem: format!("{url}: HTTP {status}: {}", excerpt(&text)) });
+            return Err(CallError {
+                retryable: true,
+                retry_after,
+                status: Some(status),
+                problem: format!("{url}: HTTP {status}: {}", excerpt(&text)),
+            });
         }
         if !(200..300).contains(&status) {
-            return Err(CallError { retryable: false, retry_after: None, status: Some(status), problem: format!("{url}: HTTP {status}: {}", excerpt(&text)) });
+            return Err(CallError {
+                retryable: false,
+                retry_after: None,
+                status: Some(status),
+                problem: format!("{url}: HTTP {status}: {}", excerpt(&text)),
+            });
         }
         // A body cut short or mangled in transit is worth asking for again.
-        serde_json::from_str(&text).map_err(|e| CallError::transient(format!("{url}: HTTP {status} with a body that is not JSON ({e}): {}", excerpt(&text))))
+        serde_json::from_str(&text).map_err(|e| {
+            CallError::transient(format!("{url}: HTTP {status} with a body that is not JSON ({e}): {}", excerpt(&text)))
+        })
     }
 
     /// Posts `body` to `path` on the endpoints in turn, retrying what may succeed later, and hands the
     /// reply to `read` (whose failures on a 2xx body are retried too: a server under load can return
     /// a truncated or empty choice).
-    fn call<T>(&self, path: &str, body: &Value, read: impl Fn(&Value) -> std::result::Result<T, String>) -> std::result::Result<T, CallError> {
+    fn call<T>(
+        &self,
+        path: &str,
+        body: &Value,
+        read: impl Fn(&Value) -> std::result::Result<T, String>,
+    ) -> std::result::Result<T, CallError> {
         let bytes = serde_json::to_vec(body).map_err(|e| CallError::fatal(format!("encoding the request: {e}")))?;
         let policy = &self.options.retry;
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(jitter_seed());
@@ -246,7 +287,10 @@ impl OpenAiBackend {
             let error = match self.post_once(base, path, &bytes) {
                 Ok(reply) => match read(&reply) {
                     Ok(value) => return Ok(value),
-                    Err(problem) => CallError::transient(format!("{base}{path}: unexpected reply ({problem}): {}", excerpt(&reply.to_string()))),
+                    Err(problem) => CallError::transient(format!(
+                        "{base}{path}: unexpected reply ({problem}): {}",
+                        excerpt(&reply.to_string())
+                    )),
                 },
                 Err(e) => e,
             };
@@ -255,7 +299,9 @@ impl OpenAiBackend {
             }
             let ceiling = policy.base_delay.saturating_mul(1 << attempt.min(20)).min(policy.max_delay);
             // Full jitter: clients that failed together do not come back together.
-            let pause = error.retry_after.map_or_else(|| ceiling.mul_f64(rng.random_range(0.0..1.0)), |d| d.min(policy.max_delay));
+            let pause = error
+                .retry_after
+                .map_or_else(|| ceiling.mul_f64(rng.random_range(0.0..1.0)), |d| d.min(policy.max_delay));
             std::thread::sleep(pause);
             last = Some(error);
         }
@@ -304,10 +350,14 @@ impl OpenAiBackend {
     }
 
     fn server_error(&self, what: &str, e: CallError) -> InferError {
-        let attempts = if e.retryable { format!(" after {} attempts", self.options.retry.max_attempts) } else { String::new() };
+        let attempts =
+            if e.retryable { format!(" after {} attempts", self.options.retry.max_attempts) } else { String::new() };
         let fix = match e.status {
             Some(401 | 403) => format!("; fix: set the API key in ${}", self.options.api_key_env),
-            Some(404) => format!("; fix: check the endpoint URL and that the server serves `{}` (--served-model)", self.options.served_model),
+            Some(404) => format!(
+                "; fix: check the endpoint URL and that the server serves `{}` (--served-model)",
+                self.options.served_model
+            ),
             _ => String::new(),
         };
         InferError::Server(format!("{what} failed{attempts}: {}{fix}", e.problem))
@@ -328,14 +378,25 @@ impl OpenAiBackend {
                     match part {
                         Part::Text { text } => parts.push(json!({"type": "text", "text": text})),
                         Part::Image { image } => {
-                            let url = image_url.as_ref().ok_or_else(|| InferError::Request(format!("the prompt shows image `{image}` but the request carries no pixels")))?;
+                            let url = image_url.as_ref().ok_or_else(|| {
+                                InferError::Request(format!(
+                                    "the prompt shows image `{image}` but the request carries no pixels"
+                                ))
+                            })?;
                             parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
                         }
                     }
                 }
                 Value::Array(parts)
             } else {
-                Value::String(message.content.iter().filter_map(|p| if let Part::Text { text } = p { Some(text.as_str()) } else { None }).collect::<Vec<_>>().join("\n"))
+                Value::String(
+                    message
+                        .content
+                        .iter()
+                        .filter_map(|p| if let Part::Text { text } = p { Some(text.as_str()) } else { None })
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                )
             };
             messages.push(json!({"role": role, "content": content}));
         }
@@ -356,13 +417,20 @@ impl OpenAiBackend {
             ScoreApi::Completions => {
                 let renderer = self.renderer.as_ref().expect("checked in new");
                 if request.image.is_some() {
-                    return Err(InferError::Request("image prompts are scored through chat completions; the completions API takes text only".into()));
+                    return Err(InferError::Request(
+                        "image prompts are scored through chat completions; the completions API takes text only".into(),
+                    ));
                 }
-                ("/completions", json!({"model": self.options.served_model, "prompt": renderer.render(&request.prompt, None)?, "max_tokens": 1, "temperature": 0.0, "logprobs": k}))
+                (
+                    "/completions",
+                    json!({"model": self.options.served_model, "prompt": renderer.render(&request.prompt, None)?, "max_tokens": 1, "temperature": 0.0, "logprobs": k}),
+                )
             }
         };
         let api = self.options.score_api;
-        let (top, prompt_tokens) = self.call(path, &body, |reply| read_top_logprobs(reply, api)).map_err(|e| self.server_error("scoring", e))?;
+        let (top, prompt_tokens) = self
+            .call(path, &body, |reply| read_top_logprobs(reply, api))
+            .map_err(|e| self.server_error("scoring", e))?;
         Ok(score_from_top_logprobs(&top, &request.answers, prompt_tokens))
     }
 
@@ -381,22 +449,33 @@ impl OpenAiBackend {
             body["chat_template_kwargs"] = json!({"enable_thinking": on});
         }
         let Some(schema) = &request.schema else {
-            return self.call("/chat/completions", &body, read_generation).map_err(|e| self.server_error("generation", e)).map(|g| with_constraint(g, false));
+            return self
+                .call("/chat/completions", &body, read_generation)
+                .map_err(|e| self.server_error("generation", e))
+                .map(|g| with_constraint(g, false));
         };
-        if !self.json_object_only.load(Ordering::Relaxed) && self.options.structured_output == StructuredOutput::JsonSchema {
-            body["response_format"] = json!({"type": "json_schema", "json_schema": {"name": "allocation", "schema": schema, "strict": true}});
+        if !self.json_object_only.load(Ordering::Relaxed)
+            && self.options.structured_output == StructuredOutput::JsonSchema
+        {
+            body["response_format"] =
+                json!({"type": "json_schema", "json_schema": {"name": "allocation", "schema": schema, "strict": true}});
             match self.call("/chat/completions", &body, read_generation) {
                 Ok(g) => return Ok(with_constraint(g, true)),
                 // A server that does not know `json_schema` refuses the request (a 4xx, or llama-cpp-python's
                 // 500 naming `response_format`); ask it the other way.
-                Err(e) if !e.retryable && (matches!(e.status, Some(400 | 422)) || e.problem.contains("response_format")) => {
+                Err(e)
+                    if !e.retryable
+                        && (matches!(e.status, Some(400 | 422)) || e.problem.contains("response_format")) =>
+                {
                     self.json_object_only.store(true, Ordering::Relaxed);
                 }
                 Err(e) => return Err(self.server_error("generation", e)),
             }
         }
         body["response_format"] = json!({"type": "json_object", "schema": schema});
-        self.call("/chat/completions", &body, read_generation).map_err(|e| self.server_error("generation", e)).map(|g| with_constraint(g, true))
+        self.call("/chat/completions", &body, read_generation)
+            .map_err(|e| self.server_error("generation", e))
+            .map(|g| with_constraint(g, true))
     }
 }
 
@@ -460,10 +539,16 @@ fn read_top_logprobs(reply: &Value, api: ScoreApi) -> std::result::Result<(Vec<(
     let mut top = Vec::new();
     match api {
         ScoreApi::Chat => {
-            let list = logprobs.pointer("/content/0/top_logprobs").and_then(Value::as_array).ok_or("no content[0].top_logprobs")?;
+            let list = logprobs
+                .pointer("/content/0/top_logprobs")
+                .and_then(Value::as_array)
+                .ok_or("no content[0].top_logprobs")?;
             for entry in list {
                 let token = entry.get("token").and_then(Value::as_str).ok_or("a top_logprobs entry without `token`")?;
-                let lp = entry.get("logprob").and_then(Value::as_f64).ok_or("a top_logprobs entry without a numeric `logprob`")?;
+                let lp = entry
+                    .get("logprob")
+                    .and_then(Value::as_f64)
+                    .ok_or("a top_logprobs entry without a numeric `logprob`")?;
                 top.push((token.to_owned(), lp));
             }
         }
@@ -512,13 +597,29 @@ pub fn score_from_top_logprobs(top: &[(String, f64)], answers: &[String], prompt
             let max = spellings.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let spelled = |text: &str| sorted.iter().any(|(t, _)| t == text);
             let partial = !(spelled(answer) && spelled(&format!(" {answer}")));
-            let bound = if partial && missing_at_most >= LOWER_BOUND_MIN { ScoreBound::Lower } else { ScoreBound::Exact };
-            AnswerScore { p: spellings.iter().map(|lp| lp.exp()).sum(), logit: max as f32, token_ids: Vec::new(), bound }
+            let bound =
+                if partial && missing_at_most >= LOWER_BOUND_MIN { ScoreBound::Lower } else { ScoreBound::Exact };
+            AnswerScore {
+                p: spellings.iter().map(|lp| lp.exp()).sum(),
+                logit: max as f32,
+                token_ids: Vec::new(),
+                bound,
+            }
         };
         scores.insert(answer.clone(), score);
     }
-    let top = sorted.iter().take(10).map(|(t, lp)| TopToken { id: None, text: t.clone(), p: lp.exp(), logit: *lp as f32 }).collect();
-    ScoreResult { mass: scores.values().map(|s: &AnswerScore| s.p).sum(), answers: scores, top, prompt_tokens, reused_tokens: 0 }
+    let top = sorted
+        .iter()
+        .take(10)
+        .map(|(t, lp)| TopToken { id: None, text: t.clone(), p: lp.exp(), logit: *lp as f32 })
+        .collect();
+    ScoreResult {
+        mass: scores.values().map(|s: &AnswerScore| s.p).sum(),
+        answers: scores,
+        top,
+        prompt_tokens,
+        reused_tokens: 0,
+    }
 }
 
 fn read_generation(reply: &Value) -> std::result::Result<Generation, String> {
@@ -530,14 +631,24 @@ fn read_generation(reply: &Value) -> std::result::Result<Generation, String> {
         Some(_) => return Err("`content` is not a string".into()),
     };
     // vLLM and SGLang name it `reasoning_content`, some servers `reasoning`.
-    let reasoning = ["reasoning_content", "reasoning"].iter().find_map(|k| message.get(*k).and_then(Value::as_str)).map(str::to_owned);
+    let reasoning = ["reasoning_content", "reasoning"]
+        .iter()
+        .find_map(|k| message.get(*k).and_then(Value::as_str))
+        .map(str::to_owned);
     let finish_reason = match choice.get("finish_reason").and_then(Value::as_str) {
         Some("length") => FinishReason::Length,
         Some("stop") | Some("eos") | None => FinishReason::Eos,
         Some(_) => FinishReason::Eos,
     };
     let usage = |k: &str| reply.pointer(&format!("/usage/{k}")).and_then(Value::as_u64).unwrap_or(0) as usize;
-    Ok(Generation { text, prompt_tokens: usage("prompt_tokens"), completion_tokens: usage("completion_tokens"), finish_reason, constrained: false, reasoning })
+    Ok(Generation {
+        text,
+        prompt_tokens: usage("prompt_tokens"),
+        completion_tokens: usage("completion_tokens"),
+        finish_reason,
+        constrained: false,
+        reasoning,
+    })
 }
 
 impl Backend for OpenAiBackend {
@@ -550,7 +661,13 @@ impl Backend for OpenAiBackend {
     }
 
     fn info(&self) -> BackendInfo {
-        BackendInfo { backend: "openai".into(), model: self.model.alias.clone(), family: self.model.family.clone(), device: format!("remote: {}", self.bases.join(", ")), vision: self.model.vision }
+        BackendInfo {
+            backend: "openai".into(),
+            model: self.model.alias.clone(),
+            family: self.model.family.clone(),
+            device: format!("remote: {}", self.bases.join(", ")),
+            vision: self.model.vision,
+        }
     }
 }
 
@@ -583,12 +700,27 @@ mod tests {
     #[test]
     fn only_the_sampling_knobs_a_request_sets_are_sent() {
         let mut body = json!({"max_tokens": 5});
-        let unset = SamplingParams { temperature: None, top_p: None, top_k: None, repetition_penalty: None, ..Default::default() };
+        let unset = SamplingParams {
+            temperature: None,
+            top_p: None,
+            top_k: None,
+            repetition_penalty: None,
+            ..Default::default()
+        };
         add_sampling_knobs(&mut body, &unset);
         assert_eq!(body, json!({"max_tokens": 5}), "unset knobs are left to the server");
-        let set = SamplingParams { temperature: Some(0.7), top_p: Some(0.8), top_k: Some(20), repetition_penalty: Some(1.1), ..Default::default() };
+        let set = SamplingParams {
+            temperature: Some(0.7),
+            top_p: Some(0.8),
+            top_k: Some(20),
+            repetition_penalty: Some(1.1),
+            ..Default::default()
+        };
         add_sampling_knobs(&mut body, &set);
-        assert_eq!(body, json!({"max_tokens": 5, "temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.1}));
+        assert_eq!(
+            body,
+            json!({"max_tokens": 5, "temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.1})
+        );
         // "No top-k cut" is spelled -1, which every server takes.
         add_sampling_knobs(&mut body, &SamplingParams { top_k: Some(0), ..unset });
         assert_eq!(body["top_k"], -1);
@@ -601,7 +733,10 @@ mod tests {
         assert!((result.answers["A"].p - 0.7).abs() < 1e-12);
         assert_eq!(result.answers["A"].bound, ScoreBound::Exact, "both spellings of A were returned");
         let b = &result.answers["B"];
-        assert!(b.bound == ScoreBound::Upper && (b.p - 0.2).abs() < 1e-12, "B is bounded by the mass not returned: {b:?}");
+        assert!(
+            b.bound == ScoreBound::Upper && (b.p - 0.2).abs() < 1e-12,
+            "B is bounded by the mass not returned: {b:?}"
+        );
         assert_eq!(result.top[0].text, "A");
         assert_eq!(result.prompt_tokens, 7);
     }
@@ -626,7 +761,12 @@ mod tests {
 
     #[test]
     fn endpoint_bases_accept_the_usual_spellings() {
-        for url in ["http://127.0.0.1:8000", "http://127.0.0.1:8000/", "http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1/chat/completions"] {
+        for url in [
+            "http://127.0.0.1:8000",
+            "http://127.0.0.1:8000/",
+            "http://127.0.0.1:8000/v1",
+            "http://127.0.0.1:8000/v1/chat/completions",
+        ] {
             assert_eq!(endpoint_base(url).unwrap(), "http://127.0.0.1:8000/v1", "{url}");
         }
         assert!(endpoint_base("127.0.0.1:8000").is_err());
@@ -635,13 +775,23 @@ mod tests {
 
     #[test]
     fn malformed_replies_are_errors_not_panics() {
-        for reply in [json!({}), json!({"choices": []}), json!({"choices": [{"logprobs": null}]}), json!({"choices": [{"logprobs": {"content": [{"top_logprobs": [{"token": "A", "logprob": "x"}]}]}}]}), json!({"choices": [{"logprobs": {"content": [{"top_logprobs": []}]}}]}), json!({"choices": [{"logprobs": {"content": [{"top_logprobs": [{"token": "A", "logprob": 3.0}]}]}}]})] {
+        for reply in [
+            json!({}),
+            json!({"choices": []}),
+            json!({"choices": [{"logprobs": null}]}),
+            json!({"choices": [{"logprobs": {"content": [{"top_logprobs": [{"token": "A", "logprob": "x"}]}]}}]}),
+            json!({"choices": [{"logprobs": {"content": [{"top_logprobs": []}]}}]}),
+            json!({"choices": [{"logprobs": {"content": [{"top_logprobs": [{"token": "A", "logprob": 3.0}]}]}}]}),
+        ] {
             assert!(read_top_logprobs(&reply, ScoreApi::Chat).is_err(), "{reply}");
         }
         for reply in [json!({}), json!({"choices": [{}]}), json!({"choices": [{"message": {"content": 5}}]})] {
             assert!(read_generation(&reply).is_err(), "{reply}");
         }
         let g = read_generation(&json!({"choices": [{"message": {"content": "{}", "reasoning_content": "hm"}, "finish_reason": "length"}], "usage": {"prompt_tokens": 3, "completion_tokens": 2}})).unwrap();
-        assert_eq!((g.finish_reason, g.reasoning.as_deref(), g.completion_tokens), (FinishReason::Length, Some("hm"), 2));
+        assert_eq!(
+            (g.finish_reason, g.reasoning.as_deref(), g.completion_tokens),
+            (FinishReason::Length, Some("hm"), 2)
+        );
     }
 }

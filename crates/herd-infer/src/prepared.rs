@@ -113,7 +113,9 @@ impl LoadReport {
             PreparedStatus::NotUsed => String::new(),
             PreparedStatus::Read(path) => format!("; prepared weights read from {}", path.display()),
             PreparedStatus::Written { path, .. } => format!("; prepared weights written to {}", path.display()),
-            PreparedStatus::NotWritten { path, problem } => format!("; prepared weights not written to {}: {problem}", path.display()),
+            PreparedStatus::NotWritten { path, problem } => {
+                format!("; prepared weights not written to {}: {problem}", path.display())
+            }
         };
         format!("load {:.3} s: {}{prepared}", self.total_s, phases.join(", "))
     }
@@ -133,7 +135,12 @@ impl Source {
     pub(crate) fn of(file: &Path) -> std::io::Result<Self> {
         let meta = std::fs::metadata(file)?;
         let path = std::fs::canonicalize(file)?;
-        Ok(Self { path: path.to_string_lossy().into_owned(), size: meta.len(), mtime_ns: mtime_ns(&meta), sha256: recorded_sha256(file) })
+        Ok(Self {
+            path: path.to_string_lossy().into_owned(),
+            size: meta.len(),
+            mtime_ns: mtime_ns(&meta),
+            sha256: recorded_sha256(file),
+        })
     }
 
     /// The same bytes: by SHA-256 where both know it (a copy elsewhere is the same source), else by
@@ -200,7 +207,8 @@ pub(crate) fn path_for(cache: &PreparedCache, file: &Path, source: &Source) -> O
 
 fn matrix_checksum(m: &Int8Matrix) -> u64 {
     let parts = m.parts();
-    let sums: Vec<u8> = [parts.quants, parts.scales, parts.mins].iter().flat_map(|p| checksum(p).to_le_bytes()).collect();
+    let sums: Vec<u8> =
+        [parts.quants, parts.scales, parts.mins].iter().flat_map(|p| checksum(p).to_le_bytes()).collect();
     checksum(&sums)
 }
 
@@ -217,7 +225,11 @@ fn file_identity(path: &Path) -> Option<String> {
 
 /// Reads the prepared file at `path`: `Ok(None)` where there is none, `Err(why)` where it cannot be used.
 /// `shapes` are the model file's tensors (`[rows, cols]` by name), which every matrix must fit.
-pub(crate) fn read(path: &Path, source: &Source, shapes: &HashMap<String, (usize, usize)>) -> Result<Option<Prepared>, String> {
+pub(crate) fn read(
+    path: &Path,
+    source: &Source,
+    shapes: &HashMap<String, (usize, usize)>,
+) -> Result<Option<Prepared>, String> {
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -239,37 +251,56 @@ pub(crate) fn read(path: &Path, source: &Source, shapes: &HashMap<String, (usize
     }
     let header: Header = serde_json::from_slice(header_bytes).map_err(|e| format!("its header is unreadable: {e}"))?;
     if header.int8_layout != INT8_LAYOUT_VERSION || header.format != "int8" || header.block != herd_kernels::BLOCK {
-        return Err(format!("it holds int8 layout {} (block {}), this herd uses {INT8_LAYOUT_VERSION} (block {})", header.int8_layout, header.block, herd_kernels::BLOCK));
+        return Err(format!(
+            "it holds int8 layout {} (block {}), this herd uses {INT8_LAYOUT_VERSION} (block {})",
+            header.int8_layout,
+            header.block,
+            herd_kernels::BLOCK
+        ));
     }
     if header.isa != isa() {
         return Err(format!("it was prepared for {}, this CPU runs {}", header.isa, isa()));
     }
     if !header.source.same_as(source) {
-        return Err(format!("it was prepared from another file ({}, {} bytes)", header.source.path, header.source.size));
+        return Err(format!(
+            "it was prepared from another file ({}, {} bytes)",
+            header.source.path, header.source.size
+        ));
     }
     let payload = (PREAMBLE + header_len) as u64;
     let payload = payload.next_multiple_of(PAGE);
     if payload.checked_add(header.payload_len) != Some(bytes.len() as u64) {
-        return Err(format!("it has {} bytes, its header says {}", bytes.len(), payload.saturating_add(header.payload_len)));
+        return Err(format!(
+            "it has {} bytes, its header says {}",
+            bytes.len(),
+            payload.saturating_add(header.payload_len)
+        ));
     }
     let mut matrices = HashMap::new();
     for e in &header.matrices {
         let base = e.key.split('#').next().unwrap_or(&e.key);
-        let fits = shapes.get(base).is_some_and(|&(rows, cols)| cols == e.cols && if base == e.key { rows == e.rows } else { e.rows <= rows });
+        let fits = shapes
+            .get(base)
+            .is_some_and(|&(rows, cols)| cols == e.cols && if base == e.key { rows == e.rows } else { e.rows <= rows });
         if !fits {
             return Err(format!("its matrix `{}` ({} × {}) does not match the model file", e.key, e.rows, e.cols));
         }
         let offsets = e.offsets.map(|o| o.saturating_add(payload));
-        let m = Int8Matrix::from_mapped(&map, e.rows, e.cols, offsets).map_err(|err| format!("matrix `{}`: {err}", e.key))?;
+        let m = Int8Matrix::from_mapped(&map, e.rows, e.cols, offsets)
+            .map_err(|err| format!("matrix `{}`: {err}", e.key))?;
         matrices.insert(e.key.clone(), (Arc::new(m), e.checksum));
     }
     // The checksums cost a read of every byte: only where the file changed since they last passed.
     let record = check_record_path(path);
     let identity = file_identity(path);
     if identity.is_none() || std::fs::read_to_string(&record).ok().as_deref().map(str::trim) != identity.as_deref() {
-        let bad: Vec<&String> = matrices.par_iter().filter(|(_, (m, sum))| matrix_checksum(m) != *sum).map(|(k, _)| k).collect();
+        let bad: Vec<&String> =
+            matrices.par_iter().filter(|(_, (m, sum))| matrix_checksum(m) != *sum).map(|(k, _)| k).collect();
         if let Some(key) = bad.first() {
-            return Err(format!("its matrix `{key}` fails its checksum{}", if bad.len() > 1 { format!(" ({} matrices do)", bad.len()) } else { String::new() }));
+            return Err(format!(
+                "its matrix `{key}` fails its checksum{}",
+                if bad.len() > 1 { format!(" ({} matrices do)", bad.len()) } else { String::new() }
+            ));
         }
         if let Some(identity) = identity {
             let _ = std::fs::write(&record, identity + "\n");
@@ -295,11 +326,20 @@ pub(crate) fn write(path: &Path, source: &Source, matrices: &[(String, Arc<Int8M
         }
         entries.push(Entry { key: key.clone(), rows: m.rows(), cols: m.cols(), offsets, checksum });
     }
-    let header = Header { int8_layout: INT8_LAYOUT_VERSION, format: "int8".into(), isa: isa().into(), block: herd_kernels::BLOCK, source: source.clone(), payload_len: at, matrices: entries };
+    let header = Header {
+        int8_layout: INT8_LAYOUT_VERSION,
+        format: "int8".into(),
+        isa: isa().into(),
+        block: herd_kernels::BLOCK,
+        source: source.clone(),
+        payload_len: at,
+        matrices: entries,
+    };
     let header_bytes = serde_json::to_vec(&header).map_err(std::io::Error::other)?;
     let header_len = u32::try_from(header_bytes.len()).map_err(std::io::Error::other)?;
     let payload = ((PREAMBLE + header_bytes.len()) as u64).next_multiple_of(PAGE);
-    let tmp = dir.join(format!(".{}.tmp-{}", path.file_name().unwrap_or_default().to_string_lossy(), std::process::id()));
+    let tmp =
+        dir.join(format!(".{}.tmp-{}", path.file_name().unwrap_or_default().to_string_lossy(), std::process::id()));
     let written = (|| {
         let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
         out.write_all(MAGIC)?;
@@ -363,7 +403,12 @@ fn remove_other_versions(path: &Path, source: &Source) {
         let Some(other) = other.to_str() else { continue };
         let base = other.strip_suffix(".checked").unwrap_or(other);
         let rest = base.strip_prefix(stem);
-        let same_model = rest.is_some_and(|r| r.len() > 16 && r[..16].bytes().all(|b| b.is_ascii_hexdigit()) && r[16..].starts_with(".int8-v") && r.ends_with(".bin"));
+        let same_model = rest.is_some_and(|r| {
+            r.len() > 16
+                && r[..16].bytes().all(|b| b.is_ascii_hexdigit())
+                && r[16..].starts_with(".int8-v")
+                && r.ends_with(".bin")
+        });
         if same_model && base != name && prepared_from(&dir.join(base)).is_some_and(|p| p == source.path) {
             let _ = std::fs::remove_file(dir.join(base));
             let _ = std::fs::remove_file(check_record_path(&dir.join(base)));
@@ -381,7 +426,10 @@ mod tests {
 
     fn matrices() -> Vec<(String, Arc<Int8Matrix>)> {
         let w: Vec<f32> = (0..40 * 64).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
-        vec![("a.weight".into(), Arc::new(Int8Matrix::quantize(&w, 40, 64).unwrap())), ("b.weight#1".into(), Arc::new(Int8Matrix::quantize(&w[..16 * 64], 16, 64).unwrap()))]
+        vec![
+            ("a.weight".into(), Arc::new(Int8Matrix::quantize(&w, 40, 64).unwrap())),
+            ("b.weight#1".into(), Arc::new(Int8Matrix::quantize(&w[..16 * 64], 16, 64).unwrap())),
+        ]
     }
 
     fn shapes() -> HashMap<String, (usize, usize)> {
@@ -396,7 +444,11 @@ mod tests {
         let read_back = read(&path, &source(), &shapes()).unwrap().unwrap();
         for (key, m) in matrices() {
             let got = &read_back.matrices[&key];
-            assert_eq!((got.parts().quants, got.parts().scales, got.parts().mins), (m.parts().quants, m.parts().scales, m.parts().mins), "{key}");
+            assert_eq!(
+                (got.parts().quants, got.parts().scales, got.parts().mins),
+                (m.parts().quants, m.parts().scales, m.parts().mins),
+                "{key}"
+            );
         }
         let original = std::fs::read(&path).unwrap();
         // File times tick coarsely (a few ms): each rewrite moves the time on, as a later write would.
@@ -453,9 +505,21 @@ mod tests {
         write(&at("a-extra-00000000000000aa.int8-v1.x.bin"), &earlier, &matrices()).unwrap();
         std::fs::write(at("a-00000000000000dd.int8-v0.x.bin"), b"unreadable").unwrap();
         write(&at("a-00000000000000bb.int8-v1.x.bin"), &source(), &matrices()).unwrap();
-        let mut left: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| !n.ends_with(".checked")).collect();
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.ends_with(".checked"))
+            .collect();
         left.sort();
-        assert_eq!(left, ["a-00000000000000bb.int8-v1.x.bin", "a-00000000000000cc.int8-v1.x.bin", "a-00000000000000dd.int8-v0.x.bin", "a-extra-00000000000000aa.int8-v1.x.bin"]);
+        assert_eq!(
+            left,
+            [
+                "a-00000000000000bb.int8-v1.x.bin",
+                "a-00000000000000cc.int8-v1.x.bin",
+                "a-00000000000000dd.int8-v0.x.bin",
+                "a-extra-00000000000000aa.int8-v1.x.bin"
+            ]
+        );
         assert!(!at("a-00000000000000aa.int8-v1.x.bin.checked").exists());
     }
 }

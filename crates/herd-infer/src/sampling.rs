@@ -77,9 +77,13 @@ impl ModelSampling {
     /// processor is off, which for top_k is 0 (keep every token), not the default 50.
     pub fn from_generation_config(file: &Path, text: &str) -> Result<Self> {
         let bad = |field: &str, value: &serde_json::Value, want: &str| {
-            model_file(file, format!("`{field}` is {value}: not {want}; fix the file (or remove the key to use HF's default)"))
+            model_file(
+                file,
+                format!("`{field}` is {value}: not {want}; fix the file (or remove the key to use HF's default)"),
+            )
         };
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| model_file(file, format!("not JSON ({e}); fix or remove the file")))?;
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| model_file(file, format!("not JSON ({e}); fix or remove the file")))?;
         let object = value.as_object().ok_or_else(|| model_file(file, "not a JSON object; fix or remove the file"))?;
         let number = |field: &str| -> Result<Option<f64>> {
             match object.get(field) {
@@ -90,7 +94,11 @@ impl ModelSampling {
         let top_k = match object.get("top_k") {
             None => None,
             Some(serde_json::Value::Null) => Some(0),
-            Some(v) => Some(v.as_u64().and_then(|k| usize::try_from(k).ok()).ok_or_else(|| bad("top_k", v, "a non-negative integer"))?),
+            Some(v) => Some(
+                v.as_u64()
+                    .and_then(|k| usize::try_from(k).ok())
+                    .ok_or_else(|| bad("top_k", v, "a non-negative integer"))?,
+            ),
         };
         let do_sample = match object.get("do_sample") {
             None | Some(serde_json::Value::Null) => None,
@@ -104,7 +112,9 @@ impl ModelSampling {
             do_sample,
             source: file.display().to_string(),
         };
-        sampling.check().map_err(|(field, value, fix)| model_file(file, format!("`{field}` is {value}, out of range; fix: {fix}")))?;
+        sampling.check().map_err(|(field, value, fix)| {
+            model_file(file, format!("`{field}` is {value}, out of range; fix: {fix}"))
+        })?;
         Ok(sampling)
     }
 }
@@ -163,7 +173,11 @@ pub struct EffectiveSampling {
 /// Resolves each knob: the experiment's override, else the model's default, else `fallback` (HF's default,
 /// or nothing for a server to fill). The repetition penalty has no experiment override: the paper's
 /// `generate` call left it to the model.
-pub fn resolve_sampling(overrides: &SamplingOverrides, model: &ModelSampling, fallback: SamplingFallback) -> EffectiveSampling {
+pub fn resolve_sampling(
+    overrides: &SamplingOverrides,
+    model: &ModelSampling,
+    fallback: SamplingFallback,
+) -> EffectiveSampling {
     fn pick<T: Copy>(experiment: Option<T>, model: Option<T>, hf: T, fallback: SamplingFallback) -> Setting<T> {
         match (experiment, model, fallback) {
             (Some(v), _, _) => Setting { value: Some(v), source: SettingSource::Experiment },
@@ -201,8 +215,12 @@ impl EffectiveSampling {
     pub fn manifest_record(&self) -> serde_json::Value {
         let mut record = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
         let note = match self.fallback {
-            SamplingFallback::HfDefaults => "source: experiment (its [generation] table), model (model_defaults), hf_default (HF generate's default). herd samples whenever temperature > 0, as the paper's generate call did; model_do_sample is recorded, not applied.",
-            SamplingFallback::Server => "source: experiment (its [generation] table), model (the registry's `generation`), server_default (not sent: the server applies its own default, e.g. vLLM the model's generation_config.json, llama.cpp its built-in values). repetition_penalty is sent under vLLM's and SGLang's name; llama.cpp's server reads `repeat_penalty` instead and ignores it.",
+            SamplingFallback::HfDefaults => {
+                "source: experiment (its [generation] table), model (model_defaults), hf_default (HF generate's default). herd samples whenever temperature > 0, as the paper's generate call did; model_do_sample is recorded, not applied."
+            }
+            SamplingFallback::Server => {
+                "source: experiment (its [generation] table), model (the registry's `generation`), server_default (not sent: the server applies its own default, e.g. vLLM the model's generation_config.json, llama.cpp its built-in values). repetition_penalty is sent under vLLM's and SGLang's name; llama.cpp's server reads `repeat_penalty` instead and ignores it."
+            }
         };
         if let Some(object) = record.as_object_mut() {
             object.insert("note".into(), note.into());
@@ -226,7 +244,9 @@ impl RepetitionPenalty {
     pub fn new(penalty: Option<f64>, prompt: &[u32]) -> Result<Option<Self>> {
         let Some(penalty) = penalty.filter(|p| *p != 1.0) else { return Ok(None) };
         if !(penalty.is_finite() && penalty > 0.0) {
-            return Err(InferError::Request(format!("repetition_penalty {penalty} is out of range: use a number > 0 (1 is none)")));
+            return Err(InferError::Request(format!(
+                "repetition_penalty {penalty} is out of range: use a number > 0 (1 is none)"
+            )));
         }
         // HF computes in the logits' precision (f32).
         let mut this = RepetitionPenalty { penalty: penalty as f32, seen: HashSet::new(), ids: Vec::new() };
@@ -341,7 +361,12 @@ fn draw(logits: &[f32], mut order: Vec<u32>, params: Knobs, rng: &mut ChaCha20Rn
 
 /// Sorts the head of `order` most likely first, far enough that its weights reach `needed` (the whole
 /// of `order` when they never do); the tail past that head is left out, since no cut keeps it.
-fn sort_likeliest(order: &mut Vec<u32>, needed: f64, weight: &impl Fn(u32) -> f64, likelier: impl Fn(&u32, &u32) -> std::cmp::Ordering + Copy) {
+fn sort_likeliest(
+    order: &mut Vec<u32>,
+    needed: f64,
+    weight: &impl Fn(u32) -> f64,
+    likelier: impl Fn(&u32, &u32) -> std::cmp::Ordering + Copy,
+) {
     let mut head = 64;
     while head < order.len() {
         order.select_nth_unstable_by(head - 1, likelier);
@@ -364,7 +389,9 @@ mod tests {
 
     #[test]
     fn logits_with_nothing_finite_are_an_error_not_token_zero() {
-        for logits in [vec![f32::NAN; 4], vec![f32::NEG_INFINITY; 4], vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY], vec![]] {
+        for logits in
+            [vec![f32::NAN; 4], vec![f32::NEG_INFINITY; 4], vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY], vec![]]
+        {
             for p in [params(0.0, 0, 1.0), params(0.7, 40, 0.9)] {
                 let err = sample_token(&logits, &p, &mut sequence_rng(1)).unwrap_err().to_string();
                 assert!(err.contains("finite") && err.contains("nothing was sampled"), "{err}");
@@ -429,7 +456,8 @@ mod tests {
             order.truncate(params.top_k);
         }
         let max = logits[order[0] as usize] as f64;
-        let weights: Vec<f64> = order.iter().map(|&i| ((logits[i as usize] as f64 - max) / params.temperature).exp()).collect();
+        let weights: Vec<f64> =
+            order.iter().map(|&i| ((logits[i as usize] as f64 - max) / params.temperature).exp()).collect();
         let total: f64 = weights.iter().sum();
         let (mut keep, mut cumulative) = (weights.len(), 0.0);
         for (n, w) in weights.iter().enumerate() {
@@ -498,7 +526,12 @@ mod tests {
         }
     }
 
-    fn model(temperature: Option<f64>, top_p: Option<f64>, top_k: Option<usize>, repetition_penalty: Option<f64>) -> ModelSampling {
+    fn model(
+        temperature: Option<f64>,
+        top_p: Option<f64>,
+        top_k: Option<usize>,
+        repetition_penalty: Option<f64>,
+    ) -> ModelSampling {
         ModelSampling { temperature, top_p, top_k, repetition_penalty, do_sample: Some(true), source: "test".into() }
     }
 
@@ -513,15 +546,29 @@ mod tests {
         assert_eq!((e.top_k.value, e.top_k.source), (Some(20), Model));
         assert_eq!((e.repetition_penalty.value, e.repetition_penalty.source), (Some(1.0), HfDefault));
         let p = e.params(7, 100);
-        assert_eq!((p.temperature, p.top_p, p.top_k, p.repetition_penalty, p.seed, p.max_tokens), (Some(0.7), Some(0.95), Some(20), Some(1.0), 7, 100));
+        assert_eq!(
+            (p.temperature, p.top_p, p.top_k, p.repetition_penalty, p.seed, p.max_tokens),
+            (Some(0.7), Some(0.95), Some(20), Some(1.0), 7, 100)
+        );
         // An explicit 0 from the experiment (no top-k cut) beats the model's 20.
         let no_cut = SamplingOverrides { top_k: Some(0), top_p: Some(1.0), ..Default::default() };
         let e = resolve_sampling(&no_cut, &qwen3, SamplingFallback::HfDefaults);
-        assert_eq!((e.top_k.value, e.top_k.source, e.top_p.value, e.temperature.value, e.temperature.source), (Some(0), Experiment, Some(1.0), Some(0.6), Model));
+        assert_eq!(
+            (e.top_k.value, e.top_k.source, e.top_p.value, e.temperature.value, e.temperature.source),
+            (Some(0), Experiment, Some(1.0), Some(0.6), Model)
+        );
         // A model with nothing of its own (SmolLM2's generation_config.json) gets HF's defaults.
-        let e = resolve_sampling(&SamplingOverrides::default(), &ModelSampling::none("none"), SamplingFallback::HfDefaults);
-        assert_eq!((e.temperature.value, e.top_p.value, e.top_k.value, e.repetition_penalty.value), (Some(1.0), Some(1.0), Some(50), Some(1.0)));
-        assert!([e.temperature.source, e.top_p.source, e.top_k.source, e.repetition_penalty.source].iter().all(|s| *s == HfDefault));
+        let e =
+            resolve_sampling(&SamplingOverrides::default(), &ModelSampling::none("none"), SamplingFallback::HfDefaults);
+        assert_eq!(
+            (e.temperature.value, e.top_p.value, e.top_k.value, e.repetition_penalty.value),
+            (Some(1.0), Some(1.0), Some(50), Some(1.0))
+        );
+        assert!(
+            [e.temperature.source, e.top_p.source, e.top_k.source, e.repetition_penalty.source]
+                .iter()
+                .all(|s| *s == HfDefault)
+        );
         // For a server, what neither sets is not sent, and the record says so.
         let penalised = model(None, None, None, Some(1.1));
         let e = resolve_sampling(&experiment, &penalised, SamplingFallback::Server);
@@ -540,9 +587,22 @@ mod tests {
         let qwen = r#"{"bos_token_id": 151643, "pad_token_id": 151643, "do_sample": true, "eos_token_id": [151645, 151643],
             "repetition_penalty": 1.1, "temperature": 0.7, "top_p": 0.8, "top_k": 20, "transformers_version": "4.44.0"}"#;
         let m = ModelSampling::from_generation_config(file, qwen).unwrap();
-        assert_eq!(m, ModelSampling { temperature: Some(0.7), top_p: Some(0.8), top_k: Some(20), repetition_penalty: Some(1.1), do_sample: Some(true), source: "/m/generation_config.json".into() });
+        assert_eq!(
+            m,
+            ModelSampling {
+                temperature: Some(0.7),
+                top_p: Some(0.8),
+                top_k: Some(20),
+                repetition_penalty: Some(1.1),
+                do_sample: Some(true),
+                source: "/m/generation_config.json".into()
+            }
+        );
         let smollm2 = r#"{"_from_model_config": true, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2, "transformers_version": "4.42.3"}"#;
-        assert_eq!(ModelSampling::from_generation_config(file, smollm2).unwrap(), ModelSampling::none("/m/generation_config.json"));
+        assert_eq!(
+            ModelSampling::from_generation_config(file, smollm2).unwrap(),
+            ModelSampling::none("/m/generation_config.json")
+        );
         // HF turns a processor off for null: top_k null keeps every token (not the default 50).
         let nulls = r#"{"top_k": null, "temperature": null, "do_sample": null}"#;
         let m = ModelSampling::from_generation_config(file, nulls).unwrap();
@@ -565,7 +625,10 @@ mod tests {
         ];
         for (text, expected) in cases {
             let err = ModelSampling::from_generation_config(file, text).expect_err(text).to_string();
-            assert!(err.starts_with("/models/x/generation_config.json: ") && err.contains(expected) && err.contains("fix"), "{text} → {err}");
+            assert!(
+                err.starts_with("/models/x/generation_config.json: ") && err.contains(expected) && err.contains("fix"),
+                "{text} → {err}"
+            );
         }
     }
 
@@ -573,9 +636,17 @@ mod tests {
     fn partial_sorting_draws_what_a_full_sort_draws() {
         // A vocabulary-sized row with ties and masked entries; cuts that keep a few, many and all tokens.
         let logits: Vec<f32> = (0..49_152u32)
-            .map(|i| if i % 97 == 0 { f32::NEG_INFINITY } else { ((i.wrapping_mul(2_654_435_761) >> 16) % 2_000) as f32 / 150.0 })
+            .map(|i| {
+                if i % 97 == 0 {
+                    f32::NEG_INFINITY
+                } else {
+                    ((i.wrapping_mul(2_654_435_761) >> 16) % 2_000) as f32 / 150.0
+                }
+            })
             .collect();
-        for (temperature, top_k, top_p) in [(0.7, 0, 0.9), (1.0, 0, 0.5), (1.5, 0, 0.999), (0.7, 40, 1.0), (1.0, 500, 0.95), (2.0, 20_000, 0.99)] {
+        for (temperature, top_k, top_p) in
+            [(0.7, 0, 0.9), (1.0, 0, 0.5), (1.5, 0, 0.999), (0.7, 40, 1.0), (1.0, 500, 0.95), (2.0, 20_000, 0.99)]
+        {
             let p = params(temperature, top_k, top_p);
             for seed in 0..30 {
                 let (mut a, mut b) = (sequence_rng(seed), sequence_rng(seed));

@@ -8,7 +8,9 @@
 //! in-group weight of the decider's group (0 when labels are hidden), ε ~ N(0, noise_sd²); points are the
 //! pool split in proportion, rounded to integers by largest remainder and written as a JSON object.
 
-use crate::backend::{AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreBound, ScoreRequest, ScoreResult};
+use crate::backend::{
+    AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreBound, ScoreRequest, ScoreResult,
+};
 use crate::error::{InferError, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -63,7 +65,15 @@ pub struct SimConformity {
 
 impl Default for SimConformity {
     fn default() -> Self {
-        let level_shift = [("public", 0.4), ("scientists", 0.5), ("judges", 0.3), ("kids", -0.5), ("chatbots", -0.3), ("same", 0.4), ("near", 0.3)];
+        let level_shift = [
+            ("public", 0.4),
+            ("scientists", 0.5),
+            ("judges", 0.3),
+            ("kids", -0.5),
+            ("chatbots", -0.3),
+            ("same", 0.4),
+            ("near", 0.3),
+        ];
         SimConformity {
             intercept: -4.5,
             per_log_wrong: 1.8,
@@ -140,7 +150,9 @@ impl SimParams {
         let weights: Vec<f64> = facts
             .same_group
             .iter()
-            .map(|&same| (bias * f64::from(u8::from(same)) + self.allocation.noise_sd * standard_normal(&mut rng)).exp())
+            .map(|&same| {
+                (bias * f64::from(u8::from(same)) + self.allocation.noise_sd * standard_normal(&mut rng)).exp()
+            })
             .collect();
         let total: f64 = weights.iter().sum();
         weights.iter().map(|w| f64::from(facts.pool) * w / total).collect()
@@ -178,7 +190,9 @@ impl SimAgent {
 }
 
 fn missing_facts(what: &str) -> InferError {
-    InferError::Request(format!("the sim backend needs the trial's facts to {what}; requests built by herd's runner carry them"))
+    InferError::Request(format!(
+        "the sim backend needs the trial's facts to {what}; requests built by herd's runner carry them"
+    ))
 }
 
 impl Backend for SimAgent {
@@ -187,7 +201,8 @@ impl Backend for SimAgent {
             .iter()
             .map(|request| {
                 let Some(TrialFacts::Conformity(facts)) = &request.facts else { return Err(missing_facts("score")) };
-                let noise = self.params.conformity.noise_sd * standard_normal(&mut self.params.rng(&facts.key, "conformity"));
+                let noise =
+                    self.params.conformity.noise_sd * standard_normal(&mut self.params.rng(&facts.key, "conformity"));
                 let logit = self.params.conformity_logit(facts) + noise;
                 let p_wrong = 1.0 / (1.0 + (-logit).exp());
                 let mut answers = BTreeMap::new();
@@ -200,7 +215,10 @@ impl Backend for SimAgent {
                     } else {
                         (0.0, f32::NEG_INFINITY)
                     };
-                    answers.insert(answer.clone(), AnswerScore { p, logit, token_ids: Vec::new(), bound: ScoreBound::Exact });
+                    answers.insert(
+                        answer.clone(),
+                        AnswerScore { p, logit, token_ids: Vec::new(), bound: ScoreBound::Exact },
+                    );
                 }
                 let mass = answers.values().map(|a| a.p).sum();
                 Ok(ScoreResult { answers, mass, top: Vec::new(), prompt_tokens: 0, reused_tokens: 0 })
@@ -217,13 +235,26 @@ impl Backend for SimAgent {
                 let object: serde_json::Map<String, serde_json::Value> =
                     facts.roster.iter().zip(points).map(|(id, p)| (id.clone(), p.into())).collect();
                 let text = serde_json::Value::Object(object).to_string();
-                Ok(Generation { text, prompt_tokens: 0, completion_tokens: 0, finish_reason: FinishReason::Eos, constrained: false, reasoning: None })
+                Ok(Generation {
+                    text,
+                    prompt_tokens: 0,
+                    completion_tokens: 0,
+                    finish_reason: FinishReason::Eos,
+                    constrained: false,
+                    reasoning: None,
+                })
             })
             .collect()
     }
 
     fn info(&self) -> BackendInfo {
-        BackendInfo { backend: "sim".into(), model: "sim".into(), family: "sim".into(), device: "none".into(), vision: false }
+        BackendInfo {
+            backend: "sim".into(),
+            model: "sim".into(),
+            family: "sim".into(),
+            device: "none".into(),
+            vision: false,
+        }
     }
 }
 

@@ -32,7 +32,8 @@ impl std::fmt::Debug for TextTokenizer {
 
 // Split patterns of llama.cpp's pre-tokenizers (llama-vocab.cpp), as HF tokenizer.json writes them.
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_SPLIT: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 fn byte_level(use_regex: bool) -> Value {
     json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex})
@@ -58,11 +59,18 @@ fn pre_tokenizer_for(pre: &str) -> Option<(Value, bool)> {
 impl TextTokenizer {
     /// Rebuilds the tokenizer of a GGUF file (byte-level BPE vocabularies only).
     pub fn from_gguf(file: &Path, content: &gguf_file::Content) -> Result<Self> {
-        let md = |key: &str| content.metadata.get(key).ok_or_else(|| model_file(file, format!("GGUF metadata has no `{key}`")));
+        let md = |key: &str| {
+            content.metadata.get(key).ok_or_else(|| model_file(file, format!("GGUF metadata has no `{key}`")))
+        };
         let bad = |key: &str, e: candle_core::Error| model_file(file, format!("GGUF metadata `{key}`: {e}"));
         let model = md("tokenizer.ggml.model")?.to_string().map_err(|e| bad("tokenizer.ggml.model", e))?;
         if model != "gpt2" {
-            return Err(model_file(file, format!("tokenizer model `{model}` is not supported from GGUF (byte-level BPE `gpt2` is); use the model's HF folder with tokenizer.json")));
+            return Err(model_file(
+                file,
+                format!(
+                    "tokenizer model `{model}` is not supported from GGUF (byte-level BPE `gpt2` is); use the model's HF folder with tokenizer.json"
+                ),
+            ));
         }
         let pre = match content.metadata.get("tokenizer.ggml.pre") {
             Some(v) => v.to_string().map_err(|e| bad("tokenizer.ggml.pre", e))?.clone(),
@@ -74,7 +82,12 @@ impl TextTokenizer {
         let tokens = md("tokenizer.ggml.tokens")?.to_vec().map_err(|e| bad("tokenizer.ggml.tokens", e))?;
         let merges = md("tokenizer.ggml.merges")?.to_vec().map_err(|e| bad("tokenizer.ggml.merges", e))?;
         let types = match content.metadata.get("tokenizer.ggml.token_type") {
-            Some(v) => v.to_vec().map_err(|e| bad("tokenizer.ggml.token_type", e))?.iter().map(|t| t.to_i32().unwrap_or(1)).collect(),
+            Some(v) => v
+                .to_vec()
+                .map_err(|e| bad("tokenizer.ggml.token_type", e))?
+                .iter()
+                .map(|t| t.to_i32().unwrap_or(1))
+                .collect(),
             None => vec![1; tokens.len()],
         };
         let mut vocab = serde_json::Map::new();
@@ -87,7 +100,11 @@ impl TextTokenizer {
                 added.push(json!({"id": id, "content": text, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": types[id] == 3}));
             }
         }
-        let merges: Vec<Value> = merges.iter().map(|m| m.to_string().map(|s| json!(s))).collect::<candle_core::Result<_>>().map_err(|e| bad("tokenizer.ggml.merges", e))?;
+        let merges: Vec<Value> = merges
+            .iter()
+            .map(|m| m.to_string().map(|s| json!(s)))
+            .collect::<candle_core::Result<_>>()
+            .map_err(|e| bad("tokenizer.ggml.merges", e))?;
         let tokenizer_json = json!({
             "version": "1.0",
             "truncation": null,
@@ -113,7 +130,8 @@ impl TextTokenizer {
         }
         eos_ids.dedup();
         let pad_id = id_text("tokenizer.ggml.padding_token_id").map(|(id, _)| id);
-        Self::from_json(tokenizer_json, bos.map(|(_, t)| t), eos.map(|(_, t)| t), eos_ids, pad_id).map_err(|e| model_file(file, e))
+        Self::from_json(tokenizer_json, bos.map(|(_, t)| t), eos.map(|(_, t)| t), eos_ids, pad_id)
+            .map_err(|e| model_file(file, e))
     }
 
     /// Loads `tokenizer.json` of an HF folder; special tokens from `tokenizer_config.json` and the
@@ -143,13 +161,22 @@ impl TextTokenizer {
         eos_ids.sort_unstable();
         eos_ids.dedup();
         if eos_ids.is_empty() {
-            return Err(model_file(dir.join("tokenizer_config.json"), "no eos_token: generation would never stop; add \"eos_token\""));
+            return Err(model_file(
+                dir.join("tokenizer_config.json"),
+                "no eos_token: generation would never stop; add \"eos_token\"",
+            ));
         }
         let pad_id = pad.as_deref().and_then(|t| probe.token_to_id(t));
         Self::from_json(json, bos, eos, eos_ids, pad_id).map_err(|e| model_file(&path, e))
     }
 
-    fn from_json(json: String, bos_token: Option<String>, eos_token: Option<String>, eos_ids: Vec<u32>, pad_id: Option<u32>) -> std::result::Result<Self, String> {
+    fn from_json(
+        json: String,
+        bos_token: Option<String>,
+        eos_token: Option<String>,
+        eos_ids: Vec<u32>,
+        pad_id: Option<u32>,
+    ) -> std::result::Result<Self, String> {
         let inner = tokenizers::Tokenizer::from_str(&json).map_err(|e| e.to_string())?;
         let n = inner.get_vocab_size(true);
         let token_texts = (0..n as u32).map(|id| inner.decode(&[id], false).unwrap_or_default()).collect();

@@ -25,7 +25,11 @@ pub struct VisionModel {
 impl VisionModel {
     pub fn load(entry: &ModelEntry, files: &ModelFiles, options: &LoadOptions) -> Result<Self> {
         let ModelFiles::HfFolder(dir) = files else {
-            return Err(InferError::Request(format!("`{}`: vision models load from an HF folder, not {}", entry.alias, files.path().display())));
+            return Err(InferError::Request(format!(
+                "`{}`: vision models load from an HF folder, not {}",
+                entry.alias,
+                files.path().display()
+            )));
         };
         let device = options.device.open()?;
         Ok(Self {
@@ -60,13 +64,23 @@ impl VisionModel {
         Ok(self.template.render(&messages, true, &self.template_options)?)
     }
 
-    fn prepare(&self, prompt: &ChatPrompt, image: Option<&image::RgbImage>) -> Result<(Vec<u32>, Option<herd_vision::PreparedImage>)> {
+    fn prepare(
+        &self,
+        prompt: &ChatPrompt,
+        image: Option<&image::RgbImage>,
+    ) -> Result<(Vec<u32>, Option<herd_vision::PreparedImage>)> {
         let has_image_part = prompt.messages.iter().flat_map(|m| &m.content).any(|p| matches!(p, Part::Image { .. }));
         let prepared = match (has_image_part, image) {
             (true, Some(pixels)) => Some(self.model.preprocess(&image::DynamicImage::ImageRgb8(pixels.clone()))?),
             (false, None) => None,
-            (true, None) => return Err(InferError::Request("the prompt has an image part but the request carries no pixels".into())),
-            (false, Some(_)) => return Err(InferError::Request("the request carries pixels but the prompt has no image part".into())),
+            (true, None) => {
+                return Err(InferError::Request(
+                    "the prompt has an image part but the request carries no pixels".into(),
+                ));
+            }
+            (false, Some(_)) => {
+                return Err(InferError::Request("the request carries pixels but the prompt has no image part".into()));
+            }
         };
         let tokens = self.model.encode(&self.render(prompt)?)?;
         let tokens = match &prepared {
@@ -103,7 +117,8 @@ impl Backend for VisionModel {
             let mut constraint = match &request.schema {
                 Some(schema) => {
                     if self.constraint.is_none() {
-                        self.constraint = Some(ConstraintEngine::new(&self.tokenizer, self.model.config().text_config.vocab_size)?);
+                        self.constraint =
+                            Some(ConstraintEngine::new(&self.tokenizer, self.model.config().text_config.vocab_size)?);
                     }
                     Some(self.constraint.as_ref().expect("just built").matcher(schema)?)
                 }
@@ -141,12 +156,25 @@ impl Backend for VisionModel {
                     break (text, FinishReason::Length);
                 }
             };
-            out.push(Generation { text, prompt_tokens, completion_tokens: generated.len(), finish_reason, constrained: request.schema.is_some(), reasoning: None });
+            out.push(Generation {
+                text,
+                prompt_tokens,
+                completion_tokens: generated.len(),
+                finish_reason,
+                constrained: request.schema.is_some(),
+                reasoning: None,
+            });
         }
         Ok(out)
     }
 
     fn info(&self) -> BackendInfo {
-        BackendInfo { backend: "candle".into(), model: self.alias.clone(), family: "qwen3_vl".into(), device: self.device_name.clone(), vision: true }
+        BackendInfo {
+            backend: "candle".into(),
+            model: self.alias.clone(),
+            family: "qwen3_vl".into(),
+            device: self.device_name.clone(),
+            vision: true,
+        }
     }
 }

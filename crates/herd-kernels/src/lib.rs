@@ -33,7 +33,9 @@ mod stats;
 
 pub use allocator::{MiMalloc, keep_freed_pages};
 pub use attention::{AttentionShape, HeadsView, KeyMask, masked_attention};
-pub use int8::{BLOCK, INT8_LAYOUT_VERSION, Int8Matrix, Int8Parts, int8_isa, int8_peak_macs_per_second, int8_supported};
+pub use int8::{
+    BLOCK, INT8_LAYOUT_VERSION, Int8Matrix, Int8Parts, int8_isa, int8_peak_macs_per_second, int8_supported,
+};
 pub use mapped::{MappedFile, checksum};
 pub use stats::{KernelStats, kernel_stats};
 
@@ -47,6 +49,8 @@ pub enum KernelError {
     Heads { heads: usize, kv_heads: usize },
     #[error("this CPU has neither AVX-512 VNNI nor AVX-VNNI, which the int8 kernels need")]
     Unsupported,
-    #[error("a {rows} × {cols} int8 matrix does not fit where stated in a mapped file of {file_len} bytes (or is misaligned)")]
+    #[error(
+        "a {rows} × {cols} int8 matrix does not fit where stated in a mapped file of {file_len} bytes (or is misaligned)"
+    )]
     Mapped { rows: usize, cols: usize, file_len: usize },
 }

@@ -87,7 +87,9 @@ impl<T: Plain> Buffer<T> {
             Buffer::Owned(v) => v,
             // SAFETY: `mapped` checked that the range lies inside the mapping and is aligned for `T`,
             // every bit pattern is a `T` (`Plain`), and the mapping lives as long as `file`.
-            Buffer::Mapped { file, offset, len } => unsafe { std::slice::from_raw_parts(file.bytes().as_ptr().add(*offset).cast::<T>(), *len) },
+            Buffer::Mapped { file, offset, len } => unsafe {
+                std::slice::from_raw_parts(file.bytes().as_ptr().add(*offset).cast::<T>(), *len)
+            },
         }
     }
 
@@ -122,7 +124,11 @@ pub fn checksum(bytes: &[u8]) -> u64 {
             *a = round(*a, u64::from_le_bytes(stripe[i * 8..i * 8 + 8].try_into().expect("8 bytes")));
         }
     }
-    let mut h = acc[0].rotate_left(1).wrapping_add(acc[1].rotate_left(7)).wrapping_add(acc[2].rotate_left(12)).wrapping_add(acc[3].rotate_left(18));
+    let mut h = acc[0]
+        .rotate_left(1)
+        .wrapping_add(acc[1].rotate_left(7))
+        .wrapping_add(acc[2].rotate_left(12))
+        .wrapping_add(acc[3].rotate_left(18));
     for a in acc {
         h = (h ^ round(0, a)).wrapping_mul(P1).wrapping_add(P3);
     }

@@ -253,22 +253,12 @@ impl AllocationParse {
 /// resolved leniently, like a key).
 pub fn recipients<'r>(roster: &'r Roster, decider: &str) -> Vec<&'r str> {
     let decider = roster.resolve(decider).map(|m| m.index);
-    roster
-        .ids()
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| Some(*i) != decider)
-        .map(|(_, id)| id.as_str())
-        .collect()
+    roster.ids().iter().enumerate().filter(|(i, _)| Some(*i) != decider).map(|(_, id)| id.as_str()).collect()
 }
 
 /// `pool / n` points to each of the decider's n recipients (100/19 in the default
 /// design). `None` when the pool is not positive and finite or there are no recipients.
-pub fn uniform_allocation(
-    roster: &Roster,
-    decider: &str,
-    pool: f64,
-) -> Option<BTreeMap<String, f64>> {
+pub fn uniform_allocation(roster: &Roster, decider: &str, pool: f64) -> Option<BTreeMap<String, f64>> {
     let r = recipients(roster, decider);
     if r.is_empty() || !pool.is_finite() || pool <= 0.0 {
         return None;
@@ -287,12 +277,7 @@ struct Candidate {
 /// allocation of `pool` points over the roster minus `decider`.
 ///
 /// See the crate docs for what makes the status ok, repaired or failed.
-pub fn parse_allocation(
-    raw: impl AsRef<[u8]>,
-    roster: &Roster,
-    decider: &str,
-    pool: f64,
-) -> AllocationParse {
+pub fn parse_allocation(raw: impl AsRef<[u8]>, roster: &Roster, decider: &str, pool: f64) -> AllocationParse {
     if !pool.is_finite() || pool <= 0.0 {
         return AllocationParse::failed(Failure::InvalidPool(pool));
     }
@@ -300,30 +285,19 @@ pub fn parse_allocation(
     let stripped = strip_reasoning(&text);
     let answer = stripped.answer_text.as_str();
     if answer.trim().is_empty() {
-        return AllocationParse::failed(if stripped.unclosed {
-            Failure::UnclosedTrace
-        } else {
-            Failure::Empty
-        });
+        return AllocationParse::failed(if stripped.unclosed { Failure::UnclosedTrace } else { Failure::Empty });
     }
 
     let decider_index = roster.resolve(decider).map(|m| m.index);
     let spans = scan::object_spans(answer);
     if spans.is_empty() {
-        return AllocationParse::failed(if stripped.unclosed {
-            Failure::UnclosedTrace
-        } else {
-            Failure::NoObject
-        });
+        return AllocationParse::failed(if stripped.unclosed { Failure::UnclosedTrace } else { Failure::NoObject });
     }
     let last_incomplete_start = spans.iter().filter(|s| !s.complete).map(|s| s.start).min();
 
     // Complete spans, last-ending first.
-    let mut complete: Vec<scan::Span> = spans
-        .iter()
-        .copied()
-        .filter(|s| s.complete && s.depth <= MAX_CANDIDATE_DEPTH)
-        .collect();
+    let mut complete: Vec<scan::Span> =
+        spans.iter().copied().filter(|s| s.complete && s.depth <= MAX_CANDIDATE_DEPTH).collect();
     complete.sort_by(|a, b| b.end.cmp(&a.end).then(a.start.cmp(&b.start)));
 
     let mut chosen: Option<Candidate> = None;
@@ -348,11 +322,8 @@ pub fn parse_allocation(
             }
             Err(scan::ParseError::Syntax) => continue,
         };
-        let looks_like_allocation = entries.iter().any(|(k, _)| {
-            roster
-                .resolve(k)
-                .is_some_and(|m| Some(m.index) != decider_index)
-        });
+        let looks_like_allocation =
+            entries.iter().any(|(k, _)| roster.resolve(k).is_some_and(|m| Some(m.index) != decider_index));
         if chosen.is_some() {
             if looks_like_allocation {
                 earlier_allocations += 1;
@@ -360,11 +331,7 @@ pub fn parse_allocation(
             }
             continue;
         }
-        let cand = Candidate {
-            entries,
-            syntax,
-            span: *span,
-        };
+        let cand = Candidate { entries, syntax, span: *span };
         if looks_like_allocation {
             chosen = Some(cand);
         } else if fallback.is_none() {
@@ -378,9 +345,7 @@ pub fn parse_allocation(
             let decider_keys = fb
                 .entries
                 .iter()
-                .filter(|(k, _)| {
-                    decider_index.is_some() && roster.resolve(k).map(|m| m.index) == decider_index
-                })
+                .filter(|(k, _)| decider_index.is_some() && roster.resolve(k).map(|m| m.index) == decider_index)
                 .count();
             let mut p = AllocationParse::failed(Failure::NoValidKeys { dropped });
             p.dropped_keys = dropped;
@@ -412,10 +377,7 @@ pub fn parse_allocation(
         (syn.percent, Repair::Percent),
         (earlier_allocations > 0, Repair::MultipleObjects),
         (cand.span.depth > 0, Repair::NestedObject),
-        (
-            last_incomplete_start.is_some_and(|s| s > cand.span.start),
-            Repair::TruncatedObjectIgnored,
-        ),
+        (last_incomplete_start.is_some_and(|s| s > cand.span.start), Repair::TruncatedObjectIgnored),
         (stripped.unclosed, Repair::UnclosedTraceAfterObject),
     ] {
         if flag {
@@ -460,11 +422,7 @@ pub fn parse_allocation(
             return fail_with(Failure::NonFinite { id }, dropped_unknown, dropped_decider);
         }
         if v < 0.0 {
-            return fail_with(
-                Failure::Negative { id, value: v },
-                dropped_unknown,
-                dropped_decider,
-            );
+            return fail_with(Failure::Negative { id, value: v }, dropped_unknown, dropped_decider);
         }
         let v = v + 0.0; // -0.0 → 0.0
         if v.fract() != 0.0 {
@@ -476,11 +434,7 @@ pub fn parse_allocation(
         match slot {
             Some(prev) if *prev == v => repairs.push(Repair::DuplicateKey),
             Some(_) => {
-                return fail_with(
-                    Failure::ConflictingDuplicate { id },
-                    dropped_unknown,
-                    dropped_decider,
-                );
+                return fail_with(Failure::ConflictingDuplicate { id }, dropped_unknown, dropped_decider);
             }
             None => *slot = Some(v),
         }
@@ -529,32 +483,15 @@ pub fn parse_allocation(
         }
         let v = values.get(i).copied().flatten().unwrap_or(0.0);
         // Divide first: pool / raw_sum overflows for tiny (subnormal) sums.
-        let points = if raw_sum == pool {
-            v
-        } else {
-            v / raw_sum * pool
-        };
+        let points = if raw_sum == pool { v } else { v / raw_sum * pool };
         allocation.insert(id.clone(), points);
     }
 
     repairs.sort_unstable();
     repairs.dedup();
-    base.status = if repairs.is_empty() {
-        ParseStatus::Ok
-    } else {
-        ParseStatus::Repaired
-    };
-    base.reason = if repairs.is_empty() {
-        None
-    } else {
-        Some(
-            repairs
-                .iter()
-                .map(|r| r.code())
-                .collect::<Vec<_>>()
-                .join(", "),
-        )
-    };
+    base.status = if repairs.is_empty() { ParseStatus::Ok } else { ParseStatus::Repaired };
+    base.reason =
+        if repairs.is_empty() { None } else { Some(repairs.iter().map(|r| r.code()).collect::<Vec<_>>().join(", ")) };
     base.failure = None;
     base.repairs = repairs;
     base.allocation = Some(allocation);
@@ -573,17 +510,10 @@ fn fail_with(failure: Failure, dropped_unknown: u32, dropped_decider: u32) -> Al
 /// and the points left go one each to the largest fractional parts (ties: roster
 /// order, i.e. key order). Negative, NaN and infinite values count as 0. `None` when
 /// the map is empty or no value is positive.
-pub fn round_to_pool(
-    allocation: &BTreeMap<String, f64>,
-    pool: u32,
-) -> Option<BTreeMap<String, u32>> {
+pub fn round_to_pool(allocation: &BTreeMap<String, f64>, pool: u32) -> Option<BTreeMap<String, u32>> {
     let clean = |v: f64| if v.is_finite() && v > 0.0 { v } else { 0.0 };
     // Scale by the maximum first so that the sum cannot overflow.
-    let max = allocation
-        .values()
-        .copied()
-        .map(clean)
-        .fold(0.0f64, f64::max);
+    let max = allocation.values().copied().map(clean).fold(0.0f64, f64::max);
     if max <= 0.0 {
         return None;
     }
@@ -655,12 +585,7 @@ mod tests {
 
     #[test]
     fn clean_ok() {
-        let p = parse_allocation(
-            r#"{"agent_02": 60, "agent_03": 40}"#,
-            &roster(),
-            "agent_01",
-            100.0,
-        );
+        let p = parse_allocation(r#"{"agent_02": 60, "agent_03": 40}"#, &roster(), "agent_01", 100.0);
         assert_eq!(p.status, ParseStatus::Ok, "{p:?}");
         let a = p.allocation.unwrap();
         assert_eq!(a.len(), 19);
@@ -712,20 +637,8 @@ mod tests {
         assert_eq!(rounded["agent_02"], 6);
         assert_eq!(rounded["agent_06"], 6);
         assert_eq!(rounded["agent_07"], 5);
-        let m: BTreeMap<String, f64> = [
-            ("a".to_owned(), 33.4),
-            ("b".to_owned(), 33.3),
-            ("c".to_owned(), 33.3),
-        ]
-        .into();
-        assert_eq!(
-            round_to_pool(&m, 100)
-                .unwrap()
-                .values()
-                .copied()
-                .collect::<Vec<_>>(),
-            [34, 33, 33]
-        );
+        let m: BTreeMap<String, f64> = [("a".to_owned(), 33.4), ("b".to_owned(), 33.3), ("c".to_owned(), 33.3)].into();
+        assert_eq!(round_to_pool(&m, 100).unwrap().values().copied().collect::<Vec<_>>(), [34, 33, 33]);
         assert!(round_to_pool(&BTreeMap::new(), 100).is_none());
     }
 }

@@ -78,12 +78,7 @@ pub struct AnswerParse {
 
 impl AnswerParse {
     fn failed(f: AnswerFailure) -> Self {
-        Self {
-            status: ParseStatus::Failed,
-            answer: None,
-            reason: Some(f.to_string()),
-            failure: Some(f),
-        }
+        Self { status: ParseStatus::Failed, answer: None, reason: Some(f.to_string()), failure: Some(f) }
     }
 }
 
@@ -116,10 +111,7 @@ fn is_wrapper(c: char) -> bool {
 
 fn bare_letter(s: &str) -> Option<Choice> {
     let s = s.trim_matches(is_wrapper);
-    let s = s
-        .strip_prefix("boxed{")
-        .unwrap_or(s)
-        .trim_matches(is_wrapper);
+    let s = s.strip_prefix("boxed{").unwrap_or(s).trim_matches(is_wrapper);
     match s {
         "A" | "a" => Some(Choice::A),
         "B" | "b" => Some(Choice::B),
@@ -184,8 +176,8 @@ const AFTER: &[&str] = &[
 /// Words that follow the letter A but never the article "a": after them, "A" is a
 /// letter.
 const NOT_AFTER_ARTICLE: &[&str] = &[
-    "or", "and", "nor", "is", "was", "seems", "looks", "appears", "matches", "has", "because",
-    "since", "as", "then", "but", "so",
+    "or", "and", "nor", "is", "was", "seems", "looks", "appears", "matches", "has", "because", "since", "as", "then",
+    "but", "so",
 ];
 
 /// Extract A or B from a model's answer text (any bytes; invalid UTF-8 is replaced).
@@ -211,12 +203,7 @@ pub fn parse_answer(raw: impl AsRef<[u8]>) -> AnswerParse {
         });
     }
     if let Some(c) = bare_letter(answer) {
-        return AnswerParse {
-            status: ParseStatus::Ok,
-            answer: Some(c),
-            reason: None,
-            failure: None,
-        };
+        return AnswerParse { status: ParseStatus::Ok, answer: Some(c), reason: None, failure: None };
     }
     let (mut saw_a, mut saw_b) = (false, false);
     for (letter, also_other) in marked_letters(answer) {
@@ -231,11 +218,9 @@ pub fn parse_answer(raw: impl AsRef<[u8]>) -> AnswerParse {
     }
     match (saw_a, saw_b) {
         (true, true) => AnswerParse::failed(AnswerFailure::Ambiguous),
-        (false, false) => AnswerParse::failed(if stripped.unclosed {
-            AnswerFailure::UnclosedTrace
-        } else {
-            AnswerFailure::NoAnswer
-        }),
+        (false, false) => {
+            AnswerParse::failed(if stripped.unclosed { AnswerFailure::UnclosedTrace } else { AnswerFailure::NoAnswer })
+        }
         (a, _) => AnswerParse {
             status: ParseStatus::Repaired,
             answer: Some(if a { Choice::A } else { Choice::B }),
@@ -279,17 +264,13 @@ fn marked_letters(text: &str) -> Vec<(Choice, bool)> {
         let after = text.get(i + c.len_utf8()..end).unwrap_or("");
         let at_text_end = end == text.len();
         let before_l = before.to_lowercase();
-        let before_t =
-            before_l.trim_end_matches(|ch: char| is_wrapper(ch) && ch != '.' || ch == ':');
+        let before_t = before_l.trim_end_matches(|ch: char| is_wrapper(ch) && ch != '.' || ch == ':');
         if before_t.ends_with("not") || before_t.ends_with("n't") || before_t.ends_with("nor") {
             continue;
         }
         let after_l: String = after.chars().take(60).collect::<String>().to_lowercase();
         let after_t = after_l.trim_start_matches(|ch: char| {
-            matches!(
-                ch,
-                '*' | '_' | '`' | '"' | '\'' | ')' | ']' | '}' | '“' | '”' | '’'
-            )
+            matches!(ch, '*' | '_' | '`' | '"' | '\'' | ')' | ']' | '}' | '“' | '”' | '’')
         });
         let after_ts = after_t.trim_start();
 
@@ -316,37 +297,23 @@ fn marked_letters(text: &str) -> Vec<(Choice, bool)> {
                     .and_then(|k| before_t.get(..k))
                     .is_none_or(|p| p.chars().next_back().is_none_or(|ch| !ch.is_alphanumeric()))
         });
-        let cue_after = AFTER
-            .iter()
-            .any(|cue| after_ts.starts_with(cue) || after_t.starts_with(cue));
+        let cue_after = AFTER.iter().any(|cue| after_ts.starts_with(cue) || after_t.starts_with(cue));
         // The article: "A good question" (unless a cue follows: "A seems right").
         if letter == Choice::A && !cue_after {
-            let next_word: String = after
-                .strip_prefix(' ')
-                .unwrap_or("")
-                .chars()
-                .take_while(|ch| ch.is_alphabetic())
-                .collect();
+            let next_word: String =
+                after.strip_prefix(' ').unwrap_or("").chars().take_while(|ch| ch.is_alphabetic()).collect();
             let starts_lower = next_word.chars().next().is_some_and(char::is_lowercase);
             if starts_lower && !NOT_AFTER_ARTICLE.contains(&next_word.as_str()) {
                 continue;
             }
         }
         let line_alone = {
-            let line_start = before
-                .rfind('\n')
-                .map(|k| k + 1)
-                .or(at_text_start.then_some(0));
+            let line_start = before.rfind('\n').map(|k| k + 1).or(at_text_start.then_some(0));
             let line_end = after.find('\n').or(at_text_end.then_some(after.len()));
             // A line longer than the window is not a bare letter.
             match (line_start, line_end) {
                 (Some(ls), Some(le)) => {
-                    let line = format!(
-                        "{}{}{}",
-                        before.get(ls..).unwrap_or(""),
-                        c,
-                        after.get(..le).unwrap_or("")
-                    );
+                    let line = format!("{}{}{}", before.get(ls..).unwrap_or(""), c, after.get(..le).unwrap_or(""));
                     bare_letter(&line).is_some()
                 }
                 _ => false,
@@ -354,9 +321,10 @@ fn marked_letters(text: &str) -> Vec<(Choice, bool)> {
         };
         let leading = at_text_start
             && before.trim_matches(is_wrapper).is_empty()
-            && after_t.chars().next().is_none_or(|ch| {
-                matches!(ch, '.' | ',' | ':' | ';' | '\n' | '!' | '-' | '–' | '—')
-            });
+            && after_t
+                .chars()
+                .next()
+                .is_none_or(|ch| matches!(ch, '.' | ',' | ':' | ';' | '\n' | '!' | '-' | '–' | '—'));
         if !(wrapped || cue_before || cue_after || line_alone || leading) {
             continue;
         }
@@ -415,22 +383,10 @@ mod tests {
 
     #[test]
     fn failures() {
-        assert_eq!(
-            parse_answer("The answer is A or B").failure,
-            Some(AnswerFailure::Ambiguous)
-        );
-        assert_eq!(
-            parse_answer("**A** then **B**").failure,
-            Some(AnswerFailure::Ambiguous)
-        );
-        assert_eq!(
-            parse_answer("I cannot tell.").failure,
-            Some(AnswerFailure::NoAnswer)
-        );
+        assert_eq!(parse_answer("The answer is A or B").failure, Some(AnswerFailure::Ambiguous));
+        assert_eq!(parse_answer("**A** then **B**").failure, Some(AnswerFailure::Ambiguous));
+        assert_eq!(parse_answer("I cannot tell.").failure, Some(AnswerFailure::NoAnswer));
         assert_eq!(parse_answer("").failure, Some(AnswerFailure::Empty));
-        assert_eq!(
-            parse_answer("<think>B?").failure,
-            Some(AnswerFailure::UnclosedTrace)
-        );
+        assert_eq!(parse_answer("<think>B?").failure, Some(AnswerFailure::UnclosedTrace));
     }
 }

@@ -94,8 +94,7 @@ mod scan;
 mod strip;
 
 pub use allocation::{
-    AllocationParse, Failure, Repair, parse_allocation, recipients, round_to_pool,
-    uniform_allocation,
+    AllocationParse, Failure, Repair, parse_allocation, recipients, round_to_pool, uniform_allocation,
 };
 pub use answer::{AnswerFailure, AnswerParse, Choice, parse_answer};
 pub use roster::{KeyMatch, Roster, RosterError};

@@ -51,16 +51,7 @@ pub struct Roster {
     prefixes: Vec<String>,
 }
 
-const GENERIC_PREFIXES: &[&str] = &[
-    "agent",
-    "participant",
-    "player",
-    "p",
-    "id",
-    "member",
-    "person",
-    "target",
-];
+const GENERIC_PREFIXES: &[&str] = &["agent", "participant", "player", "p", "id", "member", "person", "target"];
 
 impl Roster {
     /// A roster of the given ids, in order.
@@ -84,27 +75,15 @@ impl Roster {
             if exact.insert(id.clone(), i).is_some() {
                 return Err(RosterError::Duplicate(id.clone()));
             }
-            normalised
-                .entry(normalise(id))
-                .and_modify(|e| *e = None)
-                .or_insert(Some(i));
+            normalised.entry(normalise(id)).and_modify(|e| *e = None).or_insert(Some(i));
             if let Some((prefix, n)) = split_number(&normalise(id)) {
-                by_number
-                    .entry(n)
-                    .and_modify(|e| *e = None)
-                    .or_insert(Some(i));
+                by_number.entry(n).and_modify(|e| *e = None).or_insert(Some(i));
                 if !prefixes.iter().any(|p| p == prefix) {
                     prefixes.push(prefix.to_owned());
                 }
             }
         }
-        Ok(Self {
-            ids,
-            exact,
-            normalised,
-            by_number,
-            prefixes,
-        })
+        Ok(Self { ids, exact, normalised, by_number, prefixes })
     }
 
     /// The project's default ids for a society of `n` agents: `agent_01` … `agent_20`
@@ -152,26 +131,15 @@ impl Roster {
             return None;
         }
         if let Some(&found) = self.normalised.get(&norm) {
-            return found.map(|index| KeyMatch {
-                index,
-                exact: false,
-            });
+            return found.map(|index| KeyMatch { index, exact: false });
         }
         let (prefix, n) = split_number(&norm)?;
-        let known = prefix.is_empty()
-            || self.prefixes.iter().any(|p| p == prefix)
-            || GENERIC_PREFIXES.contains(&prefix);
+        let known =
+            prefix.is_empty() || self.prefixes.iter().any(|p| p == prefix) || GENERIC_PREFIXES.contains(&prefix);
         if !known {
             return None;
         }
-        self.by_number
-            .get(&n)
-            .copied()
-            .flatten()
-            .map(|index| KeyMatch {
-                index,
-                exact: false,
-            })
+        self.by_number.get(&n).copied().flatten().map(|index| KeyMatch { index, exact: false })
     }
 }
 
@@ -188,12 +156,7 @@ fn normalise(key: &str) -> String {
         }
     }
     k.chars()
-        .filter(|c| {
-            !matches!(
-                c,
-                ' ' | '_' | '-' | '.' | '#' | '"' | '\'' | '*' | '`' | ':'
-            )
-        })
+        .filter(|c| !matches!(c, ' ' | '_' | '-' | '.' | '#' | '"' | '\'' | '*' | '`' | ':'))
         .filter(|c| !c.is_whitespace())
         .map(|c| c.to_ascii_lowercase())
         .collect()
@@ -202,10 +165,7 @@ fn normalise(key: &str) -> String {
 /// Split a normalised key into an alphabetic prefix and a trailing number:
 /// `agent07` → (`agent`, 7). `None` unless it is letters then digits only.
 fn split_number(norm: &str) -> Option<(&str, u64)> {
-    let digits_at = norm
-        .char_indices()
-        .find(|(_, c)| c.is_ascii_digit())
-        .map(|(i, _)| i)?;
+    let digits_at = norm.char_indices().find(|(_, c)| c.is_ascii_digit()).map(|(i, _)| i)?;
     let (prefix, digits) = norm.split_at(digits_at);
     if !prefix.chars().all(|c| c.is_ascii_lowercase()) {
         return None;
@@ -267,14 +227,8 @@ mod tests {
 
     #[test]
     fn errors() {
-        assert_eq!(
-            Roster::new(Vec::<String>::new()).unwrap_err(),
-            RosterError::Empty
-        );
-        assert_eq!(
-            Roster::new(["a", "a"]).unwrap_err(),
-            RosterError::Duplicate("a".into())
-        );
+        assert_eq!(Roster::new(Vec::<String>::new()).unwrap_err(), RosterError::Empty);
+        assert_eq!(Roster::new(["a", "a"]).unwrap_err(), RosterError::Duplicate("a".into()));
         assert_eq!(Roster::new(["a", " "]).unwrap_err(), RosterError::BlankId);
     }
 }

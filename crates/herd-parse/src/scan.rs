@@ -42,12 +42,7 @@ pub(crate) fn object_spans(text: &str) -> Vec<Span> {
                 if depth < MAX_DEPTH
                     && let Some(start) = stack.pop()
                 {
-                    spans.push(Span {
-                        start,
-                        end: i + 1,
-                        complete: true,
-                        depth,
-                    });
+                    spans.push(Span { start, end: i + 1, complete: true, depth });
                 }
             }
             b'"' | b'\'' if depth > 0 && matches!(prev_sig, b'{' | b'[' | b',' | b':') => {
@@ -76,12 +71,7 @@ pub(crate) fn object_spans(text: &str) -> Vec<Span> {
         i += 1;
     }
     for (d, &start) in stack.iter().enumerate() {
-        spans.push(Span {
-            start,
-            end: b.len(),
-            complete: false,
-            depth: d,
-        });
+        spans.push(Span { start, end: b.len(), complete: false, depth: d });
     }
     spans
 }
@@ -131,12 +121,7 @@ struct Parser<'a> {
 /// Parse the object that starts at the beginning of `text` (a span from
 /// [`object_spans`]). Trailing text after the closing brace is ignored.
 pub(crate) fn parse_object(text: &str) -> Result<(Vec<(String, Value)>, Syntax), ParseError> {
-    let mut p = Parser {
-        s: text,
-        pos: 0,
-        depth: 0,
-        syn: Syntax::default(),
-    };
+    let mut p = Parser { s: text, pos: 0, depth: 0, syn: Syntax::default() };
     p.skip_ws();
     if p.peek() != Some(b'{') {
         return Err(ParseError::Syntax);
@@ -172,11 +157,7 @@ impl Parser<'_> {
                 }
                 Some(b'/') if self.peek_at(1) == Some(b'*') => {
                     self.syn.comments = true;
-                    let n = self
-                        .rest()
-                        .get(2..)
-                        .and_then(|r| r.find("*/"))
-                        .map_or(self.rest().len(), |k| k + 4);
+                    let n = self.rest().get(2..).and_then(|r| r.find("*/")).map_or(self.rest().len(), |k| k + 4);
                     self.pos += n;
                 }
                 _ => {
@@ -290,8 +271,7 @@ impl Parser<'_> {
                 let rest = self.rest();
                 let n = rest
                     .find(|c: char| {
-                        !(c.is_ascii_alphanumeric()
-                            || matches!(c, '_' | '-' | ' ' | '#' | '.' | '[' | ']' | '(' | ')'))
+                        !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ' ' | '#' | '.' | '[' | ']' | '(' | ')'))
                     })
                     .unwrap_or(rest.len());
                 let key = rest.get(..n).unwrap_or("").trim();
@@ -335,8 +315,7 @@ impl Parser<'_> {
                         'f' => out.push('\u{c}'),
                         'u' => {
                             let hex = self.rest().get(..4).ok_or(ParseError::Syntax)?;
-                            let code =
-                                u32::from_str_radix(hex, 16).map_err(|_| ParseError::Syntax)?;
+                            let code = u32::from_str_radix(hex, 16).map_err(|_| ParseError::Syntax)?;
                             self.pos += 4;
                             out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
                         }
@@ -425,9 +404,7 @@ impl Parser<'_> {
 
     fn word(&mut self) -> Value {
         let rest = self.rest();
-        let n = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(rest.len());
+        let n = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
         let w = rest.get(..n).unwrap_or("");
         let v = match w {
             "true" => Value::Bool,
@@ -464,9 +441,7 @@ pub(crate) fn number_in_string(s: &str) -> Option<f64> {
     if t.is_empty() || t.len() > 400 {
         return None;
     }
-    let ok = t
-        .bytes()
-        .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'-' | b'e' | b'E'))
+    let ok = t.bytes().all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'-' | b'e' | b'E'))
         && t.bytes().any(|c| c.is_ascii_digit());
     if !ok {
         return None;

@@ -76,11 +76,7 @@ const MARKERS: &[(&str, Kind)] = &[
 ];
 
 fn starts_with_ci(hay: &[u8], needle: &[u8]) -> bool {
-    hay.len() >= needle.len()
-        && hay
-            .iter()
-            .zip(needle)
-            .all(|(a, b)| a.eq_ignore_ascii_case(b))
+    hay.len() >= needle.len() && hay.iter().zip(needle).all(|(a, b)| a.eq_ignore_ascii_case(b))
 }
 
 fn marker_at(bytes: &[u8], i: usize) -> Option<(usize, Kind)> {
@@ -90,10 +86,7 @@ fn marker_at(bytes: &[u8], i: usize) -> Option<(usize, Kind)> {
     if first != b'<' && first != b'[' && first != 0xE2 {
         return None;
     }
-    MARKERS
-        .iter()
-        .find(|(m, _)| starts_with_ci(rest, m.as_bytes()))
-        .map(|(m, k)| (m.len(), *k))
+    MARKERS.iter().find(|(m, _)| starts_with_ci(rest, m.as_bytes())).map(|(m, k)| (m.len(), *k))
 }
 
 /// Separate reasoning traces from the answer text. Never panics; linear in the input.
@@ -203,11 +196,7 @@ fn header_word(line: &str) -> Option<bool> {
     }
 }
 
-fn strip_thought_sections(
-    text: &str,
-    trace_parts: &mut Vec<String>,
-    had_trace: &mut bool,
-) -> String {
+fn strip_thought_sections(text: &str, trace_parts: &mut Vec<String>, had_trace: &mut bool) -> String {
     let mut open: Option<usize> = None; // byte offset of the Thought header line
     let mut offset = 0usize;
     let mut cut: Option<(usize, usize)> = None;
@@ -253,21 +242,14 @@ fn remove_special_tokens(text: &str) -> String {
         let token_len = if tail.starts_with("</s>") {
             Some(4)
         } else if tail.starts_with("<|") || tail.starts_with("<｜") {
-            let (open, close) = if tail.starts_with("<|") {
-                ("<|", "|>")
-            } else {
-                ("<｜", "｜>")
-            };
+            let (open, close) = if tail.starts_with("<|") { ("<|", "|>") } else { ("<｜", "｜>") };
             let after = tail.get(open.len()..).unwrap_or("");
             // Look for the close within a short window only (keeps this linear).
             let window_end = after.char_indices().nth(41).map_or(after.len(), |(k, _)| k);
-            after
-                .get(..window_end)
-                .and_then(|w| w.find(close))
-                .and_then(|q| {
-                    let name = after.get(..q)?;
-                    (!name.contains(char::is_whitespace)).then_some(open.len() + q + close.len())
-                })
+            after.get(..window_end).and_then(|w| w.find(close)).and_then(|q| {
+                let name = after.get(..q)?;
+                (!name.contains(char::is_whitespace)).then_some(open.len() + q + close.len())
+            })
         } else {
             None
         };
@@ -281,13 +263,9 @@ fn remove_special_tokens(text: &str) -> String {
                 // `<|start|>assistant<|channel|>…`.
                 if name.ends_with("start|>") || name.ends_with("start｜>") {
                     let after = text.get(i..).unwrap_or("");
-                    let role = after
-                        .find(|ch: char| !ch.is_ascii_alphabetic())
-                        .unwrap_or(after.len());
+                    let role = after.find(|ch: char| !ch.is_ascii_alphabetic()).unwrap_or(after.len());
                     let next = after.get(role..).unwrap_or("");
-                    if role <= 20
-                        && (next.is_empty() || next.starts_with("<|") || next.starts_with('\n'))
-                    {
+                    if role <= 20 && (next.is_empty() || next.starts_with("<|") || next.starts_with('\n')) {
                         i += role;
                     }
                 }
@@ -308,9 +286,8 @@ fn remove_fences(text: &str) -> String {
         s.push_str(rest.get(..p).unwrap_or(""));
         let mut tail = rest.get(p..).unwrap_or("").trim_start_matches('`');
         // An info string: a short word right after the fence (json, JSON, python, ...).
-        let word_len = tail
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '+'))
-            .unwrap_or(tail.len());
+        let word_len =
+            tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '+')).unwrap_or(tail.len());
         if word_len <= 16 {
             tail = tail.get(word_len..).unwrap_or("");
         }

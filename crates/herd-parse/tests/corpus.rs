@@ -23,10 +23,7 @@ fn raw_bytes(case: &Value) -> Vec<u8> {
     }
     let hex = case["raw_hex"].as_str().expect("raw or raw_hex");
     assert!(hex.len().is_multiple_of(2), "odd hex length");
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
-        .collect()
+    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex")).collect()
 }
 
 fn status(s: &str) -> ParseStatus {
@@ -50,14 +47,9 @@ fn allocation_corpus() {
     for case in &cases {
         let name = case["name"].as_str().expect("name");
         let source = case["source"].as_str().expect("source");
-        assert!(
-            matches!(source, "synthetic" | "smollm2"),
-            "{name}: unknown source {source}"
-        );
+        assert!(matches!(source, "synthetic" | "smollm2"), "{name}: unknown source {source}");
         let roster = match case.get("ids").and_then(Value::as_array) {
-            Some(ids) => {
-                Roster::new(ids.iter().map(|v| v.as_str().expect("id").to_owned())).expect("roster")
-            }
+            Some(ids) => Roster::new(ids.iter().map(|v| v.as_str().expect("id").to_owned())).expect("roster"),
             None => Roster::with_default_ids(20).expect("roster"),
         };
         let decider = case["decider"].as_str().expect("decider");
@@ -95,10 +87,7 @@ fn allocation_corpus() {
         {
             bad.push(format!("raw_sum {:?}, want {s}", p.raw_sum));
         }
-        match (
-            &p.allocation,
-            e.get("allocation").and_then(Value::as_object),
-        ) {
+        match (&p.allocation, e.get("allocation").and_then(Value::as_object)) {
             (Some(a), want) => {
                 // Invariants: all recipients, non-negative, sum to the pool.
                 let recipients = herd_parse::recipients(&roster, decider);
@@ -116,11 +105,7 @@ fn allocation_corpus() {
                     bad.push("failed parse carries an allocation".into());
                 }
                 let want: BTreeMap<String, f64> = want
-                    .map(|w| {
-                        w.iter()
-                            .map(|(k, v)| (k.clone(), v.as_f64().expect("number")))
-                            .collect()
-                    })
+                    .map(|w| w.iter().map(|(k, v)| (k.clone(), v.as_f64().expect("number"))).collect())
                     .unwrap_or_default();
                 if e.get("allocation").is_none() {
                     bad.push("allocation present but not expected".into());
@@ -208,10 +193,7 @@ fn corpus_covers_categories() {
         "multiple_objects",
         "1e300",
     ] {
-        assert!(
-            all.contains(needle),
-            "no allocation fixture mentions {needle}"
-        );
+        assert!(all.contains(needle), "no allocation fixture mentions {needle}");
     }
 }
 

@@ -4,8 +4,7 @@
 use std::collections::BTreeMap;
 
 use herd_parse::{
-    AllocationParse, ParseStatus, Roster, parse_allocation, parse_answer, recipients,
-    round_to_pool, strip_reasoning,
+    AllocationParse, ParseStatus, Roster, parse_allocation, parse_answer, recipients, round_to_pool, strip_reasoning,
 };
 use proptest::prelude::*;
 
@@ -27,10 +26,7 @@ fn check_invariants(p: &AllocationParse, roster: &Roster, decider: &str, pool: f
                 assert!(v.is_finite() && *v >= 0.0, "{k} = {v}");
             }
             let sum: f64 = a.values().sum();
-            assert!(
-                (sum - pool).abs() <= 1e-9 * pool,
-                "sum {sum} != pool {pool}"
-            );
+            assert!((sum - pool).abs() <= 1e-9 * pool, "sum {sum} != pool {pool}");
         }
     }
     if p.status == ParseStatus::Ok {
@@ -38,11 +34,7 @@ fn check_invariants(p: &AllocationParse, roster: &Roster, decider: &str, pool: f
     } else {
         assert!(p.reason.is_some(), "{p:?}");
     }
-    assert_eq!(
-        p.failure.is_some(),
-        p.status == ParseStatus::Failed,
-        "{p:?}"
-    );
+    assert_eq!(p.failure.is_some(), p.status == ParseStatus::Failed, "{p:?}");
 }
 
 fn key() -> impl Strategy<Value = String> {
@@ -77,16 +69,11 @@ fn number() -> impl Strategy<Value = String> {
 /// JSON-ish text: objects with realistic and broken keys, values and separators,
 /// wrapped in prose, traces and fences, possibly truncated.
 fn jsonish() -> impl Strategy<Value = String> {
-    let entry = (key(), number(), prop::sample::select(vec!["\"", "'", ""]))
-        .prop_map(|(k, v, q)| format!("{q}{k}{q}: {v}"));
-    let object = (
-        prop::collection::vec(entry, 0..25),
-        prop::sample::select(vec![", ", ",", "\n", ",\n  "]),
-        any::<bool>(),
-    )
-        .prop_map(|(es, sep, trailing)| {
-            format!("{{{}{}}}", es.join(sep), if trailing { "," } else { "" })
-        });
+    let entry =
+        (key(), number(), prop::sample::select(vec!["\"", "'", ""])).prop_map(|(k, v, q)| format!("{q}{k}{q}: {v}"));
+    let object =
+        (prop::collection::vec(entry, 0..25), prop::sample::select(vec![", ", ",", "\n", ",\n  "]), any::<bool>())
+            .prop_map(|(es, sep, trailing)| format!("{{{}{}}}", es.join(sep), if trailing { "," } else { "" }));
     (
         prop::collection::vec(object, 1..3),
         prop::sample::select(vec![
@@ -105,9 +92,7 @@ fn jsonish() -> impl Strategy<Value = String> {
             "'",
             "\"",
         ]),
-        prop::sample::select(vec![
-            "", "```", "</think>", "<think>", "}", " thanks!", "{\"a\":",
-        ]),
+        prop::sample::select(vec!["", "```", "</think>", "<think>", "}", " thanks!", "{\"a\":"]),
         any::<prop::sample::Index>(),
         any::<bool>(),
     )

@@ -27,7 +27,12 @@ impl Society {
 /// Draws a society. Membership and the name pair come from streams keyed by minority size and seed only,
 /// so the visible and hidden arms, both instruments, both reasoning modes and both passes of a seed share
 /// one society; the swap pass exchanges the names.
-pub fn draw_society(experiment: &MinimalGroupExperiment, key: &UnitKey, run: &SocietyRun, names: &GroupNames) -> Society {
+pub fn draw_society(
+    experiment: &MinimalGroupExperiment,
+    key: &UnitKey,
+    run: &SocietyRun,
+    names: &GroupNames,
+) -> Society {
     let size = experiment.society.size as usize;
     let mut order: Vec<usize> = (0..size).collect();
     order.shuffle(&mut key.stream_over(&[factor::MINORITY_SIZE], "membership").rng());
@@ -108,7 +113,11 @@ pub fn allocation_prompts(
                 let id = society.ids[other].as_str();
                 // `group` here is the listed participant's group, not the decider's.
                 lines.push(fill(item, &[("id", id), ("group", society.group_name(other))])?);
-                roster.push(RosterEntry { id: id.to_owned(), minority: society.minority[other], position: position as u32 + 1 });
+                roster.push(RosterEntry {
+                    id: id.to_owned(),
+                    minority: society.minority[other],
+                    position: position as u32 + 1,
+                });
             }
             lines.push(String::new());
             lines.push(fill_with(&wording.answer_format)?);

@@ -85,24 +85,44 @@ impl ConformityBank {
     pub fn parse(text: &str, file: &Path) -> Result<Self, PromptError> {
         let bank: ConformityBank = parse_toml(text, file)?;
         if bank.reply_templates.is_empty() {
-            return Err(bank_error(file, "`reply_templates` is empty", "list at least one reply wording with {answer}"));
+            return Err(bank_error(
+                file,
+                "`reply_templates` is empty",
+                "list at least one reply wording with {answer}",
+            ));
         }
         if let Some(t) = bank.reply_templates.iter().find(|t| !t.contains("{answer}")) {
-            return Err(bank_error(file, format!("reply template `{t}` has no {{answer}}"), "put {answer} where the confederate's letter goes"));
+            return Err(bank_error(
+                file,
+                format!("reply template `{t}` has no {{answer}}"),
+                "put {answer} where the confederate's letter goes",
+            ));
         }
         for task in Task::ALL {
             if !bank.tasks.contains_key(&task) {
-                return Err(bank_error(file, format!("`tasks.{task}` is missing"), format!("add [tasks.{task}] with description and question")));
+                return Err(bank_error(
+                    file,
+                    format!("`tasks.{task}` is missing"),
+                    format!("add [tasks.{task}] with description and question"),
+                ));
             }
         }
         for family in ["nationality", "ethnicity", "minimal_group"] {
             if !bank.identity.contains_key(family) {
-                return Err(bank_error(file, format!("`identity.{family}` is missing"), format!("add [identity.{family}] with intro and reply_prefix")));
+                return Err(bank_error(
+                    file,
+                    format!("`identity.{family}` is missing"),
+                    format!("add [identity.{family}] with intro and reply_prefix"),
+                ));
             }
         }
         for family in ["spatial", "temporal"] {
             if !bank.proximity.contains_key(family) {
-                return Err(bank_error(file, format!("`proximity.{family}` is missing"), format!("add [proximity.{family}] with header and reply_line")));
+                return Err(bank_error(
+                    file,
+                    format!("`proximity.{family}` is missing"),
+                    format!("add [proximity.{family}] with header and reply_line"),
+                ));
             }
         }
         Ok(bank)
@@ -121,7 +141,11 @@ pub struct NormativeSentences {
 impl NormativeSentences {
     pub fn load(file: &Path) -> Result<Self, PromptError> {
         let sentences: NormativeSentences = serde_json::from_str(&read(file)?).map_err(|e| {
-            bank_error(file, format!("not a sentence bank: {e}"), "give a JSON object with `public` and `private` arrays of strings")
+            bank_error(
+                file,
+                format!("not a sentence bank: {e}"),
+                "give a JSON object with `public` and `private` arrays of strings",
+            )
         })?;
         if sentences.public.len() != sentences.private.len() {
             return Err(bank_error(
@@ -188,7 +212,11 @@ impl GroupNames {
             return Err(bank_error(file, "`pairs` is empty", "list at least one pair of nonce names"));
         }
         if let Some(p) = names.pairs.iter().find(|[a, b]| a == b || a.trim().is_empty() || b.trim().is_empty()) {
-            return Err(bank_error(file, format!("pair {p:?} does not name two different groups"), "give two different, non-empty names per pair"));
+            return Err(bank_error(
+                file,
+                format!("pair {p:?} does not name two different groups"),
+                "give two different, non-empty names per pair",
+            ));
         }
         Ok(names)
     }

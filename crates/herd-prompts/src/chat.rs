@@ -26,8 +26,12 @@ impl Role {
 #[serde(rename_all = "snake_case", tag = "type")]
 pub enum Part {
     /// The stimulus image, by id; the runner attaches the pixels.
-    Image { image: String },
-    Text { text: String },
+    Image {
+        image: String,
+    },
+    Text {
+        text: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

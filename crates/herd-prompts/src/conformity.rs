@@ -107,7 +107,9 @@ impl ConformityPrompter {
                     .as_ref()
                     .and_then(|u| u.levels.iter().find(|l| l.name == level))
                     .and_then(|l| l.rule())
-                    .ok_or_else(|| PromptError::Design(format!("unanimity level `{level}` is not in the experiment")))?;
+                    .ok_or_else(|| {
+                        PromptError::Design(format!("unanimity level `{level}` is not in the experiment"))
+                    })?;
                 let mut rng = own("composition");
                 match rule {
                     UnanimityRule::WrongShare(share) => {
@@ -128,10 +130,17 @@ impl ConformityPrompter {
                 }
             }
             Family::Normative => {
-                let sentences = self.normative.as_ref().ok_or_else(|| PromptError::Design("the normative family has no sentence bank".into()))?;
+                let sentences = self
+                    .normative
+                    .as_ref()
+                    .ok_or_else(|| PromptError::Design("the normative family has no sentence bank".into()))?;
                 let list = if level == "public" { &sentences.public } else { &sentences.private };
                 let sentence = list.get(trial.trial as usize).ok_or_else(|| {
-                    PromptError::Design(format!("paraphrase {} is not in the sentence bank ({} pairs)", trial.trial, list.len()))
+                    PromptError::Design(format!(
+                        "paraphrase {} is not in the sentence bank ({} pairs)",
+                        trial.trial,
+                        list.len()
+                    ))
                 })?;
                 plan.framing = Some(sentence.clone());
             }
@@ -173,7 +182,11 @@ impl ConformityPrompter {
                 answer,
                 template: templates.random_range(0..template_count),
                 annotation: proximity.map(|p| {
-                    if level == "near" { p.near.clone() } else { p.far[annotations.random_range(0..p.far.len())].clone() }
+                    if level == "near" {
+                        p.near.clone()
+                    } else {
+                        p.far[annotations.random_range(0..p.far.len())].clone()
+                    }
                 }),
             })
             .collect();
@@ -183,7 +196,10 @@ impl ConformityPrompter {
     /// The prompt text (without the image) for a plan.
     pub fn body(&self, trial: &ConformityTrial, plan: &ConformityPlan) -> Result<String, PromptError> {
         let bank = &self.bank;
-        let wording = bank.tasks.get(&trial.task).ok_or_else(|| PromptError::Design(format!("no wording for task {}", trial.task)))?;
+        let wording = bank
+            .tasks
+            .get(&trial.task)
+            .ok_or_else(|| PromptError::Design(format!("no wording for task {}", trial.task)))?;
         let identity = match trial.family {
             Family::Nationality => bank.identity.get("nationality"),
             Family::Ethnicity => bank.identity.get("ethnicity"),

@@ -23,14 +23,24 @@ fn conformity() -> (ExperimentFile, ConformityExperiment, ConformityPrompter) {
 }
 
 fn trial(family: Family, level: Option<&str>, task: Task, n: u32) -> ConformityTrial {
-    ConformityTrial { family, level: level.map(str::to_owned), task, n, trial: 1, image: ImageSelection::Balanced { correct: Answer::A } }
+    ConformityTrial {
+        family,
+        level: level.map(str::to_owned),
+        task,
+        n,
+        trial: 1,
+        image: ImageSelection::Balanced { correct: Answer::A },
+    }
 }
 
 fn plan(replies: &[(Answer, usize, Option<&str>)]) -> ConformityPlan {
     ConformityPlan {
         correct: Answer::A,
         role: "participants".into(),
-        replies: replies.iter().map(|&(answer, template, a)| PlannedReply { answer, template, annotation: a.map(str::to_owned) }).collect(),
+        replies: replies
+            .iter()
+            .map(|&(answer, template, a)| PlannedReply { answer, template, annotation: a.map(str::to_owned) })
+            .collect(),
         own_identity: None,
         their_identity: None,
         framing: None,
@@ -45,9 +55,15 @@ const THREE: &[(Answer, usize, Option<&str>)] = &[(Answer::B, 0, None), (Answer:
 fn baseline_prompts_of_the_three_tasks() {
     let (_, _, p) = conformity();
     let expected = [
-        (Task::Lines, "In the image, there are three vertical lines labeled A, REFERENCE LINE, and B.\nWhich of the lines, A or B, is the same length as the REFERENCE LINE?"),
+        (
+            Task::Lines,
+            "In the image, there are three vertical lines labeled A, REFERENCE LINE, and B.\nWhich of the lines, A or B, is the same length as the REFERENCE LINE?",
+        ),
         (Task::Color, COLOR),
-        (Task::Dots, "In the image, there are three boxes labeled A, REFERENCE BOX, and B.\nWhich of the boxes, A or B, contains the same number of black dots as the REFERENCE BOX?"),
+        (
+            Task::Dots,
+            "In the image, there are three boxes labeled A, REFERENCE BOX, and B.\nWhich of the boxes, A or B, contains the same number of black dots as the REFERENCE BOX?",
+        ),
     ];
     for (task, question) in expected {
         let body = p.body(&trial(Family::GroupSize, None, task, 0), &plan(&[])).unwrap();
@@ -60,11 +76,17 @@ fn group_size_and_source_strength() {
     let (_, _, p) = conformity();
     let replies = "reply 1: I think the answer is B.\nreply 2: B is my choice.\nreply 3: I'm leaning toward B.";
     let body = p.body(&trial(Family::GroupSize, None, Task::Color, 3), &plan(THREE)).unwrap();
-    assert_eq!(body, format!("{COLOR}\nThe participants before you provided the following replies:\n{replies}\n{CLOSING}"));
+    assert_eq!(
+        body,
+        format!("{COLOR}\nThe participants before you provided the following replies:\n{replies}\n{CLOSING}")
+    );
     let mut scientists = plan(THREE);
     scientists.role = "scientists".into();
     let body = p.body(&trial(Family::SourceStrength, Some("scientists"), Task::Color, 3), &scientists).unwrap();
-    assert_eq!(body, format!("{COLOR}\nThe scientists before you provided the following replies:\n{replies}\n{CLOSING}"));
+    assert_eq!(
+        body,
+        format!("{COLOR}\nThe scientists before you provided the following replies:\n{replies}\n{CLOSING}")
+    );
 }
 
 #[test]
@@ -75,7 +97,9 @@ fn normative_framing_sits_between_question_and_replies() {
     let body = p.body(&trial(Family::Normative, Some("public"), Task::Color, 1), &public).unwrap();
     assert_eq!(
         body,
-        format!("{COLOR}\nYour response will be shared with other participants.\nThe participants before you provided the following replies:\nreply 1: I think the answer is B.\n{CLOSING}")
+        format!(
+            "{COLOR}\nYour response will be shared with other participants.\nThe participants before you provided the following replies:\nreply 1: I think the answer is B.\n{CLOSING}"
+        )
     );
 }
 
@@ -94,7 +118,9 @@ fn identity_families_prefix_intro_and_replies() {
         let body = p.body(&trial(family, Some("different"), Task::Color, 2), &pl).unwrap();
         assert_eq!(
             body,
-            format!("{intro}\n{COLOR}\nThe participants before you provided the following replies:\n{theirs}: reply 1: I think the answer is B.\n{theirs}: reply 2: B is my choice.\n{CLOSING}")
+            format!(
+                "{intro}\n{COLOR}\nThe participants before you provided the following replies:\n{theirs}: reply 1: I think the answer is B.\n{theirs}: reply 2: B is my choice.\n{CLOSING}"
+            )
         );
     }
 }
@@ -106,20 +132,26 @@ fn proximity_families_annotate_every_reply() {
     let body = p.body(&trial(Family::Spatial, Some("far"), Task::Color, 2), &spatial).unwrap();
     assert_eq!(
         body,
-        format!("{COLOR}\nThe participants before you provided the following answers.\nEach participant is located at a specific distance from you, which is indicated before their response:\nreply 1 (distance from you: right here): My answer is B.\nreply 2 (distance from you: ten meters away): I'm going with B.\n{CLOSING}")
+        format!(
+            "{COLOR}\nThe participants before you provided the following answers.\nEach participant is located at a specific distance from you, which is indicated before their response:\nreply 1 (distance from you: right here): My answer is B.\nreply 2 (distance from you: ten meters away): I'm going with B.\n{CLOSING}"
+        )
     );
     let temporal = plan(&[(Answer::B, 3, Some("2 minutes ago"))]);
     let body = p.body(&trial(Family::Temporal, Some("far"), Task::Color, 1), &temporal).unwrap();
     assert_eq!(
         body,
-        format!("{COLOR}\nThe participants before you provided the following answers.\nEach participant responded at a different time, which is indicated before their response:\nreply 1 (time of reply: 2 minutes ago): It could be B.\n{CLOSING}")
+        format!(
+            "{COLOR}\nThe participants before you provided the following answers.\nEach participant responded at a different time, which is indicated before their response:\nreply 1 (time of reply: 2 minutes ago): It could be B.\n{CLOSING}"
+        )
     );
 }
 
 fn unit_plan(units: &[Unit], family: &str, level: Option<&str>, n: &str) -> (herd_design::UnitKey, ConformityTrial) {
     let u = units
         .iter()
-        .find(|u| u.key.cell.family == family && u.key.cell.factor("level") == level && u.key.cell.factor("n") == Some(n))
+        .find(|u| {
+            u.key.cell.family == family && u.key.cell.factor("level") == level && u.key.cell.factor("n") == Some(n)
+        })
         .unwrap_or_else(|| panic!("no unit {family} {level:?} {n}"));
     let UnitPlan::Conformity(t) = &u.plan else { panic!() };
     (u.key.clone(), t.clone())
@@ -161,7 +193,9 @@ fn drawn_plans_follow_each_level() {
     let (k, t) = unit_plan(&units, "spatial", Some("near"), "5");
     assert!(p.plan(&k, &t, Answer::A).unwrap().replies.iter().all(|r| r.annotation.as_deref() == Some("right here")));
     let (k, t) = unit_plan(&units, "spatial", Some("far"), "5");
-    assert!(p.plan(&k, &t, Answer::A).unwrap().replies.iter().all(|r| far_list.contains(r.annotation.as_ref().unwrap())));
+    assert!(
+        p.plan(&k, &t, Answer::A).unwrap().replies.iter().all(|r| far_list.contains(r.annotation.as_ref().unwrap()))
+    );
     // Source strength replaces the role word only.
     let (k, t) = unit_plan(&units, "source_strength", Some("kids"), "5");
     let kids = p.plan(&k, &t, Answer::A).unwrap();
@@ -187,7 +221,9 @@ fn broken_unanimity_plans_keep_a_right_confederate_at_every_n() {
     let mut planned = 0;
     for u in expand(&file.experiment) {
         let UnitPlan::Conformity(t) = &u.plan else { continue };
-        let Some((level, wrong)) = expected.iter().find(|(l, _)| t.family == Family::Unanimity && t.level.as_deref() == Some(*l)) else {
+        let Some((level, wrong)) =
+            expected.iter().find(|(l, _)| t.family == Family::Unanimity && t.level.as_deref() == Some(*l))
+        else {
             continue;
         };
         if t.task != Task::Lines || t.n == 0 || t.trial > 1 {
@@ -215,7 +251,9 @@ fn rendered_prompts_put_the_image_first_or_its_text() {
     let (key, t) = units
         .iter()
         .find_map(|u| match &u.plan {
-            UnitPlan::Conformity(t) if t.task == Task::Lines && t.family == Family::GroupSize && t.n == 2 => Some((u.key.clone(), t.clone())),
+            UnitPlan::Conformity(t) if t.task == Task::Lines && t.family == Family::GroupSize && t.n == 2 => {
+                Some((u.key.clone(), t.clone()))
+            }
             _ => None,
         })
         .unwrap();
@@ -229,9 +267,13 @@ fn rendered_prompts_put_the_image_first_or_its_text() {
     let herd_stimuli::TaskParams::Lines { distractor_length, .. } = image.params else { panic!() };
     let wrong_first = image.correct == Answer::B;
     let expected_start = if wrong_first {
-        format!("The image is given below as text.\nA: a vertical line {distractor_length} pixels long\nREFERENCE LINE: a vertical line 300 pixels long\nB: a vertical line 300 pixels long\n\nIn the image")
+        format!(
+            "The image is given below as text.\nA: a vertical line {distractor_length} pixels long\nREFERENCE LINE: a vertical line 300 pixels long\nB: a vertical line 300 pixels long\n\nIn the image"
+        )
     } else {
-        format!("The image is given below as text.\nA: a vertical line 300 pixels long\nREFERENCE LINE: a vertical line 300 pixels long\nB: a vertical line {distractor_length} pixels long\n\nIn the image")
+        format!(
+            "The image is given below as text.\nA: a vertical line 300 pixels long\nREFERENCE LINE: a vertical line 300 pixels long\nB: a vertical line {distractor_length} pixels long\n\nIn the image"
+        )
     };
     assert!(text.starts_with(&expected_start), "{text}");
     // Deterministic: the same unit renders to the same prompt.
@@ -298,8 +340,14 @@ fn allocation_prompt_exact_text() {
         )
     );
     assert!(!text.contains("Kalvo") && !text.contains("Tesim"), "hidden labels leak nowhere");
-    let paraphrase = allocation_prompts(&exp, &bank, &society, &key, &run(Labels::Visible, "paraphrase", false)).unwrap();
-    assert!(paraphrase[1].prompt.text().starts_with("Participant agent_02: this task involves 20 people, you included.\nYour group is Kalvo.\n"));
+    let paraphrase =
+        allocation_prompts(&exp, &bank, &society, &key, &run(Labels::Visible, "paraphrase", false)).unwrap();
+    assert!(
+        paraphrase[1]
+            .prompt
+            .text()
+            .starts_with("Participant agent_02: this task involves 20 people, you included.\nYour group is Kalvo.\n")
+    );
     assert!(allocation_prompts(&exp, &bank, &society, &key, &run(Labels::Visible, "nonexistent", false)).is_err());
 }
 
@@ -310,7 +358,9 @@ fn societies_are_paired_across_arms_and_swapped_between_passes() {
     let societies: Vec<(SocietyRun, Society)> = units
         .iter()
         .filter_map(|u| match &u.plan {
-            UnitPlan::Society(r) if r.seed == 4 && r.minority_size == 5 => Some((r.clone(), draw_society(&exp, &u.key, r, &names))),
+            UnitPlan::Society(r) if r.seed == 4 && r.minority_size == 5 => {
+                Some((r.clone(), draw_society(&exp, &u.key, r, &names)))
+            }
             _ => None,
         })
         .collect();

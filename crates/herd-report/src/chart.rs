@@ -47,14 +47,8 @@ enum Marker {
     FilledCircle,
     FilledSquare,
 }
-const MARKERS: [Marker; 6] = [
-    Marker::Circle,
-    Marker::Square,
-    Marker::Triangle,
-    Marker::Cross,
-    Marker::FilledCircle,
-    Marker::FilledSquare,
-];
+const MARKERS: [Marker; 6] =
+    [Marker::Circle, Marker::Square, Marker::Triangle, Marker::Cross, Marker::FilledCircle, Marker::FilledSquare];
 
 fn colour(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
@@ -155,9 +149,7 @@ pub fn render(name: &str, chart: &Chart) -> Result<(Vec<u8>, String), ReportErro
     let image = image::RgbImage::from_raw(FIGURE_WIDTH, FIGURE_HEIGHT, pixels)
         .ok_or_else(|| failed("the bitmap buffer has the wrong size".into()))?;
     let mut png = Vec::new();
-    image
-        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
-        .map_err(|e| failed(e.to_string()))?;
+    image.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).map_err(|e| failed(e.to_string()))?;
 
     let mut svg = String::new();
     {
@@ -181,9 +173,8 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Res
 
 /// (low, high) of `values` padded by 6% (a unit range around a single value).
 fn padded_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (lo, hi) = values
-        .filter(|v| v.is_finite())
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (lo, hi) =
+        values.filter(|v| v.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
     if !lo.is_finite() {
         return (0.0, 1.0);
     }
@@ -276,9 +267,7 @@ fn draw_legend<DB: DrawingBackend>(
     for (i, label) in labels.iter().enumerate() {
         let c = colour(i);
         if bars {
-            legend
-                .draw(&Rectangle::new([(12, y - 8), (44, y + 8)], c.filled()))
-                .map_err(draw_error)?;
+            legend.draw(&Rectangle::new([(12, y - 8), (44, y + 8)], c.filled())).map_err(draw_error)?;
             for line in hatch_lines(i, (12.0, 44.0), (y as f64 - 8.0, y as f64 + 8.0), 6.0, 6.0) {
                 let pixels: Vec<(i32, i32)> = line.iter().map(|&(x, y)| (x.round() as i32, y.round() as i32)).collect();
                 legend.draw(&PathElement::new(pixels, WHITE.stroke_width(2))).map_err(draw_error)?;
@@ -286,7 +275,8 @@ fn draw_legend<DB: DrawingBackend>(
         } else {
             let sample = [(8.0, y as f64), (48.0, y as f64)];
             for piece in dashed(&sample, DASHES[i % DASHES.len()], |p| p) {
-                let pixels: Vec<(i32, i32)> = piece.iter().map(|&(x, y)| (x.round() as i32, y.round() as i32)).collect();
+                let pixels: Vec<(i32, i32)> =
+                    piece.iter().map(|&(x, y)| (x.round() as i32, y.round() as i32)).collect();
                 legend.draw(&PathElement::new(pixels, c.stroke_width(2))).map_err(draw_error)?;
             }
             let (stroke, fill) = (ShapeStyle::from(&c).stroke_width(2), ShapeStyle::from(&c).filled());
@@ -379,13 +369,14 @@ fn draw_lines<DB: DrawingBackend>(
             .map_err(draw_error)?;
     }
     for (i, series) in c.series.iter().enumerate() {
-        let band: Vec<(f64, f64)> = series.points.iter().filter_map(|p| p.interval.map(|(_, hi)| (p.x, clamp(hi)))).chain(
-            series.points.iter().rev().filter_map(|p| p.interval.map(|(lo, _)| (p.x, clamp(lo)))),
-        ).collect();
+        let band: Vec<(f64, f64)> = series
+            .points
+            .iter()
+            .filter_map(|p| p.interval.map(|(_, hi)| (p.x, clamp(hi))))
+            .chain(series.points.iter().rev().filter_map(|p| p.interval.map(|(lo, _)| (p.x, clamp(lo)))))
+            .collect();
         if band.len() >= 4 {
-            chart
-                .draw_series(std::iter::once(Polygon::new(band, colour(i).mix(0.10).filled())))
-                .map_err(draw_error)?;
+            chart.draw_series(std::iter::once(Polygon::new(band, colour(i).mix(0.10).filled()))).map_err(draw_error)?;
         }
     }
     for (i, series) in c.series.iter().enumerate() {
@@ -404,8 +395,12 @@ fn draw_lines<DB: DrawingBackend>(
         match MARKERS[i % MARKERS.len()] {
             Marker::Circle => chart.draw_series(line.iter().map(|p| at(p) + Circle::new((0, 0), 5, stroke))),
             Marker::FilledCircle => chart.draw_series(line.iter().map(|p| at(p) + Circle::new((0, 0), 5, fill))),
-            Marker::Square => chart.draw_series(line.iter().map(|p| at(p) + Rectangle::new([(-4, -4), (4, 4)], stroke))),
-            Marker::FilledSquare => chart.draw_series(line.iter().map(|p| at(p) + Rectangle::new([(-4, -4), (4, 4)], fill))),
+            Marker::Square => {
+                chart.draw_series(line.iter().map(|p| at(p) + Rectangle::new([(-4, -4), (4, 4)], stroke)))
+            }
+            Marker::FilledSquare => {
+                chart.draw_series(line.iter().map(|p| at(p) + Rectangle::new([(-4, -4), (4, 4)], fill)))
+            }
             Marker::Triangle => chart.draw_series(line.iter().map(|p| at(p) + TriangleMarker::new((0, 0), 6, fill))),
             Marker::Cross => chart.draw_series(line.iter().map(|p| at(p) + Cross::new((0, 0), 5, stroke))),
         }
@@ -424,10 +419,7 @@ fn draw_bars<DB: DrawingBackend>(
     let n = c.categories.len().max(1);
     let bars = || c.series.iter().flat_map(|s| s.bars.iter().flatten());
     let (y0, y1) = padded_range(
-        bars()
-            .flat_map(|b| [Some(b.value), b.interval.map(|i| i.0), b.interval.map(|i| i.1)])
-            .flatten()
-            .chain([0.0]),
+        bars().flat_map(|b| [Some(b.value), b.interval.map(|i| i.0), b.interval.map(|i| i.1)]).flatten().chain([0.0]),
     );
     // Room above the tallest bar for its note.
     let y1 = if bars().any(|b| b.note.is_some()) { y1 + (y1 - y0) * 0.08 } else { y1 };
@@ -560,7 +552,10 @@ fn draw_heatmap<DB: DrawingBackend>(
     for (i, column) in c.cells.iter().enumerate() {
         let ny = column.len().max(1);
         for (j, value) in column.iter().enumerate() {
-            let corners = [(i as f64 / nx as f64, j as f64 / ny as f64), ((i + 1) as f64 / nx as f64, (j + 1) as f64 / ny as f64)];
+            let corners = [
+                (i as f64 / nx as f64, j as f64 / ny as f64),
+                ((i + 1) as f64 / nx as f64, (j + 1) as f64 / ny as f64),
+            ];
             let style = match value {
                 Some(v) => viridis((v - lo) / (hi - lo)).filled(),
                 None => RGBColor(245, 245, 245).filled(),
@@ -575,9 +570,7 @@ fn draw_heatmap<DB: DrawingBackend>(
     let (top, bottom) = (90, 420);
     for y in top..bottom {
         let t = f64::from(bottom - y) / f64::from(bottom - top);
-        legend
-            .draw(&Rectangle::new([(16, y), (46, y + 1)], viridis(t).filled()))
-            .map_err(draw_error)?;
+        legend.draw(&Rectangle::new([(16, y), (46, y + 1)], viridis(t).filled())).map_err(draw_error)?;
     }
     for k in 0..=4 {
         let t = f64::from(k) / 4.0;

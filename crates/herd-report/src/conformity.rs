@@ -104,7 +104,9 @@ fn models(trials: &ConformityTable) -> usize {
 /// "first → last" of a curve, for readings.
 fn rise(series: &LineSeries) -> String {
     match (series.points.first(), series.points.last()) {
-        (Some(a), Some(b)) => format!("{} from {} at N = {} to {} at N = {}", series.label, num(a.y), a.x, num(b.y), b.x),
+        (Some(a), Some(b)) => {
+            format!("{} from {} at N = {} to {} at N = {}", series.label, num(a.y), a.x, num(b.y), b.x)
+        }
         _ => series.label.clone(),
     }
 }
@@ -117,7 +119,9 @@ fn saturation(tables: &ConformityTables, measure: PWrong, task: Option<&str>) ->
         .into_iter()
         .filter(|&r| task.is_none_or(|task| auc.text("task", r) == Some(task)))
         .map(|r| {
-            let at = auc.number("saturation_n", r).map_or("none (the curve does not rise)".to_owned(), |n| format!("N = {n}"));
+            let at = auc
+                .number("saturation_n", r)
+                .map_or("none (the curve does not rise)".to_owned(), |n| format!("N = {n}"));
             format!("{} · {} {at}", auc.text("model", r).unwrap_or("?"), auc.text("task", r).unwrap_or("?"))
         })
         .collect();
@@ -129,7 +133,11 @@ fn saturation(tables: &ConformityTables, measure: PWrong, task: Option<&str>) ->
 }
 
 /// Paper fig. 2a: p_wrong(N) per model on the colour task, in the group-size family.
-pub fn p_wrong_by_group_size_per_model_color(trials: &ConformityTable, tables: &ConformityTables, measure: PWrong) -> FigureResult {
+pub fn p_wrong_by_group_size_per_model_color(
+    trials: &ConformityTable,
+    tables: &ConformityTables,
+    measure: PWrong,
+) -> FigureResult {
     const NAME: &str = "p_wrong_by_group_size_per_model_color";
     const PAPER: &str = "conformity paper, fig. 2a (colour task)";
     let color = family(trials, "group_size").filter(|t| t.task == "color");
@@ -147,12 +155,21 @@ pub fn p_wrong_by_group_size_per_model_color(trials: &ConformityTable, tables: &
         paper_figure: PAPER,
         title: "Conformity by group size, per model (colour task)".into(),
         reading,
-        chart: curve_chart("Conformity by group size, per model (colour)", "model (95% band over trials)", series, measure),
+        chart: curve_chart(
+            "Conformity by group size, per model (colour)",
+            "model (95% band over trials)",
+            series,
+            measure,
+        ),
     })
 }
 
 /// Fig. 2a pooled over the tasks the run has (herd's summary; the paper's panel is the colour task).
-pub fn p_wrong_by_group_size_per_model(trials: &ConformityTable, tables: &ConformityTables, measure: PWrong) -> FigureResult {
+pub fn p_wrong_by_group_size_per_model(
+    trials: &ConformityTable,
+    tables: &ConformityTables,
+    measure: PWrong,
+) -> FigureResult {
     const NAME: &str = "p_wrong_by_group_size_per_model";
     const PAPER: &str = "conformity paper, fig. 2a, tasks pooled (herd's)";
     let series = curves_by(family(trials, "group_size"), measure, |t| t.model.clone(), None);
@@ -193,7 +210,12 @@ pub fn p_wrong_by_group_size_per_task(trials: &ConformityTable, measure: PWrong)
         paper_figure: PAPER,
         title: "Conformity by group size, per task".into(),
         reading,
-        chart: curve_chart("Conformity by group size, per task", if several { "model · task" } else { "task" }, series, measure),
+        chart: curve_chart(
+            "Conformity by group size, per task",
+            if several { "model · task" } else { "task" },
+            series,
+            measure,
+        ),
     })
 }
 
@@ -274,7 +296,8 @@ pub fn auc_by_difficulty(tables: &ConformityTables, measure: PWrong) -> FigureRe
                 num(first),
                 num(last)
             ));
-            let label = if several { format!("{model} · {task} ({rho_text})") } else { format!("{task} ({rho_text})") };
+            let label =
+                if several { format!("{model} · {task} ({rho_text})") } else { format!("{task} ({rho_text})") };
             LineSeries { label, points: points.into_iter().map(|(x, y)| Point { x, y, interval: None }).collect() }
         })
         .collect();
@@ -309,7 +332,11 @@ fn normalise(values: &mut [f64]) -> bool {
 /// Paper fig. 3b: conformity (image AUC) over normalised difficulty × normalised performance, as
 /// a heatmap of mean normalised conformity; normalisation within model and task, as in the
 /// regression.
-pub fn conformity_by_difficulty_and_performance(trials: &ConformityTable, tables: &ConformityTables, measure: PWrong) -> FigureResult {
+pub fn conformity_by_difficulty_and_performance(
+    trials: &ConformityTable,
+    tables: &ConformityTables,
+    measure: PWrong,
+) -> FigureResult {
     const NAME: &str = "conformity_by_difficulty_and_performance";
     const PAPER: &str = "conformity paper, fig. 3b";
     const BINS: usize = 5;
@@ -317,7 +344,9 @@ pub fn conformity_by_difficulty_and_performance(trials: &ConformityTable, tables
     type Image = (BTreeMap<u32, Vec<f64>>, Vec<f64>, Vec<f64>);
     let mut groups: BTreeMap<(&str, &str), BTreeMap<&str, Image>> = BTreeMap::new();
     for t in family(trials, "difficulty") {
-        let (Some(image), Some(index), Some(p)) = (t.image_id.as_deref(), t.difficulty_index, measure.of(t)) else { continue };
+        let (Some(image), Some(index), Some(p)) = (t.image_id.as_deref(), t.difficulty_index, measure.of(t)) else {
+            continue;
+        };
         let entry = groups.entry((t.model.as_str(), t.task.as_str())).or_default().entry(image).or_default();
         entry.0.entry(t.n).or_default().push(p);
         entry.1.push(index);
@@ -359,12 +388,18 @@ pub fn conformity_by_difficulty_and_performance(trials: &ConformityTable, tables
     }
     let cells = cells
         .into_iter()
-        .map(|column| column.into_iter().map(|v| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)).collect())
+        .map(|column| {
+            column.into_iter().map(|v| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)).collect()
+        })
         .collect();
     let ols = &tables.difficulty_ols;
     let term = |task: &str, term: &str| {
         rows_where(ols, &[("task", task), ("measure", measure.column()), ("term", term)]).first().map(|&r| {
-            format!("β_{term} = {} (p = {})", num(ols.number("coef", r).unwrap_or(f64::NAN)), p_value(ols.number("p", r).unwrap_or(f64::NAN)))
+            format!(
+                "β_{term} = {} (p = {})",
+                num(ols.number("coef", r).unwrap_or(f64::NAN)),
+                p_value(ols.number("p", r).unwrap_or(f64::NAN))
+            )
         })
     };
     let mut tasks: Vec<&str> = (0..ols.n_rows()).filter_map(|r| ols.text("task", r)).collect();
@@ -372,7 +407,9 @@ pub fn conformity_by_difficulty_and_performance(trials: &ConformityTable, tables
     let fits: Vec<String> = tasks
         .iter()
         .map(|task| {
-            let r2 = rows_where(ols, &[("task", task), ("measure", measure.column())]).first().and_then(|&r| ols.number("r_squared", r));
+            let r2 = rows_where(ols, &[("task", task), ("measure", measure.column())])
+                .first()
+                .and_then(|&r| ols.number("r_squared", r));
             format!(
                 "{task}: {}, {}, R² = {}",
                 term(task, "difficulty").unwrap_or_default(),
@@ -417,7 +454,9 @@ struct Contrast {
 fn contrasts(tables: &ConformityTables, families: &[&str], measure: PWrong) -> Vec<Contrast> {
     let d = &tables.deltas;
     (0..d.n_rows())
-        .filter(|&r| d.text("measure", r) == Some(measure.column()) && families.iter().any(|f| d.text("family", r) == Some(*f)))
+        .filter(|&r| {
+            d.text("measure", r) == Some(measure.column()) && families.iter().any(|f| d.text("family", r) == Some(*f))
+        })
         .map(|r| Contrast {
             model: d.text("model", r).unwrap_or_default().to_owned(),
             task: d.text("task", r).unwrap_or_default().to_owned(),
@@ -467,7 +506,10 @@ pub fn public_minus_private_auc_per_model(tables: &ConformityTables, measure: PW
             y_label: "ΔAUC, public − private (probability)".into(),
             legend_title: "95% interval over paraphrases".into(),
             categories,
-            series: vec![BarSeries { label: "public − private".into(), bars: rows.iter().map(|c| Some(contrast_bar(c))).collect() }],
+            series: vec![BarSeries {
+                label: "public − private".into(),
+                bars: rows.iter().map(|c| Some(contrast_bar(c))).collect(),
+            }],
         }),
     })
 }
@@ -493,7 +535,10 @@ pub fn p_wrong_by_source_strength(trials: &ConformityTable, measure: PWrong) -> 
     let reading = match (highest, lowest) {
         (Some(h), Some(l)) => format!(
             "At the largest N, {} draws the most conformity ({}) and {} the least ({}).",
-            h.label, num(last(h)), l.label, num(last(l))
+            h.label,
+            num(last(h)),
+            l.label,
+            num(last(l))
         ),
         _ => String::new(),
     };
@@ -520,23 +565,36 @@ struct PairedCurves {
 
 const NEUTRAL: &str = "neutral (no identity; group-size family)";
 
-fn paired_curves(trials: &ConformityTable, tables: &ConformityTables, measure: PWrong, spec: &PairedCurves) -> FigureResult {
+fn paired_curves(
+    trials: &ConformityTable,
+    tables: &ConformityTables,
+    measure: PWrong,
+    spec: &PairedCurves,
+) -> FigureResult {
     let PairedCurves { families, name, paper, title, legend, neutral } = *spec;
     let several = models(trials) > 1;
     let rows: Vec<&ConformityTrial> = trials.rows.iter().filter(|t| families.contains(&t.family.as_str())).collect();
     let mut series = curves_by(
         rows.iter().copied(),
         measure,
-        |t| if several { format!("{} · {} · {}", t.model, t.family, t.level) } else { format!("{} · {}", t.family, t.level) },
+        |t| {
+            if several {
+                format!("{} · {} · {}", t.model, t.family, t.level)
+            } else {
+                format!("{} · {}", t.family, t.level)
+            }
+        },
         None,
     );
     if series.is_empty() {
         return Err(absent(name, paper, format!("the run has no {} trials", families.join(" or "))));
     }
     if neutral {
-        let shown: std::collections::BTreeSet<(&str, &str)> = rows.iter().map(|t| (t.model.as_str(), t.task.as_str())).collect();
+        let shown: std::collections::BTreeSet<(&str, &str)> =
+            rows.iter().map(|t| (t.model.as_str(), t.task.as_str())).collect();
         let baseline = family(trials, "group_size").filter(|t| shown.contains(&(t.model.as_str(), t.task.as_str())));
-        let label = |t: &ConformityTrial| if several { format!("{} · {NEUTRAL}", t.model) } else { NEUTRAL.to_owned() };
+        let label =
+            |t: &ConformityTrial| if several { format!("{} · {NEUTRAL}", t.model) } else { NEUTRAL.to_owned() };
         series.extend(curves_by(baseline, measure, label, None));
     }
     let deltas = contrasts(tables, families, measure);
@@ -544,16 +602,33 @@ fn paired_curves(trials: &ConformityTable, tables: &ConformityTables, measure: P
         "ΔAUC {}.",
         deltas
             .iter()
-            .map(|c| format!("{} {} − {}: {} (p = {})", c.family, c.level_a, c.level_b, signed(c.delta), p_value(c.z_p)))
+            .map(|c| format!(
+                "{} {} − {}: {} (p = {})",
+                c.family,
+                c.level_a,
+                c.level_b,
+                signed(c.delta),
+                p_value(c.z_p)
+            ))
             .collect::<Vec<_>>()
             .join("; ")
     );
-    Ok(Figure { name, paper_figure: paper, title: title.to_owned(), reading, chart: curve_chart(title, legend, series, measure) })
+    Ok(Figure {
+        name,
+        paper_figure: paper,
+        title: title.to_owned(),
+        reading,
+        chart: curve_chart(title, legend, series, measure),
+    })
 }
 
 /// Paper fig. 4b: same versus different group (nationality, ethnicity, minimal group), with the
 /// neutral baseline.
-pub fn p_wrong_same_vs_different_group(trials: &ConformityTable, tables: &ConformityTables, measure: PWrong) -> FigureResult {
+pub fn p_wrong_same_vs_different_group(
+    trials: &ConformityTable,
+    tables: &ConformityTables,
+    measure: PWrong,
+) -> FigureResult {
     paired_curves(
         trials,
         tables,
@@ -618,9 +693,11 @@ pub fn auc_by_source_strength_per_task(tables: &ConformityTables, measure: PWron
             bars: levels
                 .iter()
                 .map(|l| {
-                    aucs.iter()
-                        .find(|a| &format!("{} · {}", a.0, a.1) == s && &a.2 == l)
-                        .map(|a| Bar { value: a.3, interval: None, note: None })
+                    aucs.iter().find(|a| &format!("{} · {}", a.0, a.1) == s && &a.2 == l).map(|a| Bar {
+                        value: a.3,
+                        interval: None,
+                        note: None,
+                    })
                 })
                 .collect(),
         })
@@ -670,14 +747,24 @@ pub fn proximity_auc_differences(tables: &ConformityTables, measure: PWrong) -> 
             label: s.clone(),
             bars: categories
                 .iter()
-                .map(|f| rows.iter().find(|c| &c.family == f && &format!("{} · {}", c.model, c.task) == s).map(contrast_bar))
+                .map(|f| {
+                    rows.iter().find(|c| &c.family == f && &format!("{} · {}", c.model, c.task) == s).map(contrast_bar)
+                })
                 .collect(),
         })
         .collect();
     let reading = format!(
         "ΔAUC closer − farther source ({SOCIAL_MEAN}: same − different averaged over the social families, as fig. 4d / S6): {}.",
         rows.iter()
-            .map(|c| format!("{} · {} {} {} (z = {:.2}, p = {})", c.model, c.task, c.family, signed(c.delta), c.z, p_value(c.z_p)))
+            .map(|c| format!(
+                "{} · {} {} {} (z = {:.2}, p = {})",
+                c.model,
+                c.task,
+                c.family,
+                signed(c.delta),
+                c.z,
+                p_value(c.z_p)
+            ))
             .collect::<Vec<_>>()
             .join(", ")
     );

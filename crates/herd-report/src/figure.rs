@@ -64,9 +64,7 @@ pub fn is_main_row(table: &ResultTable, r: usize) -> bool {
 }
 
 pub fn rows_where(table: &ResultTable, conditions: &[(&str, &str)]) -> Vec<usize> {
-    (0..table.n_rows())
-        .filter(|&r| conditions.iter().all(|(c, v)| table.text(c, r) == Some(*v)))
-        .collect()
+    (0..table.n_rows()).filter(|&r| conditions.iter().all(|(c, v)| table.text(c, r) == Some(*v))).collect()
 }
 
 /// A number for a reading: 3 significant decimals, a sign when asked.

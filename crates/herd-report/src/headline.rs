@@ -87,7 +87,10 @@ pub fn paper_headlines() -> Result<Vec<PaperHeadline>, ReportError> {
             return Err(ReportError::Headlines(format!("no computation for id `{}`", h.id)));
         }
         if !["conformity", "minimal_group"].contains(&h.study.as_str()) {
-            return Err(ReportError::Headlines(format!("`{}`: study `{}` is not conformity or minimal_group", h.id, h.study)));
+            return Err(ReportError::Headlines(format!(
+                "`{}`: study `{}` is not conformity or minimal_group",
+                h.id, h.study
+            )));
         }
         if h.effect.is_some_and(|e| !(e.is_finite() && e > 0.0)) {
             return Err(ReportError::Headlines(format!("`{}`: effect must be a positive magnitude", h.id)));
@@ -144,7 +147,8 @@ fn outcome(headline: &PaperHeadline, measure: Measure, results: &Results) -> Opt
             let other = f(headline, results, lead.other()).map(|o| o.rows).unwrap_or_default();
             for row in &mut outcome.rows {
                 let twin = other.iter().find(|r| r.label == row.label && !r.value.is_empty());
-                let lead_value = if row.value.is_empty() { String::new() } else { format!("{}: {}", lead.column(), row.value) };
+                let lead_value =
+                    if row.value.is_empty() { String::new() } else { format!("{}: {}", lead.column(), row.value) };
                 row.value = match twin {
                     Some(twin) if lead_value.is_empty() => format!("{}: {}", lead.other().column(), twin.value),
                     Some(twin) => format!("{lead_value} (with {}: {})", lead.other().column(), twin.value),
@@ -161,7 +165,9 @@ pub fn compare_headlines(results: &Results) -> Result<Vec<HeadlineComparison>, R
     Ok(paper_headlines()?
         .into_iter()
         .map(|headline| {
-            let outcome = measure_of(&headline.id).and_then(|measure| outcome(&headline, measure, results)).filter(|o| !o.rows.is_empty());
+            let outcome = measure_of(&headline.id)
+                .and_then(|measure| outcome(&headline, measure, results))
+                .filter(|o| !o.rows.is_empty());
             let (this_run, verdict, basis) = match outcome {
                 Some(o) => {
                     let (verdict, basis) = combine(&o.rows, o.combine);

@@ -54,7 +54,8 @@ pub use chart::{Bar, BarChart, BarSeries, Chart, FIGURE_HEIGHT, FIGURE_WIDTH, He
 pub use conformity::{
     auc_by_difficulty, auc_by_source_strength_per_task, conformity_by_difficulty_and_performance, conformity_figures,
     p_wrong_by_group_size_per_model, p_wrong_by_group_size_per_task, p_wrong_by_source_strength, p_wrong_by_unanimity,
-    p_wrong_near_vs_far, p_wrong_same_vs_different_group, proximity_auc_differences, public_minus_private_auc_per_model,
+    p_wrong_near_vs_far, p_wrong_same_vs_different_group, proximity_auc_differences,
+    public_minus_private_auc_per_model,
 };
 pub use error::ReportError;
 pub use figure::{AbsentFigure, Figure, FigureResult};

@@ -33,9 +33,14 @@ fn deciders(table: &DyadTable) -> Vec<Decider> {
     type Sums = (f64, usize, f64, usize, bool, bool);
     let mut sums: BTreeMap<(DesignKey, Labels, u32, i64, i64), Sums> = BTreeMap::new();
     for d in &table.rows {
-        let e = sums
-            .entry((d.design.clone(), d.labels, d.m, d.seed, d.decider))
-            .or_insert((0.0, 0, 0.0, 0, true, d.minority_decider));
+        let e = sums.entry((d.design.clone(), d.labels, d.m, d.seed, d.decider)).or_insert((
+            0.0,
+            0,
+            0.0,
+            0,
+            true,
+            d.minority_decider,
+        ));
         if d.same_group {
             e.0 += d.points;
             e.1 += 1;
@@ -116,7 +121,10 @@ impl DeciderSet {
 
 /// Seed-level mean of `value` over the chosen deciders: averaged within each society, then over
 /// societies, with a 95% interval over societies.
-fn seed_level<'a>(chosen: impl Iterator<Item = &'a Decider>, value: fn(&Decider) -> f64) -> Option<(f64, Option<(f64, f64)>)> {
+fn seed_level<'a>(
+    chosen: impl Iterator<Item = &'a Decider>,
+    value: fn(&Decider) -> f64,
+) -> Option<(f64, Option<(f64, f64)>)> {
     let mut by_seed: BTreeMap<i64, (f64, usize)> = BTreeMap::new();
     for d in chosen {
         let e = by_seed.entry(d.seed).or_default();
@@ -176,12 +184,7 @@ fn absent(name: &'static str, paper_figure: &'static str, reason: impl Into<Stri
     AbsentFigure { name, paper_figure, reason: reason.into() }
 }
 
-fn by_m_series(
-    context: &Context,
-    labels: Labels,
-    sets: &[DeciderSet],
-    value: fn(&Decider) -> f64,
-) -> Vec<LineSeries> {
+fn by_m_series(context: &Context, labels: Labels, sets: &[DeciderSet], value: fn(&Decider) -> f64) -> Vec<LineSeries> {
     let mut series = Vec::new();
     for condition in context.conditions() {
         for &set in sets {
@@ -190,7 +193,10 @@ fn by_m_series(
                 .iter()
                 .filter_map(|&m| {
                     let chosen = context.main().filter(|d| {
-                        d.labels == labels && d.m == m && set.contains(d) && condition_label(d, context.several_reasoning) == condition
+                        d.labels == labels
+                            && d.m == m
+                            && set.contains(d)
+                            && condition_label(d, context.several_reasoning) == condition
                     });
                     seed_level(chosen, value).map(|(y, interval)| Point { x: f64::from(m), y, interval })
                 })
@@ -204,7 +210,13 @@ fn by_m_series(
 }
 
 /// Seed-test rows of the main condition (as the figures show it): (condition · m, mean, p).
-fn seed_test(context: &Context, tables: &MinimalGroupTables, labels: &str, deciders: &str, measure: &str) -> Vec<(String, f64, f64)> {
+fn seed_test(
+    context: &Context,
+    tables: &MinimalGroupTables,
+    labels: &str,
+    deciders: &str,
+    measure: &str,
+) -> Vec<(String, f64, f64)> {
     let t = &tables.seed_tests;
     rows_where(t, &[("labels", labels), ("deciders", deciders), ("measure", measure)])
         .into_iter()
@@ -234,7 +246,11 @@ fn favouritism_by_minority_size(context: &Context, tables: &MinimalGroupTables) 
     let tests = seed_test(context, tables, "visible", "all", "favouritism");
     let reading = format!(
         "Visible labels, all deciders (seed-level Wilcoxon): {}.",
-        tests.iter().map(|(cell, mean, p)| format!("{cell}: {} points/target (p = {})", signed(*mean), p_value(*p))).collect::<Vec<_>>().join("; ")
+        tests
+            .iter()
+            .map(|(cell, mean, p)| format!("{cell}: {} points/target (p = {})", signed(*mean), p_value(*p)))
+            .collect::<Vec<_>>()
+            .join("; ")
     );
     Ok(Figure {
         name: NAME,
@@ -253,7 +269,12 @@ fn favouritism_by_minority_size(context: &Context, tables: &MinimalGroupTables) 
     })
 }
 
-fn bars_by_m(context: &Context, groups: &[(Labels, DeciderSet)], value: fn(&Decider) -> f64, scale: f64) -> (Vec<String>, Vec<BarSeries>) {
+fn bars_by_m(
+    context: &Context,
+    groups: &[(Labels, DeciderSet)],
+    value: fn(&Decider) -> f64,
+    scale: f64,
+) -> (Vec<String>, Vec<BarSeries>) {
     let categories = context.minority_sizes.iter().map(|m| format!("m = {m}")).collect();
     let mut series = Vec::new();
     for condition in context.conditions() {
@@ -263,7 +284,10 @@ fn bars_by_m(context: &Context, groups: &[(Labels, DeciderSet)], value: fn(&Deci
                 .iter()
                 .map(|&m| {
                     let chosen = context.main().filter(|d| {
-                        d.labels == labels && d.m == m && set.contains(d) && condition_label(d, context.several_reasoning) == condition
+                        d.labels == labels
+                            && d.m == m
+                            && set.contains(d)
+                            && condition_label(d, context.several_reasoning) == condition
                     });
                     seed_level(chosen, value).map(|(v, interval)| Bar {
                         value: v * scale,
@@ -327,7 +351,8 @@ fn favouritism_visible_vs_hidden(context: &Context, tables: &MinimalGroupTables)
 fn excess_share_by_minority_size(context: &Context) -> FigureResult {
     const NAME: &str = "excess_share_by_minority_size";
     const PAPER: &str = "minimal-group paper, excess share";
-    let series = by_m_series(context, Labels::Visible, &[DeciderSet::Minority, DeciderSet::Majority], |d| d.excess_share);
+    let series =
+        by_m_series(context, Labels::Visible, &[DeciderSet::Minority, DeciderSet::Majority], |d| d.excess_share);
     if series.is_empty() {
         return Err(absent(NAME, PAPER, "the run has no visible-label societies"));
     }
@@ -335,7 +360,11 @@ fn excess_share_by_minority_size(context: &Context) -> FigureResult {
         "Excess share, visible labels: {}.",
         series
             .iter()
-            .map(|s| format!("{} {}", s.label, s.points.iter().map(|p| format!("m = {}: {}", p.x, signed(p.y))).collect::<Vec<_>>().join(", ")))
+            .map(|s| format!(
+                "{} {}",
+                s.label,
+                s.points.iter().map(|p| format!("m = {}: {}", p.x, signed(p.y))).collect::<Vec<_>>().join(", ")
+            ))
             .collect::<Vec<_>>()
             .join("; ")
     );
@@ -390,7 +419,11 @@ fn favouritism_distribution_per_decider(context: &Context) -> FigureResult {
         let points = counts
             .iter()
             .enumerate()
-            .map(|(k, &c)| Point { x: lo + (k as f64 + 0.5) * width, y: 100.0 * c as f64 / own.len() as f64, interval: None })
+            .map(|(k, &c)| Point {
+                x: lo + (k as f64 + 0.5) * width,
+                y: 100.0 * c as f64 / own.len() as f64,
+                interval: None,
+            })
             .collect();
         let share = own.iter().filter(|v| **v > 0.0).count() as f64 / own.len() as f64;
         let mut sorted = own.clone();
@@ -440,7 +473,12 @@ fn extreme_allocations_by_minority_size(context: &Context) -> FigureResult {
             .map(|s| format!(
                 "{} {}",
                 s.label,
-                s.bars.iter().zip(&categories).filter_map(|(b, c)| b.as_ref().map(|b| format!("{c}: {:.1}%", b.value))).collect::<Vec<_>>().join(", ")
+                s.bars
+                    .iter()
+                    .zip(&categories)
+                    .filter_map(|(b, c)| b.as_ref().map(|b| format!("{c}: {:.1}%", b.value)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))
             .collect::<Vec<_>>()
             .join("; ")
@@ -487,18 +525,19 @@ fn favouritism_by_reasoning_mode(context: &Context, tables: &MinimalGroupTables)
         .filter(|s| s.bars.iter().any(Option::is_some))
         .collect();
     let gee = &tables.gee;
-    let interaction: Vec<String> = rows_where(gee, &[("labels", "visible"), ("term", "same_group:reasoning"), ("analysis", "reasoning_control")])
-        .into_iter()
-        .filter(|&r| is_main_row(gee, r))
-        .map(|r| {
-            format!(
-                "same_group × reasoning = {} (robust SE {}, p = {})",
-                num(gee.number("coef", r).unwrap_or(f64::NAN)),
-                num(gee.number("se_robust", r).unwrap_or(f64::NAN)),
-                p_value(gee.number("p", r).unwrap_or(f64::NAN))
-            )
-        })
-        .collect();
+    let interaction: Vec<String> =
+        rows_where(gee, &[("labels", "visible"), ("term", "same_group:reasoning"), ("analysis", "reasoning_control")])
+            .into_iter()
+            .filter(|&r| is_main_row(gee, r))
+            .map(|r| {
+                format!(
+                    "same_group × reasoning = {} (robust SE {}, p = {})",
+                    num(gee.number("coef", r).unwrap_or(f64::NAN)),
+                    num(gee.number("se_robust", r).unwrap_or(f64::NAN)),
+                    p_value(gee.number("p", r).unwrap_or(f64::NAN))
+                )
+            })
+            .collect();
     let reading = if interaction.is_empty() {
         "No pooled reasoning GEE in the analysis (it needs reasoning modes `on` and `off`).".to_owned()
     } else {
@@ -530,7 +569,8 @@ fn favouritism_across_swap_pass_and_paraphrase(context: &Context, tables: &Minim
         parts.extend(d.design.0[SWAP_PASS].clone());
         parts.join(" · ")
     };
-    let variants: BTreeSet<String> = context.deciders.iter().filter(|d| d.labels == Labels::Visible).map(variant).collect();
+    let variants: BTreeSet<String> =
+        context.deciders.iter().filter(|d| d.labels == Labels::Visible).map(variant).collect();
     let robust_variants = context.instruments.len() > 1 || context.passes.len() > 1;
     if !robust_variants || variants.len() < 2 {
         return Err(absent(NAME, PAPER, "the run has one instrument and no swap pass"));
@@ -544,17 +584,26 @@ fn favouritism_across_swap_pass_and_paraphrase(context: &Context, tables: &Minim
                 .minority_sizes
                 .iter()
                 .map(|&m| {
-                    let chosen = context.deciders.iter().filter(|d| d.labels == Labels::Visible && d.m == m && &variant(d) == v);
+                    let chosen =
+                        context.deciders.iter().filter(|d| d.labels == Labels::Visible && d.m == m && &variant(d) == v);
                     seed_level(chosen, |d| d.favouritism).map(|(value, interval)| Bar { value, interval, note: None })
                 })
                 .collect(),
         })
         .collect();
     let r = &tables.robustness;
-    let swaps: Vec<String> = rows_where(r, &[("labels", "visible"), ("check", "swap_pass_difference"), ("fills", "included")])
-        .into_iter()
-        .map(|i| format!("{}: {} (p = {})", robustness_cell(r, i), signed(r.number("estimate", i).unwrap_or(f64::NAN)), p_value(r.number("p", i).unwrap_or(f64::NAN))))
-        .collect();
+    let swaps: Vec<String> =
+        rows_where(r, &[("labels", "visible"), ("check", "swap_pass_difference"), ("fills", "included")])
+            .into_iter()
+            .map(|i| {
+                format!(
+                    "{}: {} (p = {})",
+                    robustness_cell(r, i),
+                    signed(r.number("estimate", i).unwrap_or(f64::NAN)),
+                    p_value(r.number("p", i).unwrap_or(f64::NAN))
+                )
+            })
+            .collect();
     let mut reading = vec![if swaps.is_empty() {
         format!("Favouritism per instrument and pass, visible labels ({} variants).", variants.len())
     } else {
@@ -595,26 +644,46 @@ fn paraphrase_counts(context: &Context, tables: &MinimalGroupTables) -> Option<S
     let seed = &tables.seed_tests;
     let default_mode = |r: usize| seed.number("default_reasoning", r).is_none_or(|d| d == 1.0);
     // (model, reasoning) of the default modes, to pick the matching GEE rows (which lack the flag).
-    let defaults: BTreeSet<(Option<&str>, Option<&str>)> =
-        (0..seed.n_rows()).filter(|&r| default_mode(r)).map(|r| (seed.text("model", r), seed.text("reasoning", r))).collect();
+    let defaults: BTreeSet<(Option<&str>, Option<&str>)> = (0..seed.n_rows())
+        .filter(|&r| default_mode(r))
+        .map(|r| (seed.text("model", r), seed.text("reasoning", r)))
+        .collect();
     let gee = &tables.gee;
     let count = |instrument: &str| {
         let cells: Vec<usize> = ["minority", "majority"]
             .iter()
             .flat_map(|&deciders| {
-                rows_where(seed, &[("labels", "visible"), ("deciders", deciders), ("measure", "favouritism"), ("instrument", instrument)])
+                rows_where(
+                    seed,
+                    &[
+                        ("labels", "visible"),
+                        ("deciders", deciders),
+                        ("measure", "favouritism"),
+                        ("instrument", instrument),
+                    ],
+                )
             })
             .filter(|&r| is_main_row(seed, r) && default_mode(r))
             .collect();
         let fits: Vec<usize> = rows_where(
             gee,
-            &[("labels", "visible"), ("analysis", "cell"), ("formula", "points ~ same_group"), ("term", "same_group"), ("instrument", instrument)],
+            &[
+                ("labels", "visible"),
+                ("analysis", "cell"),
+                ("formula", "points ~ same_group"),
+                ("term", "same_group"),
+                ("instrument", instrument),
+            ],
         )
         .into_iter()
         .filter(|&r| is_main_row(gee, r) && defaults.contains(&(gee.text("model", r), gee.text("reasoning", r))))
         .collect();
         let positive = |t: &ResultTable, rows: &[usize], column: &str| {
-            format!("{} of {}", rows.iter().filter(|&&r| t.number(column, r).is_some_and(|v| v > 0.0)).count(), rows.len())
+            format!(
+                "{} of {}",
+                rows.iter().filter(|&&r| t.number(column, r).is_some_and(|v| v > 0.0)).count(),
+                rows.len()
+            )
         };
         (positive(seed, &cells, "mean"), positive(gee, &fits, "coef"))
     };
@@ -676,10 +745,16 @@ fn position_balance_reading(tables: &MinimalGroupTables) -> Option<String> {
     let estimate = |r: usize| t.number("estimate", r).unwrap_or(f64::NAN);
     let top = *rows.iter().max_by(|&&a, &&b| estimate(a).abs().total_cmp(&estimate(b).abs()))?;
     let same_cell = |r: usize| {
-        ["model", "reasoning", "instrument", "swap_pass", "passes", "labels", "fills"].iter().all(|c| t.text(c, r) == t.text(c, top))
+        ["model", "reasoning", "instrument", "swap_pass", "passes", "labels", "fills"]
+            .iter()
+            .all(|c| t.text(c, r) == t.text(c, top))
             && t.number("m", r) == t.number("m", top)
     };
-    let mean_of = |check: &str| (0..t.n_rows()).find(|&r| t.text("check", r) == Some(check) && same_cell(r)).and_then(|r| t.number("estimate", r));
+    let mean_of = |check: &str| {
+        (0..t.n_rows())
+            .find(|&r| t.text("check", r) == Some(check) && same_cell(r))
+            .and_then(|r| t.number("estimate", r))
+    };
     Some(format!(
         "Presented positions: in- minus out-group mean position within ±{} over {} cells (largest: {}, in-group {} vs out-group {}, Wilcoxon over seeds p = {}).",
         num(estimate(top).abs()),

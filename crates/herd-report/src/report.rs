@@ -193,9 +193,16 @@ fn run_view(study: &'static str, run: &RunFolder) -> RunView {
         model: m.identity.model.clone(),
         backend: m.identity.backend.clone(),
         shard: m.identity.shard.clone(),
-        units: format!("{} of {} experiment units ({} with baseline candidates)", m.experiment_units_stored, m.units_total, m.units_stored),
+        units: format!(
+            "{} of {} experiment units ({} with baseline candidates)",
+            m.experiment_units_stored, m.units_total, m.units_stored
+        ),
         rows: m.rows.iter().map(|(t, n)| format!("{t} {n}")).collect::<Vec<_>>().join(", "),
-        skipped: m.skipped.iter().map(|s| format!("{} units: {} (e.g. {})", s.units, s.reason, s.examples.join(", "))).collect(),
+        skipped: m
+            .skipped
+            .iter()
+            .map(|s| format!("{} units: {} (e.g. {})", s.units, s.reason, s.examples.join(", ")))
+            .collect(),
         failed: m.failed.len(),
         notes: m.notes.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
         sessions: m
@@ -251,8 +258,12 @@ fn table_view(table: &ResultTable, caption: &str) -> TableView {
                 .iter()
                 .map(|(name, values)| match values {
                     ColumnValues::Text(v) => Cell { text: v[r].clone().unwrap_or_default(), number: false },
-                    ColumnValues::Integer(v) => Cell { text: v[r].map_or("—".into(), |i| i.to_string()), number: true },
-                    ColumnValues::Float(v) => Cell { text: v[r].map_or("—".into(), |x| format_number(name, x)), number: true },
+                    ColumnValues::Integer(v) => {
+                        Cell { text: v[r].map_or("—".into(), |i| i.to_string()), number: true }
+                    }
+                    ColumnValues::Float(v) => {
+                        Cell { text: v[r].map_or("—".into(), |x| format_number(name, x)), number: true }
+                    }
                 })
                 .collect()
         })
@@ -301,7 +312,8 @@ fn write_conformity_figures(
     progress: &mut dyn FnMut(&str),
 ) -> Result<(Vec<FigureView>, Vec<AbsentView>), ReportError> {
     let (lead, other) = (c.measure, c.measure.other());
-    let (lead_figures, absent_views) = write_figures(conformity_figures(&c.trials, &c.tables, lead), dir, written, absent, progress)?;
+    let (lead_figures, absent_views) =
+        write_figures(conformity_figures(&c.trials, &c.tables, lead), dir, written, absent, progress)?;
     let mut others: Vec<Figure> = conformity_figures(&c.trials, &c.tables, other).into_iter().flatten().collect();
     let mut figures = Vec::new();
     for view in lead_figures {
@@ -334,7 +346,11 @@ fn write_figure(figure: &Figure, stem: &str, dir: &Path, written: &mut Vec<PathB
 
 /// Writes `out/report.html`, `out/report.md` and `out/figures/*.{png,svg}` from `results`;
 /// `progress` hears each step.
-pub fn write_report(results: &Results, out: &Path, progress: &mut dyn FnMut(&str)) -> Result<WrittenReport, ReportError> {
+pub fn write_report(
+    results: &Results,
+    out: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<WrittenReport, ReportError> {
     let figures_dir = out.join("figures");
     std::fs::create_dir_all(&figures_dir).map_err(|e| ReportError::io(&figures_dir, e))?;
     let mut written = Vec::new();
@@ -346,7 +362,8 @@ pub fn write_report(results: &Results, out: &Path, progress: &mut dyn FnMut(&str
     match &results.conformity {
         Some(c) => {
             runs.extend(c.runs.iter().map(|r| run_view("conformity", r)));
-            let (figures, absent_figures) = write_conformity_figures(c, &figures_dir, &mut written, &mut absent, progress)?;
+            let (figures, absent_figures) =
+                write_conformity_figures(c, &figures_dir, &mut written, &mut absent, progress)?;
             let t = &c.tables;
             let mut note = format!(
                 "Figures and headlines lead with {} (the experiment file's [analysis] measure; docs/deviations.md, \"Measure p_wrong\"); \
@@ -377,8 +394,13 @@ pub fn write_report(results: &Results, out: &Path, progress: &mut dyn FnMut(&str
     match &results.minimal_group {
         Some(m) => {
             runs.extend(m.runs.iter().map(|r| run_view("minimal groups", r)));
-            let (figures, absent_figures) =
-                write_figures(minimal_group_figures(&m.dyads, &m.tables), &figures_dir, &mut written, &mut absent, progress)?;
+            let (figures, absent_figures) = write_figures(
+                minimal_group_figures(&m.dyads, &m.tables),
+                &figures_dir,
+                &mut written,
+                &mut absent,
+                progress,
+            )?;
             let t = &m.tables;
             studies.push(StudyView {
                 id: "minimal-group",
@@ -436,7 +458,10 @@ fn headline_view(c: &HeadlineComparison) -> HeadlineView {
         verdict: serde_json::to_value(c.verdict).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
         verdict_text: c.verdict.text(),
         basis: c.basis.clone(),
-        rule: format!("Replicates if {}. Does not replicate if {}.", c.headline.replicates_if, c.headline.does_not_replicate_if),
+        rule: format!(
+            "Replicates if {}. Does not replicate if {}.",
+            c.headline.replicates_if, c.headline.does_not_replicate_if
+        ),
     }
 }
 
@@ -445,19 +470,13 @@ fn render_html(page: &Page) -> Result<String, ReportError> {
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     env.add_template("report.html", PAGE_TEMPLATE).map_err(|e| ReportError::Template(e.to_string()))?;
     env.add_template("table.html", TABLE_TEMPLATE).map_err(|e| ReportError::Template(e.to_string()))?;
-    env.get_template("report.html")
-        .and_then(|t| t.render(page))
-        .map_err(|e| ReportError::Template(format!("{e:#}")))
+    env.get_template("report.html").and_then(|t| t.render(page)).map_err(|e| ReportError::Template(format!("{e:#}")))
 }
 
 /// Text made safe for one Markdown table cell: pipes escaped, line breaks flattened, and HTML
 /// metacharacters written as entities so no tag from data is rendered.
 pub fn markdown_cell(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('|', "\\|")
-        .replace(['\n', '\r'], " ")
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
 fn markdown_table(md: &mut String, columns: &[String], rows: impl Iterator<Item = Vec<String>>) {
@@ -477,12 +496,20 @@ fn markdown_result_table(md: &mut String, t: &TableView) {
 fn render_markdown(page: &Page) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# {}\n", page.title);
-    let _ = writeln!(md, "Results from `{}`, report made by herd {}. HTML version: [report.html](report.html).\n", page.source.replace('`', "'"), page.herd_version);
+    let _ = writeln!(
+        md,
+        "Results from `{}`, report made by herd {}. HTML version: [report.html](report.html).\n",
+        page.source.replace('`', "'"),
+        page.herd_version
+    );
     if !page.absent_studies.is_empty() {
         let _ = writeln!(md, "Not in these results: {}.\n", page.absent_studies.join(", "));
     }
     let _ = writeln!(md, "## This run against the papers\n");
-    let _ = writeln!(md, "{VERDICTS_NOTE} Where herd's estimands and tests differ from the papers', and where the papers contradict themselves: [deviations.md](deviations.md) (`docs/deviations.md` in herd).\n");
+    let _ = writeln!(
+        md,
+        "{VERDICTS_NOTE} Where herd's estimands and tests differ from the papers', and where the papers contradict themselves: [deviations.md](deviations.md) (`docs/deviations.md` in herd).\n"
+    );
     markdown_table(
         &mut md,
         &["study", "quantity", "paper", "this run", "verdict", "rule"].map(String::from),
@@ -502,7 +529,8 @@ fn render_markdown(page: &Page) -> String {
         let _ = writeln!(md, "- run folder without trial rows yet: `{}`", r.replace('`', "'"));
     }
     if !page.plain_tables.is_empty() {
-        let files = page.plain_tables.iter().map(|f| format!("`{}`", f.replace('`', "'"))).collect::<Vec<_>>().join(", ");
+        let files =
+            page.plain_tables.iter().map(|f| format!("`{}`", f.replace('`', "'"))).collect::<Vec<_>>().join(", ");
         let _ = writeln!(md, "Plain tables without a run manifest: {files}. {}\n", page.plain_note);
     }
     for run in &page.runs {
@@ -522,9 +550,18 @@ fn render_markdown(page: &Page) -> String {
         markdown_table(&mut md, &["field".into(), "value".into()], rows.into_iter());
         markdown_table(
             &mut md,
-            &["session started (UTC)", "ended", "herd", "git commit", "device", "units run", "status"].map(String::from),
+            &["session started (UTC)", "ended", "herd", "git commit", "device", "units run", "status"]
+                .map(String::from),
             run.sessions.iter().map(|s| {
-                vec![s.started.clone(), s.ended.clone(), s.herd_version.clone(), s.git_commit.clone(), s.device.clone(), s.units_run.to_string(), s.status.clone()]
+                vec![
+                    s.started.clone(),
+                    s.ended.clone(),
+                    s.herd_version.clone(),
+                    s.git_commit.clone(),
+                    s.device.clone(),
+                    s.units_run.to_string(),
+                    s.status.clone(),
+                ]
             }),
         );
         markdown_table(

@@ -110,11 +110,8 @@ pub fn find_run_folders(dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
     let mut found = Vec::new();
     for parent in [dir.join("runs"), dir.to_path_buf()] {
         let Ok(entries) = std::fs::read_dir(&parent) else { continue };
-        let mut runs: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.join("manifest.json").is_file())
-            .collect();
+        let mut runs: Vec<PathBuf> =
+            entries.flatten().map(|e| e.path()).filter(|p| p.join("manifest.json").is_file()).collect();
         runs.sort();
         found.extend(runs);
     }
@@ -188,7 +185,11 @@ pub fn load_results(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<Result
 
 /// Plain tables: each study from its one file, with the deciders and baseline tables beside it when
 /// the folder has them.
-fn load_plain(source: &Path, tables: Vec<(Table, PathBuf)>, progress: &mut dyn FnMut(&str)) -> Result<Results, ReportError> {
+fn load_plain(
+    source: &Path,
+    tables: Vec<(Table, PathBuf)>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Results, ReportError> {
     let read = |path: &Path| read_frame(path).map_err(ReportError::from);
     let beside = |file: &Path, table: Table| file.parent().and_then(|dir| plain_table_file(dir, table));
     let (mut conformity, mut minimal_group) = (None, None);
@@ -196,11 +197,15 @@ fn load_plain(source: &Path, tables: Vec<(Table, PathBuf)>, progress: &mut dyn F
         let origin = file.display().to_string();
         if *table == Table::ConformityTrials {
             progress("conformity: reading trials and analysing");
-            let baseline = beside(file, Table::BaselineCandidates).map(|f| read(&f).map(|frame| (frame, f.display().to_string()))).transpose()?;
+            let baseline = beside(file, Table::BaselineCandidates)
+                .map(|f| read(&f).map(|frame| (frame, f.display().to_string())))
+                .transpose()?;
             conformity = Some(analyse_conformity(Vec::new(), read(file)?, origin, baseline)?);
         } else {
             progress("minimal groups: reading allocations and analysing");
-            let deciders = beside(file, Table::AllocationDeciders).map(|f| read(&f).map(|frame| (frame, f.display().to_string()))).transpose()?;
+            let deciders = beside(file, Table::AllocationDeciders)
+                .map(|f| read(&f).map(|frame| (frame, f.display().to_string())))
+                .transpose()?;
             minimal_group = Some(analyse_minimal_group(Vec::new(), read(file)?, origin, deciders)?);
         }
     }
@@ -210,7 +215,9 @@ fn load_plain(source: &Path, tables: Vec<(Table, PathBuf)>, progress: &mut dyn F
 
 fn load_conformity(runs: Vec<RunFolder>) -> Result<ConformityResults, ReportError> {
     let dirs: Vec<PathBuf> = runs.iter().map(|r| r.path.clone()).collect();
-    let frame = read_table(&dirs, Table::ConformityTrials).map_err(|e| store_error(&dirs[0], e))?.ok_or_else(|| not_found(&dirs[0], "no conformity_trials rows"))?;
+    let frame = read_table(&dirs, Table::ConformityTrials)
+        .map_err(|e| store_error(&dirs[0], e))?
+        .ok_or_else(|| not_found(&dirs[0], "no conformity_trials rows"))?;
     let baseline = read_table(&dirs, Table::BaselineCandidates)
         .map_err(|e| store_error(&dirs[0], e))?
         .map(|frame| (frame, origin(&dirs, Table::BaselineCandidates)));
@@ -232,7 +239,11 @@ fn analyse_conformity(
     let c = Columns::new(&frame, source);
     let (model, task) = (c.text("model", "model name")?, c.text("task", "task")?);
     let mass = if c.has("mass_ab") { Some(c.float("mass_ab", "P(A) + P(B)")?) } else { None };
-    let bound = if c.has("p_bound") { c.flag("p_bound", "1 if a probability is only a bound")? } else { vec![false; c.height()] };
+    let bound = if c.has("p_bound") {
+        c.flag("p_bound", "1 if a probability is only a bound")?
+    } else {
+        vec![false; c.height()]
+    };
     // Tables written before lower bounds were told apart have no kind: their bounds are upper ones.
     let bound_kind = if c.has("p_bound_kind") { Some(c.text("p_bound_kind", "upper, lower or empty")?) } else { None };
     let modality = if c.has("modality") { Some(c.text("modality", "vision or text")?) } else { None };
@@ -252,7 +263,8 @@ fn analyse_conformity(
     let mut accepted_by: BTreeMap<(String, String), (usize, usize)> = BTreeMap::new();
     if let Some((frame, baseline_origin)) = baseline {
         let b = Columns::new(&frame, baseline_origin);
-        let (bm, bt, accepted) = (b.text("model", "model")?, b.text("task", "task")?, b.flag("accepted", "1 if accepted")?);
+        let (bm, bt, accepted) =
+            (b.text("model", "model")?, b.text("task", "task")?, b.flag("accepted", "1 if accepted")?);
         for i in 0..b.height() {
             let e = accepted_by.entry((bm[i].clone(), bt[i].clone())).or_default();
             e.0 += 1;
@@ -274,7 +286,15 @@ fn analyse_conformity(
     );
     for ((m, t), (n, mass_sum, bounded, lower, text, unknown)) in groups {
         let (candidates, accepted) = accepted_by.get(&(m.clone(), t.clone())).copied().unwrap_or((0, 0));
-        let modality = if unknown { "unknown" } else if text == n { "text" } else if text == 0 { "vision" } else { "mixed" };
+        let modality = if unknown {
+            "unknown"
+        } else if text == n {
+            "text"
+        } else if text == 0 {
+            "vision"
+        } else {
+            "mixed"
+        };
         q.push(
             vec![m, t, modality.into()],
             vec![
@@ -327,9 +347,10 @@ fn lead_measure(runs: &[RunFolder], tables: &ConformityTables) -> Result<(PWrong
     let measure = chosen.map_or(PWrong::default(), |(m, _)| m);
     let has = |m: PWrong| (0..tables.auc.n_rows()).any(|r| tables.auc.text("measure", r) == Some(m.column()));
     if measure == PWrong::Ab && !has(PWrong::Ab) {
-        let note = "The experiment file asks to lead with p_wrong_ab, but it is undefined for some trials (no probability \
+        let note =
+            "The experiment file asks to lead with p_wrong_ab, but it is undefined for some trials (no probability \
                     on A or B), so this report leads with p_wrong_full."
-            .to_owned();
+                .to_owned();
         return Ok((PWrong::Full, Some(note)));
     }
     Ok((measure, None))
@@ -337,7 +358,9 @@ fn lead_measure(runs: &[RunFolder], tables: &ConformityTables) -> Result<(PWrong
 
 fn load_minimal_group(runs: Vec<RunFolder>) -> Result<MinimalGroupResults, ReportError> {
     let dirs: Vec<PathBuf> = runs.iter().map(|r| r.path.clone()).collect();
-    let frame = read_table(&dirs, Table::AllocationDyads).map_err(|e| store_error(&dirs[0], e))?.ok_or_else(|| not_found(&dirs[0], "no allocation_dyads rows"))?;
+    let frame = read_table(&dirs, Table::AllocationDyads)
+        .map_err(|e| store_error(&dirs[0], e))?
+        .ok_or_else(|| not_found(&dirs[0], "no allocation_dyads rows"))?;
     let deciders = read_table(&dirs, Table::AllocationDeciders)
         .map_err(|e| store_error(&dirs[0], e))?
         .map(|frame| (frame, origin(&dirs, Table::AllocationDeciders)));
@@ -383,7 +406,10 @@ fn analyse_minimal_group(
         }
         for ((m, r, i), (n, parsed, fills, flagged, tokens)) in groups {
             let share = |k: usize| Some(k as f64 / n as f64);
-            q.push(vec![m, r, i], vec![Some(n as f64), share(parsed), share(fills), share(flagged), Some(tokens / n as f64)]);
+            q.push(
+                vec![m, r, i],
+                vec![Some(n as f64), share(parsed), share(fills), share(flagged), Some(tokens / n as f64)],
+            );
         }
     }
     Ok(MinimalGroupResults { runs, dyads, tables, quality: q.finish() })

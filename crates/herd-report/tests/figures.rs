@@ -20,7 +20,9 @@ fn rendered_with(variant: Variant, measure: PWrong) -> BTreeMap<&'static str, (F
     let c = results.conformity.as_ref().expect("the fixture has a conformity run");
     let m = results.minimal_group.as_ref().expect("the fixture has a minimal-group run");
     let mut out = BTreeMap::new();
-    for outcome in conformity_figures(&c.trials, &c.tables, measure).into_iter().chain(minimal_group_figures(&m.dyads, &m.tables)) {
+    for outcome in
+        conformity_figures(&c.trials, &c.tables, measure).into_iter().chain(minimal_group_figures(&m.dyads, &m.tables))
+    {
         let figure = outcome.unwrap_or_else(|a| panic!("{} is absent: {}", a.name, a.reason));
         let (png, svg) = figure.render().unwrap();
         out.insert(figure.name, (figure, png, svg));
@@ -59,7 +61,8 @@ fn every_figure_renders_changes_with_the_data_and_reads_its_numbers() {
 
     for (name, (figure, png, svg)) in &planted {
         // PNG: decodes, the stated size, and more than a blank canvas (axes, text, data colours).
-        let image = image::load_from_memory(png).unwrap_or_else(|e| panic!("{name}: PNG does not decode: {e}")).to_rgb8();
+        let image =
+            image::load_from_memory(png).unwrap_or_else(|e| panic!("{name}: PNG does not decode: {e}")).to_rgb8();
         assert_eq!((image.width(), image.height()), (FIGURE_WIDTH, FIGURE_HEIGHT), "{name}");
         let colours: BTreeSet<[u8; 3]> = image.pixels().map(|p| p.0).collect();
         assert!(colours.len() > 20, "{name}: only {} colours", colours.len());
@@ -72,9 +75,16 @@ fn every_figure_renders_changes_with_the_data_and_reads_its_numbers() {
         assert_eq!(root.tag_name().name(), "svg", "{name}");
         assert_eq!(root.attribute("width"), Some(FIGURE_WIDTH.to_string().as_str()), "{name}");
         assert_eq!(root.attribute("height"), Some(FIGURE_HEIGHT.to_string().as_str()), "{name}");
-        let texts: Vec<String> = doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text().map(|t| t.trim().to_owned())).collect();
+        let texts: Vec<String> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text().map(|t| t.trim().to_owned()))
+            .collect();
         assert!(texts.iter().any(|t| t == &figure_caption(figure)), "{name}: no title among {texts:?}");
-        let shapes = doc.descendants().filter(|n| ["polyline", "rect", "circle", "polygon", "path", "line"].contains(&n.tag_name().name())).count();
+        let shapes = doc
+            .descendants()
+            .filter(|n| ["polyline", "rect", "circle", "polygon", "path", "line"].contains(&n.tag_name().name()))
+            .count();
         assert!(shapes > 10, "{name}: {shapes} shapes");
 
         // The data drive the picture and its reading.
@@ -84,7 +94,11 @@ fn every_figure_renders_changes_with_the_data_and_reads_its_numbers() {
         assert!(differing > 100, "{name}: only {differing} pixels change when the data change");
         assert_ne!(svg, other_svg, "{name}: SVG unchanged");
         assert_ne!(figure.reading, other.reading, "{name}: reading unchanged");
-        assert!(figure.reading.chars().any(|c| c.is_ascii_digit()), "{name}: reading without numbers: {}", figure.reading);
+        assert!(
+            figure.reading.chars().any(|c| c.is_ascii_digit()),
+            "{name}: reading without numbers: {}",
+            figure.reading
+        );
     }
 }
 
@@ -108,29 +122,49 @@ fn conformity_figures_read_with_either_measure() {
         if let (herd_report::Chart::Line(a), herd_report::Chart::Line(b)) = (&a.chart, &b.chart)
             && a.y_label.starts_with("p(")
         {
-            assert!(a.y_label.contains("whole vocabulary") && b.y_label.contains("p(A) + p(B)"), "{name}: {} / {}", a.y_label, b.y_label);
+            assert!(
+                a.y_label.contains("whole vocabulary") && b.y_label.contains("p(A) + p(B)"),
+                "{name}: {} / {}",
+                a.y_label,
+                b.y_label
+            );
         }
     }
     // The colour-only panel (the paper's fig. 2a) holds the colour task alone, and the reading gives
     // where each curve saturates.
     let color = &full["p_wrong_by_group_size_per_model_color"].0;
     assert!(color.reading.contains("colour task") && color.reading.contains("Saturation"), "{}", color.reading);
-    let herd_report::Chart::Line(pooled) = &full["p_wrong_by_group_size_per_model"].0.chart else { panic!("a line chart") };
+    let herd_report::Chart::Line(pooled) = &full["p_wrong_by_group_size_per_model"].0.chart else {
+        panic!("a line chart")
+    };
     let herd_report::Chart::Line(only) = &color.chart else { panic!("a line chart") };
     assert_ne!(pooled.series, only.series);
     // Fig. 4b carries the neutral baseline; fig. 4d leads with the averaged social contrast and its z.
-    let herd_report::Chart::Line(social) = &full["p_wrong_same_vs_different_group"].0.chart else { panic!("a line chart") };
-    assert!(social.series.iter().any(|s| s.label.contains("neutral")), "{:?}", social.series.iter().map(|s| &s.label).collect::<Vec<_>>());
+    let herd_report::Chart::Line(social) = &full["p_wrong_same_vs_different_group"].0.chart else {
+        panic!("a line chart")
+    };
+    assert!(
+        social.series.iter().any(|s| s.label.contains("neutral")),
+        "{:?}",
+        social.series.iter().map(|s| &s.label).collect::<Vec<_>>()
+    );
     let herd_report::Chart::Bar(proximity) = &full["proximity_auc_differences"].0.chart else { panic!("a bar chart") };
     assert_eq!(proximity.categories[0], "social_mean");
-    assert!(proximity.series.iter().all(|s| s.bars[0].as_ref().is_some_and(|b| b.note.as_deref().is_some_and(|n| n.starts_with("z = ")))));
+    assert!(
+        proximity
+            .series
+            .iter()
+            .all(|s| s.bars[0].as_ref().is_some_and(|b| b.note.as_deref().is_some_and(|n| n.starts_with("z = "))))
+    );
 }
 
 #[test]
 fn planted_effects_show_in_the_figure_data() {
     let planted = rendered(Variant::Planted);
     // Conformity rises with N for each model.
-    let herd_report::Chart::Line(per_model) = &planted["p_wrong_by_group_size_per_model"].0.chart else { panic!("a line chart") };
+    let herd_report::Chart::Line(per_model) = &planted["p_wrong_by_group_size_per_model"].0.chart else {
+        panic!("a line chart")
+    };
     assert_eq!(per_model.series.len(), 2);
     for s in &per_model.series {
         let first = s.points.first().unwrap();
@@ -141,12 +175,16 @@ fn planted_effects_show_in_the_figure_data() {
         assert!(lo < last.y && last.y < hi);
     }
     // Visible-label favouritism is positive, with minority deciders above majority deciders.
-    let herd_report::Chart::Line(favouritism) = &planted["favouritism_by_minority_size"].0.chart else { panic!("a line chart") };
+    let herd_report::Chart::Line(favouritism) = &planted["favouritism_by_minority_size"].0.chart else {
+        panic!("a line chart")
+    };
     let at = |label: &str| favouritism.series.iter().find(|s| s.label.contains(label)).unwrap().points[0].y;
     assert!(at("thinking on · minority") > at("thinking on · majority"));
     assert!(at("thinking on · majority") > 0.0);
     // The hidden-label floor sits near zero.
-    let herd_report::Chart::Bar(floor) = &planted["favouritism_visible_vs_hidden"].0.chart else { panic!("a bar chart") };
+    let herd_report::Chart::Bar(floor) = &planted["favouritism_visible_vs_hidden"].0.chart else {
+        panic!("a bar chart")
+    };
     for s in floor.series.iter().filter(|s| s.label.contains("hidden")) {
         for bar in s.bars.iter().flatten() {
             assert!(bar.value.abs() < 0.5, "{}: {}", s.label, bar.value);

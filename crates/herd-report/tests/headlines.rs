@@ -8,11 +8,12 @@ use common::noise;
 use std::path::PathBuf;
 
 use herd_analysis::{
-    ColumnValues, ConformityOptions, ConformityTable, ConformityTrial, DesignKey, Dyad, DyadTable, Labels, MinimalGroupOptions,
-    MinimalGroupTables, PWrong, ResultTable, analyze_conformity, analyze_minimal_group,
+    ColumnValues, ConformityOptions, ConformityTable, ConformityTrial, DesignKey, Dyad, DyadTable, Labels,
+    MinimalGroupOptions, MinimalGroupTables, PWrong, ResultTable, analyze_conformity, analyze_minimal_group,
 };
 use herd_report::{
-    ConformityResults, HeadlineComparison, MinimalGroupResults, Results, Verdict, compare_headlines, load_results, write_report,
+    ConformityResults, HeadlineComparison, MinimalGroupResults, Results, Verdict, compare_headlines, load_results,
+    write_report,
 };
 
 fn empty(name: &str) -> ResultTable {
@@ -91,7 +92,8 @@ fn a_tiny_unanimity_change_never_replicates() {
     assert!(h.this_run.contains("Wilcoxon signed-rank, 2 seeds"), "{}", h.this_run);
 
     // Eight seeds scattered around the same tiny change: the interval holds zero and any drop.
-    let noisy = unanimity(8, [0.801, 0.800, 0.799], |seed, level| if (seed + level as i64) % 2 == 0 { 0.004 } else { -0.004 });
+    let noisy =
+        unanimity(8, [0.801, 0.800, 0.799], |seed, level| if (seed + level as i64) % 2 == 0 { 0.004 } else { -0.004 });
     let all = compare_headlines(&conformity_results(noisy)).unwrap();
     let h = headline(&all, "unanimity_dissent");
     assert_eq!(h.verdict, Verdict::Inconclusive, "{h:?}");
@@ -147,11 +149,19 @@ fn the_lead_measure_decides_and_the_other_is_shown_beside_it() {
     let full = compare_headlines(&conformity_results_led_by(rows.clone(), PWrong::Full)).unwrap();
     let h = headline(&full, "group_size_rise");
     assert_ne!(h.verdict, Verdict::Replicates, "{h:?}");
-    assert!(h.this_run.contains("m: p_wrong_full: 0.500 → 0.499") && h.this_run.contains("(with p_wrong_ab: 0.535 → 0.835"), "{}", h.this_run);
+    assert!(
+        h.this_run.contains("m: p_wrong_full: 0.500 → 0.499") && h.this_run.contains("(with p_wrong_ab: 0.535 → 0.835"),
+        "{}",
+        h.this_run
+    );
     let ab = compare_headlines(&conformity_results_led_by(rows, PWrong::Ab)).unwrap();
     let h = headline(&ab, "group_size_rise");
     assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
-    assert!(h.this_run.contains("m: p_wrong_ab: 0.535 → 0.835") && h.this_run.contains("(with p_wrong_full: 0.500 → 0.499"), "{}", h.this_run);
+    assert!(
+        h.this_run.contains("m: p_wrong_ab: 0.535 → 0.835") && h.this_run.contains("(with p_wrong_full: 0.500 → 0.499"),
+        "{}",
+        h.this_run
+    );
 }
 
 #[test]
@@ -190,8 +200,13 @@ fn public_private_needs_most_rows_and_its_paraphrases() {
         for paraphrase in 0..8_i64 {
             for (level, shift) in [("public", gain), ("private", 0.0)] {
                 for n in [0, 5] {
-                    let mut t =
-                        trial("normative", level, n, paraphrase, if n == 0 { 0.05 } else { 0.4 + shift + 0.01 * paraphrase as f64 });
+                    let mut t = trial(
+                        "normative",
+                        level,
+                        n,
+                        paraphrase,
+                        if n == 0 { 0.05 } else { 0.4 + shift + 0.01 * paraphrase as f64 },
+                    );
                     t.task = task.into();
                     t.paraphrase = Some(format!("p{paraphrase}"));
                     rows.push(t);
@@ -273,7 +288,12 @@ fn hidden_cells(cells: [(i64, Option<f64>, Option<f64>); 3]) -> Results {
     Results {
         source: PathBuf::from("test"),
         conformity: None,
-        minimal_group: Some(MinimalGroupResults { runs: Vec::new(), dyads: one_society(), tables, quality: empty("quality") }),
+        minimal_group: Some(MinimalGroupResults {
+            runs: Vec::new(),
+            dyads: one_society(),
+            tables,
+            quality: empty("quality"),
+        }),
         empty_runs: Vec::new(),
         plain_tables: Vec::new(),
     }
@@ -288,7 +308,8 @@ fn the_hidden_floor_is_the_papers_rule() {
     };
     // Raw p > 0.13 and |z| < 1.5 everywhere, on 30 seeds: the floor holds (p = 0.14 is not significant at
     // 0.13 even though BH or "p ≥ 0.05" would say the same of p = 0.06).
-    let (v, basis, text) = verdict([(30, Some(0.14), Some(1.4)), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]);
+    let (v, basis, text) =
+        verdict([(30, Some(0.14), Some(1.4)), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]);
     assert_eq!(v, Verdict::Replicates, "{basis}");
     assert!(text.contains("Wilcoxon signed-rank and GEE z, 30 seeds, p = 0.140"), "{text}");
     // p = 0.06 passes "p ≥ 0.05" but not the paper's floor.
@@ -313,9 +334,15 @@ fn the_hidden_floor_is_the_papers_rule() {
     assert_eq!(v, Verdict::Inconclusive);
     assert!(basis.contains("with 3 seeds the smallest attainable p is 0.250"), "{basis}");
     // Three seeds decide nothing even when the GEE z of a lone cluster explodes.
-    assert_eq!(verdict([(3, Some(1.0), Some(1e15)), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]).0, Verdict::Inconclusive);
+    assert_eq!(
+        verdict([(3, Some(1.0), Some(1e15)), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]).0,
+        Verdict::Inconclusive
+    );
     // A defined violation decides even beside an undefined cell.
-    assert_eq!(verdict([(30, Some(0.01), Some(3.0)), (30, None, Some(-0.3)), (30, Some(0.5), Some(0.9))]).0, Verdict::DoesNotReplicate);
+    assert_eq!(
+        verdict([(30, Some(0.01), Some(3.0)), (30, None, Some(-0.3)), (30, Some(0.5), Some(0.9))]).0,
+        Verdict::DoesNotReplicate
+    );
 }
 
 /// Societies of 20 with a minority of 5: visible-label minority deciders favour their group strongly
@@ -387,7 +414,9 @@ fn minimal_group_verdicts_rest_on_societies() {
     }
     let prevalence = headline(&all, "prevalence");
     assert!(
-        prevalence.this_run.contains("visible · m = 5: 100.0% of minority deciders; Wilcoxon signed-rank of share − 0.5, 8 seeds"),
+        prevalence
+            .this_run
+            .contains("visible · m = 5: 100.0% of minority deciders; Wilcoxon signed-rank of share − 0.5, 8 seeds"),
         "{}",
         prevalence.this_run
     );
@@ -400,7 +429,9 @@ fn minimal_group_verdicts_rest_on_societies() {
 
     // One society: nothing can be decided, whatever the means.
     let all = compare_headlines(&societies(1)).unwrap();
-    for id in ["favouritism_visible", "minority_gap", "prevalence", "extreme_allocations", "bh_survivors", "hidden_floor"] {
+    for id in
+        ["favouritism_visible", "minority_gap", "prevalence", "extreme_allocations", "bh_survivors", "hidden_floor"]
+    {
         let h = headline(&all, id);
         assert_eq!(h.verdict, Verdict::Inconclusive, "{id}: {h:?}");
     }
@@ -409,7 +440,9 @@ fn minimal_group_verdicts_rest_on_societies() {
 #[test]
 fn the_report_states_verdicts_with_their_basis_and_links_the_deviations() {
     let work = tempfile::tempdir().unwrap();
-    let results = load_results(&common::stored_results(&work.path().join("results"), common::Variant::Planted), &mut |_| {}).unwrap();
+    let results =
+        load_results(&common::stored_results(&work.path().join("results"), common::Variant::Planted), &mut |_| {})
+            .unwrap();
     let written = write_report(&results, &work.path().join("report"), &mut |_| {}).unwrap();
     let deviations = std::fs::read_to_string(&written.deviations).unwrap();
     assert!(deviations.contains("ρ = 0.97 with p < 10⁻¹⁰"), "the copy is docs/deviations.md");

@@ -76,11 +76,13 @@ struct PageCheck {
 fn check_page(page: &Path) -> PageCheck {
     let output = run_chromium(page, &["--virtual-time-budget=10000".into(), "--dump-dom".into()]);
     let dom = String::from_utf8(output.stdout).unwrap();
-    let start = dom.find("<pre id=\"herd-check\">").expect("the probe ran after load") + "<pre id=\"herd-check\">".len();
+    let start =
+        dom.find("<pre id=\"herd-check\">").expect("the probe ran after load") + "<pre id=\"herd-check\">".len();
     let end = start + dom[start..].find("</pre>").unwrap();
     let json = dom[start..end].replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"");
     let value: serde_json::Value = serde_json::from_str(&json).unwrap();
-    let strings = |key: &str| value[key].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect::<Vec<_>>();
+    let strings =
+        |key: &str| value[key].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect::<Vec<_>>();
     let ids = dom.split(" id=\"").skip(1).map(|s| s[..s.find('"').unwrap()].to_owned()).collect();
     PageCheck { images: value["images"].as_u64().unwrap(), broken: strings("broken"), links: strings("links"), ids }
 }
@@ -119,7 +121,10 @@ fn the_report_loads_in_chromium_with_every_image_and_link_intact() {
     assert!(check.broken.is_empty(), "broken images: {:?}", check.broken);
     assert!(check.links.iter().filter(|l| l.ends_with(".svg")).count() == figures, "{:?}", check.links);
     assert!(check.links.iter().any(|l| l == "report.md"));
-    assert!(check.links.iter().any(|l| l == "deviations.md"), "the headline table links herd's deviations from the papers");
+    assert!(
+        check.links.iter().any(|l| l == "deviations.md"),
+        "the headline table links herd's deviations from the papers"
+    );
     assert_eq!(dead_links(&out, &check), Vec::<String>::new());
 
     // The check can fail: a missing figure is reported as a broken image and a dead link.
@@ -132,7 +137,14 @@ fn the_report_loads_in_chromium_with_every_image_and_link_intact() {
     // A screenshot of the page as a reader sees it.
     let written = write_report(&results, &out, &mut |_| {}).unwrap();
     let shot = work.path().join("report.png");
-    run_chromium(&written.html, &[format!("--screenshot={}", shot.display()), "--window-size=1280,2400".into(), "--virtual-time-budget=10000".into()]);
+    run_chromium(
+        &written.html,
+        &[
+            format!("--screenshot={}", shot.display()),
+            "--window-size=1280,2400".into(),
+            "--virtual-time-budget=10000".into(),
+        ],
+    );
     let image = image::open(&shot).unwrap().to_rgb8();
     assert_eq!((image.width(), image.height()), (1280, 2400));
     let inked = image.pixels().filter(|p| p.0 != [255, 255, 255]).count();
@@ -148,7 +160,8 @@ fn text_from_data_is_escaped_in_html_and_markdown() {
     let dir = stored_results(&work.path().join("results"), Variant::Planted);
     // A hostile model name in the manifest: it must appear as text, never as markup.
     let manifest_path = dir.join("runs/conformity/manifest.json");
-    let mut manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
     manifest["identity"]["model"] = "<img src=x onerror=alert(1)>|pipe".into();
     std::fs::write(&manifest_path, serde_json::to_string(&manifest).unwrap()).unwrap();
     let results = load_results(&dir, &mut |_| {}).unwrap();

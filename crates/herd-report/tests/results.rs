@@ -50,7 +50,10 @@ fn bad_folders_are_named_with_a_fix() {
 
     let out = stored_results(&work.path().join("newer"), Variant::Planted);
     let manifest = out.join("runs/conformity/manifest.json");
-    let text = std::fs::read_to_string(&manifest).unwrap().replace("\"store_format\":1", "\"store_format\":99").replace("\"store_format\": 1", "\"store_format\": 99");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace("\"store_format\":1", "\"store_format\":99")
+        .replace("\"store_format\": 1", "\"store_format\": 99");
     std::fs::write(&manifest, text).unwrap();
     let message = error_of(&out);
     assert!(message.contains("runs/conformity") && message.contains("upgrade herd"), "{message}");
@@ -107,11 +110,15 @@ fn plain_tables_written_by_polars_are_reported_with_what_is_unknown() {
     let plain = work.path().join("plain");
     std::fs::create_dir(&plain).unwrap();
     // A user's filtered copy: model-a's trials only, as Parquet; the allocations as CSV.
-    let trials = herd_store::read_table(&[out.join("runs/conformity")], herd_store::Table::ConformityTrials).unwrap().unwrap();
+    let trials =
+        herd_store::read_table(&[out.join("runs/conformity")], herd_store::Table::ConformityTrials).unwrap().unwrap();
     let mut model_a = trials.filter(&trials.column("model").unwrap().str().unwrap().equal("model-a")).unwrap();
     assert!(model_a.height() > 0 && model_a.height() < trials.height());
-    ParquetWriter::new(std::fs::File::create(plain.join("conformity_trials.parquet")).unwrap()).finish(&mut model_a).unwrap();
-    let mut dyads = herd_store::read_table(&[out.join("runs/minimal-group")], herd_store::Table::AllocationDyads).unwrap().unwrap();
+    ParquetWriter::new(std::fs::File::create(plain.join("conformity_trials.parquet")).unwrap())
+        .finish(&mut model_a)
+        .unwrap();
+    let mut dyads =
+        herd_store::read_table(&[out.join("runs/minimal-group")], herd_store::Table::AllocationDyads).unwrap().unwrap();
     CsvWriter::new(std::fs::File::create(plain.join("allocation_dyads.csv")).unwrap()).finish(&mut dyads).unwrap();
 
     let results = load_results(&plain, &mut |_| {}).unwrap();
@@ -121,7 +128,10 @@ fn plain_tables_written_by_polars_are_reported_with_what_is_unknown() {
     assert_eq!(results.plain_tables.len(), 2);
     let report = herd_report::write_report(&results, &work.path().join("report"), &mut |_| {}).unwrap();
     let md = std::fs::read_to_string(&report.markdown).unwrap();
-    assert!(md.contains("Plain tables without a run manifest") && md.contains("cannot say which model file"), "the report says what it cannot know");
+    assert!(
+        md.contains("Plain tables without a run manifest") && md.contains("cannot say which model file"),
+        "the report says what it cannot know"
+    );
 
     // One file on its own, named by its table.
     let single = load_results(&plain.join("conformity_trials.parquet"), &mut |_| {}).unwrap();
@@ -129,5 +139,8 @@ fn plain_tables_written_by_polars_are_reported_with_what_is_unknown() {
     // Another file is refused with the fix.
     std::fs::write(plain.join("notes.csv"), "a,b\n1,2\n").unwrap();
     let message = error_of(&plain.join("notes.csv"));
-    assert!(message.contains("not a trial table herd reports on") && message.contains("conformity_trials.parquet"), "{message}");
+    assert!(
+        message.contains("not a trial table herd reports on") && message.contains("conformity_trials.parquet"),
+        "{message}"
+    );
 }

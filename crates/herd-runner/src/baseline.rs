@@ -52,7 +52,9 @@ enum Need {
 impl Need {
     fn met(&self, accepted: &[Stimulus]) -> bool {
         match *self {
-            Need::PerAnswer(n) => [Answer::A, Answer::B].iter().all(|&a| accepted.iter().filter(|s| s.correct == a).count() >= n),
+            Need::PerAnswer(n) => {
+                [Answer::A, Answer::B].iter().all(|&a| accepted.iter().filter(|s| s.correct == a).count() >= n)
+            }
             Need::Total(n) => accepted.len() >= n,
         }
     }
@@ -85,7 +87,14 @@ impl Need {
 
 /// The N = 0 trial a candidate is scored with: the plain baseline prompt, the same in every family.
 fn baseline_trial(task: Task, index: u32, correct: Answer) -> ConformityTrial {
-    ConformityTrial { family: Family::GroupSize, level: None, task, n: 0, trial: index, image: ImageSelection::Balanced { correct } }
+    ConformityTrial {
+        family: Family::GroupSize,
+        level: None,
+        task,
+        n: 0,
+        trial: index,
+        image: ImageSelection::Balanced { correct },
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -103,7 +112,8 @@ pub(crate) fn filtered_pools(
     let stored: BTreeMap<String, BaselineCandidateRow> =
         sink.stored_baseline()?.into_iter().map(|r| (r.unit_id.clone(), r)).collect();
     let levels = difficulty_levels(exp, task);
-    let mut pools: Vec<(Pool, Need)> = vec![(Pool::General, Need::PerAnswer(exp.stimuli.general_pool_size.div_ceil(2) as usize))];
+    let mut pools: Vec<(Pool, Need)> =
+        vec![(Pool::General, Need::PerAnswer(exp.stimuli.general_pool_size.div_ceil(2) as usize))];
     if exp.families.difficulty.is_some() {
         let per_level = difficulty_images_per_level(exp, task) as usize;
         pools.extend((1..=levels).map(|level| (Pool::Difficulty(level), Need::Total(per_level))));
@@ -129,7 +139,9 @@ pub(crate) fn filtered_pools(
             let rows = if units.iter().all(|u| stored.contains_key(u)) {
                 units.iter().map(|u| stored[u].clone()).collect()
             } else {
-                let rows = score_candidates(exp, task, pool, levels, &indices, &stimuli, &units, rule, prompter, backend, sink)?;
+                let rows = score_candidates(
+                    exp, task, pool, levels, &indices, &stimuli, &units, rule, prompter, backend, sink,
+                )?;
                 sink.store(units.clone(), TrialRows { baseline: rows.clone(), ..TrialRows::default() })?;
                 rows
             };
@@ -190,7 +202,10 @@ fn score_candidates(
         let key = UnitKey {
             experiment: exp.experiment.name.clone(),
             master_seed: exp.experiment.seed,
-            cell: Cell { family: "baseline".into(), factors: vec![("task".into(), task.to_string()), ("pool".into(), pool_name(pool))] },
+            cell: Cell {
+                family: "baseline".into(),
+                factors: vec![("task".into(), task.to_string()), ("pool".into(), pool_name(pool))],
+            },
             seed: index,
             unit: 0,
         };
@@ -202,7 +217,8 @@ fn score_candidates(
             ..ScoreRequest::new(prompt, answers())
         });
     }
-    let results = crate::all_results(requests.len(), backend.score(&requests)).map_err(|source| RunnerError::Backend { unit: units[0].clone(), source: Box::new(source) })?;
+    let results = crate::all_results(requests.len(), backend.score(&requests))
+        .map_err(|source| RunnerError::Backend { unit: units[0].clone(), source: Box::new(source) })?;
     let run_id = sink.run_id();
     Ok(stimuli
         .iter()

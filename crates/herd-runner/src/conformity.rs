@@ -29,7 +29,13 @@ pub(crate) fn score_prompt(
 }
 
 /// What a simulated agent needs to know about a trial.
-pub(crate) fn conformity_facts(unit: &str, plan: &ConformityPlan, stimulus: &Stimulus, levels: u32, level: Option<String>) -> TrialFacts {
+pub(crate) fn conformity_facts(
+    unit: &str,
+    plan: &ConformityPlan,
+    stimulus: &Stimulus,
+    levels: u32,
+    level: Option<String>,
+) -> TrialFacts {
     let wrong_replies = plan.replies.iter().filter(|r| r.answer != plan.correct).count() as u32;
     TrialFacts::Conformity(ConformityFacts {
         key: unit.to_owned(),
@@ -95,10 +101,11 @@ pub(crate) fn run(
     }
 
     let tasks: BTreeSet<Task> = pending.iter().map(|u| trial_of(u).task).collect();
-    let rule = options
-        .baseline_override
-        .clone()
-        .unwrap_or(BaselineRule { enabled: true, min_p_correct: exp.baseline_filter.min_p_correct, two_way: false });
+    let rule = options.baseline_override.clone().unwrap_or(BaselineRule {
+        enabled: true,
+        min_p_correct: exp.baseline_filter.min_p_correct,
+        two_way: false,
+    });
     let mut pools: BTreeMap<Task, ImagePools> = BTreeMap::new();
     for task in tasks {
         let pool = if exp.baseline_filter.enabled && rule.enabled {
@@ -121,7 +128,8 @@ pub(crate) fn run(
             let id = unit.key.id();
             let pool = &pools[&trial.task];
             let Some(stimulus) = pool.select(&unit.key, trial) else {
-                let reason = format!("no {} image with the needed correct answer passed the baseline filter", trial.task);
+                let reason =
+                    format!("no {} image with the needed correct answer passed the baseline filter", trial.task);
                 summary.skip(reason, &id);
                 progress.advance(&unit.key.cell.family, 1);
                 continue;
@@ -215,7 +223,8 @@ fn trial_row(
         .map(|(answer, s)| format!("{answer}:{}", s.token_ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")))
         .collect::<Vec<_>>()
         .join(" ");
-    let image_params = serde_json::to_string(p.stimulus).map_err(|e| RunnerError::Plan(format!("image {}: {e}", p.stimulus.id)))?;
+    let image_params =
+        serde_json::to_string(p.stimulus).map_err(|e| RunnerError::Plan(format!("image {}: {e}", p.stimulus.id)))?;
     let wrong_replies = p.plan.replies.iter().filter(|r| r.answer != correct).count();
     Ok(ConformityTrialRow {
         run_id: run_id.to_owned(),

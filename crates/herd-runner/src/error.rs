@@ -10,7 +10,9 @@ pub enum RunnerError {
     Stimulus(#[from] herd_stimuli::StimulusError),
     #[error(transparent)]
     Store(#[from] herd_store::StoreError),
-    #[error("{unit}: {source}\n  the backend failed several times in a row, so the run stopped; stored units are kept: fix the model or server, then rerun the same command to resume")]
+    #[error(
+        "{unit}: {source}\n  the backend failed several times in a row, so the run stopped; stored units are kept: fix the model or server, then rerun the same command to resume"
+    )]
     // Boxed: an inference error is large, and every runner result carries this enum.
     Backend { unit: String, source: Box<herd_infer::InferError> },
     #[error("{0}")]

@@ -34,7 +34,7 @@ use herd_design::{Experiment, ExperimentFile, Shard, Unit, expand};
 use herd_infer::Backend;
 use herd_prompts::Modality;
 use herd_store::{
-    AllocationDeciderRow, AllocationDyadRow, Batch, BaselineCandidateRow, ConformityTrialRow, RunStore, Skipped,
+    AllocationDeciderRow, AllocationDyadRow, BaselineCandidateRow, Batch, ConformityTrialRow, RunStore, Skipped,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -229,8 +229,12 @@ pub fn run_experiment(
     let mut summary = RunSummary { units_total: units.len() as u64, ..RunSummary::default() };
     summary.units_already_stored = units.iter().filter(|u| sink.is_stored(&u.key.id())).count() as u64;
     let outcome = match &file.experiment {
-        Experiment::Conformity(exp) => conformity::run(file, exp, units, backend, sink, options, &progress, &mut summary),
-        Experiment::MinimalGroup(exp) => minimal_group::run(file, exp, units, backend, sink, options, &progress, &mut summary),
+        Experiment::Conformity(exp) => {
+            conformity::run(file, exp, units, backend, sink, options, &progress, &mut summary)
+        }
+        Experiment::MinimalGroup(exp) => {
+            minimal_group::run(file, exp, units, backend, sink, options, &progress, &mut summary)
+        }
     };
     progress.finish();
     match outcome {
@@ -255,10 +259,16 @@ impl FailureGuard {
         self.in_a_row += 1;
         if self.in_a_row >= self.limit {
             summary.failed.extend(units.iter().cloned());
-            return Err(RunnerError::Backend { unit: units.first().cloned().unwrap_or_default(), source: Box::new(error) });
+            return Err(RunnerError::Backend {
+                unit: units.first().cloned().unwrap_or_default(),
+                source: Box::new(error),
+            });
         }
         // The last failure's message, so that a user sees why without a log (the manifest keeps it too).
-        summary.notes.insert("last_backend_failure".into(), serde_json::json!(format!("{}: {error}", units.first().map_or("", String::as_str))));
+        summary.notes.insert(
+            "last_backend_failure".into(),
+            serde_json::json!(format!("{}: {error}", units.first().map_or("", String::as_str))),
+        );
         summary.failed.extend(units.iter().cloned());
         Ok(())
     }

@@ -2,7 +2,10 @@
 
 use crate::{FailureGuard, Progress, Result, RunOptions, RunSummary, TrialRows, TrialSink, seed_of};
 use herd_design::{ExperimentFile, Labels, MinimalGroupExperiment, SocietyRun, Unit, UnitPlan};
-use herd_infer::{AllocationFacts, Backend, EffectiveSampling, GenerateRequest, Generation, SamplingOverrides, TrialFacts, allocation_schema, resolve_sampling};
+use herd_infer::{
+    AllocationFacts, Backend, EffectiveSampling, GenerateRequest, Generation, SamplingOverrides, TrialFacts,
+    allocation_schema, resolve_sampling,
+};
 use herd_parse::{ParseStatus, Roster, parse_allocation, strip_reasoning};
 use herd_prompts::{AllocationBank, AllocationPrompt, GroupNames, Society, allocation_prompts, draw_society};
 use herd_store::{AllocationDeciderRow, AllocationDyadRow};
@@ -75,7 +78,14 @@ pub(crate) fn run(
         };
         guard.success();
         let latency = started.elapsed().as_secs_f64() / requests.len().max(1) as f64;
-        let labels = PassLabels { run_id: &run_id, unit_id: id.clone(), experiment: &exp.experiment.name, model: &info.model, backend: &info.backend, run };
+        let labels = PassLabels {
+            run_id: &run_id,
+            unit_id: id.clone(),
+            experiment: &exp.experiment.name,
+            model: &info.model,
+            backend: &info.backend,
+            run,
+        };
         let mut rows = TrialRows::default();
         for (prompt, generation) in prompts.iter().zip(&generations) {
             let was_filled = decider_rows(&labels, &society, prompt, generation, pool, latency, &mut rows);
@@ -100,11 +110,18 @@ pub(crate) fn run(
 /// server's for knobs not sent).
 pub(crate) fn effective_sampling(exp: &MinimalGroupExperiment, options: &RunOptions) -> EffectiveSampling {
     let g = &exp.generation;
-    let overrides = SamplingOverrides { temperature: g.temperature, top_p: g.top_p, top_k: g.top_k.map(|k| k as usize) };
+    let overrides =
+        SamplingOverrides { temperature: g.temperature, top_p: g.top_p, top_k: g.top_k.map(|k| k as usize) };
     resolve_sampling(&overrides, &options.sampling_defaults, options.sampling_fallback)
 }
 
-fn request(exp: &MinimalGroupExperiment, unit: &Unit, run: &SocietyRun, prompt: &AllocationPrompt, options: &RunOptions) -> GenerateRequest {
+fn request(
+    exp: &MinimalGroupExperiment,
+    unit: &Unit,
+    run: &SocietyRun,
+    prompt: &AllocationPrompt,
+    options: &RunOptions,
+) -> GenerateRequest {
     let g = &exp.generation;
     let ids: Vec<String> = prompt.roster.iter().map(|r| r.id.clone()).collect();
     let decider_minority = prompt.minority_decider;
@@ -137,7 +154,11 @@ fn decider_rows(
     rows: &mut TrialRows,
 ) -> bool {
     let roster = Roster::new(society.ids.iter().cloned()).expect("society ids are unique and non-empty");
-    let parse = parse_allocation(generation.text.as_bytes(), &roster, &prompt.decider, pool).with_uniform_fill(&roster, &prompt.decider, pool);
+    let parse = parse_allocation(generation.text.as_bytes(), &roster, &prompt.decider, pool).with_uniform_fill(
+        &roster,
+        &prompt.decider,
+        pool,
+    );
     let agent = |id: &str| society.ids.iter().position(|x| x == id).map_or(0, |i| i as i64 + 1);
     let decider = agent(&prompt.decider);
     let run = labels.run;
@@ -147,10 +168,12 @@ fn decider_rows(
         ParseStatus::Repaired => "repaired",
         ParseStatus::Failed => "failed",
     };
-    let flags: Vec<&str> = parse.repairs.iter().map(|r| r.code()).chain(parse.failure.as_ref().map(|f| f.code())).collect();
+    let flags: Vec<&str> =
+        parse.repairs.iter().map(|r| r.code()).chain(parse.failure.as_ref().map(|f| f.code())).collect();
     // The names this pass's prompts show (`Society::group_name`: the minority's or the majority's),
     // kept in the hidden arm too, where the same society's latent groups carry them unseen.
-    let group_of = |minority: bool| if minority { society.minority_name.clone() } else { society.majority_name.clone() };
+    let group_of =
+        |minority: bool| if minority { society.minority_name.clone() } else { society.majority_name.clone() };
     rows.deciders.push(AllocationDeciderRow {
         run_id: labels.run_id.to_owned(),
         unit_id: labels.unit_id.clone(),
@@ -174,7 +197,10 @@ fn decider_rows(
         parse_status: status.to_owned(),
         filled: parse.filled,
         qc_flags: flags.join(","),
-        finish_reason: serde_json::to_value(generation.finish_reason).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+        finish_reason: serde_json::to_value(generation.finish_reason)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
         prompt_tokens: generation.prompt_tokens as i64,
         tokens_generated: generation.completion_tokens as i64,
         latency_s: latency,

@@ -2,7 +2,9 @@
 //! group's and each listed target's, exchanged between the groups in the swap pass, and recorded in
 //! the hidden arm too (same society, names never shown), so token receipt can be analysed by name.
 
-use herd_infer::{Backend, BackendInfo, GenerateRequest, Generation, ScoreRequest, ScoreResult, SimAgent, SimParams, TrialFacts};
+use herd_infer::{
+    Backend, BackendInfo, GenerateRequest, Generation, ScoreRequest, ScoreResult, SimAgent, SimParams, TrialFacts,
+};
 use herd_runner::{MemorySink, RunOptions, run_experiment};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -20,7 +22,9 @@ impl Backend for Recording {
 
     fn generate(&mut self, batch: &[GenerateRequest]) -> herd_infer::Result<Vec<Generation>> {
         for request in batch {
-            let Some(TrialFacts::Allocation(facts)) = &request.facts else { panic!("an allocation request without its facts") };
+            let Some(TrialFacts::Allocation(facts)) = &request.facts else {
+                panic!("an allocation request without its facts")
+            };
             self.prompts.insert(facts.key.clone(), request.prompt.text());
         }
         self.inner.generate(batch)
@@ -69,27 +73,45 @@ fn rows_carry_the_group_names_the_prompts_show_swapped_in_the_swap_pass() {
     assert_eq!(deciders.len(), 2 * 3 * 2 * 20, "labels × seeds × passes × deciders");
     assert_eq!(dyads.len(), deciders.len() * 19);
 
-    let decider_id: BTreeMap<(&str, i64), &str> = deciders.iter().map(|d| ((d.unit_id.as_str(), d.decider), d.decider_id.as_str())).collect();
+    let decider_id: BTreeMap<(&str, i64), &str> =
+        deciders.iter().map(|d| ((d.unit_id.as_str(), d.decider), d.decider_id.as_str())).collect();
     // (labels, seed, pass, minority?) → the name that group carried.
     let mut names: BTreeMap<(&str, i64, &str, bool), BTreeSet<&str>> = BTreeMap::new();
     for d in deciders {
         names.entry((&d.labels, d.seed, &d.swap_pass, d.minority_decider)).or_default().insert(&d.decider_group);
     }
     for row in dyads {
-        names.entry((&row.labels, row.seed, &row.swap_pass, row.minority_target)).or_default().insert(&row.target_group);
-        names.entry((&row.labels, row.seed, &row.swap_pass, row.minority_decider)).or_default().insert(&row.decider_group);
+        names
+            .entry((&row.labels, row.seed, &row.swap_pass, row.minority_target))
+            .or_default()
+            .insert(&row.target_group);
+        names
+            .entry((&row.labels, row.seed, &row.swap_pass, row.minority_decider))
+            .or_default()
+            .insert(&row.decider_group);
         assert_eq!(row.same_group, row.decider_group == row.target_group, "{row:?}");
 
         let id = decider_id[&(row.unit_id.as_str(), row.decider)];
         let prompt = &backend.prompts[&format!("{}/{id}", row.unit_id)];
         let target_line = prompt.lines().find(|l| l.contains(row.target_id.as_str())).expect("the target is listed");
         if row.labels == "visible" {
-            assert!(target_line.contains(&format!("[{}]", row.target_group)), "{target_line:?} should show {}", row.target_group);
+            assert!(
+                target_line.contains(&format!("[{}]", row.target_group)),
+                "{target_line:?} should show {}",
+                row.target_group
+            );
             // The decider's own group is named outside the roster's brackets.
             let outside_roster: String = prompt.lines().filter(|l| !l.contains('[')).collect();
-            assert!(outside_roster.contains(&row.decider_group), "the prompt does not name the decider's group {}:\n{prompt}", row.decider_group);
+            assert!(
+                outside_roster.contains(&row.decider_group),
+                "the prompt does not name the decider's group {}:\n{prompt}",
+                row.decider_group
+            );
         } else {
-            assert!(!prompt.contains(&row.target_group) && !prompt.contains(&row.decider_group), "hidden labels leak a name:\n{prompt}");
+            assert!(
+                !prompt.contains(&row.target_group) && !prompt.contains(&row.decider_group),
+                "hidden labels leak a name:\n{prompt}"
+            );
         }
     }
 

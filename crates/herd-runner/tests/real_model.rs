@@ -101,7 +101,10 @@ fn a_small_grid_of_both_studies_runs_on_the_default_model_into_parquet_and_analy
     assert!(modality.iter().all(|m| *m == Some("text")));
     let trials = read_conformity_trials(conformity).unwrap();
     for t in &trials.rows {
-        assert!((0.0..=1.0).contains(&t.p_wrong_full) && t.p_wrong_ab.is_some_and(|p| (0.0..=1.0).contains(&p)), "{t:?}");
+        assert!(
+            (0.0..=1.0).contains(&t.p_wrong_full) && t.p_wrong_ab.is_some_and(|p| (0.0..=1.0).contains(&p)),
+            "{t:?}"
+        );
         assert!(t.logit_a.is_some_and(f64::is_finite) && t.logit_b.is_some_and(f64::is_finite));
     }
     // The same prompt gives the same score in any group: N = 0 trials of a family are plain baselines.
@@ -120,11 +123,15 @@ fn a_small_grid_of_both_studies_runs_on_the_default_model_into_parquet_and_analy
     let flags: Vec<Option<&str>> = deciders.column("qc_flags").unwrap().str().unwrap().iter().collect();
     let statuses: Vec<Option<&str>> = deciders.column("parse_status").unwrap().str().unwrap().iter().collect();
     for (status, flag) in statuses.iter().zip(&flags) {
-        assert!(*status != Some("failed") || *flag == Some("zero_sum"), "a constrained allocation failed to parse: {status:?} {flag:?}");
+        assert!(
+            *status != Some("failed") || *flag == Some("zero_sum"),
+            "a constrained allocation failed to parse: {status:?} {flag:?}"
+        );
     }
     let dyads = read_dyads(societies).unwrap();
     assert_eq!(dyads.rows.len(), 40 * 19, "every decider has 19 dyads (a uniform fill where parsing failed)");
-    let options = MinimalGroupOptions { bootstrap: BootstrapPlan::Seeded { resamples: 200, seed: 1 }, ..Default::default() };
+    let options =
+        MinimalGroupOptions { bootstrap: BootstrapPlan::Seeded { resamples: 200, seed: 1 }, ..Default::default() };
     let tables = analyze_minimal_group(&dyads, &options).unwrap();
     assert!(tables.seed_tests.n_rows() > 0 && tables.bootstrap.n_rows() > 0);
 }

@@ -2,7 +2,10 @@
 //! overrides, else the model's own defaults, else HF's (or, for a server, nothing sent). Every request of a
 //! run carries the same resolved values, and the run's notes (the manifest) record each with its source.
 
-use herd_infer::{Backend, BackendInfo, GenerateRequest, Generation, ModelSampling, SamplingFallback, SamplingParams, ScoreRequest, ScoreResult, SimAgent, SimParams};
+use herd_infer::{
+    Backend, BackendInfo, GenerateRequest, Generation, ModelSampling, SamplingFallback, SamplingParams, ScoreRequest,
+    ScoreResult, SimAgent, SimParams,
+};
 use herd_runner::{MemorySink, RunOptions, run_experiment};
 use std::path::Path;
 
@@ -33,7 +36,10 @@ fn experiment(dir: &Path, edit: (&str, &str)) -> herd_design::ExperimentFile {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data");
     let text = std::fs::read_to_string(data.join("experiments/minimal-group.quick.toml")).unwrap();
     assert!(text.contains("seeds = 8 ") && text.contains(edit.0), "the quick profile changed");
-    let text = text.replace("seeds = 8 ", "seeds = 1 ").replace(edit.0, edit.1).replace("\"../banks/", &format!("\"{}/banks/", data.display()));
+    let text = text
+        .replace("seeds = 8 ", "seeds = 1 ")
+        .replace(edit.0, edit.1)
+        .replace("\"../banks/", &format!("\"{}/banks/", data.display()));
     let path = dir.join("minimal-group.toml");
     std::fs::write(&path, text).unwrap();
     herd_design::load_experiment(&path).unwrap()
@@ -48,7 +54,14 @@ fn run(file: &herd_design::ExperimentFile, options: &RunOptions) -> (Vec<Samplin
 
 /// Qwen3-8B's generation_config.json, as `herd_infer::model_sampling` reads it from the folder.
 fn qwen3_defaults() -> ModelSampling {
-    ModelSampling { temperature: Some(0.6), top_p: Some(0.95), top_k: Some(20), repetition_penalty: Some(1.05), do_sample: Some(true), source: "/hub/qwen3/generation_config.json".into() }
+    ModelSampling {
+        temperature: Some(0.6),
+        top_p: Some(0.95),
+        top_k: Some(20),
+        repetition_penalty: Some(1.05),
+        do_sample: Some(true),
+        source: "/hub/qwen3/generation_config.json".into(),
+    }
 }
 
 #[test]
@@ -58,7 +71,11 @@ fn experiment_overrides_win_and_the_model_fills_the_rest() {
     let options = RunOptions { sampling_defaults: qwen3_defaults(), ..RunOptions::default() };
     let (seen, record) = run(&file, &options);
     for p in &seen {
-        assert_eq!((p.temperature, p.top_p, p.top_k, p.repetition_penalty), (Some(0.7), Some(0.95), Some(0), Some(1.05)), "{p:?}");
+        assert_eq!(
+            (p.temperature, p.top_p, p.top_k, p.repetition_penalty),
+            (Some(0.7), Some(0.95), Some(0), Some(1.05)),
+            "{p:?}"
+        );
         assert_eq!(p.max_tokens, 224);
     }
     // Each decider still has its own seed.
@@ -78,7 +95,11 @@ fn without_model_defaults_hf_defaults_apply_locally_and_nothing_is_sent_to_a_ser
     let file = experiment(dir.path(), ("temperature = 0.7", "temperature = 0.7"));
     let (seen, record) = run(&file, &RunOptions::default());
     for p in &seen {
-        assert_eq!((p.temperature, p.top_p, p.top_k, p.repetition_penalty), (Some(0.7), Some(1.0), Some(50), Some(1.0)), "{p:?}");
+        assert_eq!(
+            (p.temperature, p.top_p, p.top_k, p.repetition_penalty),
+            (Some(0.7), Some(1.0), Some(50), Some(1.0)),
+            "{p:?}"
+        );
     }
     assert_eq!(record["top_k"], serde_json::json!({"value": 50, "source": "hf_default"}));
     let server = RunOptions { sampling_fallback: SamplingFallback::Server, ..RunOptions::default() };

@@ -41,7 +41,8 @@ impl Backend for Short {
 }
 
 fn experiment(name: &str) -> herd_design::ExperimentFile {
-    herd_design::load_experiment(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/experiments").join(name)).unwrap()
+    herd_design::load_experiment(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/experiments").join(name))
+        .unwrap()
 }
 
 #[test]
@@ -52,7 +53,11 @@ fn a_short_batch_is_failed_whole_and_the_rest_is_stored() {
     let summary = run_experiment(&file, &mut backend, &mut sink, &RunOptions::default()).unwrap();
     assert_eq!(summary.failed.len(), 1, "{summary:?}");
     assert!(!sink.stored.contains(&summary.failed[0]), "the short society was stored");
-    assert!(summary.notes["last_backend_failure"].as_str().unwrap().contains("returned 19 results for 20 requests"), "{:?}", summary.notes);
+    assert!(
+        summary.notes["last_backend_failure"].as_str().unwrap().contains("returned 19 results for 20 requests"),
+        "{:?}",
+        summary.notes
+    );
     // Every other society was stored whole: 20 deciders and 19 dyads each.
     let stored = sink.stored.len();
     assert!(stored > 0);

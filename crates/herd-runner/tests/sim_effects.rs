@@ -109,19 +109,30 @@ fn planted_favouritism_and_minority_gap_are_recovered_and_hidden_labels_show_non
     let out = run_sim(dir.path(), SOCIETIES, params.clone());
     let dyads = read_dyads(&out).unwrap();
     assert_eq!(dyads.rows.len(), 2 * 2 * 30 * 20 * 19, "every dyad of every society is stored once");
-    let options = MinimalGroupOptions { bootstrap: BootstrapPlan::Seeded { resamples: 1000, seed: 3 }, ..Default::default() };
+    let options =
+        MinimalGroupOptions { bootstrap: BootstrapPlan::Seeded { resamples: 1000, seed: 3 }, ..Default::default() };
     let tables = analyze_minimal_group(&dyads, &options).unwrap();
     for m in [3usize, 10] {
-        let (fav_min, fav_maj) = (planted_favouritism(&params, m, true, true), planted_favouritism(&params, m, false, true));
+        let (fav_min, fav_maj) =
+            (planted_favouritism(&params, m, true, true), planted_favouritism(&params, m, false, true));
         let planted = (m as f64 * fav_min + (20 - m) as f64 * fav_maj) / 20.0;
         let (estimate, se, low, _) = bootstrap_row(&tables.bootstrap, "visible", m as u32, "favouritism");
-        assert!((estimate - planted).abs() < 3.5 * se, "m={m}: favouritism {estimate:.3} ± {se:.3}, planted {planted:.3}");
+        assert!(
+            (estimate - planted).abs() < 3.5 * se,
+            "m={m}: favouritism {estimate:.3} ± {se:.3}, planted {planted:.3}"
+        );
         assert!(low > 0.0, "m={m}: visible labels show favouritism (CI low {low:.3})");
         let (gap, gap_se, _, _) = bootstrap_row(&tables.bootstrap, "visible", m as u32, "minority_minus_majority");
         let planted_gap = fav_min - fav_maj;
-        assert!((gap - planted_gap).abs() < 3.5 * gap_se, "m={m}: minority − majority {gap:.3} ± {gap_se:.3}, planted {planted_gap:.3}");
+        assert!(
+            (gap - planted_gap).abs() < 3.5 * gap_se,
+            "m={m}: minority − majority {gap:.3} ± {gap_se:.3}, planted {planted_gap:.3}"
+        );
         let (hidden, hidden_se, _, _) = bootstrap_row(&tables.bootstrap, "hidden", m as u32, "favouritism");
-        assert!(hidden.abs() < 3.5 * hidden_se, "m={m}: hidden labels planted no favouritism, found {hidden:.3} ± {hidden_se:.3}");
+        assert!(
+            hidden.abs() < 3.5 * hidden_se,
+            "m={m}: hidden labels planted no favouritism, found {hidden:.3} ± {hidden_se:.3}"
+        );
     }
     // The paper's seed-level Wilcoxon agrees: significant when visible, not when hidden.
     let seed_tests = &tables.seed_tests;

@@ -8,10 +8,7 @@ pub fn trapezoid(y: &[f64], x: &[f64]) -> Result<f64, StatsError> {
     check_same_length("x", y.len(), x.len())?;
     check_finite(y, "y")?;
     check_finite(x, "x")?;
-    Ok(x.windows(2)
-        .zip(y.windows(2))
-        .map(|(xs, ys)| (xs[1] - xs[0]) * (ys[0] + ys[1]) / 2.0)
-        .sum())
+    Ok(x.windows(2).zip(y.windows(2)).map(|(xs, ys)| (xs[1] - xs[0]) * (ys[0] + ys[1]) / 2.0).sum())
 }
 
 /// `numpy.trapezoid(y, dx=dx)` for equally spaced points.

@@ -28,9 +28,7 @@ impl BootstrapResult {
     /// quantiles with numpy's default linear interpolation.
     pub fn percentile_interval(&self, level: f64) -> Result<(f64, f64), StatsError> {
         if !(level > 0.0 && level < 1.0) {
-            return Err(StatsError::InvalidArgument(format!(
-                "confidence level must be in (0, 1), got {level}"
-            )));
+            return Err(StatsError::InvalidArgument(format!("confidence level must be in (0, 1), got {level}")));
         }
         let alpha = 1.0 - level;
         Ok((
@@ -57,22 +55,12 @@ where
 
 /// The resamples [`cluster_bootstrap`] draws (one row of cluster indices per resample), for
 /// reuse with [`bootstrap_replay`] when several statistics share a seed and cluster count.
-pub fn cluster_resamples(
-    n_clusters: usize,
-    n_resamples: usize,
-    seed: u64,
-) -> Result<Vec<Vec<usize>>, StatsError> {
+pub fn cluster_resamples(n_clusters: usize, n_resamples: usize, seed: u64) -> Result<Vec<Vec<usize>>, StatsError> {
     if n_clusters == 0 || n_resamples == 0 {
         return Err(StatsError::EmptyInput);
     }
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    Ok((0..n_resamples)
-        .map(|_| {
-            (0..n_clusters)
-                .map(|_| rng.random_range(0..n_clusters))
-                .collect()
-        })
-        .collect())
+    Ok((0..n_resamples).map(|_| (0..n_clusters).map(|_| rng.random_range(0..n_clusters)).collect()).collect())
 }
 
 /// Evaluates `statistic` on given resamples (one row of cluster indices per resample).
@@ -122,9 +110,7 @@ pub fn percentile(values: &[f64], q: f64) -> Result<f64, StatsError> {
         return Err(StatsError::EmptyInput);
     }
     if !(0.0..=100.0).contains(&q) {
-        return Err(StatsError::InvalidArgument(format!(
-            "percentile must be in [0, 100], got {q}"
-        )));
+        return Err(StatsError::InvalidArgument(format!("percentile must be in [0, 100], got {q}")));
     }
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
@@ -134,11 +120,7 @@ pub fn percentile(values: &[f64], q: f64) -> Result<f64, StatsError> {
     let t = position - lower as f64;
     let (a, b) = (sorted[lower], sorted[upper]);
     // numpy's _lerp: interpolate from the nearer end.
-    Ok(if t >= 0.5 {
-        b - (b - a) * (1.0 - t)
-    } else {
-        a + (b - a) * t
-    })
+    Ok(if t >= 0.5 { b - (b - a) * (1.0 - t) } else { a + (b - a) * t })
 }
 
 #[cfg(test)]

@@ -16,11 +16,7 @@ pub struct SpearmanResult {
 
 /// `scipy.stats.spearmanr(x, y, alternative=...)`: Pearson correlation of average ranks, p from
 /// Student's t with n − 2 degrees of freedom. Ties use the tolerance of [`crate::rank`].
-pub fn spearman(
-    x: &[f64],
-    y: &[f64],
-    alternative: Alternative,
-) -> Result<SpearmanResult, StatsError> {
+pub fn spearman(x: &[f64], y: &[f64], alternative: Alternative) -> Result<SpearmanResult, StatsError> {
     check_same_length("y", x.len(), y.len())?;
     check_finite(x, "x")?;
     check_finite(y, "y")?;
@@ -39,12 +35,7 @@ pub fn spearman(
     let rho = pearson(&rx.ranks, &ry.ranks);
     let df = (n - 2) as f64;
     let t = rho * (df / ((rho + 1.0) * (1.0 - rho))).max(0.0).sqrt();
-    Ok(SpearmanResult {
-        rho,
-        t,
-        p_value: students_t_p_value(t, df, alternative),
-        n,
-    })
+    Ok(SpearmanResult { rho, t, p_value: students_t_p_value(t, df, alternative), n })
 }
 
 /// Pearson correlation with numpy's `corrcoef` operation sequence: covariances scaled by

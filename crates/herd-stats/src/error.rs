@@ -7,11 +7,7 @@ pub enum StatsError {
     #[error("input is empty")]
     EmptyInput,
     #[error("length mismatch: {what} has {got} entries, expected {expected}")]
-    LengthMismatch {
-        what: &'static str,
-        expected: usize,
-        got: usize,
-    },
+    LengthMismatch { what: &'static str, expected: usize, got: usize },
     #[error("input contains NaN or an infinite value ({what})")]
     NonFinite { what: &'static str },
     #[error("need at least {needed} observations, got {got}")]
@@ -38,25 +34,9 @@ pub enum StatsError {
 }
 
 pub(crate) fn check_finite(values: &[f64], what: &'static str) -> Result<(), StatsError> {
-    if values.iter().all(|v| v.is_finite()) {
-        Ok(())
-    } else {
-        Err(StatsError::NonFinite { what })
-    }
+    if values.iter().all(|v| v.is_finite()) { Ok(()) } else { Err(StatsError::NonFinite { what }) }
 }
 
-pub(crate) fn check_same_length(
-    what: &'static str,
-    expected: usize,
-    got: usize,
-) -> Result<(), StatsError> {
-    if expected == got {
-        Ok(())
-    } else {
-        Err(StatsError::LengthMismatch {
-            what,
-            expected,
-            got,
-        })
-    }
+pub(crate) fn check_same_length(what: &'static str, expected: usize, got: usize) -> Result<(), StatsError> {
+    if expected == got { Ok(()) } else { Err(StatsError::LengthMismatch { what, expected, got }) }
 }

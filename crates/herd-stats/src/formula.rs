@@ -24,10 +24,7 @@ impl DesignMatrix {
     pub fn new(column_names: Vec<String>, matrix: DMatrix<f64>) -> Result<Self, StatsError> {
         check_same_length("column_names", matrix.ncols(), column_names.len())?;
         check_finite(matrix.as_slice(), "design matrix")?;
-        Ok(Self {
-            column_names,
-            matrix,
-        })
+        Ok(Self { column_names, matrix })
     }
 
     /// Builds from row-major rows.
@@ -73,9 +70,8 @@ pub struct Formula {
 
 impl Formula {
     pub fn parse(formula: &str) -> Result<Self, StatsError> {
-        let (lhs, rhs) = formula
-            .split_once('~')
-            .ok_or_else(|| StatsError::Formula(format!("missing '~' in {formula:?}")))?;
+        let (lhs, rhs) =
+            formula.split_once('~').ok_or_else(|| StatsError::Formula(format!("missing '~' in {formula:?}")))?;
         let response = lhs.trim();
         if !is_name(response) {
             return Err(StatsError::Formula(format!("bad response {response:?}")));
@@ -93,9 +89,7 @@ impl Formula {
                 "1" => intercept = true,
                 "0" | "-1" => intercept = false,
                 _ if piece.starts_with('-') => {
-                    return Err(StatsError::Formula(format!(
-                        "only '- 1' may be subtracted, got {piece:?}"
-                    )));
+                    return Err(StatsError::Formula(format!("only '- 1' may be subtracted, got {piece:?}")));
                 }
                 _ => {
                     for term in expand_product(&piece)? {
@@ -106,11 +100,7 @@ impl Formula {
                 }
             }
         }
-        Ok(Self {
-            response: response.to_owned(),
-            intercept,
-            terms,
-        })
+        Ok(Self { response: response.to_owned(), intercept, terms })
     }
 
     /// Column names of the design matrix, patsy style.
@@ -155,17 +145,13 @@ impl Formula {
             }
         }
         let matrix = DMatrix::from_vec(n, p, storage);
-        Ok((
-            DesignMatrix::new(self.column_names(), matrix)?,
-            response.to_vec(),
-        ))
+        Ok((DesignMatrix::new(self.column_names(), matrix)?, response.to_vec()))
     }
 }
 
 fn is_name(s: &str) -> bool {
     !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+        && s.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.')
         && !s.chars().next().is_some_and(|c| c.is_ascii_digit())
 }
 
@@ -215,25 +201,14 @@ mod unit {
     #[test]
     fn interaction_names_match_patsy() {
         let f = Formula::parse("points ~ same_group * minority_decider").unwrap();
-        assert_eq!(
-            f.column_names(),
-            [
-                "Intercept",
-                "same_group",
-                "minority_decider",
-                "same_group:minority_decider"
-            ]
-        );
+        assert_eq!(f.column_names(), ["Intercept", "same_group", "minority_decider", "same_group:minority_decider"]);
     }
 
     #[test]
     fn three_way_and_no_intercept() {
         // Expected names are patsy 1.0.3's for numeric columns.
         let f = Formula::parse("y ~ a*b*c - 1").unwrap();
-        assert_eq!(
-            f.column_names(),
-            ["a", "b", "a:b", "c", "a:c", "b:c", "a:b:c"]
-        );
+        assert_eq!(f.column_names(), ["a", "b", "a:b", "c", "a:c", "b:c", "a:b:c"]);
         let g = Formula::parse("y ~ a:b + c").unwrap();
         assert_eq!(g.column_names(), ["Intercept", "a:b", "c"]);
         let h = Formula::parse("y ~ c + a*b - 1").unwrap();
@@ -247,18 +222,10 @@ mod unit {
     #[test]
     fn build_multiplies_columns() {
         let f = Formula::parse("y ~ a * b").unwrap();
-        let (x, y) = f
-            .build(&[("y", &[1.0, 2.0]), ("a", &[1.0, 0.0]), ("b", &[3.0, 4.0])])
-            .unwrap();
+        let (x, y) = f.build(&[("y", &[1.0, 2.0]), ("a", &[1.0, 0.0]), ("b", &[3.0, 4.0])]).unwrap();
         assert_eq!(y, vec![1.0, 2.0]);
-        assert_eq!(
-            x.matrix.row(0).iter().copied().collect::<Vec<_>>(),
-            [1.0, 1.0, 3.0, 3.0]
-        );
-        assert_eq!(
-            x.matrix.row(1).iter().copied().collect::<Vec<_>>(),
-            [1.0, 0.0, 4.0, 0.0]
-        );
+        assert_eq!(x.matrix.row(0).iter().copied().collect::<Vec<_>>(), [1.0, 1.0, 3.0, 3.0]);
+        assert_eq!(x.matrix.row(1).iter().copied().collect::<Vec<_>>(), [1.0, 0.0, 4.0, 0.0]);
         assert!(f.build(&[("y", &[1.0])]).is_err());
     }
 

@@ -33,10 +33,7 @@ pub struct GeeOptions {
 
 impl Default for GeeOptions {
     fn default() -> Self {
-        Self {
-            max_iter: 60,
-            ctol: 1e-6,
-        }
+        Self { max_iter: 60, ctol: 1e-6 }
     }
 }
 
@@ -200,10 +197,7 @@ impl<'a> Clusters<'a> {
             order.sort_by(|&a, &b| cluster_ids[a].cmp(&cluster_ids[b]));
             let mut bounds = vec![0];
             bounds.extend((1..n).filter(|&k| cluster_ids[order[k - 1]] != cluster_ids[order[k]]));
-            let x: Vec<f64> = design
-                .column_iter()
-                .flat_map(|column| order.iter().map(move |&i| column[i]))
-                .collect();
+            let x: Vec<f64> = design.column_iter().flat_map(|column| order.iter().map(move |&i| column[i])).collect();
             let y: Vec<f64> = order.iter().map(|&i| y[i]).collect();
             (Cow::Owned(x), Cow::Owned(y), bounds)
         };
@@ -227,15 +221,7 @@ impl<'a> Clusters<'a> {
                 )
             );
         }
-        Self {
-            p,
-            x,
-            y,
-            bounds,
-            gram,
-            sums,
-            xty,
-        }
+        Self { p, x, y, bounds, gram, sums, xty }
     }
 
     fn len(&self) -> usize {
@@ -268,11 +254,8 @@ impl<'a> Clusters<'a> {
 
     fn residuals(&self, beta: &DVector<f64>) -> Residuals {
         let (p, n_clusters) = (self.p, self.len());
-        let mut out = Residuals {
-            sum: vec![0.0; n_clusters],
-            sum_sq: vec![0.0; n_clusters],
-            xtr: vec![0.0; n_clusters * p],
-        };
+        let mut out =
+            Residuals { sum: vec![0.0; n_clusters], sum_sq: vec![0.0; n_clusters], xtr: vec![0.0; n_clusters * p] };
         for c in 0..n_clusters {
             (out.sum[c], out.sum_sq[c]) = by_width!(
                 p,
@@ -301,9 +284,7 @@ impl<'a> Clusters<'a> {
         let p = self.p;
         let w = self.weight(rho, c);
         let s = &self.sums[c * p..(c + 1) * p];
-        DVector::from_fn(p, |l, _| {
-            res.xtr[c * p + l] / (1.0 - rho) - w * s[l] * res.sum[c]
-        })
+        DVector::from_fn(p, |l, _| res.xtr[c * p + l] / (1.0 - rho) - w * s[l] * res.sum[c])
     }
 
     /// B = Σ Xᵢ'Vᵢ⁻¹Xᵢ.
@@ -350,10 +331,7 @@ pub fn gee_gaussian_exchangeable<C: Ord>(
     check_same_length("cluster_ids", n, cluster_ids.len())?;
     check_finite(y, "y")?;
     if n <= p {
-        return Err(StatsError::TooFewObservations {
-            needed: p + 1,
-            got: n,
-        });
+        return Err(StatsError::TooFewObservations { needed: p + 1, got: n });
     }
 
     let clusters = Clusters::new(&design.matrix, y, cluster_ids);
@@ -417,10 +395,7 @@ pub fn gee_gaussian_exchangeable<C: Ord>(
             .clone()
             .lu()
             .solve(&score)
-            .ok_or(StatsError::SingularDesign {
-                rank: crate::linalg::numerical_rank(&bmat),
-                columns: p,
-            })?;
+            .ok_or(StatsError::SingularDesign { rank: crate::linalg::numerical_rank(&bmat), columns: p })?;
         beta += update;
         score_norm = score.norm();
         if !score_norm.is_finite() || !beta.iter().all(|b| b.is_finite()) {
@@ -451,10 +426,7 @@ pub fn gee_gaussian_exchangeable<C: Ord>(
         .clone()
         .lu()
         .try_inverse()
-        .ok_or(StatsError::SingularDesign {
-            rank: crate::linalg::numerical_rank(&bmat),
-            columns: p,
-        })?;
+        .ok_or(StatsError::SingularDesign { rank: crate::linalg::numerical_rank(&bmat), columns: p })?;
     let robust_covariance = &bmat_inv * cmat * &bmat_inv;
     let naive_covariance = &bmat_inv * scale;
     if !rho.is_finite()
@@ -499,11 +471,6 @@ pub fn gee_gaussian_exchangeable<C: Ord>(
 /// statsmodels' `Exchangeable.update`: pairwise residual products over the scale, with
 /// `ddof` subtracted from the number of pairs.
 fn exchangeable_rho(res: &Residuals, scale: f64, n_pairs: f64, ddof: f64) -> f64 {
-    let cross: f64 = res
-        .sum
-        .iter()
-        .zip(&res.sum_sq)
-        .map(|(sum, sum_sq)| (sum * sum - sum_sq) / 2.0)
-        .sum();
+    let cross: f64 = res.sum.iter().zip(&res.sum_sq).map(|(sum, sum_sq)| (sum * sum - sum_sq) / 2.0).sum();
     (cross / scale) / (n_pairs * (n_pairs - ddof) / n_pairs)
 }

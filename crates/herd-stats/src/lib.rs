@@ -49,13 +49,10 @@ pub mod ttest;
 pub mod wilcoxon;
 
 pub use auc::{trapezoid, trapezoid_uniform};
-pub use bootstrap::{
-    BootstrapResult, bootstrap_replay, cluster_bootstrap, cluster_resamples, percentile, sample_std,
-};
+pub use bootstrap::{BootstrapResult, bootstrap_replay, cluster_bootstrap, cluster_resamples, percentile, sample_std};
 pub use correlation::{SpearmanResult, pearson, spearman};
 pub use distributions::{
-    Alternative, normal_cdf, normal_p_value, normal_sf, students_t_cdf, students_t_p_value,
-    students_t_sf,
+    Alternative, normal_cdf, normal_p_value, normal_sf, students_t_cdf, students_t_p_value, students_t_sf,
 };
 pub use error::StatsError;
 pub use formula::{DesignMatrix, Formula};
@@ -64,7 +61,4 @@ pub use multiple::benjamini_hochberg;
 pub use rank::{Ranking, TIE_TOLERANCE, approx_equal, average_ranks};
 pub use regression::{OlsCoefficient, OlsFit, ols};
 pub use ttest::{TTestResult, ttest_one_sample, z_test};
-pub use wilcoxon::{
-    WilcoxonMethod, WilcoxonOptions, WilcoxonResult, ZeroMethod, wilcoxon_one_sample,
-    wilcoxon_paired,
-};
+pub use wilcoxon::{WilcoxonMethod, WilcoxonOptions, WilcoxonResult, ZeroMethod, wilcoxon_one_sample, wilcoxon_paired};

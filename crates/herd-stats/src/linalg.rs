@@ -20,32 +20,18 @@ pub(crate) fn numerical_rank(x: &DMatrix<f64>) -> usize {
 /// Errors unless `x` has full column rank.
 pub(crate) fn require_full_column_rank(x: &DMatrix<f64>) -> Result<(), StatsError> {
     let rank = numerical_rank(x);
-    if rank < x.ncols() {
-        Err(StatsError::SingularDesign {
-            rank,
-            columns: x.ncols(),
-        })
-    } else {
-        Ok(())
-    }
+    if rank < x.ncols() { Err(StatsError::SingularDesign { rank, columns: x.ncols() }) } else { Ok(()) }
 }
 
 /// As [`require_full_column_rank`], given `gram` = X'X: when X'X is well conditioned its
 /// eigenvalues (σ² of X, each within ~n·ε·λ_max) put every singular value far above numpy's
 /// tolerance σ_max·max(n, p)·ε, so the SVD of the tall X is needed only for nearly singular designs.
-pub(crate) fn require_full_column_rank_gram(
-    x: &DMatrix<f64>,
-    gram: &DMatrix<f64>,
-) -> Result<(), StatsError> {
+pub(crate) fn require_full_column_rank_gram(x: &DMatrix<f64>, gram: &DMatrix<f64>) -> Result<(), StatsError> {
     let eigenvalues = gram.clone().symmetric_eigenvalues();
     let largest = eigenvalues.iter().copied().fold(0.0, f64::max);
     let smallest = eigenvalues.iter().copied().fold(f64::INFINITY, f64::min);
     let margin = 1e-8_f64.max(1e3 * x.nrows() as f64 * f64::EPSILON);
-    if largest > 0.0 && smallest > margin * largest {
-        Ok(())
-    } else {
-        require_full_column_rank(x)
-    }
+    if largest > 0.0 && smallest > margin * largest { Ok(()) } else { require_full_column_rank(x) }
 }
 
 /// Inverse of a symmetric positive-definite matrix (Cholesky), or a singular-design error.
@@ -54,8 +40,5 @@ pub(crate) fn spd_inverse(a: &DMatrix<f64>) -> Result<DMatrix<f64>, StatsError> 
         .cholesky()
         .map(|c| c.inverse())
         .or_else(|| a.clone().try_inverse())
-        .ok_or(StatsError::SingularDesign {
-            rank: numerical_rank(a),
-            columns: a.ncols(),
-        })
+        .ok_or(StatsError::SingularDesign { rank: numerical_rank(a), columns: a.ncols() })
 }

@@ -48,23 +48,14 @@ pub fn ols(design: &DesignMatrix, y: &[f64]) -> Result<OlsFit, StatsError> {
     check_same_length("y", n, y.len())?;
     check_finite(y, "y")?;
     if n <= p {
-        return Err(StatsError::TooFewObservations {
-            needed: p + 1,
-            got: n,
-        });
+        return Err(StatsError::TooFewObservations { needed: p + 1, got: n });
     }
     require_full_column_rank(x)?;
     let y_vec = DVector::from_column_slice(y);
     // QR is better conditioned than the normal equations for the coefficients.
     let qr = x.clone().qr();
     let qty = qr.q().transpose() * &y_vec;
-    let beta = qr
-        .r()
-        .solve_upper_triangular(&qty)
-        .ok_or(StatsError::SingularDesign {
-            rank: 0,
-            columns: p,
-        })?;
+    let beta = qr.r().solve_upper_triangular(&qty).ok_or(StatsError::SingularDesign { rank: 0, columns: p })?;
     let residuals = &y_vec - x * &beta;
     let ssr = residuals.norm_squared();
     let df_resid = (n - p) as f64;
@@ -96,12 +87,5 @@ pub fn ols(design: &DesignMatrix, y: &[f64]) -> Result<OlsFit, StatsError> {
             }
         })
         .collect();
-    Ok(OlsFit {
-        coefficients,
-        r_squared,
-        adj_r_squared,
-        scale,
-        df_resid,
-        n_obs: n,
-    })
+    Ok(OlsFit { coefficients, r_squared, adj_r_squared, scale, df_resid, n_obs: n })
 }

@@ -17,11 +17,7 @@ pub struct TTestResult {
 
 /// `scipy.stats.ttest_1samp(sample, popmean, alternative=...)`. The p-value comes from the
 /// tail itself (never 1 − cdf), so values far below 1e-16 keep their relative accuracy.
-pub fn ttest_one_sample(
-    sample: &[f64],
-    popmean: f64,
-    alternative: Alternative,
-) -> Result<TTestResult, StatsError> {
+pub fn ttest_one_sample(sample: &[f64], popmean: f64, alternative: Alternative) -> Result<TTestResult, StatsError> {
     check_finite(sample, "sample")?;
     if !popmean.is_finite() {
         return Err(StatsError::NonFinite { what: "popmean" });
@@ -37,13 +33,7 @@ pub fn ttest_one_sample(
     }
     let t = (mean - popmean) / se;
     let df = (n - 1) as f64;
-    Ok(TTestResult {
-        t,
-        df,
-        p_value: students_t_p_value(t, df, alternative),
-        mean,
-        se,
-    })
+    Ok(TTestResult { t, df, p_value: students_t_p_value(t, df, alternative), mean, se })
 }
 
 /// p-value of a standard-normal statistic `z` (two-sided: 2·P(Z > |z|); greater: P(Z > z);

@@ -93,21 +93,14 @@ pub struct WilcoxonResult {
 }
 
 /// One-sample test of whether `differences` are symmetric about zero.
-pub fn wilcoxon_one_sample(
-    differences: &[f64],
-    options: &WilcoxonOptions,
-) -> Result<WilcoxonResult, StatsError> {
+pub fn wilcoxon_one_sample(differences: &[f64], options: &WilcoxonOptions) -> Result<WilcoxonResult, StatsError> {
     check_finite(differences, "differences")?;
     let is_zero: Vec<bool> = differences.iter().map(|&d| approx_equal(d, 0.0)).collect();
     signed_rank(differences, &is_zero, options)
 }
 
 /// Paired test on `x − y`.
-pub fn wilcoxon_paired(
-    x: &[f64],
-    y: &[f64],
-    options: &WilcoxonOptions,
-) -> Result<WilcoxonResult, StatsError> {
+pub fn wilcoxon_paired(x: &[f64], y: &[f64], options: &WilcoxonOptions) -> Result<WilcoxonResult, StatsError> {
     check_same_length("y", x.len(), y.len())?;
     check_finite(x, "x")?;
     check_finite(y, "y")?;
@@ -135,38 +128,22 @@ struct SignedRanks {
 
 fn signed_ranks(d: &[f64], is_zero: &[bool], zero_method: ZeroMethod) -> SignedRanks {
     let n_zero = is_zero.iter().filter(|&&z| z).count();
-    let ranked: Vec<usize> = (0..d.len())
-        .filter(|&i| zero_method != ZeroMethod::Wilcox || !is_zero[i])
-        .collect();
+    let ranked: Vec<usize> = (0..d.len()).filter(|&i| zero_method != ZeroMethod::Wilcox || !is_zero[i]).collect();
     // Zeros become exactly 0 so they form one tie group of their own, below every nonzero value.
-    let magnitudes: Vec<f64> = ranked
-        .iter()
-        .map(|&i| if is_zero[i] { 0.0 } else { d[i].abs() })
-        .collect();
-    let ranking = average_ranks_by(&magnitudes, |a, b| {
-        (a == 0.0 && b == 0.0) || (a != 0.0 && b != 0.0 && approx_equal(a, b))
-    });
+    let magnitudes: Vec<f64> = ranked.iter().map(|&i| if is_zero[i] { 0.0 } else { d[i].abs() }).collect();
+    let ranking =
+        average_ranks_by(&magnitudes, |a, b| (a == 0.0 && b == 0.0) || (a != 0.0 && b != 0.0 && approx_equal(a, b)));
     let mut ranks = vec![0.0; d.len()];
     for (k, &i) in ranked.iter().enumerate() {
         ranks[i] = ranking.ranks[k];
     }
     let positive: Vec<bool> = (0..d.len()).map(|i| !is_zero[i] && d[i] > 0.0).collect();
     let negative = |i: usize| !is_zero[i] && d[i] < 0.0;
-    let mut r_plus: f64 = (0..d.len())
-        .filter(|&i| positive[i])
-        .map(|i| ranks[i])
-        .sum();
-    let mut r_minus: f64 = (0..d.len())
-        .filter(|&i| negative(i))
-        .map(|i| ranks[i])
-        .sum();
+    let mut r_plus: f64 = (0..d.len()).filter(|&i| positive[i]).map(|i| ranks[i]).sum();
+    let mut r_minus: f64 = (0..d.len()).filter(|&i| negative(i)).map(|i| ranks[i]).sum();
     let mut zero_half = 0.0;
     if zero_method == ZeroMethod::Zsplit {
-        zero_half = (0..d.len())
-            .filter(|&i| is_zero[i])
-            .map(|i| ranks[i])
-            .sum::<f64>()
-            / 2.0;
+        zero_half = (0..d.len()).filter(|&i| is_zero[i]).map(|i| ranks[i]).sum::<f64>() / 2.0;
         r_plus += zero_half;
         r_minus += zero_half;
     }
@@ -202,11 +179,7 @@ fn signed_ranks(d: &[f64], is_zero: &[bool], zero_method: ZeroMethod) -> SignedR
     }
 }
 
-fn signed_rank(
-    d: &[f64],
-    is_zero: &[bool],
-    options: &WilcoxonOptions,
-) -> Result<WilcoxonResult, StatsError> {
+fn signed_rank(d: &[f64], is_zero: &[bool], options: &WilcoxonOptions) -> Result<WilcoxonResult, StatsError> {
     let n = d.len();
     if n == 0 {
         return Err(StatsError::EmptyInput);
@@ -236,11 +209,7 @@ fn signed_rank(
                 zv -= sign * 0.5 / s.se;
             }
             let p = normal_p_value(zv, options.alternative);
-            z = Some(if options.alternative == Alternative::TwoSided {
-                -zv.abs()
-            } else {
-                zv
-            });
+            z = Some(if options.alternative == Alternative::TwoSided { -zv.abs() } else { zv });
             p
         }
         WilcoxonMethod::Exact => exact_p_value(s.r_plus, s.count, options.alternative),
@@ -254,11 +223,7 @@ fn signed_rank(
         }
         WilcoxonMethod::Auto => unreachable!("auto is resolved above"),
     };
-    let statistic = if options.alternative == Alternative::TwoSided {
-        s.r_plus.min(s.r_minus)
-    } else {
-        s.r_plus
-    };
+    let statistic = if options.alternative == Alternative::TwoSided { s.r_plus.min(s.r_minus) } else { s.r_plus };
     let rank_sum = s.r_plus + s.r_minus;
     Ok(WilcoxonResult {
         statistic,
@@ -270,11 +235,7 @@ fn signed_rank(
         n,
         n_zero,
         has_ties: s.has_ties,
-        rank_biserial: if rank_sum > 0.0 {
-            (s.r_plus - s.r_minus) / rank_sum
-        } else {
-            0.0
-        },
+        rank_biserial: if rank_sum > 0.0 { (s.r_plus - s.r_minus) / rank_sum } else { 0.0 },
     })
 }
 
@@ -312,26 +273,14 @@ fn exact_p_value(r_plus: f64, count: usize, alternative: Alternative) -> f64 {
     let mean = (count * (count + 1)) as f64 / 4.0;
     let sum_range = |from: usize, to_exclusive: usize| -> f64 {
         let to = to_exclusive.min(pmf.len());
-        if from >= to {
-            0.0
-        } else {
-            pmf[from..to].iter().sum()
-        }
+        if from >= to { 0.0 } else { pmf[from..to].iter().sum() }
     };
     // scipy's WilcoxonDistribution.cdf / .sf, which sum the shorter tail.
     let cdf = |k: usize| {
-        if k as f64 <= mean {
-            sum_range(0, k + 1)
-        } else {
-            1.0 - sum_range(k + 1, pmf.len())
-        }
+        if k as f64 <= mean { sum_range(0, k + 1) } else { 1.0 - sum_range(k + 1, pmf.len()) }
     };
     let sf = |k: usize| {
-        if k as f64 <= mean {
-            sum_range(k, pmf.len())
-        } else {
-            1.0 - sum_range(0, k)
-        }
+        if k as f64 <= mean { sum_range(k, pmf.len()) } else { 1.0 - sum_range(0, k) }
     };
     let lower = r_plus.ceil() as usize;
     let upper = r_plus.floor() as usize;

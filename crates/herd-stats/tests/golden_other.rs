@@ -4,8 +4,8 @@ mod common;
 
 use common::*;
 use herd_stats::{
-    Alternative, Formula, bootstrap_replay, ols, percentile, spearman, students_t_cdf,
-    students_t_sf, trapezoid, trapezoid_uniform, ttest_one_sample, z_test,
+    Alternative, Formula, bootstrap_replay, ols, percentile, spearman, students_t_cdf, students_t_sf, trapezoid,
+    trapezoid_uniform, ttest_one_sample, z_test,
 };
 
 #[test]
@@ -20,26 +20,11 @@ fn bootstrap_replay_matches_numpy() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|row| {
-                row.as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|i| i.as_u64().unwrap() as usize)
-                    .collect()
-            })
+            .map(|row| row.as_array().unwrap().iter().map(|i| i.as_u64().unwrap() as usize).collect())
             .collect();
         let difference = case["statistic"] == "mean_difference";
         let result = bootstrap_replay(seed_means.len(), &indices, |idx| {
-            let total: f64 = idx
-                .iter()
-                .map(|&i| {
-                    if difference {
-                        gap[i] - seed_means[i]
-                    } else {
-                        seed_means[i]
-                    }
-                })
-                .sum();
+            let total: f64 = idx.iter().map(|&i| if difference { gap[i] - seed_means[i] } else { seed_means[i] }).sum();
             total / idx.len() as f64
         })
         .unwrap();
@@ -47,12 +32,7 @@ fn bootstrap_replay_matches_numpy() {
         for (a, e) in result.replicates.iter().zip(nums(&case["replicates_head"])) {
             assert_close(*a, e, ESTIMATE_ABS_FLOOR, &format!("case {k} replicate"));
         }
-        assert_close(
-            result.standard_error().unwrap(),
-            num(&case["se"]),
-            0.0,
-            "se",
-        );
+        assert_close(result.standard_error().unwrap(), num(&case["se"]), 0.0, "se");
         let (lo, hi) = result.percentile_interval(0.95).unwrap();
         assert_close(lo, num(&case["ci95"][0]), ESTIMATE_ABS_FLOOR, "ci95 lo");
         assert_close(hi, num(&case["ci95"][1]), ESTIMATE_ABS_FLOOR, "ci95 hi");
@@ -70,18 +50,8 @@ fn spearman_matches_scipy() {
     let all = cases(&fixture, "cases");
     assert_eq!(all.len(), 26);
     for (k, case) in all.iter().enumerate() {
-        let r = spearman(
-            &nums(&case["x"]),
-            &nums(&case["y"]),
-            alternative(&case["alternative"]),
-        )
-        .unwrap();
-        assert_close(
-            r.rho,
-            num(&case["rho"]),
-            ESTIMATE_ABS_FLOOR,
-            &format!("case {k} rho"),
-        );
+        let r = spearman(&nums(&case["x"]), &nums(&case["y"]), alternative(&case["alternative"])).unwrap();
+        assert_close(r.rho, num(&case["rho"]), ESTIMATE_ABS_FLOOR, &format!("case {k} rho"));
         assert_p(r.p_value, num(&case["pvalue"]), &format!("case {k} p"));
     }
 }
@@ -92,25 +62,13 @@ fn ols_matches_statsmodels() {
     let all = cases(&fixture, "cases");
     assert_eq!(all.len(), 4);
     for (k, case) in all.iter().enumerate() {
-        let columns: Vec<(String, Vec<f64>)> = case["columns"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(name, v)| (name.clone(), nums(v)))
-            .collect();
-        let borrowed: Vec<(&str, &[f64])> = columns
-            .iter()
-            .map(|(name, v)| (name.as_str(), v.as_slice()))
-            .collect();
+        let columns: Vec<(String, Vec<f64>)> =
+            case["columns"].as_object().unwrap().iter().map(|(name, v)| (name.clone(), nums(v))).collect();
+        let borrowed: Vec<(&str, &[f64])> = columns.iter().map(|(name, v)| (name.as_str(), v.as_slice())).collect();
         let formula = Formula::parse(case["formula"].as_str().unwrap()).unwrap();
         let (design, y) = formula.build(&borrowed).unwrap();
         let fit = ols(&design, &y).unwrap();
-        let names: Vec<&str> = case["names"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap())
-            .collect();
+        let names: Vec<&str> = case["names"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
         assert_eq!(design.column_names, names);
         for (j, c) in fit.coefficients.iter().enumerate() {
             let w = format!("case {k} {}", c.name);
@@ -120,12 +78,7 @@ fn ols_matches_statsmodels() {
             assert_p(c.p_value, num(&case["p"][j]), &w);
         }
         assert_close(fit.r_squared, num(&case["r_squared"]), 0.0, "r2");
-        assert_close(
-            fit.adj_r_squared,
-            num(&case["adj_r_squared"]),
-            0.0,
-            "adj r2",
-        );
+        assert_close(fit.adj_r_squared, num(&case["adj_r_squared"]), 0.0, "adj r2");
         assert_close(fit.scale, num(&case["scale"]), 0.0, "scale");
     }
 }
@@ -137,18 +90,9 @@ fn ttest_and_z_match_scipy() {
     assert_eq!(all.len(), 36);
     let mut smallest = 1.0_f64;
     for (k, case) in all.iter().enumerate() {
-        let r = ttest_one_sample(
-            &nums(&case["sample"]),
-            num(&case["popmean"]),
-            alternative(&case["alternative"]),
-        )
-        .unwrap();
-        assert_close(
-            r.t,
-            num(&case["t"]),
-            ESTIMATE_ABS_FLOOR,
-            &format!("case {k} t"),
-        );
+        let r =
+            ttest_one_sample(&nums(&case["sample"]), num(&case["popmean"]), alternative(&case["alternative"])).unwrap();
+        assert_close(r.t, num(&case["t"]), ESTIMATE_ABS_FLOOR, &format!("case {k} t"));
         assert_eq!(r.df, num(&case["df"]));
         assert_p(r.p_value, num(&case["pvalue"]), &format!("case {k} p"));
         smallest = smallest.min(r.p_value);
@@ -166,16 +110,8 @@ fn ttest_and_z_match_scipy() {
     assert_eq!(tails.len(), 35);
     for case in tails {
         let (t, df) = (num(&case["t"]), num(&case["df"]));
-        assert_p(
-            students_t_sf(t, df),
-            num(&case["sf"]),
-            &format!("t sf({t}, {df})"),
-        );
-        assert_p(
-            students_t_cdf(t, df),
-            num(&case["cdf"]),
-            &format!("t cdf({t}, {df})"),
-        );
+        assert_p(students_t_sf(t, df), num(&case["sf"]), &format!("t sf({t}, {df})"));
+        assert_p(students_t_cdf(t, df), num(&case["cdf"]), &format!("t cdf({t}, {df})"));
     }
     assert!(z_test(f64::NAN, Alternative::TwoSided).is_err());
 }
@@ -188,19 +124,9 @@ fn trapezoid_matches_numpy() {
     for (k, case) in all.iter().enumerate() {
         let y = nums(&case["y"]);
         let area = trapezoid(&y, &nums(&case["x"])).unwrap();
-        assert_close(
-            area,
-            num(&case["area"]),
-            ESTIMATE_ABS_FLOOR,
-            &format!("case {k}"),
-        );
+        assert_close(area, num(&case["area"]), ESTIMATE_ABS_FLOOR, &format!("case {k}"));
         let uniform = trapezoid_uniform(&y, num(&case["dx"])).unwrap();
-        assert_close(
-            uniform,
-            num(&case["area_uniform"]),
-            ESTIMATE_ABS_FLOOR,
-            &format!("case {k}"),
-        );
+        assert_close(uniform, num(&case["area_uniform"]), ESTIMATE_ABS_FLOOR, &format!("case {k}"));
     }
     assert!(trapezoid(&[1.0, 2.0], &[0.0]).is_err());
 }

@@ -3,9 +3,7 @@
 mod common;
 
 use common::*;
-use herd_stats::{
-    Alternative, WilcoxonMethod, WilcoxonOptions, ZeroMethod, wilcoxon_one_sample, wilcoxon_paired,
-};
+use herd_stats::{Alternative, WilcoxonMethod, WilcoxonOptions, ZeroMethod, wilcoxon_one_sample, wilcoxon_paired};
 
 fn options(case: &serde_json::Value) -> WilcoxonOptions {
     WilcoxonOptions {
@@ -51,12 +49,7 @@ fn matches_scipy_on_every_branch() {
         };
         assert_eq!(result.method_used, expected_method, "{what}");
         seen_methods.insert(format!("{expected_method:?}"));
-        assert_close(
-            result.statistic,
-            num(&case["statistic"]),
-            0.0,
-            &format!("{what} statistic"),
-        );
+        assert_close(result.statistic, num(&case["statistic"]), 0.0, &format!("{what} statistic"));
         assert_p(result.p_value, num(&case["pvalue"]), &format!("{what} p"));
         if let Some(z) = case.get("zstatistic") {
             let herd_z = result.z.expect("asymptotic result has z");
@@ -69,11 +62,7 @@ fn matches_scipy_on_every_branch() {
             assert_eq!(result.statistic, rp.min(rm));
         }
     }
-    assert_eq!(
-        seen_methods.len(),
-        3,
-        "fixtures must reach exact, permutation and asymptotic"
-    );
+    assert_eq!(seen_methods.len(), 3, "fixtures must reach exact, permutation and asymptotic");
 }
 
 #[test]
@@ -82,16 +71,9 @@ fn summation_order_still_ties() {
     let t = &fixture["tie_robustness"];
     let tied = nums(&t["tied"]);
     let perturbed = nums(&t["perturbed"]);
-    assert_ne!(
-        tied[1], perturbed[1],
-        "fixture premise: last-bit difference"
-    );
+    assert_ne!(tied[1], perturbed[1], "fixture premise: last-bit difference");
     let expected_p = num(&t["scipy_tied"]["pvalue"]);
-    assert_ne!(
-        expected_p,
-        num(&t["scipy_perturbed"]["pvalue"]),
-        "scipy flips paths"
-    );
+    assert_ne!(expected_p, num(&t["scipy_perturbed"]["pvalue"]), "scipy flips paths");
     for values in [&tied, &perturbed] {
         let r = wilcoxon_one_sample(values, &WilcoxonOptions::default()).unwrap();
         assert!(r.has_ties);
@@ -108,11 +90,7 @@ fn paired_zero_by_tolerance() {
     let y = [0.3, 0.0, 0.5, 1.0];
     let r = wilcoxon_paired(&x, &y, &WilcoxonOptions::default()).unwrap();
     assert_eq!(r.n_zero, 1);
-    assert_eq!(
-        r.r_plus + r.r_minus,
-        6.0,
-        "three nonzero ranks under wilcox"
-    );
+    assert_eq!(r.r_plus + r.r_minus, 6.0, "three nonzero ranks under wilcox");
 }
 
 #[test]
@@ -122,9 +100,6 @@ fn rejects_bad_input() {
     assert!(wilcoxon_one_sample(&[0.0, 0.0], &o).is_err());
     assert!(wilcoxon_one_sample(&[1.0, f64::NAN], &o).is_err());
     assert!(wilcoxon_paired(&[1.0, 2.0], &[1.0], &o).is_err());
-    let perm = WilcoxonOptions {
-        method: WilcoxonMethod::Permutation,
-        ..o
-    };
+    let perm = WilcoxonOptions { method: WilcoxonMethod::Permutation, ..o };
     assert!(wilcoxon_one_sample(&vec![1.0; 30], &perm).is_err());
 }

@@ -1,9 +1,6 @@
 //! Invariants that hold for any input, checked with proptest.
 
-use herd_stats::{
-    Alternative, WilcoxonOptions, ZeroMethod, benjamini_hochberg, wilcoxon_one_sample,
-    wilcoxon_paired,
-};
+use herd_stats::{Alternative, WilcoxonOptions, ZeroMethod, benjamini_hochberg, wilcoxon_one_sample, wilcoxon_paired};
 use proptest::prelude::*;
 
 proptest! {

@@ -110,17 +110,15 @@ pub fn stimulus_key(experiment: &str, master_seed: u64, task: Task, pool: Pool, 
         Pool::General => "general".to_owned(),
         Pool::Difficulty(level) => format!("difficulty-{level}"),
     };
-    StreamKey::new(experiment, master_seed)
-        .with("stimulus", task)
-        .with("pool", pool)
-        .with("index", index)
+    StreamKey::new(experiment, master_seed).with("stimulus", task).with("pool", pool).with("index", index)
 }
 
 fn spread(spreads: &[u32], task: Task, level: u32) -> Result<u32, StimulusError> {
-    level
-        .checked_sub(1)
-        .and_then(|i| spreads.get(i as usize).copied())
-        .ok_or(StimulusError::NoSuchLevel { task, level, levels: spreads.len() })
+    level.checked_sub(1).and_then(|i| spreads.get(i as usize).copied()).ok_or(StimulusError::NoSuchLevel {
+        task,
+        level,
+        levels: spreads.len(),
+    })
 }
 
 /// A uniform draw from the integers of `lo..=hi` outside of `gap_lo+1..gap_hi` — i.e. from the union of
@@ -164,7 +162,12 @@ pub fn generate(
             let lengths = slots(correct, c.reference_length, distractor);
             let half = lay.line_width / 2;
             let boxes = std::array::from_fn(|i| {
-                [lay.centres[i] - half, lay.baseline + 1 - lengths[i], lay.centres[i] - half + lay.line_width, lay.baseline + 1]
+                [
+                    lay.centres[i] - half,
+                    lay.baseline + 1 - lengths[i],
+                    lay.centres[i] - half + lay.line_width,
+                    lay.baseline + 1,
+                ]
             });
             let index = 1.0 / f64::from(c.reference_length.abs_diff(distractor));
             let params = TaskParams::Lines {
@@ -174,7 +177,17 @@ pub fn generate(
                 baseline: lay.baseline,
                 centres: lay.centres,
             };
-            (params, index, lay.width, lay.height, boxes, ["A", "REFERENCE\nLINE", "B"], lay.label_top, lay.label_size, 0)
+            (
+                params,
+                index,
+                lay.width,
+                lay.height,
+                boxes,
+                ["A", "REFERENCE\nLINE", "B"],
+                lay.label_top,
+                lay.label_size,
+                0,
+            )
         }
         Task::Color => {
             let c = &config.color;
@@ -203,7 +216,17 @@ pub fn generate(
             let lay = &c.layout;
             let index = 255.0 * 3f64.sqrt() - distance;
             let params = TaskParams::Color { reference_rgb: reference, distractor_rgb: distractor };
-            (params, index, lay.width, lay.height, box_rects(lay), ["A", "REFERENCE\nCOLOR", "B"], lay.label_top, lay.label_size, lay.edge)
+            (
+                params,
+                index,
+                lay.width,
+                lay.height,
+                box_rects(lay),
+                ["A", "REFERENCE\nCOLOR", "B"],
+                lay.label_top,
+                lay.label_size,
+                lay.edge,
+            )
         }
         Task::Dots => {
             let c = &config.dots;
@@ -231,7 +254,17 @@ pub fn generate(
                 dot_radius: c.dot_radius,
                 dots,
             };
-            (params, index, lay.width, lay.height, boxes, ["A", "REFERENCE\nBOX", "B"], lay.label_top, lay.label_size, lay.edge)
+            (
+                params,
+                index,
+                lay.width,
+                lay.height,
+                boxes,
+                ["A", "REFERENCE\nBOX", "B"],
+                lay.label_top,
+                lay.label_size,
+                lay.edge,
+            )
         }
     };
     Ok(Stimulus {

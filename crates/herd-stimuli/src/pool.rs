@@ -86,9 +86,6 @@ pub fn render_each<R: Send>(stimuli: &[Stimulus], f: impl Fn(&Stimulus) -> R + S
     std::thread::scope(|scope| {
         let handles: Vec<_> =
             stimuli.chunks(chunk).map(|part| scope.spawn(|| part.iter().map(&f).collect::<Vec<R>>())).collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-            .collect()
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
     })
 }

@@ -11,7 +11,10 @@ fn config() -> StimuliConfig {
 
 fn stimuli(task: Task, pool: Pool, count: u32) -> Vec<Stimulus> {
     (0..count)
-        .map(|i| generate(task, &config(), pool, &format!("t{i}"), &mut stimulus_key("pixels", 9, task, pool, i).rng()).unwrap())
+        .map(|i| {
+            generate(task, &config(), pool, &format!("t{i}"), &mut stimulus_key("pixels", 9, task, pool, i).rng())
+                .unwrap()
+        })
         .collect()
 }
 
@@ -23,7 +26,9 @@ fn pools(levels: u32) -> Vec<Pool> {
 fn lines_have_their_recorded_lengths() {
     for pool in pools(10) {
         for s in stimuli(Task::Lines, pool, 6) {
-            let TaskParams::Lines { reference_length, distractor_length, centres, baseline, .. } = s.params else { panic!() };
+            let TaskParams::Lines { reference_length, distractor_length, centres, baseline, .. } = s.params else {
+                panic!()
+            };
             assert_ne!(reference_length, distractor_length);
             let image = render(&s).into_luma8();
             assert_eq!(image.dimensions(), (450, 960));
@@ -35,7 +40,12 @@ fn lines_have_their_recorded_lengths() {
                 // Dark pixels in the line's column, above the labels.
                 let dark: Vec<u32> = (0..=baseline).filter(|&y| image.get_pixel(cx, y)[0] < 128).collect();
                 let measured = dark.len() as u32;
-                assert!(measured.abs_diff(expected[slot]) <= 1, "{}: slot {slot} measured {measured} expected {}", s.id, expected[slot]);
+                assert!(
+                    measured.abs_diff(expected[slot]) <= 1,
+                    "{}: slot {slot} measured {measured} expected {}",
+                    s.id,
+                    expected[slot]
+                );
                 assert_eq!(dark.last().copied(), Some(baseline), "lines start at the shared baseline");
                 // Greyscale: the line is pure black, the canvas pure white.
                 assert_eq!(image.get_pixel(cx, baseline)[0], 0);
@@ -149,11 +159,22 @@ fn difficulty_pools_stay_within_their_spread_and_index_tracks_difficulty() {
     }
     for s in stimuli(Task::Color, Pool::General, 20) {
         let TaskParams::Color { reference_rgb, distractor_rgb } = s.params else { panic!() };
-        let dist: f64 = reference_rgb.iter().zip(distractor_rgb).map(|(&a, b)| (f64::from(a) - f64::from(b)).powi(2)).sum::<f64>().sqrt();
+        let dist: f64 = reference_rgb
+            .iter()
+            .zip(distractor_rgb)
+            .map(|(&a, b)| (f64::from(a) - f64::from(b)).powi(2))
+            .sum::<f64>()
+            .sqrt();
         assert!((s.difficulty_index - (255.0 * 3f64.sqrt() - dist)).abs() < 1e-9);
     }
     assert!(matches!(
-        generate(Task::Lines, &c, Pool::Difficulty(11), "x", &mut stimulus_key("e", 1, Task::Lines, Pool::General, 0).rng()),
+        generate(
+            Task::Lines,
+            &c,
+            Pool::Difficulty(11),
+            "x",
+            &mut stimulus_key("e", 1, Task::Lines, Pool::General, 0).rng()
+        ),
         Err(herd_stimuli::StimulusError::NoSuchLevel { level: 11, levels: 10, .. })
     ));
 }
@@ -192,7 +213,19 @@ fn text_rendering_states_the_same_values() {
 fn jsonl_record_has_the_documented_fields() {
     let s = &stimuli(Task::Dots, Pool::Difficulty(2), 1)[0];
     let record = s.record("x.png");
-    for field in ["id", "task", "file", "correct", "boxes", "reference_count", "distractor_count", "dots", "difficulty_level", "difficulty_index", "text"] {
+    for field in [
+        "id",
+        "task",
+        "file",
+        "correct",
+        "boxes",
+        "reference_count",
+        "distractor_count",
+        "dots",
+        "difficulty_level",
+        "difficulty_index",
+        "text",
+    ] {
         assert!(record.get(field).is_some(), "missing {field}");
     }
     assert_eq!(record["boxes"]["REFERENCE"].as_array().unwrap().len(), 4);

@@ -9,13 +9,19 @@ pub enum StoreError {
     Io { path: PathBuf, action: &'static str, source: std::io::Error },
     #[error("{0}: is a file, not a folder\n  fix: give --out a folder (it is created if missing)")]
     NotADirectory(PathBuf),
-    #[error("{0}: another herd process is writing to this folder\n  fix: wait for it to finish, or give this run another --out")]
+    #[error(
+        "{0}: another herd process is writing to this folder\n  fix: wait for it to finish, or give this run another --out"
+    )]
     Busy(PathBuf),
     #[error("{0}: not a herd run folder (no manifest.json)\n  fix: give the --out folder of a `herd run`")]
     NotARun(PathBuf),
-    #[error("{path}: written by a newer herd (store format {found}; this herd reads {supported})\n  fix: upgrade herd to read or resume this run")]
+    #[error(
+        "{path}: written by a newer herd (store format {found}; this herd reads {supported})\n  fix: upgrade herd to read or resume this run"
+    )]
     NewerFormat { path: PathBuf, found: u64, supported: u32 },
-    #[error("{path}: unreadable: {problem}\n  fix: the file was changed outside herd; restore it or start the run in a new --out")]
+    #[error(
+        "{path}: unreadable: {problem}\n  fix: the file was changed outside herd; restore it or start the run in a new --out"
+    )]
     Corrupt { path: PathBuf, problem: String },
     #[error("{dir}: holds another run ({stored}); this command asks for {requested}\n  fix: resume with the same experiment file, model, backend and shard, or give this run a new --out", dir = .dir.display(), stored = describe(stored), requested = describe(requested))]
     DifferentRun { dir: PathBuf, stored: Box<RunIdentity>, requested: Box<RunIdentity> },

@@ -194,10 +194,39 @@ impl TableRow for ConformityTrialRow {
     const TABLE: Table = Table::ConformityTrials;
     fn frame(rows: &[Self]) -> PolarsResult<DataFrame> {
         frame!(
-            rows, run_id, unit_id, experiment, model, backend, modality, task, family, level, n, seed, paraphrase,
-            confederate_answers, wrong_replies, correct_label, image_id, image_params, difficulty_level,
-            difficulty_index, prompt_hash, p_correct, p_wrong_full, p_wrong_ab, logit_a, logit_b, mass_ab, p_bound, p_bound_kind,
-            answer_token_ids, prompt_tokens, reused_tokens, latency_s,
+            rows,
+            run_id,
+            unit_id,
+            experiment,
+            model,
+            backend,
+            modality,
+            task,
+            family,
+            level,
+            n,
+            seed,
+            paraphrase,
+            confederate_answers,
+            wrong_replies,
+            correct_label,
+            image_id,
+            image_params,
+            difficulty_level,
+            difficulty_index,
+            prompt_hash,
+            p_correct,
+            p_wrong_full,
+            p_wrong_ab,
+            logit_a,
+            logit_b,
+            mass_ab,
+            p_bound,
+            p_bound_kind,
+            answer_token_ids,
+            prompt_tokens,
+            reused_tokens,
+            latency_s,
         )
     }
     fn unit_id(&self) -> &str {
@@ -209,9 +238,33 @@ impl TableRow for AllocationDeciderRow {
     const TABLE: Table = Table::AllocationDeciders;
     fn frame(rows: &[Self]) -> PolarsResult<DataFrame> {
         frame!(
-            rows, run_id, unit_id, experiment, model, backend, reasoning, instrument, labels, m, seed, swap_pass,
-            decider, decider_id, minority_decider, decider_group, prompt_hash, raw_output, reasoning_output, stripped_output, parse_status, filled,
-            qc_flags, finish_reason, prompt_tokens, tokens_generated, latency_s,
+            rows,
+            run_id,
+            unit_id,
+            experiment,
+            model,
+            backend,
+            reasoning,
+            instrument,
+            labels,
+            m,
+            seed,
+            swap_pass,
+            decider,
+            decider_id,
+            minority_decider,
+            decider_group,
+            prompt_hash,
+            raw_output,
+            reasoning_output,
+            stripped_output,
+            parse_status,
+            filled,
+            qc_flags,
+            finish_reason,
+            prompt_tokens,
+            tokens_generated,
+            latency_s,
         )
     }
     fn unit_id(&self) -> &str {
@@ -223,9 +276,29 @@ impl TableRow for AllocationDyadRow {
     const TABLE: Table = Table::AllocationDyads;
     fn frame(rows: &[Self]) -> PolarsResult<DataFrame> {
         frame!(
-            rows, run_id, unit_id, experiment, model, backend, reasoning, instrument, labels, m, seed, swap_pass,
-            decider, target, target_id, minority_decider, minority_target, same_group, decider_group, target_group,
-            target_position, points, filled,
+            rows,
+            run_id,
+            unit_id,
+            experiment,
+            model,
+            backend,
+            reasoning,
+            instrument,
+            labels,
+            m,
+            seed,
+            swap_pass,
+            decider,
+            target,
+            target_id,
+            minority_decider,
+            minority_target,
+            same_group,
+            decider_group,
+            target_group,
+            target_position,
+            points,
+            filled,
         )
     }
     fn unit_id(&self) -> &str {
@@ -237,8 +310,19 @@ impl TableRow for BaselineCandidateRow {
     const TABLE: Table = Table::BaselineCandidates;
     fn frame(rows: &[Self]) -> PolarsResult<DataFrame> {
         frame!(
-            rows, run_id, unit_id, model, task, pool, candidate, image_id, correct_label, p_correct, p_correct_ab,
-            logit_correct, accepted,
+            rows,
+            run_id,
+            unit_id,
+            model,
+            task,
+            pool,
+            candidate,
+            image_id,
+            correct_label,
+            p_correct,
+            p_correct_ab,
+            logit_correct,
+            accepted,
         )
     }
     fn unit_id(&self) -> &str {

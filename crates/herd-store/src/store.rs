@@ -43,7 +43,8 @@ impl Batch {
         if rows.is_empty() {
             return Ok(());
         }
-        let frame = R::frame(rows).map_err(|e| StoreError::Polars { table: R::TABLE.name(), problem: e.to_string() })?;
+        let frame =
+            R::frame(rows).map_err(|e| StoreError::Polars { table: R::TABLE.name(), problem: e.to_string() })?;
         self.frames.push((R::TABLE, frame));
         Ok(())
     }
@@ -144,8 +145,8 @@ fn read_records(dir: &Path) -> Result<Vec<CommitRecord>, StoreError> {
     paths.sort();
     for path in paths {
         let text = std::fs::read_to_string(&path).map_err(io(&path, "read"))?;
-        let record: CommitRecord =
-            serde_json::from_str(&text).map_err(|e| StoreError::Corrupt { path: path.clone(), problem: e.to_string() })?;
+        let record: CommitRecord = serde_json::from_str(&text)
+            .map_err(|e| StoreError::Corrupt { path: path.clone(), problem: e.to_string() })?;
         records.push(record);
     }
     Ok(records)
@@ -166,7 +167,8 @@ impl RunStore {
         std::fs::create_dir_all(dir).map_err(io(dir, "create"))?;
         std::fs::read_dir(dir).map_err(io(dir, "list"))?;
         let lock_path = dir.join(".lock");
-        let lock = File::options().create(true).truncate(false).write(true).open(&lock_path).map_err(io(dir, "write in"))?;
+        let lock =
+            File::options().create(true).truncate(false).write(true).open(&lock_path).map_err(io(dir, "write in"))?;
         lock.try_lock().map_err(|_| StoreError::Busy(dir.to_path_buf()))?;
         write_atomic(&dir.join(".write-probe"), |f| f.write_all(b"probe").map_err(io(dir, "write in")))?;
         let _ = std::fs::remove_file(dir.join(".write-probe"));
@@ -311,7 +313,9 @@ impl RunStore {
 
     /// The baseline candidates stored so far (to resume a pool without rescoring).
     pub fn baseline_candidates(&self) -> Result<Vec<BaselineCandidateRow>, StoreError> {
-        let Some(frame) = read_table(&[self.dir.clone()], Table::BaselineCandidates)? else { return Ok(Vec::new()) };
+        let Some(frame) = read_table(std::slice::from_ref(&self.dir), Table::BaselineCandidates)? else {
+            return Ok(Vec::new());
+        };
         baseline_rows(&frame)
             .map_err(|e| StoreError::Polars { table: Table::BaselineCandidates.name(), problem: e.to_string() })
     }
@@ -418,7 +422,8 @@ fn baseline_rows(frame: &DataFrame) -> PolarsResult<Vec<BaselineCandidateRow>> {
         text("correct_label")?,
     );
     let candidate: Vec<Option<i64>> = frame.column("candidate")?.i64()?.iter().collect();
-    let (p_correct, p_correct_ab, logit_correct) = (float("p_correct")?, float("p_correct_ab")?, float("logit_correct")?);
+    let (p_correct, p_correct_ab, logit_correct) =
+        (float("p_correct")?, float("p_correct_ab")?, float("logit_correct")?);
     let accepted: Vec<Option<bool>> = frame.column("accepted")?.bool()?.iter().collect();
     Ok((0..frame.height())
         .map(|i| BaselineCandidateRow {

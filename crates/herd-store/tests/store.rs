@@ -1,7 +1,7 @@
 //! The run folder's guarantees: committed batches are read back exactly, uncommitted parts vanish on
 //! reopening, another run or a newer format is refused, and one writer at a time.
 
-use herd_store::{Batch, BaselineCandidateRow, Manifest, RunIdentity, RunStore, StoreError, Table, read_table};
+use herd_store::{BaselineCandidateRow, Batch, Manifest, RunIdentity, RunStore, StoreError, Table, read_table};
 use std::path::Path;
 
 fn manifest(model: &str) -> Manifest {
@@ -59,7 +59,7 @@ fn committed_batches_survive_reopening_and_uncommitted_parts_are_removed() {
     assert_eq!(rows, vec![candidate("u1", 0, 0.0), candidate("u2", 1, 0.25)]);
     commit(&mut store, &["u3"]);
     store.finish("complete").unwrap();
-    let frame = read_table(&[out.clone()], Table::BaselineCandidates).unwrap().unwrap();
+    let frame = read_table(std::slice::from_ref(&out), Table::BaselineCandidates).unwrap().unwrap();
     assert_eq!(frame.height(), 3);
     let manifest = herd_store::read_run_manifest(&out).unwrap();
     assert_eq!(manifest.units_stored, 3);
@@ -89,7 +89,10 @@ fn another_run_a_newer_format_and_a_second_writer_are_refused() {
     let file = dir.path().join("file");
     std::fs::write(&file, b"x").unwrap();
     assert!(matches!(RunStore::open(&file, manifest("m"), "cpu"), Err(StoreError::NotADirectory(_))));
-    assert!(matches!(read_table(&[Path::new("/nonexistent").to_path_buf()], Table::ConformityTrials), Err(StoreError::NotARun(_))));
+    assert!(matches!(
+        read_table(&[Path::new("/nonexistent").to_path_buf()], Table::ConformityTrials),
+        Err(StoreError::NotARun(_))
+    ));
 }
 
 #[test]

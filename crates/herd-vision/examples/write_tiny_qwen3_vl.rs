@@ -14,10 +14,7 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let out = PathBuf::from(
-        args.next()
-            .ok_or("usage: write_tiny_qwen3_vl OUT_DIR [SEED]")?,
-    );
+    let out = PathBuf::from(args.next().ok_or("usage: write_tiny_qwen3_vl OUT_DIR [SEED]")?);
     let seed = match args.next() {
         Some(s) => s.parse().map_err(|e| format!("seed `{s}`: {e}"))?,
         None => tiny_vl::SEED,

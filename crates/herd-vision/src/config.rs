@@ -102,20 +102,16 @@ pub struct TextConfig {
 impl TextConfig {
     /// The size of one attention head.
     pub fn head_dim(&self) -> usize {
-        self.head_dim
-            .unwrap_or(self.hidden_size / self.num_attention_heads.max(1))
+        self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads.max(1))
     }
 
     /// The MRoPE settings, whichever key they came under.
     pub fn rope(&self) -> RopeParameters {
-        self.rope_parameters
-            .clone()
-            .or_else(|| self.rope_scaling.clone())
-            .unwrap_or(RopeParameters {
-                mrope_section: default_mrope_section(),
-                rope_theta: None,
-                rope_type: None,
-            })
+        self.rope_parameters.clone().or_else(|| self.rope_scaling.clone()).unwrap_or(RopeParameters {
+            mrope_section: default_mrope_section(),
+            rope_theta: None,
+            rope_type: None,
+        })
     }
 
     /// The RoPE base (from `rope_parameters` when given there).
@@ -186,10 +182,7 @@ pub struct Config {
 impl Config {
     /// Whether lm_head is the embedding matrix.
     pub fn tie_word_embeddings(&self) -> bool {
-        self.text_config
-            .tie_word_embeddings
-            .or(self.tie_word_embeddings)
-            .unwrap_or(false)
+        self.text_config.tie_word_embeddings.or(self.tie_word_embeddings).unwrap_or(false)
     }
 
     /// Reads and checks `config.json`.
@@ -222,10 +215,7 @@ impl Config {
             )));
         }
         if t.head_dim() == 0 || !t.head_dim().is_multiple_of(2) {
-            return Err(bad(format!(
-                "text_config.head_dim ({}) must be even and positive",
-                t.head_dim()
-            )));
+            return Err(bad(format!("text_config.head_dim ({}) must be even and positive", t.head_dim())));
         }
         let rope = t.rope();
         if rope.mrope_section.len() != 3 {
@@ -237,9 +227,7 @@ impl Config {
         if let Some(kind) = rope.rope_type.as_deref()
             && kind != "default"
         {
-            return Err(bad(format!(
-                "text_config rope_type {kind:?} is not supported (only \"default\")"
-            )));
+            return Err(bad(format!("text_config rope_type {kind:?} is not supported (only \"default\")")));
         }
         if v.num_heads == 0
             || !v.hidden_size.is_multiple_of(v.num_heads)
@@ -258,7 +246,9 @@ impl Config {
             )));
         }
         if v.patch_size == 0 || v.spatial_merge_size == 0 || v.temporal_patch_size == 0 {
-            return Err(bad("vision_config patch_size, spatial_merge_size and temporal_patch_size must be positive".into()));
+            return Err(bad(
+                "vision_config patch_size, spatial_merge_size and temporal_patch_size must be positive".into()
+            ));
         }
         if v.out_hidden_size != t.hidden_size {
             return Err(bad(format!(
@@ -267,10 +257,7 @@ impl Config {
             )));
         }
         if let Some(&i) = v.deepstack_visual_indexes.iter().find(|&&i| i >= v.depth) {
-            return Err(bad(format!(
-                "vision_config.deepstack_visual_indexes holds {i}, beyond depth {}",
-                v.depth
-            )));
+            return Err(bad(format!("vision_config.deepstack_visual_indexes holds {i}, beyond depth {}", v.depth)));
         }
         if v.deepstack_visual_indexes.len() > t.num_hidden_layers {
             return Err(bad(format!(
@@ -285,13 +272,7 @@ impl Config {
 
 pub(crate) fn read_to_string(path: &Path, what: &'static str) -> Result<String, VisionError> {
     if !path.is_file() {
-        return Err(VisionError::MissingFile {
-            path: path.to_path_buf(),
-            what,
-        });
+        return Err(VisionError::MissingFile { path: path.to_path_buf(), what });
     }
-    std::fs::read_to_string(path).map_err(|source| VisionError::Io {
-        path: PathBuf::from(path),
-        source,
-    })
+    std::fs::read_to_string(path).map_err(|source| VisionError::Io { path: PathBuf::from(path), source })
 }

@@ -17,9 +17,7 @@ pub enum VisionError {
     },
 
     /// A file exists but could not be read.
-    #[error(
-        "cannot read {path}: {source}; fix: check the file's permissions and that it is complete"
-    )]
+    #[error("cannot read {path}: {source}; fix: check the file's permissions and that it is complete")]
     Io {
         /// The file.
         path: PathBuf,
@@ -28,9 +26,7 @@ pub enum VisionError {
     },
 
     /// A JSON file does not parse into what it should hold.
-    #[error(
-        "{path} is not a valid {what}: {source}; fix: use the file as shipped with the checkpoint"
-    )]
+    #[error("{path} is not a valid {what}: {source}; fix: use the file as shipped with the checkpoint")]
     Json {
         /// The file.
         path: PathBuf,
@@ -61,9 +57,7 @@ pub enum VisionError {
     },
 
     /// The safetensors weights could not be opened, or lack a tensor (or have it in a wrong shape).
-    #[error(
-        "weights in {path}: {source}; fix: use unmodified Qwen3-VL safetensors whose shapes match config.json"
-    )]
+    #[error("weights in {path}: {source}; fix: use unmodified Qwen3-VL safetensors whose shapes match config.json")]
     Weights {
         /// The file or folder of the weights.
         path: PathBuf,

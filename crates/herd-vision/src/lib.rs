@@ -102,16 +102,10 @@ impl Qwen3Vl {
 
         let tokenizer_path = dir.join("tokenizer.json");
         if !tokenizer_path.is_file() {
-            return Err(VisionError::MissingFile {
-                path: tokenizer_path,
-                what: "the tokenizer",
-            });
+            return Err(VisionError::MissingFile { path: tokenizer_path, what: "the tokenizer" });
         }
-        let tokenizer =
-            Tokenizer::from_file(&tokenizer_path).map_err(|e| VisionError::Tokenizer {
-                path: tokenizer_path.clone(),
-                message: e.to_string(),
-            })?;
+        let tokenizer = Tokenizer::from_file(&tokenizer_path)
+            .map_err(|e| VisionError::Tokenizer { path: tokenizer_path.clone(), message: e.to_string() })?;
         for (token, id) in [
             (IMAGE_PAD, config.image_token_id),
             (VISION_START, config.vision_start_token_id),
@@ -132,26 +126,12 @@ impl Qwen3Vl {
         }
 
         let files = safetensors_files(dir)?;
-        let vb = open_weights(&files, dtype, device).map_err(|source| VisionError::Weights {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-        let weights_err = |source| VisionError::Weights {
-            path: dir.to_path_buf(),
-            source,
-        };
-        let vision = VisionModel::new(&config.vision_config, vb.pp("model").pp("visual"))
-            .map_err(weights_err)?;
+        let vb = open_weights(&files, dtype, device)
+            .map_err(|source| VisionError::Weights { path: dir.to_path_buf(), source })?;
+        let weights_err = |source| VisionError::Weights { path: dir.to_path_buf(), source };
+        let vision = VisionModel::new(&config.vision_config, vb.pp("model").pp("visual")).map_err(weights_err)?;
         let text = TextModel::new(&config, vb).map_err(weights_err)?;
-        Ok(Self {
-            config,
-            processor,
-            tokenizer,
-            tokenizer_path,
-            vision,
-            text,
-            device: device.clone(),
-        })
+        Ok(Self { config, processor, tokenizer, tokenizer_path, vision, text, device: device.clone() })
     }
 
     /// config.json.
@@ -190,10 +170,7 @@ impl Qwen3Vl {
         self.tokenizer
             .encode(text, false)
             .map(|e| e.get_ids().to_vec())
-            .map_err(|e| VisionError::Tokenizer {
-                path: self.tokenizer_path.clone(),
-                message: e.to_string(),
-            })
+            .map_err(|e| VisionError::Tokenizer { path: self.tokenizer_path.clone(), message: e.to_string() })
     }
 
     /// Prepares an image as the checkpoint's processor does.
@@ -202,16 +179,8 @@ impl Qwen3Vl {
     }
 
     /// Expands the single `<|image_pad|>` of `token_ids` to `image.num_image_tokens()` copies.
-    pub fn expand_image_tokens(
-        &self,
-        token_ids: &[u32],
-        image: &PreparedImage,
-    ) -> Result<Vec<u32>, VisionError> {
-        expand_image_pad(
-            token_ids,
-            self.config.image_token_id,
-            image.num_image_tokens(),
-        )
+    pub fn expand_image_tokens(&self, token_ids: &[u32], image: &PreparedImage) -> Result<Vec<u32>, VisionError> {
+        expand_image_pad(token_ids, self.config.image_token_id, image.num_image_tokens())
     }
 
     /// Logits for the token after `token_ids`: f32, shape `[vocab_size]`.
@@ -225,10 +194,7 @@ impl Qwen3Vl {
         image: Option<&PreparedImage>,
     ) -> Result<Tensor, VisionError> {
         if token_ids.is_empty() {
-            return Err(VisionError::Prompt {
-                message: "no token ids".into(),
-                fix: "pass the tokenized prompt",
-            });
+            return Err(VisionError::Prompt { message: "no token ids".into(), fix: "pass the tokenized prompt" });
         }
         let vocab = self.config.text_config.vocab_size;
         if let Some(&bad) = token_ids.iter().find(|&&t| t as usize >= vocab) {
@@ -252,9 +218,7 @@ impl Qwen3Vl {
             None => {
                 if token_ids.contains(&image_id) {
                     return Err(VisionError::Prompt {
-                        message: format!(
-                            "the token ids hold image tokens (id {image_id}) but no image was given"
-                        ),
+                        message: format!("the token ids hold image tokens (id {image_id}) but no image was given"),
                         fix: "pass the prepared image, or render the prompt without an image",
                     });
                 }
@@ -274,11 +238,8 @@ impl Qwen3Vl {
                 let pixels = img.pixel_values().to_device(&self.device)?;
                 let (image_embeds, deepstack) = self.vision.forward(&pixels, img.grid_thw())?;
                 let embeds = replace_rows(&embeds, start, n, &image_embeds)?;
-                let pos =
-                    mrope_positions(ids.len(), Some((start, img.grid_thw(), img.merge_size())));
-                Ok(self
-                    .text
-                    .forward(embeds, &pos, Some((start, n, &deepstack)))?)
+                let pos = mrope_positions(ids.len(), Some((start, img.grid_thw(), img.merge_size())));
+                Ok(self.text.forward(embeds, &pos, Some((start, n, &deepstack)))?)
             }
         }
     }
@@ -308,11 +269,7 @@ fn check_processor(cfg: &Config, p: &ImageProcessor, path: &Path) -> Result<(), 
     for (key, got, want) in [
         ("patch_size", p.patch_size, v.patch_size),
         ("merge_size", p.merge_size, v.spatial_merge_size),
-        (
-            "temporal_patch_size",
-            p.temporal_patch_size,
-            v.temporal_patch_size,
-        ),
+        ("temporal_patch_size", p.temporal_patch_size, v.temporal_patch_size),
     ] {
         if got != want {
             return Err(VisionError::Config {
@@ -325,10 +282,7 @@ fn check_processor(cfg: &Config, p: &ImageProcessor, path: &Path) -> Result<(), 
     if v.in_channels != 3 {
         return Err(VisionError::Config {
             path: path.with_file_name("config.json"),
-            message: format!(
-                "vision_config.in_channels is {}, only RGB (3) is supported",
-                v.in_channels
-            ),
+            message: format!("vision_config.in_channels is {}, only RGB (3) is supported", v.in_channels),
             fix: "use a Qwen3-VL checkpoint",
         });
     }
@@ -343,10 +297,7 @@ fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>, VisionError> {
         struct Index {
             weight_map: BTreeMap<String, String>,
         }
-        let text = std::fs::read_to_string(&index).map_err(|source| VisionError::Io {
-            path: index.clone(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(&index).map_err(|source| VisionError::Io { path: index.clone(), source })?;
         let parsed: Index = serde_json::from_str(&text).map_err(|source| VisionError::Json {
             path: index.clone(),
             what: "safetensors index (with a weight_map)",
@@ -381,18 +332,10 @@ fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>, VisionError> {
 
 /// Memory-maps the safetensors files (no copy of multi-GB checkpoints into RAM).
 #[allow(unsafe_code)]
-fn open_weights(
-    files: &[PathBuf],
-    dtype: DType,
-    device: &Device,
-) -> candle_core::Result<VarBuilder<'static>> {
+fn open_weights(files: &[PathBuf], dtype: DType, device: &Device) -> candle_core::Result<VarBuilder<'static>> {
     // SAFETY: the files are mapped read-only; this is sound as long as nobody modifies or truncates
     // them while the model is loaded, which a checkpoint folder does not do (the same contract as
     // every mmap-based loader, e.g. transformers' safetensors loading).
     let st = unsafe { candle_core::safetensors::MmapedSafetensors::multi(files)? };
-    Ok(VarBuilder::from_backend(
-        Box::new(st),
-        dtype,
-        device.clone(),
-    ))
+    Ok(VarBuilder::from_backend(Box::new(st), dtype, device.clone()))
 }

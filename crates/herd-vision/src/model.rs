@@ -15,8 +15,8 @@
 
 use candle_core::{D, DType, Device, IndexOp, Module, Result, Tensor};
 use candle_nn::{
-    Activation, Embedding, LayerNorm, LayerNormConfig, Linear, RmsNorm, VarBuilder, embedding,
-    layer_norm, linear, linear_b, linear_no_bias, rms_norm,
+    Activation, Embedding, LayerNorm, LayerNormConfig, Linear, RmsNorm, VarBuilder, embedding, layer_norm, linear,
+    linear_b, linear_no_bias, rms_norm,
 };
 
 use crate::config::{Config, TextConfig, VisionConfig};
@@ -24,10 +24,7 @@ use crate::config::{Config, TextConfig, VisionConfig};
 // ---------------------------------------------------------------- vision
 
 fn ln_cfg() -> LayerNormConfig {
-    LayerNormConfig {
-        eps: 1e-6,
-        ..Default::default()
-    }
+    LayerNormConfig { eps: 1e-6, ..Default::default() }
 }
 
 /// `Conv3d(kernel = stride = (T, P, P), bias = True)` on pre-flattened patches is one matmul.
@@ -40,13 +37,7 @@ impl PatchEmbed {
     fn new(cfg: &VisionConfig, vb: VarBuilder<'_>) -> Result<Self> {
         let vb = vb.pp("proj");
         let w = vb.get(
-            (
-                cfg.hidden_size,
-                cfg.in_channels,
-                cfg.temporal_patch_size,
-                cfg.patch_size,
-                cfg.patch_size,
-            ),
+            (cfg.hidden_size, cfg.in_channels, cfg.temporal_patch_size, cfg.patch_size, cfg.patch_size),
             "weight",
         )?;
         let weight = w.reshape((cfg.hidden_size, ()))?.t()?.contiguous()?;
@@ -105,19 +96,9 @@ impl VisionAttention {
     }
 
     /// `cos`/`sin`: [seq, head_dim] in f32. Attention runs in f32 within each frame (`cu_seqlens`).
-    fn forward(
-        &self,
-        xs: &Tensor,
-        cu_seqlens: &[usize],
-        cos: &Tensor,
-        sin: &Tensor,
-    ) -> Result<Tensor> {
+    fn forward(&self, xs: &Tensor, cu_seqlens: &[usize], cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
         let seq = xs.dim(0)?;
-        let qkv = self
-            .qkv
-            .forward(xs)?
-            .reshape((seq, 3, self.num_heads, self.head_dim))?
-            .to_dtype(DType::F32)?;
+        let qkv = self.qkv.forward(xs)?.reshape((seq, 3, self.num_heads, self.head_dim))?.to_dtype(DType::F32)?;
         let (q, k, v) = (qkv.i((.., 0))?, qkv.i((.., 1))?, qkv.i((.., 2))?);
         let cos = cos.unsqueeze(1)?;
         let sin = sin.unsqueeze(1)?;
@@ -218,22 +199,13 @@ fn linspace(start: f32, end: f32, steps: usize) -> Vec<f32> {
     }
     let step = (end - start) / (steps - 1) as f32;
     let half = steps / 2;
-    (0..steps)
-        .map(|i| {
-            if i < half {
-                start + step * i as f32
-            } else {
-                end - step * (steps - 1 - i) as f32
-            }
-        })
-        .collect()
+    (0..steps).map(|i| if i < half { start + step * i as f32 } else { end - step * (steps - 1 - i) as f32 }).collect()
 }
 
 impl VisionModel {
     pub(crate) fn new(cfg: &VisionConfig, vb: VarBuilder<'_>) -> Result<Self> {
-        let blocks = (0..cfg.depth)
-            .map(|i| VisionBlock::new(cfg, vb.pp(format!("blocks.{i}"))))
-            .collect::<Result<Vec<_>>>()?;
+        let blocks =
+            (0..cfg.depth).map(|i| VisionBlock::new(cfg, vb.pp(format!("blocks.{i}")))).collect::<Result<Vec<_>>>()?;
         let deepstack_mergers = (0..cfg.deepstack_visual_indexes.len())
             .map(|i| PatchMerger::new(cfg, true, vb.pp(format!("deepstack_merger_list.{i}"))))
             .collect::<Result<Vec<_>>>()?;
@@ -243,17 +215,10 @@ impl VisionModel {
         }
         // Qwen3VLVisionRotaryEmbedding(head_dim / 2, theta = 10000).
         let rot_dim = cfg.hidden_size / cfg.num_heads / 2;
-        let inv_freq = (0..rot_dim)
-            .step_by(2)
-            .map(|i| 1f32 / 10000f32.powf(i as f32 / rot_dim as f32))
-            .collect();
+        let inv_freq = (0..rot_dim).step_by(2).map(|i| 1f32 / 10000f32.powf(i as f32 / rot_dim as f32)).collect();
         Ok(Self {
             patch_embed: PatchEmbed::new(cfg, vb.pp("patch_embed"))?,
-            pos_embed: embedding(
-                cfg.num_position_embeddings,
-                cfg.hidden_size,
-                vb.pp("pos_embed"),
-            )?,
+            pos_embed: embedding(cfg.num_position_embeddings, cfg.hidden_size, vb.pp("pos_embed"))?,
             blocks,
             merger: PatchMerger::new(cfg, false, vb.pp("merger"))?,
             deepstack_mergers,
@@ -281,12 +246,7 @@ impl VisionModel {
                 let wc = (wf + 1).min(n - 1);
                 let dw = wv - wf as f32;
                 let cells = [(hf, wf), (hf, wc), (hc, wf), (hc, wc)];
-                let weights = [
-                    (1.0 - dh) * (1.0 - dw),
-                    (1.0 - dh) * dw,
-                    dh * (1.0 - dw),
-                    dh * dw,
-                ];
+                let weights = [(1.0 - dh) * (1.0 - dw), (1.0 - dh) * dw, dh * (1.0 - dw), dh * dw];
                 for k in 0..4 {
                     idx[k].push((cells[k].0 * n + cells[k].1) as u32);
                     wt[k].push(weights[k]);
@@ -298,9 +258,7 @@ impl VisionModel {
         let mut acc: Option<Tensor> = None;
         for k in 0..4 {
             let ids = Tensor::new(idx[k].as_slice(), device)?;
-            let ws = Tensor::new(wt[k].as_slice(), device)?
-                .to_dtype(dtype)?
-                .unsqueeze(1)?;
+            let ws = Tensor::new(wt[k].as_slice(), device)?.to_dtype(dtype)?.unsqueeze(1)?;
             let term = table.index_select(&ids, 0)?.broadcast_mul(&ws)?;
             acc = Some(match acc {
                 None => term,
@@ -345,11 +303,7 @@ impl VisionModel {
     }
 
     /// Image tokens [t*h*w / merge², out_hidden] and the DeepStack features, one per index.
-    pub(crate) fn forward(
-        &self,
-        pixels: &Tensor,
-        grid: [usize; 3],
-    ) -> Result<(Tensor, Vec<Tensor>)> {
+    pub(crate) fn forward(&self, pixels: &Tensor, grid: [usize; 3]) -> Result<(Tensor, Vec<Tensor>)> {
         let device = pixels.device();
         let dtype = self.pos_embed.embeddings().dtype();
         let xs = self.patch_embed.forward(&pixels.to_dtype(dtype)?)?;
@@ -425,16 +379,10 @@ impl TextAttention {
     fn forward(&self, xs: &Tensor, cos: &Tensor, sin: &Tensor, mask: &Tensor) -> Result<Tensor> {
         let (b, s, _) = xs.dims3()?;
         let shape = |t: Tensor, n: usize| -> Result<Tensor> {
-            t.reshape((b, s, n, self.head_dim))?
-                .transpose(1, 2)?
-                .contiguous()
+            t.reshape((b, s, n, self.head_dim))?.transpose(1, 2)?.contiguous()
         };
-        let q = self
-            .q_norm
-            .forward(&shape(self.q.forward(xs)?, self.heads)?)?;
-        let k = self
-            .k_norm
-            .forward(&shape(self.k.forward(xs)?, self.kv_heads)?)?;
+        let q = self.q_norm.forward(&shape(self.q.forward(xs)?, self.heads)?)?;
+        let k = self.k_norm.forward(&shape(self.k.forward(xs)?, self.kv_heads)?)?;
         let v = shape(self.v.forward(xs)?, self.kv_heads)?;
         let q = candle_nn::rotary_emb::rope(&q.contiguous()?, cos, sin)?;
         let k = candle_nn::rotary_emb::rope(&k.contiguous()?, cos, sin)?;
@@ -443,9 +391,12 @@ impl TextAttention {
             (k, v)
         } else {
             let expand = |t: Tensor| -> Result<Tensor> {
-                t.unsqueeze(2)?
-                    .expand((b, self.kv_heads, rep, s, self.head_dim))?
-                    .reshape((b, self.heads, s, self.head_dim))
+                t.unsqueeze(2)?.expand((b, self.kv_heads, rep, s, self.head_dim))?.reshape((
+                    b,
+                    self.heads,
+                    s,
+                    self.head_dim,
+                ))
             };
             (expand(k)?, expand(v)?)
         };
@@ -454,10 +405,7 @@ impl TextAttention {
         // Eager attention in transformers: softmax in f32, then back to the model dtype.
         let w = w.to_dtype(DType::F32)?.broadcast_add(mask)?;
         let w = candle_nn::ops::softmax_last_dim(&w)?.to_dtype(v.dtype())?;
-        let out = w
-            .matmul(&v.contiguous()?)?
-            .transpose(1, 2)?
-            .reshape((b, s, ()))?;
+        let out = w.matmul(&v.contiguous()?)?.transpose(1, 2)?.reshape((b, s, ()))?;
         self.o.forward(&out)
     }
 }
@@ -475,19 +423,12 @@ impl DecoderLayer {
             attn: TextAttention::new(cfg, vb.pp("self_attn"))?,
             mlp: TextMlp::new(cfg, vb.pp("mlp"))?,
             input_norm: rms_norm(cfg.hidden_size, cfg.rms_norm_eps, vb.pp("input_layernorm"))?,
-            post_norm: rms_norm(
-                cfg.hidden_size,
-                cfg.rms_norm_eps,
-                vb.pp("post_attention_layernorm"),
-            )?,
+            post_norm: rms_norm(cfg.hidden_size, cfg.rms_norm_eps, vb.pp("post_attention_layernorm"))?,
         })
     }
 
     fn forward(&self, xs: &Tensor, cos: &Tensor, sin: &Tensor, mask: &Tensor) -> Result<Tensor> {
-        let xs = (xs
-            + self
-                .attn
-                .forward(&self.input_norm.forward(xs)?, cos, sin, mask)?)?;
+        let xs = (xs + self.attn.forward(&self.input_norm.forward(xs)?, cos, sin, mask)?)?;
         &xs + self.mlp.forward(&self.post_norm.forward(&xs)?)?
     }
 }
@@ -517,19 +458,9 @@ impl TextModel {
         };
         let hd = t.head_dim();
         let theta = t.rope_theta() as f32;
-        let inv_freq = (0..hd)
-            .step_by(2)
-            .map(|i| 1f32 / theta.powf(i as f32 / hd as f32))
-            .collect();
+        let inv_freq = (0..hd).step_by(2).map(|i| 1f32 / theta.powf(i as f32 / hd as f32)).collect();
         let s = t.rope().mrope_section;
-        Ok(Self {
-            embed,
-            layers,
-            norm,
-            lm_head,
-            inv_freq,
-            mrope_section: [s[0], s[1], s[2]],
-        })
+        Ok(Self { embed, layers, norm, lm_head, inv_freq, mrope_section: [s[0], s[1], s[2]] })
     }
 
     pub(crate) fn embed(&self, ids: &Tensor) -> Result<Tensor> {
@@ -543,12 +474,7 @@ impl TextModel {
     /// cos/sin [seq, head_dim/2] of interleaved MRoPE: frequency j takes the height position when
     /// j % 3 == 1 and j < 3·section[1], the width position when j % 3 == 2 and j < 3·section[2], and
     /// the temporal one otherwise (transformers' `apply_interleaved_mrope`).
-    fn mrope(
-        &self,
-        pos: &[Vec<u32>; 3],
-        device: &Device,
-        dtype: DType,
-    ) -> Result<(Tensor, Tensor)> {
+    fn mrope(&self, pos: &[Vec<u32>; 3], device: &Device, dtype: DType) -> Result<(Tensor, Tensor)> {
         let seq = pos[0].len();
         let half = self.inv_freq.len();
         let axis: Vec<usize> = (0..half)
@@ -583,9 +509,8 @@ impl TextModel {
         let (_, seq, _) = xs.dims3()?;
         let device = xs.device().clone();
         let (cos, sin) = self.mrope(pos, &device, xs.dtype())?;
-        let mask: Vec<f32> = (0..seq)
-            .flat_map(|i| (0..seq).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 }))
-            .collect();
+        let mask: Vec<f32> =
+            (0..seq).flat_map(|i| (0..seq).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 })).collect();
         let mask = Tensor::from_vec(mask, (seq, seq), &device)?;
         for (i, layer) in self.layers.iter().enumerate() {
             xs = layer.forward(&xs, &cos, &sin, &mask)?;
@@ -605,25 +530,14 @@ impl TextModel {
 fn add_rows(xs: &Tensor, start: usize, n: usize, rows: &Tensor) -> Result<Tensor> {
     let seq = xs.dim(1)?;
     let mid = (xs.narrow(1, start, n)? + rows.to_dtype(xs.dtype())?.unsqueeze(0)?)?;
-    Tensor::cat(
-        &[
-            xs.narrow(1, 0, start)?,
-            mid,
-            xs.narrow(1, start + n, seq - start - n)?,
-        ],
-        1,
-    )
+    Tensor::cat(&[xs.narrow(1, 0, start)?, mid, xs.narrow(1, start + n, seq - start - n)?], 1)
 }
 
 /// `xs[0, start..start+n, :] = rows`.
 pub(crate) fn replace_rows(xs: &Tensor, start: usize, n: usize, rows: &Tensor) -> Result<Tensor> {
     let seq = xs.dim(1)?;
     Tensor::cat(
-        &[
-            xs.narrow(1, 0, start)?,
-            rows.to_dtype(xs.dtype())?.unsqueeze(0)?,
-            xs.narrow(1, start + n, seq - start - n)?,
-        ],
+        &[xs.narrow(1, 0, start)?, rows.to_dtype(xs.dtype())?.unsqueeze(0)?, xs.narrow(1, start + n, seq - start - n)?],
         1,
     )
 }

@@ -96,12 +96,11 @@ impl ImageProcessor {
 
     /// Parses the text of a `preprocessor_config.json`; `path` is only used in errors.
     pub fn from_json(text: &str, path: &Path) -> Result<Self, VisionError> {
-        let raw: RawPreprocessorConfig =
-            serde_json::from_str(text).map_err(|source| VisionError::Json {
-                path: path.to_path_buf(),
-                what: "preprocessor_config.json",
-                source,
-            })?;
+        let raw: RawPreprocessorConfig = serde_json::from_str(text).map_err(|source| VisionError::Json {
+            path: path.to_path_buf(),
+            what: "preprocessor_config.json",
+            source,
+        })?;
         let bad = |message: String| VisionError::Config {
             path: path.to_path_buf(),
             message,
@@ -110,25 +109,15 @@ impl ImageProcessor {
         // transformers: `size` defaults to {shortest_edge: 56*56, longest_edge: 28*28*1280}, and
         // `min_pixels`/`max_pixels`, when given, override it.
         let size = raw.size.as_ref();
-        let min_pixels = raw
-            .min_pixels
-            .or(size.and_then(|s| s.shortest_edge))
-            .unwrap_or(56 * 56);
-        let max_pixels = raw
-            .max_pixels
-            .or(size.and_then(|s| s.longest_edge))
-            .unwrap_or(28 * 28 * 1280);
-        let three =
-            |v: Option<Vec<f64>>, default: [f64; 3], key: &str| -> Result<[f64; 3], VisionError> {
-                match v {
-                    None => Ok(default),
-                    Some(v) if v.len() == 3 => Ok([v[0], v[1], v[2]]),
-                    Some(v) => Err(bad(format!(
-                        "{key} must have 3 entries (RGB), has {}",
-                        v.len()
-                    ))),
-                }
-            };
+        let min_pixels = raw.min_pixels.or(size.and_then(|s| s.shortest_edge)).unwrap_or(56 * 56);
+        let max_pixels = raw.max_pixels.or(size.and_then(|s| s.longest_edge)).unwrap_or(28 * 28 * 1280);
+        let three = |v: Option<Vec<f64>>, default: [f64; 3], key: &str| -> Result<[f64; 3], VisionError> {
+            match v {
+                None => Ok(default),
+                Some(v) if v.len() == 3 => Ok([v[0], v[1], v[2]]),
+                Some(v) => Err(bad(format!("{key} must have 3 entries (RGB), has {}", v.len()))),
+            }
+        };
         let proc = Self {
             patch_size: raw.patch_size.unwrap_or(14),
             temporal_patch_size: raw.temporal_patch_size.unwrap_or(2),
@@ -143,21 +132,13 @@ impl ImageProcessor {
             do_normalize: raw.do_normalize.unwrap_or(true),
         };
         if raw.do_convert_rgb == Some(false) {
-            return Err(bad(
-                "do_convert_rgb = false is not supported (images are always converted to RGB)"
-                    .into(),
-            ));
+            return Err(bad("do_convert_rgb = false is not supported (images are always converted to RGB)".into()));
         }
         if proc.patch_size == 0 || proc.temporal_patch_size == 0 || proc.merge_size == 0 {
-            return Err(bad(
-                "patch_size, temporal_patch_size and merge_size must be positive".into(),
-            ));
+            return Err(bad("patch_size, temporal_patch_size and merge_size must be positive".into()));
         }
         if proc.min_pixels > proc.max_pixels {
-            return Err(bad(format!(
-                "min_pixels ({}) exceeds max_pixels ({})",
-                proc.min_pixels, proc.max_pixels
-            )));
+            return Err(bad(format!("min_pixels ({}) exceeds max_pixels ({})", proc.min_pixels, proc.max_pixels)));
         }
         if proc.image_std.contains(&0.0) {
             return Err(bad("image_std must not contain 0".into()));
@@ -184,13 +165,7 @@ impl ImageProcessor {
             }
             return Ok((height, width));
         }
-        smart_resize(
-            height,
-            width,
-            self.factor() as u32,
-            self.min_pixels,
-            self.max_pixels,
-        )
+        smart_resize(height, width, self.factor() as u32, self.min_pixels, self.max_pixels)
     }
 
     /// Turns an image into the patches and grid the vision encoder takes.
@@ -246,12 +221,7 @@ impl ImageProcessor {
             }
         }
         let pixel_values = Tensor::from_vec(data, (rows, cols), &Device::Cpu)?;
-        Ok(PreparedImage {
-            pixel_values,
-            grid_thw: [gt, gh, gw],
-            merge_size: m,
-            resized: (new_h, new_w),
-        })
+        Ok(PreparedImage { pixel_values, grid_thw: [gt, gh, gw], merge_size: m, resized: (new_h, new_w) })
     }
 }
 
@@ -302,25 +272,14 @@ pub fn smart_resize(
     min_pixels: u64,
     max_pixels: u64,
 ) -> Result<(u32, u32), VisionError> {
-    let err = |message: String, fix: &'static str| VisionError::Image {
-        width,
-        height,
-        message,
-        fix,
-    };
+    let err = |message: String, fix: &'static str| VisionError::Image { width, height, message, fix };
     if height == 0 || width == 0 || factor == 0 {
-        return Err(err(
-            "an empty image (or a zero factor) cannot be resized".into(),
-            "pass a non-empty image",
-        ));
+        return Err(err("an empty image (or a zero factor) cannot be resized".into(), "pass a non-empty image"));
     }
     let (hf, wf, ff) = (f64::from(height), f64::from(width), f64::from(factor));
     if hf.max(wf) / hf.min(wf) > 200.0 {
         return Err(err(
-            format!(
-                "absolute aspect ratio must be smaller than 200, got {}",
-                hf.max(wf) / hf.min(wf)
-            ),
+            format!("absolute aspect ratio must be smaller than 200, got {}", hf.max(wf) / hf.min(wf)),
             "crop or pad the image to a less elongated shape",
         ));
     }
@@ -337,10 +296,7 @@ pub fn smart_resize(
         w_bar = (wf * beta / ff).ceil() * ff;
     }
     if h_bar < 1.0 || w_bar < 1.0 {
-        return Err(err(
-            format!("resizes to {w_bar}x{h_bar} pixels"),
-            "raise min_pixels or pass a larger image",
-        ));
+        return Err(err(format!("resizes to {w_bar}x{h_bar} pixels"), "raise min_pixels or pass a larger image"));
     }
     Ok((h_bar as u32, w_bar as u32))
 }

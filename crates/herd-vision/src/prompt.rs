@@ -6,17 +6,9 @@ use crate::error::VisionError;
 /// does with `<|image_pad|>` in the rendered chat text.
 ///
 /// Errors if the prompt holds no image token or more than one (this crate handles one image a prompt).
-pub fn expand_image_pad(
-    token_ids: &[u32],
-    image_token_id: u32,
-    count: usize,
-) -> Result<Vec<u32>, VisionError> {
-    let positions: Vec<usize> = token_ids
-        .iter()
-        .enumerate()
-        .filter(|&(_, &t)| t == image_token_id)
-        .map(|(i, _)| i)
-        .collect();
+pub fn expand_image_pad(token_ids: &[u32], image_token_id: u32, count: usize) -> Result<Vec<u32>, VisionError> {
+    let positions: Vec<usize> =
+        token_ids.iter().enumerate().filter(|&(_, &t)| t == image_token_id).map(|(i, _)| i).collect();
     match positions.as_slice() {
         [at] => {
             let mut out = Vec::with_capacity(token_ids.len() + count.saturating_sub(1));
@@ -49,15 +41,11 @@ pub(crate) fn image_span(
     let total = token_ids.iter().filter(|&&t| t == image_token_id).count();
     let Some(first) = first else {
         return Err(VisionError::Prompt {
-            message: format!(
-                "an image was given but the token ids hold no image token (id {image_token_id})"
-            ),
+            message: format!("an image was given but the token ids hold no image token (id {image_token_id})"),
             fix: "render the prompt with <|vision_start|><|image_pad|><|vision_end|> where the image goes",
         });
     };
-    let contiguous = token_ids[first..first + total.min(token_ids.len() - first)]
-        .iter()
-        .all(|&t| t == image_token_id);
+    let contiguous = token_ids[first..first + total.min(token_ids.len() - first)].iter().all(|&t| t == image_token_id);
     if total != expected || !contiguous {
         return Err(VisionError::Prompt {
             message: format!(
@@ -76,11 +64,7 @@ pub(crate) fn image_span(
 /// index `s`, get `s + (t, row, column)` of their merged grid cell; text after the image continues
 /// from the largest position so far plus one. `image` is `(first index, grid_thw, merge_size)`.
 pub fn mrope_positions(len: usize, image: Option<(usize, [usize; 3], usize)>) -> [Vec<u32>; 3] {
-    let mut rows: [Vec<u32>; 3] = [
-        Vec::with_capacity(len),
-        Vec::with_capacity(len),
-        Vec::with_capacity(len),
-    ];
+    let mut rows: [Vec<u32>; 3] = [Vec::with_capacity(len), Vec::with_capacity(len), Vec::with_capacity(len)];
     let push_text = |rows: &mut [Vec<u32>; 3], n: usize, start: u32| {
         for i in 0..n {
             for row in rows.iter_mut() {

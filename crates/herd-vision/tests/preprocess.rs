@@ -36,11 +36,7 @@ fn smart_resize_matches_the_python_formula() {
         ((7, 9, 8, 256, 4096), (16, 24)),
     ];
     for &((h, w, f, min, max), want) in cases {
-        assert_eq!(
-            smart_resize(h, w, f, min, max).unwrap(),
-            want,
-            "smart_resize({h}, {w}, {f}, {min}, {max})"
-        );
+        assert_eq!(smart_resize(h, w, f, min, max).unwrap(), want, "smart_resize({h}, {w}, {f}, {min}, {max})");
     }
     let e = smart_resize(10, 2010, 28, 3136, 1_003_520).unwrap_err();
     assert!(matches!(e, VisionError::Image { .. }));
@@ -72,47 +68,27 @@ fn preprocessor_config_keys_and_defaults() {
     assert_eq!((p.min_pixels, p.max_pixels), (100, 1000));
     // Qwen2-VL defaults for absent keys.
     let p = ImageProcessor::from_json("{}", Path::new("p.json")).unwrap();
-    assert_eq!(
-        (p.patch_size, p.merge_size, p.temporal_patch_size),
-        (14, 2, 2)
-    );
+    assert_eq!((p.patch_size, p.merge_size, p.temporal_patch_size), (14, 2, 2));
     assert_eq!((p.min_pixels, p.max_pixels), (3136, 1_003_520));
     assert_eq!(p.image_mean, [0.481_454_66, 0.457_827_5, 0.408_210_73]);
     // Bad values name the file.
-    let e = ImageProcessor::from_json(r#"{"image_mean": [0.5, 0.5]}"#, Path::new("pp.json"))
-        .unwrap_err();
-    assert!(
-        e.to_string().contains("pp.json") && e.to_string().contains("image_mean"),
-        "{e}"
-    );
-    let e =
-        ImageProcessor::from_file(Path::new("/nonexistent/preprocessor_config.json")).unwrap_err();
+    let e = ImageProcessor::from_json(r#"{"image_mean": [0.5, 0.5]}"#, Path::new("pp.json")).unwrap_err();
+    assert!(e.to_string().contains("pp.json") && e.to_string().contains("image_mean"), "{e}");
+    let e = ImageProcessor::from_file(Path::new("/nonexistent/preprocessor_config.json")).unwrap_err();
     assert!(matches!(e, VisionError::MissingFile { .. }), "{e}");
 }
 
 #[test]
 fn shapes_and_grid_follow_smart_resize() {
     let p = tiny_processor();
-    for (w, h) in [
-        (24u32, 16u32),
-        (20, 30),
-        (60, 100),
-        (40, 12),
-        (9, 7),
-        (200, 150),
-        (64, 64),
-    ] {
+    for (w, h) in [(24u32, 16u32), (20, 30), (60, 100), (40, 12), (9, 7), (200, 150), (64, 64)] {
         let img = DynamicImage::ImageRgb8(RgbImage::from_pixel(w, h, Rgb([10, 200, 30])));
         let prepared = p.preprocess(&img).unwrap();
         let (rh, rw) = smart_resize(h, w, 8, 256, 4096).unwrap();
         assert_eq!(prepared.resized_size(), (rh, rw), "{w}x{h}");
         let (gh, gw) = (rh as usize / 4, rw as usize / 4);
         assert_eq!(prepared.grid_thw(), [1, gh, gw], "{w}x{h}");
-        assert_eq!(
-            prepared.pixel_values().dims(),
-            &[gh * gw, 3 * 2 * 4 * 4],
-            "{w}x{h}"
-        );
+        assert_eq!(prepared.pixel_values().dims(), &[gh * gw, 3 * 2 * 4 * 4], "{w}x{h}");
         assert_eq!(prepared.num_image_tokens(), gh * gw / 4, "{w}x{h}");
         // A flat colour stays flat through resizing: every value is its channel's normalized value.
         let v = prepared.pixel_values().to_vec2::<f32>().unwrap();
@@ -120,11 +96,7 @@ fn shapes_and_grid_follow_smart_resize() {
         for row in &v {
             for (col, x) in row.iter().enumerate() {
                 let c = col / (2 * 4 * 4);
-                assert!(
-                    (x - want[c]).abs() < 1e-6,
-                    "{w}x{h} col {col}: {x} vs {}",
-                    want[c]
-                );
+                assert!((x - want[c]).abs() < 1e-6, "{w}x{h} col {col}: {x} vs {}", want[c]);
             }
         }
     }
@@ -132,9 +104,7 @@ fn shapes_and_grid_follow_smart_resize() {
 
 /// numpy's `reshape` + `transpose` on a row-major array, written generically.
 fn transpose(data: &[f32], shape: &[usize], perm: &[usize]) -> Vec<f32> {
-    let strides: Vec<usize> = (0..shape.len())
-        .map(|i| shape[i + 1..].iter().product())
-        .collect();
+    let strides: Vec<usize> = (0..shape.len()).map(|i| shape[i + 1..].iter().product()).collect();
     let new_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
     let total: usize = shape.iter().product();
     let mut out = Vec::with_capacity(total);
@@ -158,17 +128,10 @@ fn patch_order_is_the_processors() {
     // Every pixel distinct, RGBA to check that alpha is dropped. 16 wide, 24 high needs no resize.
     let (w, h) = (16usize, 24usize);
     let img = RgbaImage::from_fn(w as u32, h as u32, |x, y| {
-        Rgba([
-            (x * 15) as u8,
-            (y * 10) as u8,
-            ((x + y) * 5) as u8,
-            (x * y) as u8,
-        ])
+        Rgba([(x * 15) as u8, (y * 10) as u8, ((x + y) * 5) as u8, (x * y) as u8])
     });
     let p = tiny_processor();
-    let got = p
-        .preprocess(&DynamicImage::ImageRgba8(img.clone()))
-        .unwrap();
+    let got = p.preprocess(&DynamicImage::ImageRgba8(img.clone())).unwrap();
     assert_eq!(got.resized_size(), (24, 16));
 
     // transformers: patches (T=1 frame repeated to temporal_patch_size, C, H, W) ->
@@ -197,10 +160,7 @@ fn patch_order_is_the_processors() {
 #[test]
 fn image_pad_expansion() {
     let ids = [5, 9, 7, 9 + 1];
-    assert_eq!(
-        expand_image_pad(&ids, 7, 3).unwrap(),
-        vec![5, 9, 7, 7, 7, 10]
-    );
+    assert_eq!(expand_image_pad(&ids, 7, 3).unwrap(), vec![5, 9, 7, 7, 7, 10]);
     let e = expand_image_pad(&[1, 2], 7, 3).unwrap_err();
     assert!(e.to_string().contains("no image token"), "{e}");
     let e = expand_image_pad(&[7, 1, 7], 7, 3).unwrap_err();
@@ -212,10 +172,7 @@ fn image_pad_expansion() {
 fn mrope_positions_match_get_rope_index() {
     // Text only: 0..n on all three rows.
     let [t, h, w] = mrope_positions(4, None);
-    assert_eq!(
-        (t.as_slice(), h.as_slice(), w.as_slice()),
-        (&[0, 1, 2, 3][..], &[0, 1, 2, 3][..], &[0, 1, 2, 3][..])
-    );
+    assert_eq!((t.as_slice(), h.as_slice(), w.as_slice()), (&[0, 1, 2, 3][..], &[0, 1, 2, 3][..], &[0, 1, 2, 3][..]));
 
     // 3 text tokens, an image with grid (1, 4, 6) and merge 2 -> 2 x 3 = 6 tokens at 3..9, 2 text after.
     // Image tokens: st_idx + text_len = 3, plus (t, row, col) of the 2 x 3 grid.

@@ -65,11 +65,7 @@ struct Options {
     skip_tensor: Option<&'static str>,
 }
 
-const DEFAULT: Options = Options {
-    sharded: true,
-    tie: false,
-    skip_tensor: None,
-};
+const DEFAULT: Options = Options { sharded: true, tie: false, skip_tensor: None };
 
 /// Deterministic pseudo-random numbers in [-1, 1) (xorshift64*).
 struct Rng(u64);
@@ -86,24 +82,17 @@ impl Rng {
 
 /// Builds the tokenizer with the `tokenizers` crate; returns the ids of the special tokens.
 fn write_tokenizer(dir: &Path) -> HashMap<&'static str, u32> {
-    let vocab: serde_json::Map<String, serde_json::Value> = WORDS
-        .iter()
-        .enumerate()
-        .map(|(i, w)| (w.to_string(), serde_json::json!(i)))
-        .collect();
+    let vocab: serde_json::Map<String, serde_json::Value> =
+        WORDS.iter().enumerate().map(|(i, w)| (w.to_string(), serde_json::json!(i))).collect();
     let vocab_path = dir.join("vocab-for-wordlevel.json");
     std::fs::write(&vocab_path, serde_json::to_string(&vocab).unwrap()).unwrap();
     let model = WordLevel::from_file(vocab_path.to_str().unwrap(), "[UNK]".into()).unwrap();
     std::fs::remove_file(&vocab_path).unwrap();
     let mut tok = Tokenizer::new(model);
     tok.with_pre_tokenizer(Some(Whitespace));
-    tok.add_special_tokens(SPECIALS.iter().map(|s| AddedToken::from(*s, true)))
-        .unwrap();
+    tok.add_special_tokens(SPECIALS.iter().map(|s| AddedToken::from(*s, true))).unwrap();
     tok.save(dir.join("tokenizer.json"), false).unwrap();
-    let ids: HashMap<&'static str, u32> = SPECIALS
-        .iter()
-        .map(|s| (*s, tok.token_to_id(s).unwrap()))
-        .collect();
+    let ids: HashMap<&'static str, u32> = SPECIALS.iter().map(|s| (*s, tok.token_to_id(s).unwrap())).collect();
     assert!(ids.values().all(|&i| (i as usize) < VOCAB_SIZE));
     ids
 }
@@ -201,22 +190,10 @@ fn tensor_specs(tie: bool) -> Vec<(String, Vec<usize>)> {
         let p = format!("{lm}.layers.{i}");
         add(format!("{p}.input_layernorm.weight"), &[T_HIDDEN]);
         add(format!("{p}.post_attention_layernorm.weight"), &[T_HIDDEN]);
-        add(
-            format!("{p}.self_attn.q_proj.weight"),
-            &[T_HEADS * T_HEAD_DIM, T_HIDDEN],
-        );
-        add(
-            format!("{p}.self_attn.k_proj.weight"),
-            &[T_KV * T_HEAD_DIM, T_HIDDEN],
-        );
-        add(
-            format!("{p}.self_attn.v_proj.weight"),
-            &[T_KV * T_HEAD_DIM, T_HIDDEN],
-        );
-        add(
-            format!("{p}.self_attn.o_proj.weight"),
-            &[T_HIDDEN, T_HEADS * T_HEAD_DIM],
-        );
+        add(format!("{p}.self_attn.q_proj.weight"), &[T_HEADS * T_HEAD_DIM, T_HIDDEN]);
+        add(format!("{p}.self_attn.k_proj.weight"), &[T_KV * T_HEAD_DIM, T_HIDDEN]);
+        add(format!("{p}.self_attn.v_proj.weight"), &[T_KV * T_HEAD_DIM, T_HIDDEN]);
+        add(format!("{p}.self_attn.o_proj.weight"), &[T_HIDDEN, T_HEADS * T_HEAD_DIM]);
         add(format!("{p}.self_attn.q_norm.weight"), &[T_HEAD_DIM]);
         add(format!("{p}.self_attn.k_norm.weight"), &[T_HEAD_DIM]);
         add(format!("{p}.mlp.gate_proj.weight"), &[T_INTER, T_HIDDEN]);
@@ -227,10 +204,7 @@ fn tensor_specs(tie: bool) -> Vec<(String, Vec<usize>)> {
         add("lm_head.weight".into(), &[VOCAB_SIZE, T_HIDDEN]);
     }
     let vis = "model.visual";
-    add(
-        format!("{vis}.patch_embed.proj.weight"),
-        &[V_HIDDEN, 3, TEMPORAL, PATCH, PATCH],
-    );
+    add(format!("{vis}.patch_embed.proj.weight"), &[V_HIDDEN, 3, TEMPORAL, PATCH, PATCH]);
     add(format!("{vis}.patch_embed.proj.bias"), &[V_HIDDEN]);
     add(format!("{vis}.pos_embed.weight"), &[POS_EMB, V_HIDDEN]);
     for i in 0..V_DEPTH {
@@ -267,31 +241,17 @@ fn tensor_specs(tie: bool) -> Vec<(String, Vec<usize>)> {
 /// Writes a complete tiny checkpoint folder.
 fn write_checkpoint(dir: &Path, opts: Options) {
     let ids = write_tokenizer(dir);
-    std::fs::write(
-        dir.join("config.json"),
-        serde_json::to_string_pretty(&config_json(&ids, opts.tie)).unwrap(),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("preprocessor_config.json"),
-        serde_json::to_string_pretty(&preprocessor_json()).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(dir.join("config.json"), serde_json::to_string_pretty(&config_json(&ids, opts.tie)).unwrap())
+        .unwrap();
+    std::fs::write(dir.join("preprocessor_config.json"), serde_json::to_string_pretty(&preprocessor_json()).unwrap())
+        .unwrap();
 
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut tensors: Vec<(String, Tensor)> = Vec::new();
     for (name, shape) in tensor_specs(opts.tie) {
         let n: usize = shape.iter().product();
         let is_norm = name.contains("norm") && name.ends_with(".weight");
-        let data: Vec<f32> = (0..n)
-            .map(|_| {
-                if is_norm {
-                    1.0 + 0.1 * rng.next()
-                } else {
-                    0.3 * rng.next()
-                }
-            })
-            .collect();
+        let data: Vec<f32> = (0..n).map(|_| if is_norm { 1.0 + 0.1 * rng.next() } else { 0.3 * rng.next() }).collect();
         if Some(name.as_str()) == opts.skip_tensor {
             continue;
         }
@@ -299,16 +259,10 @@ fn write_checkpoint(dir: &Path, opts: Options) {
     }
     if opts.sharded {
         let mut weight_map = serde_json::Map::new();
-        let shards = [
-            "model-00001-of-00002.safetensors",
-            "model-00002-of-00002.safetensors",
-        ];
+        let shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"];
         for (k, shard) in shards.iter().enumerate() {
-            let part: HashMap<String, Tensor> = tensors
-                .iter()
-                .filter(|(n, _)| n.starts_with("model.visual") == (k == 0))
-                .cloned()
-                .collect();
+            let part: HashMap<String, Tensor> =
+                tensors.iter().filter(|(n, _)| n.starts_with("model.visual") == (k == 0)).cloned().collect();
             for name in part.keys() {
                 weight_map.insert(name.clone(), serde_json::json!(shard));
             }
@@ -328,15 +282,11 @@ fn load(dir: &Path) -> Result<Qwen3Vl, VisionError> {
 
 fn image_a() -> DynamicImage {
     // 24 wide, 16 high: smart_resize keeps it (multiples of 8, 384 pixels within [256, 4096]).
-    DynamicImage::ImageRgb8(RgbImage::from_fn(24, 16, |x, y| {
-        Rgb([(x * 10) as u8, (y * 15) as u8, 128])
-    }))
+    DynamicImage::ImageRgb8(RgbImage::from_fn(24, 16, |x, y| Rgb([(x * 10) as u8, (y * 15) as u8, 128])))
 }
 
 fn image_b() -> DynamicImage {
-    DynamicImage::ImageRgb8(RgbImage::from_fn(24, 16, |x, y| {
-        Rgb([255 - (y * 12) as u8, 40, (x * 7) as u8])
-    }))
+    DynamicImage::ImageRgb8(RgbImage::from_fn(24, 16, |x, y| Rgb([255 - (y * 12) as u8, 40, (x * 7) as u8])))
 }
 
 fn logits_vec(t: &Tensor) -> Vec<f32> {
@@ -349,10 +299,7 @@ fn logits_have_vocab_shape_and_are_finite() {
     write_checkpoint(&tmp.0, DEFAULT);
     let mut model = load(&tmp.0).unwrap();
     let ids = model.encode(PROMPT).unwrap();
-    assert_eq!(
-        ids.iter().filter(|&&t| t == model.image_token_id()).count(),
-        1
-    );
+    assert_eq!(ids.iter().filter(|&&t| t == model.image_token_id()).count(), 1);
     let img = model.preprocess(&image_a()).unwrap();
     assert_eq!(img.grid_thw(), [1, 4, 6]);
     assert_eq!(img.num_image_tokens(), 6);
@@ -365,9 +312,7 @@ fn logits_have_vocab_shape_and_are_finite() {
     assert!(v.iter().any(|&x| (x - v[0]).abs() > 1e-4));
 
     // Text-only prompts work too.
-    let text_ids = model
-        .encode("<|im_start|>user\nwhich line ?<|im_end|>")
-        .unwrap();
+    let text_ids = model.encode("<|im_start|>user\nwhich line ?<|im_end|>").unwrap();
     let t = model.next_token_logits(&text_ids, None).unwrap();
     assert_eq!(t.dims(), &[VOCAB_SIZE]);
 }
@@ -381,9 +326,7 @@ fn same_input_twice_gives_identical_logits() {
     let img = model.preprocess(&image_a()).unwrap();
     let first = logits_vec(&model.next_token_logits(&ids, Some(&img)).unwrap());
     // Another call in between must not leave state behind.
-    let _ = model
-        .next_token_logits(&ids, Some(&model.preprocess(&image_b()).unwrap()))
-        .unwrap();
+    let _ = model.next_token_logits(&ids, Some(&model.preprocess(&image_b()).unwrap())).unwrap();
     let second = logits_vec(&model.next_token_logits(&ids, Some(&img)).unwrap());
     assert_eq!(first, second);
     // A second load of the same folder gives the same numbers.
@@ -402,15 +345,8 @@ fn the_image_changes_the_logits() {
     let b = model.preprocess(&image_b()).unwrap();
     let la = logits_vec(&model.next_token_logits(&ids, Some(&a)).unwrap());
     let lb = logits_vec(&model.next_token_logits(&ids, Some(&b)).unwrap());
-    let max_diff = la
-        .iter()
-        .zip(&lb)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0f32, f32::max);
-    assert!(
-        max_diff > 1e-4,
-        "two different images gave logits within {max_diff}"
-    );
+    let max_diff = la.iter().zip(&lb).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+    assert!(max_diff > 1e-4, "two different images gave logits within {max_diff}");
 
     // Passing the prompt expanded already gives the same logits as letting the model expand it.
     let expanded = model.expand_image_tokens(&ids, &a).unwrap();
@@ -426,9 +362,7 @@ fn prompt_and_image_must_fit_together() {
     let mut model = load(&tmp.0).unwrap();
     let img = model.preprocess(&image_a()).unwrap();
     let with_pad = model.encode(PROMPT).unwrap();
-    let without = model
-        .encode("<|im_start|>user\nwhich line ?<|im_end|>")
-        .unwrap();
+    let without = model.encode("<|im_start|>user\nwhich line ?<|im_end|>").unwrap();
 
     let e = model.next_token_logits(&without, Some(&img)).unwrap_err();
     assert!(matches!(e, VisionError::Prompt { .. }), "{e}");
@@ -439,31 +373,19 @@ fn prompt_and_image_must_fit_together() {
 
     // Three placeholders: neither one (to expand) nor the six the image needs.
     let mut three = with_pad.clone();
-    let at = three
-        .iter()
-        .position(|&t| t == model.image_token_id())
-        .unwrap();
+    let at = three.iter().position(|&t| t == model.image_token_id()).unwrap();
     three.splice(at..at, [model.image_token_id(); 2]);
     let e = model.next_token_logits(&three, Some(&img)).unwrap_err();
     assert!(e.to_string().contains("needs 6"), "{e}");
 
-    let e = model
-        .next_token_logits(&[VOCAB_SIZE as u32], None)
-        .unwrap_err();
+    let e = model.next_token_logits(&[VOCAB_SIZE as u32], None).unwrap_err();
     assert!(e.to_string().contains("outside the vocabulary"), "{e}");
 }
 
 #[test]
 fn tied_embeddings_in_a_single_file_load() {
     let tmp = TempDir::new("tied");
-    write_checkpoint(
-        &tmp.0,
-        Options {
-            sharded: false,
-            tie: true,
-            skip_tensor: None,
-        },
-    );
+    write_checkpoint(&tmp.0, Options { sharded: false, tie: true, skip_tensor: None });
     assert!(!tmp.0.join("model.safetensors.index.json").exists());
     let mut model = load(&tmp.0).unwrap();
     let ids = model.encode(PROMPT).unwrap();
@@ -484,10 +406,7 @@ fn missing_files_are_named() {
         ("config.json", "config.json"),
         ("tokenizer.json", "tokenizer.json"),
         ("preprocessor_config.json", "preprocessor_config.json"),
-        (
-            "model-00002-of-00002.safetensors",
-            "model-00002-of-00002.safetensors",
-        ),
+        ("model-00002-of-00002.safetensors", "model-00002-of-00002.safetensors"),
     ] {
         let tmp = TempDir::new(&format!("missing-{file}"));
         write_checkpoint(&tmp.0, DEFAULT);
@@ -504,31 +423,18 @@ fn missing_files_are_named() {
     // No weights at all: the message names what was looked for.
     let tmp = TempDir::new("missing-weights");
     write_checkpoint(&tmp.0, DEFAULT);
-    for f in [
-        "model.safetensors.index.json",
-        "model-00001-of-00002.safetensors",
-        "model-00002-of-00002.safetensors",
-    ] {
+    for f in ["model.safetensors.index.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"] {
         std::fs::remove_file(tmp.0.join(f)).unwrap();
     }
     let msg = load_err(&tmp.0).to_string();
-    assert!(
-        msg.contains("model.safetensors") && msg.contains("index.json"),
-        "{msg}"
-    );
+    assert!(msg.contains("model.safetensors") && msg.contains("index.json"), "{msg}");
 }
 
 #[test]
 fn a_missing_tensor_is_named() {
     let name = "model.visual.deepstack_merger_list.1.norm.bias";
     let tmp = TempDir::new("missing-tensor");
-    write_checkpoint(
-        &tmp.0,
-        Options {
-            skip_tensor: Some(name),
-            ..DEFAULT
-        },
-    );
+    write_checkpoint(&tmp.0, Options { skip_tensor: Some(name), ..DEFAULT });
     let e = load_err(&tmp.0);
     assert!(matches!(e, VisionError::Weights { .. }), "{e}");
     assert!(e.to_string().contains(name), "{e}");
@@ -540,15 +446,11 @@ fn inconsistent_files_are_reported() {
     let tmp = TempDir::new("bad-token-id");
     write_checkpoint(&tmp.0, DEFAULT);
     let path = tmp.0.join("config.json");
-    let mut cfg: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut cfg: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     cfg["image_token_id"] = serde_json::json!(3);
     std::fs::write(&path, cfg.to_string()).unwrap();
     let msg = load_err(&tmp.0).to_string();
-    assert!(
-        msg.contains("<|image_pad|>") && msg.contains("tokenizer.json"),
-        "{msg}"
-    );
+    assert!(msg.contains("<|image_pad|>") && msg.contains("tokenizer.json"), "{msg}");
 
     // preprocessor_config.json's patch size is not the vision encoder's.
     let tmp = TempDir::new("bad-patch");
@@ -559,10 +461,7 @@ fn inconsistent_files_are_reported() {
     std::fs::write(&path, pre.to_string()).unwrap();
     let e = load_err(&tmp.0);
     let msg = e.to_string();
-    assert!(
-        msg.contains("preprocessor_config.json") && msg.contains("patch_size"),
-        "{msg}"
-    );
+    assert!(msg.contains("preprocessor_config.json") && msg.contains("patch_size"), "{msg}");
 
     // A config.json that is not JSON names the file.
     let tmp = TempDir::new("bad-json");

@@ -32,7 +32,12 @@ impl<'o> Resamples<'o> {
     }
 
     /// The resamples of `n` seeds (prepared before); `what` names the bootstrap for errors.
-    pub(super) fn get(&self, n: usize, origin: &str, what: impl Fn() -> String) -> Result<&[Vec<usize>], AnalysisError> {
+    pub(super) fn get(
+        &self,
+        n: usize,
+        origin: &str,
+        what: impl Fn() -> String,
+    ) -> Result<&[Vec<usize>], AnalysisError> {
         match self.plan {
             BootstrapPlan::Seeded { .. } => match self.drawn.get(&n).expect("resamples prepared before use") {
                 Ok(indices) => Ok(indices),
@@ -64,19 +69,16 @@ pub(super) fn bootstrap_rows(
 ) -> Result<(), AnalysisError> {
     let n = means.seeds.len();
     resamples.prepare(n);
-    for (quantity, values) in [
-        ("favouritism", &means.values[0][0]),
-        ("minority_minus_majority", &means.values[0][3]),
-    ] {
+    for (quantity, values) in [("favouritism", &means.values[0][0]), ("minority_minus_majority", &means.values[0][3])] {
         let context = || format!("bootstrap of {quantity} in {}", cell.key.describe());
         let statistic = |idx: &[usize]| idx.iter().map(|&i| values[i]).sum::<f64>() / idx.len() as f64;
-        let indices = resamples.get(n, &table.origin, || format!("bootstrap of {quantity} in {}", cell.key.describe()))?;
+        let indices =
+            resamples.get(n, &table.origin, || format!("bootstrap of {quantity} in {}", cell.key.describe()))?;
         let result: BootstrapResult =
             bootstrap_replay(n, indices, statistic).map_err(stats_context(&table.origin, context))?;
         let se = result.standard_error().map_err(stats_context(&table.origin, context))?;
-        let (low, high) = result
-            .percentile_interval(options.confidence)
-            .map_err(stats_context(&table.origin, context))?;
+        let (low, high) =
+            result.percentile_interval(options.confidence).map_err(stats_context(&table.origin, context))?;
         let mut row = design_values(&cell.key.design, design_columns);
         row.extend([
             cell.key.passes.as_str().into(),

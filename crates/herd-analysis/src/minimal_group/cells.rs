@@ -156,12 +156,7 @@ fn pass_cells(table: &DyadTable, options: &MinimalGroupOptions) -> Result<Vec<Ce
         &order,
         |c| {
             let ((design, labels, m), rows) = &groups[c];
-            let key = CellKey {
-                design: (*design).clone(),
-                passes: Passes::Single,
-                labels: *labels,
-                m: *m,
-            };
+            let key = CellKey { design: (*design).clone(), passes: Passes::Single, labels: *labels, m: *m };
             summarise_deciders(table, &key, rows, options).map(|summary| (key, summary))
         },
         |_| {},
@@ -171,12 +166,7 @@ fn pass_cells(table: &DyadTable, options: &MinimalGroupOptions) -> Result<Vec<Ce
         .zip(summaries)
         .map(|((_, rows), summary)| {
             let (key, (deciders, decider_of_row)) = summary?;
-            Ok(Cell {
-                key,
-                rows,
-                deciders,
-                decider_of_row,
-            })
+            Ok(Cell { key, rows, deciders, decider_of_row })
         })
         .collect()
 }
@@ -266,7 +256,8 @@ fn summarise_deciders(
                 origin: origin.clone(),
                 cell: format!("decider {decider} of seed {seed} in {}", key.describe()),
                 what: if n_in == 0 { "in-group target" } else { "out-group target" }.into(),
-                fix: "favouritism needs targets of both groups: use m ≥ 2 and check that no target rows are missing".into(),
+                fix: "favouritism needs targets of both groups: use m ≥ 2 and check that no target rows are missing"
+                    .into(),
             });
         }
         let n_targets = (n_in + n_out) as f64;
@@ -317,12 +308,8 @@ pub(super) fn seed_means_of(table: &DyadTable, cell: &Cell) -> Result<SeedMeans,
             values[measure][3].push(min_mean - maj_mean);
         }
     }
-    Ok(SeedMeans {
-        seeds: by_seed.keys().copied().collect(),
-        values,
-    })
+    Ok(SeedMeans { seeds: by_seed.keys().copied().collect(), values })
 }
-
 
 /// Runs `work(k)` for every k in `order` (a permutation of `0..len`) on all cores and returns the
 /// results indexed by k; `finished(k)` runs on this thread as each completes. Each result
@@ -391,4 +378,3 @@ pub(super) fn group_runs<K: Ord + Copy>(
     groups.sort_unstable_by_key(|g| g.0);
     groups
 }
-

@@ -78,7 +78,9 @@ impl<'a> FitPlan<'a> {
         // Largest first (bootstrapped fits count as many), so that the fits left at the end are
         // small ones.
         let mut order: Vec<usize> = (0..self.jobs.len()).collect();
-        order.sort_by_key(|&k| std::cmp::Reverse(self.jobs[k].rows.len() * if self.jobs[k].bootstrap { 100 } else { 1 }));
+        order.sort_by_key(|&k| {
+            std::cmp::Reverse(self.jobs[k].rows.len() * if self.jobs[k].bootstrap { 100 } else { 1 })
+        });
         let columns = FitColumns::new(table, &self.jobs);
         let results = parallel_map(
             self.jobs.len(),
@@ -209,19 +211,13 @@ fn design_of(
     job: &FitJob<'_>,
     rows: &[usize],
 ) -> Result<(DesignMatrix, Vec<f64>), herd_stats::StatsError> {
-    let run = rows
-        .first()
-        .map(|&start| start..start + rows.len())
-        .filter(|run| rows.iter().copied().eq(run.clone()));
+    let run = rows.first().map(|&start| start..start + rows.len()).filter(|run| rows.iter().copied().eq(run.clone()));
     let run = run.as_ref();
     let points = pick(&columns.points, rows, run);
     let same_group = pick(&columns.same_group, rows, run);
     let minority_decider = pick(&columns.minority_decider, rows, run);
-    let mut data: Vec<(&str, &[f64])> = vec![
-        ("points", &points),
-        ("same_group", &same_group),
-        ("minority_decider", &minority_decider),
-    ];
+    let mut data: Vec<(&str, &[f64])> =
+        vec![("points", &points), ("same_group", &same_group), ("minority_decider", &minority_decider)];
     let extra = job.extra.map(|extra| {
         let (_, values) = columns.extras.iter().find(|(e, _)| *e == extra).expect("read for every job");
         (extra.name(), pick(values, rows, run))
@@ -341,7 +337,11 @@ pub(super) fn plan_gee<'a>(
 }
 
 /// Appends the rows of every entry, stopping at the first error.
-pub(super) fn gee_rows(entries: Vec<GeeEntry>, fits: &mut FitResults, out: &mut TableBuilder) -> Result<(), AnalysisError> {
+pub(super) fn gee_rows(
+    entries: Vec<GeeEntry>,
+    fits: &mut FitResults,
+    out: &mut TableBuilder,
+) -> Result<(), AnalysisError> {
     for entry in entries {
         let outcome = fits.get(entry.fit?)?;
         let fit = &outcome.fit;

@@ -103,32 +103,29 @@ pub const GEE_COLUMNS: [&str; 15] = [
     "rho",
     "scale",
 ];
-pub const BOOTSTRAP_COLUMNS: [&str; 9] = [
+pub const BOOTSTRAP_COLUMNS: [&str; 9] =
+    ["passes", "labels", "m", "quantity", "estimate", "se", "ci_low", "ci_high", "resamples"];
+pub const ROBUSTNESS_COLUMNS: [&str; 13] = [
     "passes",
     "labels",
     "m",
-    "quantity",
+    "fills",
+    "check",
+    "deciders",
+    "target_group",
+    "n",
     "estimate",
     "se",
-    "ci_low",
-    "ci_high",
-    "resamples",
-];
-pub const ROBUSTNESS_COLUMNS: [&str; 13] = [
-    "passes", "labels", "m", "fills", "check", "deciders", "target_group", "n", "estimate", "se",
-    "statistic", "p", "formula",
+    "statistic",
+    "p",
+    "formula",
 ];
 
 /// Per-cell formulas of the `gee` table.
-pub const CELL_FORMULAS: [&str; 2] = [
-    "points ~ same_group",
-    "points ~ same_group * minority_decider",
-];
+pub const CELL_FORMULAS: [&str; 2] = ["points ~ same_group", "points ~ same_group * minority_decider"];
 /// Formulas pooled over the cells of a design combination.
-pub const POOLED_VISIBLE_FORMULAS: [&str; 2] = [
-    "points ~ same_group * visible",
-    "points ~ same_group * minority_decider * visible",
-];
+pub const POOLED_VISIBLE_FORMULAS: [&str; 2] =
+    ["points ~ same_group * visible", "points ~ same_group * minority_decider * visible"];
 /// The paper's reasoning control (visible labels, pooled over m and reasoning modes).
 pub const REASONING_CONTROL_FORMULA: &str = "points ~ same_group * reasoning";
 /// The three-way reasoning model, per label condition.
@@ -228,23 +225,12 @@ impl DyadTable {
                 return Err(missing_value(&origin, "target_group", i));
             }
         }
-        Ok(Self {
-            origin,
-            rows,
-            present_design,
-            has_target_position,
-            has_filled,
-            has_target_group,
-        })
+        Ok(Self { origin, rows, present_design, has_target_position, has_filled, has_target_group })
     }
 
     /// Names of the optional design columns present.
     pub fn design_columns(&self) -> Vec<&'static str> {
-        DESIGN_COLUMNS
-            .iter()
-            .zip(self.present_design)
-            .filter_map(|(n, present)| present.then_some(*n))
-            .collect()
+        DESIGN_COLUMNS.iter().zip(self.present_design).filter_map(|(n, present)| present.then_some(*n)).collect()
     }
 
     pub fn has_target_position(&self) -> bool {
@@ -303,10 +289,7 @@ impl Default for MinimalGroupOptions {
         Self {
             pool: 100.0,
             pool_tolerance: 1e-4,
-            bootstrap: BootstrapPlan::Seeded {
-                resamples: 2000,
-                seed: 20_240_501,
-            },
+            bootstrap: BootstrapPlan::Seeded { resamples: 2000, seed: 20_240_501 },
             confidence: 0.95,
             gee: GeeOptions::default(),
             gee_bootstrap: false,
@@ -329,7 +312,6 @@ impl MinimalGroupTables {
     }
 }
 
-
 const MEASURES: [&str; 2] = ["favouritism", "excess_share"];
 const DECIDER_SETS: [&str; 4] = ["all", "minority", "majority", "minority_minus_majority"];
 
@@ -344,7 +326,10 @@ pub fn analyze_minimal_group(
 /// Only the main rows (`passes` ≠ `per_pass`) of the `seed_tests` table (seed-level Wilcoxon,
 /// rank-biserial, BH): the paper's primary test, and all a power analysis needs from each simulated
 /// replication. Their q-values equal the full table's (families never mix main and per-pass rows).
-pub fn minimal_group_seed_tests(table: &DyadTable, options: &MinimalGroupOptions) -> Result<ResultTable, AnalysisError> {
+pub fn minimal_group_seed_tests(
+    table: &DyadTable,
+    options: &MinimalGroupOptions,
+) -> Result<ResultTable, AnalysisError> {
     let cells = build_cells(table, options)?;
     let main: Vec<&Cell> = cells.iter().filter(|c| c.key.passes.is_main()).collect();
     let seed_means = main.iter().map(|cell| seed_means_of(table, cell)).collect::<Result<Vec<_>, _>>()?;
@@ -417,10 +402,7 @@ pub fn analyze_minimal_group_with_progress(
     let mut gee = TableBuilder::new("gee", &schema(&design_columns, &GEE_COLUMNS, GEE_KINDS));
     gee_rows(gee_entries, &mut fits, &mut gee)?;
 
-    let mut bootstrap = TableBuilder::new(
-        "bootstrap",
-        &schema(&design_columns, &BOOTSTRAP_COLUMNS, BOOTSTRAP_KINDS),
-    );
+    let mut bootstrap = TableBuilder::new("bootstrap", &schema(&design_columns, &BOOTSTRAP_COLUMNS, BOOTSTRAP_KINDS));
     for (cell, means) in cells.iter().zip(&seed_means) {
         bootstrap_rows(table, &design_columns, cell, means, options, &mut resamples, &mut bootstrap)?;
         done += 1;
@@ -429,21 +411,12 @@ pub fn analyze_minimal_group_with_progress(
 
     let robustness = robustness_table(table, &design_columns, &cells, &position_jobs, &mut fits)?;
     progress(total, total);
-    Ok(MinimalGroupTables {
-        seed_tests,
-        gee: gee.finish(),
-        bootstrap: bootstrap.finish(),
-        robustness,
-    })
+    Ok(MinimalGroupTables { seed_tests, gee: gee.finish(), bootstrap: bootstrap.finish(), robustness })
 }
 
 fn schema<'a>(design: &[&'a str], columns: &[&'a str], kinds: &str) -> Vec<(&'a str, char)> {
     debug_assert_eq!(columns.len(), kinds.len());
-    design
-        .iter()
-        .map(|&d| (d, 't'))
-        .chain(columns.iter().copied().zip(kinds.chars()))
-        .collect()
+    design.iter().map(|&d| (d, 't')).chain(columns.iter().copied().zip(kinds.chars())).collect()
 }
 
 fn design_values(design: &DesignKey, present: &[&str]) -> Vec<Value> {

@@ -56,11 +56,7 @@ impl<'a> Measure<'a> {
 }
 
 fn fill_settings(table: &DyadTable) -> &'static [&'static str] {
-    if table.has_filled() {
-        &["included", "excluded"]
-    } else {
-        &["included"]
-    }
+    if table.has_filled() { &["included", "excluded"] } else { &["included"] }
 }
 
 /// Position-effect fits per cell and fill setting, as (job, rows fitted); none without
@@ -113,10 +109,7 @@ pub(super) fn robustness_table(
     position_jobs: &[Vec<(usize, usize)>],
     fits: &mut FitResults,
 ) -> Result<ResultTable, AnalysisError> {
-    let mut out = TableBuilder::new(
-        "robustness",
-        &schema(design_columns, &ROBUSTNESS_COLUMNS, ROBUSTNESS_KINDS),
-    );
+    let mut out = TableBuilder::new("robustness", &schema(design_columns, &ROBUSTNESS_COLUMNS, ROBUSTNESS_KINDS));
     let fills = fill_settings(table);
     for (cell, jobs) in cells.iter().zip(position_jobs) {
         for (fi, &fill) in fills.iter().enumerate() {
@@ -145,15 +138,10 @@ pub(super) fn robustness_table(
                 ("minority", |d: &DeciderSummary| d.minority),
                 ("majority", |d: &DeciderSummary| !d.minority),
             ] {
-                let chosen: Vec<&DeciderSummary> =
-                    cell.deciders.iter().filter(|d| keep(d) && filter(d)).collect();
+                let chosen: Vec<&DeciderSummary> = cell.deciders.iter().filter(|d| keep(d) && filter(d)).collect();
                 let n = chosen.len();
                 let share = |f: fn(&DeciderSummary) -> bool| {
-                    if n == 0 {
-                        f64::NAN
-                    } else {
-                        chosen.iter().filter(|d| f(d)).count() as f64 / n as f64
-                    }
+                    if n == 0 { f64::NAN } else { chosen.iter().filter(|d| f(d)).count() as f64 / n as f64 }
                 };
                 push("prevalence", Measure { deciders: set, ..Measure::describe(n, share(|d| d.favouritism > 0.0)) });
                 push("extreme_allocations", Measure { deciders: set, ..Measure::describe(n, share(|d| d.extreme)) });
@@ -244,16 +232,14 @@ fn swap_pass_rows(
             };
             let first = seed_favouritism(passes[0]);
             let second = seed_favouritism(passes[1]);
-            let differences: Vec<f64> = first
-                .iter()
-                .filter_map(|(seed, a)| second.get(seed).map(|b| b - a))
-                .collect();
+            let differences: Vec<f64> = first.iter().filter_map(|(seed, a)| second.get(seed).map(|b| b - a)).collect();
             if differences.is_empty() {
                 return Err(AnalysisError::EmptyCell {
                     origin: table.origin.clone(),
                     cell: key.describe(),
                     what: "seed run in both swap passes".into(),
-                    fix: "the swap-pass difference pairs the passes by seed: run both passes of the same societies".into(),
+                    fix: "the swap-pass difference pairs the passes by seed: run both passes of the same societies"
+                        .into(),
                 });
             }
             let context = || format!("swap-pass difference in {}", key.describe());

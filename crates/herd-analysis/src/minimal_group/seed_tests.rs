@@ -42,13 +42,12 @@ pub(super) fn seed_tests_table(
                     || format!("Wilcoxon test of {measure_name} ({set_name} deciders) in {}", cell.key.describe());
                 let median = percentile(values, 50.0).map_err(stats_context(&table.origin, context))?;
                 // scipy's defaults: method "auto", zero_method "wilcox", no continuity correction.
-                let (statistic, p, rank_biserial) =
-                    match wilcoxon_one_sample(values, &WilcoxonOptions::default()) {
-                        Ok(w) => (w.statistic, w.p_value, w.rank_biserial),
-                        // Every seed mean exactly zero: the test is undefined (scipy gives NaN).
-                        Err(StatsError::AllZeroDifferences) => (f64::NAN, f64::NAN, f64::NAN),
-                        Err(e) => return Err(stats_context(&table.origin, context)(e)),
-                    };
+                let (statistic, p, rank_biserial) = match wilcoxon_one_sample(values, &WilcoxonOptions::default()) {
+                    Ok(w) => (w.statistic, w.p_value, w.rank_biserial),
+                    // Every seed mean exactly zero: the test is undefined (scipy gives NaN).
+                    Err(StatsError::AllZeroDifferences) => (f64::NAN, f64::NAN, f64::NAN),
+                    Err(e) => return Err(stats_context(&table.origin, context)(e)),
+                };
                 rows.push(Row {
                     cell: ci,
                     measure,
@@ -73,7 +72,13 @@ pub(super) fn seed_tests_table(
         let key = &cells[row.cell].key;
         (1..=2).contains(&row.set).then(|| {
             let design = &key.design.0;
-            (row.measure, key.labels, design[REASONING].clone(), design[2].clone(), key.pass_family().map(str::to_owned))
+            (
+                row.measure,
+                key.labels,
+                design[REASONING].clone(),
+                design[2].clone(),
+                key.pass_family().map(str::to_owned),
+            )
         })
     };
     // Every cell of one measure and decider set (and pass role).
@@ -82,10 +87,7 @@ pub(super) fn seed_tests_table(
     let q_all = bh_by_family(table, &rows, all_cells)?;
 
     let defaults = default_reasoning(table);
-    let mut out = TableBuilder::new(
-        "seed_tests",
-        &schema(design_columns, &SEED_TESTS_COLUMNS, SEED_TESTS_KINDS),
-    );
+    let mut out = TableBuilder::new("seed_tests", &schema(design_columns, &SEED_TESTS_COLUMNS, SEED_TESTS_KINDS));
     for ((row, q_paper), q_all) in rows.iter().zip(q_paper).zip(q_all) {
         let key = &cells[row.cell].key;
         let mut values = design_values(&key.design, design_columns);

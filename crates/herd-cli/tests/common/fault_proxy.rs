@@ -57,7 +57,9 @@ impl FaultProxy {
                         let (stop, open, peak) = (stop2.clone(), open.clone(), peak2.clone());
                         std::thread::spawn(move || serve(client, upstream_port, fault, hang, &stop, &open, &peak));
                     }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
                 }
             }
@@ -109,7 +111,11 @@ fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     let head = String::from_utf8_lossy(&data[..head_end]).into_owned();
     let length = head
         .lines()
-        .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("content-length")).and_then(|(_, v)| v.trim().parse::<usize>().ok()))
+        .find_map(|l| {
+            l.split_once(':')
+                .filter(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+        })
         .unwrap_or(0);
     while data.len() < head_end + length {
         let n = stream.read(&mut buf).ok()?;
@@ -144,16 +150,29 @@ fn forward(head: &str, body: &[u8], upstream_port: u16) -> Option<(String, Vec<u
 }
 
 fn respond(client: &mut TcpStream, status: &str, extra_headers: &str, body: &[u8]) {
-    let head = format!("HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{extra_headers}Content-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{extra_headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
     let _ = client.write_all(head.as_bytes());
     let _ = client.write_all(body);
     let _ = client.flush();
 }
 
-fn serve(mut client: TcpStream, upstream_port: u16, fault: Fault, hang: Duration, stop: &AtomicBool, open: &AtomicUsize, peak: &AtomicUsize) {
+fn serve(
+    mut client: TcpStream,
+    upstream_port: u16,
+    fault: Fault,
+    hang: Duration,
+    stop: &AtomicBool,
+    open: &AtomicUsize,
+    peak: &AtomicUsize,
+) {
     let Some((head, body)) = read_request(&mut client) else { return };
     match fault {
-        Fault::TooManyRequests => respond(&mut client, "429 Too Many Requests", "Retry-After: 0\r\n", br#"{"error":"rate limited"}"#),
+        Fault::TooManyRequests => {
+            respond(&mut client, "429 Too Many Requests", "Retry-After: 0\r\n", br#"{"error":"rate limited"}"#)
+        }
         Fault::ServerError => respond(&mut client, "500 Internal Server Error", "", br#"{"error":"boom"}"#),
         Fault::Hang => {
             // Hold the request unanswered until the client gives up (closes) or `hang` has passed.
@@ -177,7 +196,12 @@ fn serve(mut client: TcpStream, upstream_port: u16, fault: Fault, hang: Duration
                 respond(&mut client, "502 Bad Gateway", "", br#"{"error":"upstream unreachable"}"#);
                 return;
             };
-            let status = upstream_head.lines().next().and_then(|l| l.split_once(' ')).map_or("502 Bad Gateway", |(_, s)| s).to_owned();
+            let status = upstream_head
+                .lines()
+                .next()
+                .and_then(|l| l.split_once(' '))
+                .map_or("502 Bad Gateway", |(_, s)| s)
+                .to_owned();
             if fault == Fault::TruncatedJson {
                 upstream_body.truncate(upstream_body.len() / 2);
             }

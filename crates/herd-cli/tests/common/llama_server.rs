@@ -69,7 +69,18 @@ impl LlamaServer {
             .arg("--model")
             .arg(&self.model)
             // Logprobs need the logits of every position; one context for every request.
-            .args(["--logits_all", "true", "--n_ctx", "2048", "--n_threads", "2", "--n_batch", "512", "--verbose", "false"])
+            .args([
+                "--logits_all",
+                "true",
+                "--n_ctx",
+                "2048",
+                "--n_threads",
+                "2",
+                "--n_batch",
+                "512",
+                "--verbose",
+                "false",
+            ])
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -78,9 +89,16 @@ impl LlamaServer {
         let started = Instant::now();
         while !models_answer(self.port) {
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                panic!("llama_cpp.server exited ({status}) before answering: {}", std::fs::read_to_string(&self.log).unwrap_or_default());
+                panic!(
+                    "llama_cpp.server exited ({status}) before answering: {}",
+                    std::fs::read_to_string(&self.log).unwrap_or_default()
+                );
             }
-            assert!(started.elapsed() < Duration::from_secs(180), "llama_cpp.server did not answer within 3 minutes: {}", std::fs::read_to_string(&self.log).unwrap_or_default());
+            assert!(
+                started.elapsed() < Duration::from_secs(180),
+                "llama_cpp.server did not answer within 3 minutes: {}",
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }

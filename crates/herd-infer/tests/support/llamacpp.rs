@@ -17,8 +17,14 @@ pub fn golden(name: &str) -> Value {
 
 /// The user messages the golden scores were computed for.
 pub fn prompts() -> Vec<(String, String)> {
-    let prompts: Value = serde_json::from_str(&std::fs::read_to_string(golden_dir().join("prompts.json")).unwrap()).unwrap();
-    prompts["prompts"].as_array().unwrap().iter().map(|p| (p["id"].as_str().unwrap().to_string(), p["user"].as_str().unwrap().to_string())).collect()
+    let prompts: Value =
+        serde_json::from_str(&std::fs::read_to_string(golden_dir().join("prompts.json")).unwrap()).unwrap();
+    prompts["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap().to_string(), p["user"].as_str().unwrap().to_string()))
+        .collect()
 }
 
 pub fn user(text: &str) -> ChatPrompt {
@@ -61,7 +67,10 @@ pub fn assert_answers_agree(model: &mut LocalModel, golden: &Value, tolerance: f
             let expected_ids: Vec<u32> = serde_json::from_value(s["answers"][answer]["token_ids"].clone()).unwrap();
             assert_eq!(result.answers[answer].token_ids, expected_ids, "answer tokens of {answer}");
             let (ours, theirs) = (result.answers[answer].p, s["answers"][answer]["p"].as_f64().unwrap());
-            let line = format!("{id} {answer}: p herd {ours:.6e} llama.cpp {theirs:.6e}, Δ log p {:+.4}", ours.ln() - theirs.ln());
+            let line = format!(
+                "{id} {answer}: p herd {ours:.6e} llama.cpp {theirs:.6e}, Δ log p {:+.4}",
+                ours.ln() - theirs.ln()
+            );
             eprintln!("{line}");
             if theirs < TAIL {
                 if (ours - theirs).abs() >= TAIL {
@@ -76,7 +85,12 @@ pub fn assert_answers_agree(model: &mut LocalModel, golden: &Value, tolerance: f
         }
         let ours_top = u64::from(result.top[0].id.unwrap());
         let their_best = s["top"][0]["logprob"].as_f64().unwrap();
-        let their_logprob = s["top"].as_array().unwrap().iter().find(|t| t["id"].as_u64() == Some(ours_top)).map(|t| t["logprob"].as_f64().unwrap());
+        let their_logprob = s["top"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"].as_u64() == Some(ours_top))
+            .map(|t| t["logprob"].as_f64().unwrap());
         if !their_logprob.is_some_and(|lp| lp > their_best - tolerance) {
             failures.push(format!("{id}: herd's top token {ours_top} has llama.cpp log p {their_logprob:?}, llama.cpp's best {their_best:.4}"));
         }

@@ -172,7 +172,8 @@ fn tensor_specs(family: TinyFamily) -> Vec<(String, Vec<usize>, Init)> {
     let d = family.head_dim();
     let (q, kv, inter) = (HEADS * d, KV_HEADS * d, INTERMEDIATE);
     let w = |fan_in: usize| Init::Centered(1.0 / (fan_in as f32).sqrt());
-    let mut s: Vec<(String, Vec<usize>, Init)> = vec![("model.embed_tokens.weight".into(), vec![VOCAB, h], Init::Centered(0.5))];
+    let mut s: Vec<(String, Vec<usize>, Init)> =
+        vec![("model.embed_tokens.weight".into(), vec![VOCAB, h], Init::Centered(0.5))];
     for i in 0..LAYERS {
         let p = |n: &str| format!("model.layers.{i}.{n}");
         s.push((p("input_layernorm.weight"), vec![h], Init::AroundOne(0.1)));
@@ -262,15 +263,35 @@ pub fn safetensors_bytes(tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>) -> 
 /// Special tokens first (ids 0..), then plain words; the model's vocabulary (256) is larger, as real
 /// checkpoints' often are.
 pub const SPECIAL_TOKENS: [&str; 7] = ["<unk>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"];
-const WORDS: [&str; 16] = ["which", "line", "is", "longer", "?", "answer", "a", "or", "b", ".", "the", "reference", "matches", "red", "blue", "green"];
+const WORDS: [&str; 16] = [
+    "which",
+    "line",
+    "is",
+    "longer",
+    "?",
+    "answer",
+    "a",
+    "or",
+    "b",
+    ".",
+    "the",
+    "reference",
+    "matches",
+    "red",
+    "blue",
+    "green",
+];
 
 /// A WordLevel tokenizer over [`SPECIAL_TOKENS`] and a few words, whitespace pre-tokenized.
 pub fn tokenizer_json() -> String {
     use tokenizers::models::wordlevel::WordLevel;
     use tokenizers::pre_tokenizers::whitespace::Whitespace;
     use tokenizers::{AddedToken, Tokenizer};
-    let vocab: serde_json::Map<String, Value> = SPECIAL_TOKENS.iter().chain(WORDS.iter()).enumerate().map(|(i, w)| (w.to_string(), json!(i))).collect();
-    let model: WordLevel = serde_json::from_str(&json!({"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"}).to_string()).expect("word-level model");
+    let vocab: serde_json::Map<String, Value> =
+        SPECIAL_TOKENS.iter().chain(WORDS.iter()).enumerate().map(|(i, w)| (w.to_string(), json!(i))).collect();
+    let model: WordLevel =
+        serde_json::from_str(&json!({"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"}).to_string())
+            .expect("word-level model");
     let mut tok = Tokenizer::new(model);
     tok.with_pre_tokenizer(Some(Whitespace));
     tok.add_special_tokens(SPECIAL_TOKENS.iter().map(|s| AddedToken::from(*s, true))).expect("special tokens");
@@ -304,7 +325,10 @@ fn pretty(v: &Value) -> Vec<u8> {
 pub fn checkpoint_files(family: TinyFamily, seed: u64) -> BTreeMap<&'static str, Vec<u8>> {
     let mut files = BTreeMap::new();
     files.insert("config.json", pretty(&config_json(family)));
-    files.insert("generation_config.json", pretty(&json!({"bos_token_id": 1, "eos_token_id": 2, "do_sample": false, "transformers_version": "4.51.3"})));
+    files.insert(
+        "generation_config.json",
+        pretty(&json!({"bos_token_id": 1, "eos_token_id": 2, "do_sample": false, "transformers_version": "4.51.3"})),
+    );
     files.insert("model.safetensors", safetensors_bytes(&tensors(family, seed)));
     files.insert("tokenizer.json", tokenizer_json().into_bytes());
     files.insert("tokenizer_config.json", pretty(&tokenizer_config_json()));

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use herd_analysis::{ConformityTable, ConformityTables, PWrong};
 use herd_stats::{Alternative, trapezoid};
 
-use super::evidence::{Claim, Combine, Evidence, Row, spearman_interval, spearman_min_p, t_quantile, wilcoxon_evidence};
+use super::evidence::{
+    Claim, Combine, Evidence, Row, spearman_interval, spearman_min_p, t_quantile, wilcoxon_evidence,
+};
 use super::{Outcome, PaperHeadline};
 use crate::figure::{num, rows_where, signed};
 use crate::results::Results;
@@ -43,7 +45,8 @@ fn unit_aucs(
     by_paraphrase: bool,
 ) -> BTreeMap<String, f64> {
     let mut curves: BTreeMap<String, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
-    for t in trials.rows.iter().filter(|t| t.model == model && t.task == task && t.family == family && t.level == level) {
+    for t in trials.rows.iter().filter(|t| t.model == model && t.task == task && t.family == family && t.level == level)
+    {
         let Some(p) = measure.of(t) else { continue };
         let unit = if by_paraphrase { t.paraphrase.clone().unwrap_or_default() } else { t.seed.to_string() };
         curves.entry(unit).or_default().entry(t.n).or_default().push(p);
@@ -66,11 +69,21 @@ fn paired(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> BTreeMap<Stri
 }
 
 /// The `auc` table's value (the mean curve's AUC) of one level, for the reading.
-fn level_auc(tables: &ConformityTables, measure: PWrong, model: &str, task: &str, family: &str, level: &str) -> Option<f64> {
+fn level_auc(
+    tables: &ConformityTables,
+    measure: PWrong,
+    model: &str,
+    task: &str,
+    family: &str,
+    level: &str,
+) -> Option<f64> {
     let auc = &tables.auc;
-    rows_where(auc, &[("model", model), ("task", task), ("family", family), ("level", level), ("measure", measure.column())])
-        .first()
-        .and_then(|&r| auc.number("auc", r))
+    rows_where(
+        auc,
+        &[("model", model), ("task", task), ("family", family), ("level", level), ("measure", measure.column())],
+    )
+    .first()
+    .and_then(|&r| auc.number("auc", r))
 }
 
 fn auc_text(value: Option<f64>) -> String {
@@ -114,9 +127,12 @@ pub(super) fn group_size_rise(h: &PaperHeadline, results: &Results, measure: PWr
         .filter_map(|(model, tasks)| {
             // Per task, trial index k at the smallest N against trial index k at the largest: images are
             // drawn per N, so pairs are independent and their differences estimate the rise.
-            let (mut differences, mut first, mut last, mut ns) = (BTreeMap::new(), Vec::new(), Vec::new(), BTreeSet::new());
+            let (mut differences, mut first, mut last, mut ns) =
+                (BTreeMap::new(), Vec::new(), Vec::new(), BTreeSet::new());
             for (task, by_n) in tasks {
-                let (Some((n0, low)), Some((n1, high))) = (by_n.first_key_value(), by_n.last_key_value()) else { continue };
+                let (Some((n0, low)), Some((n1, high))) = (by_n.first_key_value(), by_n.last_key_value()) else {
+                    continue;
+                };
                 if n0 == n1 {
                     continue;
                 }
@@ -130,9 +146,20 @@ pub(super) fn group_size_rise(h: &PaperHeadline, results: &Results, measure: PWr
                 }
             }
             let (n_lo, n_hi) = (ns.first()?, ns.last()?);
-            let value =
-                format!("{} → {} (N = {n_lo} → {n_hi}), rise {}", num(mean(&first)), num(mean(&last)), signed(mean(&last) - mean(&first)));
-            Some(contrast_row((*model).to_owned(), value, &differences, Alternative::TwoSided, "trial pairs", Claim::positive(h.effect)))
+            let value = format!(
+                "{} → {} (N = {n_lo} → {n_hi}), rise {}",
+                num(mean(&first)),
+                num(mean(&last)),
+                signed(mean(&last) - mean(&first))
+            );
+            Some(contrast_row(
+                (*model).to_owned(),
+                value,
+                &differences,
+                Alternative::TwoSided,
+                "trial pairs",
+                Claim::positive(h.effect),
+            ))
         })
         .collect();
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })
@@ -142,8 +169,10 @@ pub(super) fn unanimity_dissent(h: &PaperHeadline, results: &Results, measure: P
     let (trials, tables) = conformity(results)?;
     let mut rows = Vec::new();
     for (model, task) in model_tasks(trials, "unanimity") {
-        let aucs: Vec<BTreeMap<String, f64>> =
-            ["wrong_100", "wrong_80", "wrong_50"].iter().map(|level| unit_aucs(trials, measure, &model, &task, "unanimity", level, false)).collect();
+        let aucs: Vec<BTreeMap<String, f64>> = ["wrong_100", "wrong_80", "wrong_50"]
+            .iter()
+            .map(|level| unit_aucs(trials, measure, &model, &task, "unanimity", level, false))
+            .collect();
         if aucs.iter().any(BTreeMap::is_empty) {
             continue;
         }
@@ -232,7 +261,14 @@ pub(super) fn public_private(h: &PaperHeadline, results: &Results, measure: PWro
                 signed(d.values().sum::<f64>() / d.len().max(1) as f64)
             );
             // The paper's test is one-tailed (public > private).
-            contrast_row(format!("{model} · {task}"), value, &d, Alternative::Greater, "paraphrases", Claim::positive(h.effect))
+            contrast_row(
+                format!("{model} · {task}"),
+                value,
+                &d,
+                Alternative::Greater,
+                "paraphrases",
+                Claim::positive(h.effect),
+            )
         })
         .collect();
     Some(Outcome { summary: String::new(), rows, combine: Combine::Most })
@@ -264,9 +300,10 @@ fn source_contrast(trials: &ConformityTable, measure: PWrong, levels: &[&str]) -
 pub(super) fn source_strength(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
     let (trials, _) = conformity(results)?;
     let mut rows = Vec::new();
-    for (name, levels, claim) in
-        [("authorities", &AUTHORITIES[..], Claim::positive(h.effect)), ("kids/chatbots", &LOW_SOURCES[..], Claim::negative(None))]
-    {
+    for (name, levels, claim) in [
+        ("authorities", &AUTHORITIES[..], Claim::positive(h.effect)),
+        ("kids/chatbots", &LOW_SOURCES[..], Claim::negative(None)),
+    ] {
         let (d, seen) = source_contrast(trials, measure, levels);
         if d.is_empty() {
             continue;
@@ -300,10 +337,18 @@ pub(super) fn same_group(h: &PaperHeadline, results: &Results, measure: PWrong) 
                     per_unit.entry(unit).or_default().push(v);
                 }
             }
-            let d: BTreeMap<String, f64> = per_unit.into_iter().map(|(u, v)| (u, v.iter().sum::<f64>() / v.len() as f64)).collect();
+            let d: BTreeMap<String, f64> =
+                per_unit.into_iter().map(|(u, v)| (u, v.iter().sum::<f64>() / v.len() as f64)).collect();
             let mean = d.values().sum::<f64>() / d.len().max(1) as f64;
             let value = format!("Δ {} (averaged over {})", signed(mean), families.join(", "));
-            contrast_row(format!("{model} · {task}"), value, &d, Alternative::TwoSided, "seeds", Claim::positive(h.effect))
+            contrast_row(
+                format!("{model} · {task}"),
+                value,
+                &d,
+                Alternative::TwoSided,
+                "seeds",
+                Claim::positive(h.effect),
+            )
         })
         .collect();
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })

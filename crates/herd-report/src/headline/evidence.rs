@@ -31,7 +31,17 @@ pub(crate) struct Evidence {
 
 impl Evidence {
     pub fn new(test: impl Into<String>, n: usize, unit: &'static str) -> Self {
-        Self { test: test.into(), n, unit, estimate: None, p: None, min_p: None, nonzero: None, interval: None, interval_name: "" }
+        Self {
+            test: test.into(),
+            n,
+            unit,
+            estimate: None,
+            p: None,
+            min_p: None,
+            nonzero: None,
+            interval: None,
+            interval_name: "",
+        }
     }
 
     /// `Wilcoxon signed-rank, 8 seeds, p = 0.012, 95% t-interval [0.010, 0.050]`.
@@ -171,7 +181,10 @@ pub(crate) fn judge(e: &Evidence, claim: Claim) -> (Verdict, String) {
                 return (Verdict::Replicates, format!("p < {ALPHA} in the paper's direction{smaller}"));
             }
             if p < ALPHA && sign * estimate < 0.0 {
-                return (Verdict::DoesNotReplicate, format!("significant in the opposite direction (p = {})", p_value(p)));
+                return (
+                    Verdict::DoesNotReplicate,
+                    format!("significant in the opposite direction (p = {})", p_value(p)),
+                );
             }
             if short {
                 let (lo, hi) = e.interval.unwrap_or((f64::NAN, f64::NAN));
@@ -179,28 +192,55 @@ pub(crate) fn judge(e: &Evidence, claim: Claim) -> (Verdict, String) {
                     Some(size) => format!("the paper's effect ({})", signed(sign * size.abs())),
                     None => "every effect in the paper's direction".into(),
                 };
-                return (Verdict::DoesNotReplicate, format!("the {} [{}, {}] excludes {what}", e.interval_name, num(lo), num(hi)));
+                return (
+                    Verdict::DoesNotReplicate,
+                    format!("the {} [{}, {}] excludes {what}", e.interval_name, num(lo), num(hi)),
+                );
             }
             let why = match e.interval {
                 Some((lo, hi)) => {
-                    format!("p = {}; the {} [{}, {}] holds both zero and the paper's effect", p_value(p), e.interval_name, num(lo), num(hi))
+                    format!(
+                        "p = {}; the {} [{}, {}] holds both zero and the paper's effect",
+                        p_value(p),
+                        e.interval_name,
+                        num(lo),
+                        num(hi)
+                    )
                 }
-                None => format!("p = {} ≥ {ALPHA}, and no interval says whether the paper's effect is ruled out", p_value(p)),
+                None => format!(
+                    "p = {} ≥ {ALPHA}, and no interval says whether the paper's effect is ruled out",
+                    p_value(p)
+                ),
             };
             (Verdict::Inconclusive, why)
         }
         Claim::Null { margin } => {
             if p < ALPHA {
-                return (Verdict::DoesNotReplicate, format!("a significant effect (p = {}) where the paper finds none", p_value(p)));
+                return (
+                    Verdict::DoesNotReplicate,
+                    format!("a significant effect (p = {}) where the paper finds none", p_value(p)),
+                );
             }
             match e.interval {
                 Some((lo, hi)) if lo > -margin && hi < margin => (
                     Verdict::Replicates,
-                    format!("p ≥ {ALPHA} and the {} [{}, {}] excludes effects of ±{}", e.interval_name, num(lo), num(hi), num(margin)),
+                    format!(
+                        "p ≥ {ALPHA} and the {} [{}, {}] excludes effects of ±{}",
+                        e.interval_name,
+                        num(lo),
+                        num(hi),
+                        num(margin)
+                    ),
                 ),
                 Some((lo, hi)) => (
                     Verdict::Inconclusive,
-                    format!("p ≥ {ALPHA}, but the {} [{}, {}] still holds effects of ±{}", e.interval_name, num(lo), num(hi), num(margin)),
+                    format!(
+                        "p ≥ {ALPHA}, but the {} [{}, {}] still holds effects of ±{}",
+                        e.interval_name,
+                        num(lo),
+                        num(hi),
+                        num(margin)
+                    ),
                 ),
                 None => (Verdict::Inconclusive, "no interval says whether an effect is ruled out".into()),
             }
@@ -220,7 +260,8 @@ pub(crate) enum Combine {
 /// The headline's verdict from its rows, and the rows or count it rests on.
 pub(crate) fn combine(rows: &[Row], how: Combine) -> (Verdict, String) {
     let with = |v: Verdict| rows.iter().filter(|r| r.verdict == v).collect::<Vec<_>>();
-    let (replicate, inconclusive, fail) = (with(Verdict::Replicates), with(Verdict::Inconclusive), with(Verdict::DoesNotReplicate));
+    let (replicate, inconclusive, fail) =
+        (with(Verdict::Replicates), with(Verdict::Inconclusive), with(Verdict::DoesNotReplicate));
     let list = |rs: &[&Row]| {
         let mut parts: Vec<String> = rs.iter().take(3).map(|r| format!("{}: {}", r.label, r.reason)).collect();
         if rs.len() > 3 {
@@ -250,7 +291,11 @@ pub(crate) fn combine(rows: &[Row], how: Combine) -> (Verdict, String) {
             } else if !inconclusive.is_empty() {
                 (Verdict::Inconclusive, list(&inconclusive))
             } else {
-                let all = if rows.len() == 1 { "the row replicates".to_owned() } else { format!("all {} rows replicate", rows.len()) };
+                let all = if rows.len() == 1 {
+                    "the row replicates".to_owned()
+                } else {
+                    format!("all {} rows replicate", rows.len())
+                };
                 (Verdict::Replicates, format!("{all} ({})", tests()))
             }
         }
@@ -415,7 +460,10 @@ mod tests {
         assert_eq!(judge(&e, paper).0, Verdict::Inconclusive);
         // Without a paper size, only an interval on the wrong side of zero rules the paper out.
         assert_eq!(judge(&evidence(0.01, 0.4, (-0.02, 0.04), 0.008), Claim::positive(None)).0, Verdict::Inconclusive);
-        assert_eq!(judge(&evidence(-0.03, 0.06, (-0.05, -0.01), 0.008), Claim::positive(None)).0, Verdict::DoesNotReplicate);
+        assert_eq!(
+            judge(&evidence(-0.03, 0.06, (-0.05, -0.01), 0.008), Claim::positive(None)).0,
+            Verdict::DoesNotReplicate
+        );
     }
 
     #[test]
@@ -432,7 +480,11 @@ mod tests {
         assert_eq!(e.p, Some(2.0 / 256.0));
         assert_eq!(e.min_p, Some(2.0 / 256.0));
         assert!(e.interval.unwrap().0 > 0.0);
-        assert!(e.describe().starts_with("Wilcoxon signed-rank, 8 seeds, p = 0.008, 95% t-interval ["), "{}", e.describe());
+        assert!(
+            e.describe().starts_with("Wilcoxon signed-rank, 8 seeds, p = 0.008, 95% t-interval ["),
+            "{}",
+            e.describe()
+        );
         // Two seeds: the test cannot decide however consistent they are.
         let two = wilcoxon_evidence(&[-0.001, -0.0011], Alternative::TwoSided, "seeds");
         assert_eq!(judge(&two, Claim::positive(None)).0, Verdict::Inconclusive);
@@ -445,7 +497,13 @@ mod tests {
     }
 
     fn row(verdict: Verdict) -> Row {
-        Row { label: "r".into(), value: String::new(), evidence: Evidence::new("t", 8, "seeds"), verdict, reason: "why".into() }
+        Row {
+            label: "r".into(),
+            value: String::new(),
+            evidence: Evidence::new("t", 8, "seeds"),
+            verdict,
+            reason: "why".into(),
+        }
     }
 
     #[test]

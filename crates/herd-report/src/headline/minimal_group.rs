@@ -32,7 +32,11 @@ type CellKey = (Vec<Option<String>>, String, String);
 
 fn cell_key(t: &ResultTable, r: usize) -> CellKey {
     let design = DESIGN.iter().map(|c| t.text(c, r).map(str::to_owned)).collect();
-    let m = t.text("m", r).map(str::to_owned).or_else(|| t.number("m", r).map(|m| (m as i64).to_string())).unwrap_or_default();
+    let m = t
+        .text("m", r)
+        .map(str::to_owned)
+        .or_else(|| t.number("m", r).map(|m| (m as i64).to_string()))
+        .unwrap_or_default();
     (design, t.text("labels", r).unwrap_or_default().to_owned(), m)
 }
 
@@ -50,7 +54,10 @@ fn cell_name(key: &CellKey) -> String {
 /// The main rows (both passes of a society together, not each alone) of one label arm and decider set.
 fn seed_rows(tables: &MinimalGroupTables, labels: &str, deciders: &str) -> Vec<usize> {
     let t = &tables.seed_tests;
-    rows_where(t, &[("labels", labels), ("deciders", deciders), ("measure", "favouritism")]).into_iter().filter(|&r| is_main_row(t, r)).collect()
+    rows_where(t, &[("labels", labels), ("deciders", deciders), ("measure", "favouritism")])
+        .into_iter()
+        .filter(|&r| is_main_row(t, r))
+        .collect()
 }
 
 /// The seed-level test of one `seed_tests` row, with the bootstrap interval of `quantity` for its cell.
@@ -89,8 +96,13 @@ pub(super) fn minority_gap(h: &PaperHeadline, results: &Results) -> Option<Outco
     let t = &m.tables.seed_tests;
     // Society size from the dyads: each decider rates every other member.
     let first = m.dyads.rows.first()?;
-    let society =
-        m.dyads.rows.iter().filter(|d| dyad_key(d) == dyad_key(first) && d.seed == first.seed && d.decider == first.decider).count() + 1;
+    let society = m
+        .dyads
+        .rows
+        .iter()
+        .filter(|d| dyad_key(d) == dyad_key(first) && d.seed == first.seed && d.decider == first.decider)
+        .count()
+        + 1;
     let rows = seed_rows(&m.tables, "visible", "minority_minus_majority")
         .into_iter()
         .filter(|&r| t.number("m", r).is_some_and(|minority| 2.0 * minority < society as f64))
@@ -107,7 +119,9 @@ pub(super) fn minority_gap(h: &PaperHeadline, results: &Results) -> Option<Outco
 fn floor_z(gee: &ResultTable, key: &CellKey) -> Option<f64> {
     rows_where(gee, &[("formula", "points ~ same_group"), ("term", "same_group")])
         .into_iter()
-        .find(|&r| gee.text("analysis", r).is_none_or(|a| a == "cell") && is_main_row(gee, r) && cell_key(gee, r) == *key)
+        .find(|&r| {
+            gee.text("analysis", r).is_none_or(|a| a == "cell") && is_main_row(gee, r) && cell_key(gee, r) == *key
+        })
         .and_then(|r| gee.number("z", r))
 }
 
@@ -143,9 +157,10 @@ pub(super) fn hidden_floor(_: &PaperHeadline, results: &Results) -> Option<Outco
                     Verdict::DoesNotReplicate,
                     format!("p = {} (floor needs > {FLOOR_P}), |z| = {} (needs < {FLOOR_Z})", p_value(p), num(z.abs())),
                 ),
-                (_, Some(p), Some(z)) => {
-                    (Verdict::Replicates, format!("p = {} > {FLOOR_P} and |z| = {} < {FLOOR_Z}", p_value(p), num(z.abs())))
-                }
+                (_, Some(p), Some(z)) => (
+                    Verdict::Replicates,
+                    format!("p = {} > {FLOOR_P} and |z| = {} < {FLOOR_Z}", p_value(p), num(z.abs())),
+                ),
             };
             let value = format!("{}, GEE z = {}", e.estimate.map_or("n/a".into(), signed), z.map_or("n/a".into(), num));
             Row { label: cell_name(&key), value, evidence: e, verdict, reason }
@@ -193,13 +208,21 @@ fn deciders(dyads: &DyadTable) -> BTreeMap<CellKey, BTreeMap<i64, Vec<Decider>>>
             continue;
         }
         let favouritism = t.in_sum / t.n_in as f64 - t.out_sum / t.n_out as f64;
-        out.entry(cell).or_default().entry(seed).or_default().push(Decider { minority: t.minority, favouritism, extreme: !t.out_nonzero });
+        out.entry(cell).or_default().entry(seed).or_default().push(Decider {
+            minority: t.minority,
+            favouritism,
+            extreme: !t.out_nonzero,
+        });
     }
     out
 }
 
 /// Per society, the share of the chosen deciders meeting `test`.
-fn shares(societies: &BTreeMap<i64, Vec<Decider>>, choose: fn(&Decider) -> bool, test: fn(&Decider) -> bool) -> BTreeMap<i64, f64> {
+fn shares(
+    societies: &BTreeMap<i64, Vec<Decider>>,
+    choose: fn(&Decider) -> bool,
+    test: fn(&Decider) -> bool,
+) -> BTreeMap<i64, f64> {
     societies
         .iter()
         .filter_map(|(&seed, ds)| {
@@ -293,13 +316,19 @@ pub(super) fn bh_survivors(_: &PaperHeadline, results: &Results) -> Option<Outco
     let (verdict, reason) = if undefined > 0 {
         (Verdict::Inconclusive, format!("q is undefined for {undefined} cells"))
     } else if min_p >= ALPHA {
-        (Verdict::Inconclusive, format!("with {} the smallest attainable p is {}: no cell can survive", seeds(n), p_value(min_p)))
+        (
+            Verdict::Inconclusive,
+            format!("with {} the smallest attainable p is {}: no cell can survive", seeds(n), p_value(min_p)),
+        )
     } else if 2 * v >= visible.len() && v > hd {
         (Verdict::Replicates, format!("{v} of {} visible cells survive, more than the {hd} hidden", visible.len()))
     } else {
         (Verdict::DoesNotReplicate, format!("{v} of {} visible cells survive, {hd} hidden", visible.len()))
     };
-    let family = format!("Benjamini–Hochberg per label arm over model × m × decider block, {} Wilcoxon signed-rank tests", visible.len() + hidden.len());
+    let family = format!(
+        "Benjamini–Hochberg per label arm over model × m × decider block, {} Wilcoxon signed-rank tests",
+        visible.len() + hidden.len()
+    );
     let mut e = Evidence::new(family, n, "seeds");
     e.min_p = Some(min_p);
     let value = format!("{v} of {} visible cells; {hd} of {} hidden", visible.len(), hidden.len());
@@ -313,7 +342,10 @@ fn societies_per_mode(dyads: &DyadTable, gee: &ResultTable, r: usize) -> usize {
         d.labels == Labels::Visible
             && DESIGN.iter().enumerate().all(|(i, c)| {
                 // The fit pools the modes, and both passes where the row says `both`.
-                i == 1 || gee.text(c, r).is_none_or(|v| v == "both" || v == "pooled" || d.design.0[i].as_deref() == Some(v))
+                i == 1
+                    || gee
+                        .text(c, r)
+                        .is_none_or(|v| v == "both" || v == "pooled" || d.design.0[i].as_deref() == Some(v))
             })
     };
     // reasoning mode → societies (m, seed)
@@ -329,25 +361,27 @@ pub(super) fn reasoning_interaction(h: &PaperHeadline, results: &Results) -> Opt
     let g = &m.tables.gee;
     // The paper's control: `points ~ same_group * reasoning` per model (herd-analysis's
     // `reasoning_control` rows; the three-way model has the same term and is not this estimand).
-    let rows = rows_where(g, &[("labels", "visible"), ("term", "same_group:reasoning"), ("analysis", "reasoning_control")])
-        .into_iter()
-        .filter(|&r| is_main_row(g, r))
-        .map(|r| {
-            let n = societies_per_mode(&m.dyads, g, r);
-            let coef = g.number("coef", r);
-            let mut e = Evidence::new("GEE same_group × reasoning (robust SE)", n, "societies per mode");
-            e.estimate = coef;
-            e.p = g.number("p", r);
-            // Robust SEs rest on the societies (clusters); as few as a seed-level test cannot decide on
-            // leave the GEE's p unsupported.
-            e.min_p = Some(wilcoxon_min_p(n, true));
-            e.interval = coef.zip(g.number("se_robust", r)).and_then(|(c, se)| z_interval(c, se));
-            e.interval_name = "95% robust interval";
-            // The fit pools the reasoning modes and the minority sizes; the other design columns name it.
-            let parts: Vec<&str> = DESIGN.iter().filter(|&&c| c != "reasoning").filter_map(|c| g.text(c, r)).collect();
-            let label = if parts.is_empty() { "pooled".to_owned() } else { parts.join(" · ") };
-            Row::judged(label, coef.map_or("n/a".into(), signed), e, Claim::negative(h.effect))
-        })
-        .collect();
+    let rows =
+        rows_where(g, &[("labels", "visible"), ("term", "same_group:reasoning"), ("analysis", "reasoning_control")])
+            .into_iter()
+            .filter(|&r| is_main_row(g, r))
+            .map(|r| {
+                let n = societies_per_mode(&m.dyads, g, r);
+                let coef = g.number("coef", r);
+                let mut e = Evidence::new("GEE same_group × reasoning (robust SE)", n, "societies per mode");
+                e.estimate = coef;
+                e.p = g.number("p", r);
+                // Robust SEs rest on the societies (clusters); as few as a seed-level test cannot decide on
+                // leave the GEE's p unsupported.
+                e.min_p = Some(wilcoxon_min_p(n, true));
+                e.interval = coef.zip(g.number("se_robust", r)).and_then(|(c, se)| z_interval(c, se));
+                e.interval_name = "95% robust interval";
+                // The fit pools the reasoning modes and the minority sizes; the other design columns name it.
+                let parts: Vec<&str> =
+                    DESIGN.iter().filter(|&&c| c != "reasoning").filter_map(|c| g.text(c, r)).collect();
+                let label = if parts.is_empty() { "pooled".to_owned() } else { parts.join(" · ") };
+                Row::judged(label, coef.map_or("n/a".into(), signed), e, Claim::negative(h.effect))
+            })
+            .collect();
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })
 }

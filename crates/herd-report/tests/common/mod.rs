@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use herd_store::{AllocationDyadRow, Batch, BaselineCandidateRow, ConformityTrialRow, Manifest, RunIdentity, RunStore};
+use herd_store::{AllocationDyadRow, BaselineCandidateRow, Batch, ConformityTrialRow, Manifest, RunIdentity, RunStore};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
@@ -54,14 +54,17 @@ fn trial(
     let gain = if variant == Variant::Shifted { 1.6 } else { 1.0 };
     let base = if model == "model-a" { 0.05 } else { 0.12 };
     let saturation = 1.0 - (-(n as f64) * 0.25 * strength * gain).exp();
-    let p = (base + 0.8 * saturation + 0.04 * noise(&[seed, n, strength.to_bits() as i64, model.len() as i64, task.len() as i64]))
-        .clamp(0.001, 0.999);
+    let p = (base
+        + 0.8 * saturation
+        + 0.04 * noise(&[seed, n, strength.to_bits() as i64, model.len() as i64, task.len() as i64]))
+    .clamp(0.001, 0.999);
     let correct_label = if seed % 2 == 0 { "A" } else { "B" };
     let (difficulty_level, difficulty_index, image_id) = match &difficulty {
         Some((level, index, image)) => (Some(*level), *index, image.clone()),
         None => (None, 0.01, format!("{task}-general-{seed}")),
     };
-    let logit_correct = 4.0 - difficulty_level.unwrap_or(1) as f64 * 0.3 + noise(&[seed, 77, difficulty_level.unwrap_or(0)]);
+    let logit_correct =
+        4.0 - difficulty_level.unwrap_or(1) as f64 * 0.3 + noise(&[seed, 77, difficulty_level.unwrap_or(0)]);
     let (logit_a, logit_b) = if correct_label == "A" { (logit_correct, 0.5) } else { (0.5, logit_correct) };
     ConformityTrialRow {
         run_id: "fixture-conformity".into(),
@@ -121,7 +124,18 @@ fn conformity_rows(variant: Variant) -> Vec<ConformityTrialRow> {
                     let id = format!("{task}-d{level:02}-{image}");
                     for n in [0, 5, 10] {
                         let strength = 0.3 * level as f64 + 0.1 * image as f64;
-                        rows.push(trial(variant, model, task, "difficulty", None, n, image, strength, None, Some((level, index, id.clone()))));
+                        rows.push(trial(
+                            variant,
+                            model,
+                            task,
+                            "difficulty",
+                            None,
+                            n,
+                            image,
+                            strength,
+                            None,
+                            Some((level, index, id.clone())),
+                        ));
                     }
                 }
             }
@@ -136,7 +150,8 @@ fn conformity_rows(variant: Variant) -> Vec<ConformityTrialRow> {
         for (level, s) in [("wrong_100", 1.0), ("wrong_80", 0.5), ("wrong_50", 0.15)] {
             lines("unanimity", level, s, &mut rows);
         }
-        for (level, s) in [("participants", 1.0), ("kids", 0.7), ("chatbots", 0.75), ("experts", 1.4), ("judges", 1.3)] {
+        for (level, s) in [("participants", 1.0), ("kids", 0.7), ("chatbots", 0.75), ("experts", 1.4), ("judges", 1.3)]
+        {
             lines("source_strength", level, s, &mut rows);
         }
         for family in ["nationality", "ethnicity", "minimal_group"] {
@@ -151,7 +166,18 @@ fn conformity_rows(variant: Variant) -> Vec<ConformityTrialRow> {
             for n in [0, 5] {
                 for paraphrase in 0..4 {
                     let s = s + 0.05 * noise(&[paraphrase, 5]);
-                    rows.push(trial(variant, model, "lines", "normative", Some(level), n, paraphrase, s, Some(format!("p{paraphrase}")), None));
+                    rows.push(trial(
+                        variant,
+                        model,
+                        "lines",
+                        "normative",
+                        Some(level),
+                        n,
+                        paraphrase,
+                        s,
+                        Some(format!("p{paraphrase}")),
+                        None,
+                    ));
                 }
             }
         }
@@ -191,7 +217,19 @@ fn society(
             .iter()
             .map(|&t| {
                 let same = minority(t) == minority_decider;
-                let w = 1.0 + if same { bias } else { 0.0 } + 0.3 * noise(&[seed, decider, t, m, labels.len() as i64, reasoning.len() as i64, swap_pass.len() as i64, instrument.len() as i64]);
+                let w = 1.0
+                    + if same { bias } else { 0.0 }
+                    + 0.3
+                        * noise(&[
+                            seed,
+                            decider,
+                            t,
+                            m,
+                            labels.len() as i64,
+                            reasoning.len() as i64,
+                            swap_pass.len() as i64,
+                            instrument.len() as i64,
+                        ]);
                 if extreme && !same { 0.0 } else { w.max(0.05) }
             })
             .collect();

@@ -13,11 +13,8 @@ pub const REL_TOL: f64 = 1e-6;
 pub const ESTIMATE_ABS_FLOOR: f64 = 1e-10;
 
 pub fn load(name: &str) -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(format!("{name}.json"));
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     serde_json::from_str(&text).expect("fixture is valid JSON")
 }
 
@@ -36,9 +33,7 @@ pub fn nums(v: &Value) -> Vec<f64> {
 }
 
 pub fn cases<'a>(fixture: &'a Value, key: &str) -> &'a Vec<Value> {
-    fixture[key]
-        .as_array()
-        .unwrap_or_else(|| panic!("fixture has no {key:?} array"))
+    fixture[key].as_array().unwrap_or_else(|| panic!("fixture has no {key:?} array"))
 }
 
 pub fn alternative(v: &Value) -> Alternative {

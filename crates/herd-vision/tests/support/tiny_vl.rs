@@ -62,8 +62,7 @@ const SPECIALS: [&str; 7] = [
 /// The prompt, with one unexpanded `<|image_pad|>`.
 pub const PROMPT: &str = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>which line matches the reference ?<|im_end|>\n<|im_start|>assistant\n";
 /// The same prompt without the image.
-pub const TEXT_PROMPT: &str =
-    "<|im_start|>user\nwhich line matches the reference ?<|im_end|>\n<|im_start|>assistant\n";
+pub const TEXT_PROMPT: &str = "<|im_start|>user\nwhich line matches the reference ?<|im_end|>\n<|im_start|>assistant\n";
 
 /// 32 wide, 24 high: already smart_resize's size (multiples of 8, 768 pixels within [256, 4096]), so
 /// preprocessing does not resample and should equal transformers' to float rounding. Patch grid 6×8,
@@ -75,31 +74,21 @@ pub fn image() -> DynamicImage {
 }
 
 fn id_of(token: &str) -> u32 {
-    WORDS
-        .iter()
-        .chain(SPECIALS.iter())
-        .position(|w| *w == token)
-        .expect("known token") as u32
+    WORDS.iter().chain(SPECIALS.iter()).position(|w| *w == token).expect("known token") as u32
 }
 
 pub fn tokenizer_json() -> String {
     use tokenizers::models::wordlevel::WordLevel;
     use tokenizers::pre_tokenizers::whitespace::Whitespace;
     use tokenizers::{AddedToken, Tokenizer};
-    let vocab: serde_json::Map<String, Value> = WORDS
-        .iter()
-        .chain(SPECIALS.iter())
-        .enumerate()
-        .map(|(i, w)| (w.to_string(), json!(i)))
-        .collect();
-    let model: WordLevel = serde_json::from_str(
-        &json!({"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}).to_string(),
-    )
-    .expect("word-level model");
+    let vocab: serde_json::Map<String, Value> =
+        WORDS.iter().chain(SPECIALS.iter()).enumerate().map(|(i, w)| (w.to_string(), json!(i))).collect();
+    let model: WordLevel =
+        serde_json::from_str(&json!({"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}).to_string())
+            .expect("word-level model");
     let mut tok = Tokenizer::new(model);
     tok.with_pre_tokenizer(Some(Whitespace));
-    tok.add_special_tokens(SPECIALS.iter().map(|s| AddedToken::from(*s, true)))
-        .expect("special tokens");
+    tok.add_special_tokens(SPECIALS.iter().map(|s| AddedToken::from(*s, true))).expect("special tokens");
     tok.to_string(true).expect("serialise tokenizer")
 }
 
@@ -197,22 +186,10 @@ fn tensor_specs() -> Vec<(String, Vec<usize>)> {
         let p = format!("{lm}.layers.{i}");
         add(format!("{p}.input_layernorm.weight"), &[T_HIDDEN]);
         add(format!("{p}.post_attention_layernorm.weight"), &[T_HIDDEN]);
-        add(
-            format!("{p}.self_attn.q_proj.weight"),
-            &[T_HEADS * T_HEAD_DIM, T_HIDDEN],
-        );
-        add(
-            format!("{p}.self_attn.k_proj.weight"),
-            &[T_KV * T_HEAD_DIM, T_HIDDEN],
-        );
-        add(
-            format!("{p}.self_attn.v_proj.weight"),
-            &[T_KV * T_HEAD_DIM, T_HIDDEN],
-        );
-        add(
-            format!("{p}.self_attn.o_proj.weight"),
-            &[T_HIDDEN, T_HEADS * T_HEAD_DIM],
-        );
+        add(format!("{p}.self_attn.q_proj.weight"), &[T_HEADS * T_HEAD_DIM, T_HIDDEN]);
+        add(format!("{p}.self_attn.k_proj.weight"), &[T_KV * T_HEAD_DIM, T_HIDDEN]);
+        add(format!("{p}.self_attn.v_proj.weight"), &[T_KV * T_HEAD_DIM, T_HIDDEN]);
+        add(format!("{p}.self_attn.o_proj.weight"), &[T_HIDDEN, T_HEADS * T_HEAD_DIM]);
         add(format!("{p}.self_attn.q_norm.weight"), &[T_HEAD_DIM]);
         add(format!("{p}.self_attn.k_norm.weight"), &[T_HEAD_DIM]);
         add(format!("{p}.mlp.gate_proj.weight"), &[T_INTER, T_HIDDEN]);
@@ -221,10 +198,7 @@ fn tensor_specs() -> Vec<(String, Vec<usize>)> {
     }
     add("lm_head.weight".into(), &[VOCAB, T_HIDDEN]);
     let vis = "model.visual";
-    add(
-        format!("{vis}.patch_embed.proj.weight"),
-        &[V_HIDDEN, 3, TEMPORAL, PATCH, PATCH],
-    );
+    add(format!("{vis}.patch_embed.proj.weight"), &[V_HIDDEN, 3, TEMPORAL, PATCH, PATCH]);
     add(format!("{vis}.patch_embed.proj.bias"), &[V_HIDDEN]);
     add(format!("{vis}.pos_embed.weight"), &[POS_EMB, V_HIDDEN]);
     for i in 0..V_DEPTH {
@@ -291,13 +265,7 @@ pub fn tensors(seed: u64) -> BTreeMap<String, (Vec<usize>, Vec<f32>)> {
                 1.0 / (fan_in as f32).sqrt()
             };
             let data = (0..n)
-                .map(|_| {
-                    if is_norm {
-                        1.0 + 0.1 * sqrt3 * rng.next()
-                    } else {
-                        std * sqrt3 * rng.next()
-                    }
-                })
+                .map(|_| if is_norm { 1.0 + 0.1 * sqrt3 * rng.next() } else { std * sqrt3 * rng.next() })
                 .collect();
             (name, (shape, data))
         })
@@ -311,10 +279,7 @@ pub fn safetensors_bytes(tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>) -> 
     let mut offset = 0usize;
     for (name, (shape, data)) in tensors {
         let end = offset + 4 * data.len();
-        header.insert(
-            name.clone(),
-            json!({"dtype": "F32", "shape": shape, "data_offsets": [offset, end]}),
-        );
+        header.insert(name.clone(), json!({"dtype": "F32", "shape": shape, "data_offsets": [offset, end]}));
         offset = end;
     }
     let mut header = serde_json::to_vec(&Value::Object(header)).expect("json");
@@ -340,19 +305,10 @@ fn pretty(v: &Value) -> Vec<u8> {
 pub fn write_checkpoint(dir: &Path, seed: u64) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("config.json"), pretty(&config_json()))?;
-    std::fs::write(
-        dir.join("preprocessor_config.json"),
-        pretty(&preprocessor_json()),
-    )?;
+    std::fs::write(dir.join("preprocessor_config.json"), pretty(&preprocessor_json()))?;
     std::fs::write(dir.join("tokenizer.json"), tokenizer_json())?;
-    std::fs::write(
-        dir.join("tokenizer_config.json"),
-        pretty(&tokenizer_config_json()),
-    )?;
-    std::fs::write(
-        dir.join("model.safetensors"),
-        safetensors_bytes(&tensors(seed)),
-    )
+    std::fs::write(dir.join("tokenizer_config.json"), pretty(&tokenizer_config_json()))?;
+    std::fs::write(dir.join("model.safetensors"), safetensors_bytes(&tensors(seed)))
 }
 
 /// Writes `out/qwen3_vl/` (the checkpoint), `out/image.png` and `out/inputs.json`: the seed, the
@@ -361,8 +317,7 @@ pub fn write_all(out: &Path, seed: u64) -> Result<(), Box<dyn std::error::Error>
     let dir = out.join("qwen3_vl");
     write_checkpoint(&dir, seed)?;
     image().save(out.join("image.png"))?;
-    let model =
-        herd_vision::Qwen3Vl::load(&dir, &candle_core::Device::Cpu, candle_core::DType::F32)?;
+    let model = herd_vision::Qwen3Vl::load(&dir, &candle_core::Device::Cpu, candle_core::DType::F32)?;
     // What herd sees: the image decoded back from the PNG.
     let prepared = model.preprocess(&image::open(out.join("image.png"))?)?;
     let ids = model.expand_image_tokens(&model.encode(PROMPT)?, &prepared)?;
