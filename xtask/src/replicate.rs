@@ -84,7 +84,7 @@ fn default_jobs(profile: &str) -> Vec<(&'static str, String)> {
     vec![("conformity", conformity.to_string()), ("minimal-group", minimal_group.to_string())]
 }
 
-fn run(command: &mut Command, what: &str) -> Result<()> {
+pub(crate) fn run(command: &mut Command, what: &str) -> Result<()> {
     let status = command.status().with_context(|| format!("starting {what}"))?;
     if !status.success() {
         bail!("{what} failed ({status})");

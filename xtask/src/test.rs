@@ -16,14 +16,10 @@ const TEST_MODELS: [&str; 3] = ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-c
 /// Where `crates/herd-report/tests/report_html.rs` looks for the browser.
 const CHROMIUM: &str = "/usr/bin/chromium";
 
+/// Announces a set-up step and runs it (replicate's runner: the error names the step and its status).
 fn step(what: &str, command: &mut Command) -> Result<()> {
     println!("== {what}");
-    let status =
-        command.status().map_err(|e| anyhow::anyhow!("{what}: cannot start {:?}: {e}", command.get_program()))?;
-    if !status.success() {
-        bail!("{what} failed ({status})");
-    }
-    Ok(())
+    crate::replicate::run(command, what)
 }
 
 fn is_root() -> bool {
