@@ -6,9 +6,15 @@
 set -euo pipefail
 
 package="llama-cpp-python[server]==0.3.36"
-# llama.cpp's AMX kernels crash in sandboxes that do not grant AMX state (a build with AMX segfaults on the
-# first evaluation here), and a native build would not run on another CPU sharing the cache.
-flags="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
+# Built for the instruction sets of the CPU it runs on (read from /proc/cpuinfo), never with llama.cpp's
+# AMX kernels: they crash in sandboxes that do not grant AMX state (a build with AMX segfaults on the first
+# evaluation here). Not GGML_NATIVE: -march=native would turn AMX back on where the CPU has it. A cache
+# shared with a CPU of other instruction sets rebuilds (the flags are the marker below).
+cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+has() { case "$cpu_flags" in *" $1 "*) echo ON ;; *) echo OFF ;; esac; }
+avx512=OFF
+if [ "$(has avx512f)" = ON ] && [ "$(has avx512bw)" = ON ] && [ "$(has avx512vl)" = ON ]; then avx512=ON; fi
+flags="-DGGML_NATIVE=OFF -DGGML_AVX2=$(has avx2) -DGGML_FMA=$(has fma) -DGGML_F16C=$(has f16c) -DGGML_AVX512=$avx512 -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
 
 if [ -n "${HERD_CACHE:-}" ]; then cache="$HERD_CACHE"
 elif [ -n "${XDG_CACHE_HOME:-}" ]; then cache="$XDG_CACHE_HOME/herd"

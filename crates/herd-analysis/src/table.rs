@@ -57,14 +57,15 @@ impl ResultTable {
     }
 }
 
-/// Builds a [`ResultTable`] row by row.
-pub(crate) struct TableBuilder {
+/// Builds a [`ResultTable`] row by row: every result table of herd's analyses and of its report
+/// (quality tables) is written through it, so a NaN is a null everywhere.
+pub struct TableBuilder {
     table: ResultTable,
 }
 
 /// One cell value when pushing a row.
 #[derive(Clone)]
-pub(crate) enum Value {
+pub enum Value {
     Text(Option<String>),
     Float(f64),
     Integer(i64),
@@ -110,7 +111,7 @@ impl<T: Into<Value>> From<Option<T>> for Value {
 
 impl TableBuilder {
     /// `schema`: column names with a sample kind (`'t'` text, `'f'` float, `'i'` integer).
-    pub(crate) fn new(name: &str, schema: &[(&str, char)]) -> Self {
+    pub fn new(name: &str, schema: &[(&str, char)]) -> Self {
         let columns = schema
             .iter()
             .map(|&(n, kind)| {
@@ -126,7 +127,7 @@ impl TableBuilder {
     }
 
     /// Appends a row; values must follow the schema's order and kinds. NaN floats become null.
-    pub(crate) fn push(&mut self, row: Vec<Value>) {
+    pub fn push(&mut self, row: Vec<Value>) {
         debug_assert_eq!(row.len(), self.table.columns.len());
         for ((_, column), value) in self.table.columns.iter_mut().zip(row) {
             match (column, value) {
@@ -144,7 +145,7 @@ impl TableBuilder {
         }
     }
 
-    pub(crate) fn finish(self) -> ResultTable {
+    pub fn finish(self) -> ResultTable {
         self.table
     }
 }

@@ -42,7 +42,7 @@ enum Command {
     Generate(model_cmd::GenerateArgs),
     /// Run an experiment file through a model into a run folder of Parquet trial tables; rerun to resume.
     Run(run_cmd::RunArgs),
-    /// Power analysis: the chance that an experiment detects an effect of a given size, by simulation.
+    /// Power analysis: the chance that the report's headline test detects an effect of a given size, by simulation.
     Power(power_cmd::PowerArgs),
     /// Analyse trial tables (CSV or Parquet) into tidy CSV and Parquet result tables.
     Analyze {

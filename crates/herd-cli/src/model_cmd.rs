@@ -4,7 +4,7 @@ use crate::server_args::ServerArgs;
 use anyhow::{Context, Result, bail};
 use herd_infer::{
     Backend, DeviceChoice, GenerateRequest, LoadOptions, LocalModel, ModelEntry, ModelRegistry, SamplingParams,
-    ScoreBound, ScoreRequest, VisionModel, locate_model,
+    ScoreBound, ScoreRequest, VisionModel, WeightChoice, locate_model,
 };
 use herd_prompts::{ChatPrompt, Part};
 use std::io::Write;
@@ -34,9 +34,19 @@ pub struct ModelsArgs {
     /// check, cache); others must already be on disk (HF cache, path) and are only located.
     #[arg(long, value_name = "ALIAS")]
     fetch: Option<String>,
+    /// Print the CPU paths herd's kernels can take on this machine instead of listing, the active one
+    /// first (HERD_CPU_PATH chooses it; unset, the best), then the others best first.
+    #[arg(long, conflicts_with = "fetch")]
+    cpu_paths: bool,
 }
 
 pub fn models(args: ModelsArgs) -> Result<()> {
+    if args.cpu_paths {
+        let active = herd_kernels::CpuPath::active()?;
+        let others = herd_kernels::CpuPath::available().into_iter().filter(|p| *p != active);
+        println!("{}", std::iter::once(active).chain(others).map(|p| p.name()).collect::<Vec<_>>().join(" "));
+        return Ok(());
+    }
     let registry = load_registry(args.registry.as_deref())?;
     if let Some(alias) = args.fetch {
         let entry = registry.get(&alias)?;
@@ -55,7 +65,7 @@ pub fn models(args: ModelsArgs) -> Result<()> {
     // Written through a handle so that `herd models | head` ends quietly instead of panicking.
     let mut out = std::io::stdout().lock();
     let mut table =
-        format!("{:<22} {:<9} {:<7} {:>9}  {:<8} description\n", "alias", "family", "input", "size", "present");
+        format!("{:<22} {:<10} {:<7} {:>9}  {:<8} description\n", "alias", "family", "input", "size", "present");
     for entry in &registry.entries {
         let (present, size, mut note) = match locate_model(entry) {
             Ok(files) => {
@@ -63,6 +73,17 @@ pub fn models(args: ModelsArgs) -> Result<()> {
             }
             Err(e) => ("no", "-".into(), e.to_string().lines().last().unwrap_or("").trim().to_string()),
         };
+        if let herd_infer::ModelSource::HuggingFace { repo } = &entry.source {
+            note = if present == "yes" {
+                format!("HF {repo}; {note}")
+            } else {
+                format!(
+                    "HF {repo}; fetch with the HF tools: `{}` (into {})",
+                    herd_infer::hf_download_command(repo),
+                    herd_infer::hf_hub_cache_dir().display()
+                )
+            };
+        }
         if let herd_infer::ModelSource::Pypi { parts, .. } = &entry.source {
             let from = match parts.as_slice() {
                 [one] => format!("PyPI {}", one.requirement()),
@@ -76,7 +97,7 @@ pub fn models(args: ModelsArgs) -> Result<()> {
         let default = if entry.alias == registry.default_alias { " (default)" } else { "" };
         let input = if entry.vision { "vision" } else { "text" };
         table += &format!(
-            "{:<22} {:<9} {:<7} {:>9}  {:<8} {}{default}\n{:<22} {note}\n",
+            "{:<22} {:<10} {:<7} {:>9}  {:<8} {}{default}\n{:<22} {note}\n",
             entry.alias,
             entry.family.name(),
             input,
@@ -105,6 +126,9 @@ pub struct ModelArgs {
     /// Where to run: cpu, cuda[:N] (built with --features cuda) or metal[:N] (--features metal).
     #[arg(long, default_value = "cpu")]
     device: DeviceChoice,
+    /// Weights: exact, int8 or auto (see `herd run --help`); default: the registry entry's, else auto.
+    #[arg(long)]
+    weights: Option<WeightChoice>,
     /// File holding the user message; the model's chat template is applied to it.
     #[arg(long)]
     prompt_file: PathBuf,
@@ -157,7 +181,7 @@ impl ModelArgs {
 
     fn load_local(&self, entry: &ModelEntry) -> Result<Box<dyn Backend>> {
         let files = locate_model(entry)?;
-        let options = LoadOptions { device: self.device, ..Default::default() };
+        let options = LoadOptions { device: self.device, weights: self.weights, ..Default::default() };
         let context = || format!("loading `{}` from {}", self.model, files.path().display());
         Ok(if entry.vision {
             Box::new(VisionModel::load(entry, &files, &options).with_context(context)?)

@@ -1,13 +1,19 @@
 //! `herd power`: how likely an experiment is to detect an effect of a given size, by running it many times
-//! with a simulated agent that has exactly that effect and counting how often the paper's test finds it.
+//! with a simulated agent that has exactly that effect and counting how often the test of the report's
+//! headline finds it. Minimal groups: the seed-level Wilcoxon of favouritism (all deciders) per cell, as
+//! `herd analyze` computes it. Conformity: the group-size family's rise of p_wrong from the smallest to the
+//! largest N, herd-analysis's [`group_size_rises`] and its two-sided Wilcoxon over trial pairs, the test of
+//! the headline "p_wrong rises with N" (the paper draws the curves and gives no test of its own).
+
+use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, bail};
-use herd_analysis::io::dyads_from_rows;
-use herd_analysis::{MinimalGroupOptions, minimal_group_seed_tests};
-use herd_design::{Experiment, ExperimentFile, load_experiment};
+use herd_analysis::io::{conformity_from_rows, dyads_from_rows};
+use herd_analysis::{MinimalGroupOptions, group_size_rises, minimal_group_seed_tests};
+use herd_design::{ConformityFamilies, Experiment, ExperimentFile, MAX_GRID_COUNT, load_experiment};
 use herd_infer::{SimAgent, SimParams};
 use herd_runner::{MemorySink, RunOptions, run_experiment};
-use herd_stats::{Formula, ols};
+use herd_stats::StatsError;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 
@@ -21,8 +27,10 @@ pub struct PowerArgs {
     /// `noise=…` (the agent's noise sd). Repeat for several.
     #[arg(long = "effect", value_name = "NAME=VALUE", required = true)]
     effects: Vec<String>,
-    /// Seeds per cell to evaluate: societies (minimal groups) or trials per N (conformity).
-    #[arg(long, value_delimiter = ',', default_value = "5,10,20,30")]
+    /// Seeds per cell to evaluate. Minimal groups: societies per cell. Conformity: trials per task and N
+    /// of the group-size family (even: half with A correct), whatever the file says; the other families
+    /// are not simulated, as the test does not read them.
+    #[arg(long, value_delimiter = ',', default_value = "6,10,20,30")]
     seeds: Vec<u32>,
     /// Simulated replications of the experiment per seed count.
     #[arg(long, default_value_t = 100)]
@@ -60,8 +68,12 @@ fn apply_effects(params: &mut SimParams, effects: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The experiment with `seeds` replicates per cell.
-fn with_seeds(file: &ExperimentFile, seeds: u32) -> ExperimentFile {
+/// The design simulated with `seeds` replicates per cell: every override of the seed count in the file
+/// gives way to it, so the power printed is the power at that count.
+fn with_seeds(file: &ExperimentFile, seeds: u32) -> Result<ExperimentFile> {
+    if u64::from(seeds) > MAX_GRID_COUNT {
+        bail!("--seeds {seeds} is more than the {MAX_GRID_COUNT} a design allows; use fewer seeds");
+    }
     let mut file = file.clone();
     match &mut file.experiment {
         Experiment::MinimalGroup(e) => {
@@ -70,9 +82,38 @@ fn with_seeds(file: &ExperimentFile, seeds: u32) -> ExperimentFile {
                 instrument.seeds = None;
             }
         }
-        Experiment::Conformity(e) => e.trials.trials_per_n = seeds,
+        Experiment::Conformity(e) => {
+            if seeds % 2 == 1 {
+                bail!(
+                    "--seeds {seeds}: a conformity cell's trials are half with A correct and half with B, \
+                     so use an even number"
+                );
+            }
+            let Some(mut group_size) = e.families.group_size.take() else {
+                bail!(
+                    "{}: the conformity power analysis tests the rise of p_wrong with N in the group_size family, \
+                     and the experiment has no [families.group_size]; add it",
+                    file.path.display()
+                );
+            };
+            group_size.trials_per_n = Some(seeds);
+            // The test reads the group-size family alone; simulating the others would only cost time.
+            e.families = ConformityFamilies { group_size: Some(group_size), ..ConformityFamilies::default() };
+            e.trials.trials_per_n = seeds;
+        }
     }
-    file
+    Ok(file)
+}
+
+/// The test this power analysis counts, for the output's first line.
+fn test_name(file: &ExperimentFile) -> &'static str {
+    match file.experiment {
+        Experiment::MinimalGroup(_) => "seed-level Wilcoxon of favouritism, all deciders",
+        Experiment::Conformity(_) => {
+            "two-sided Wilcoxon of p_wrong at the largest N − the smallest over trial pairs, group_size family \
+             (the report's \"p_wrong rises with N\")"
+        }
+    }
 }
 
 /// The p-values of one replication's tests, labelled by the cell they test.
@@ -99,30 +140,56 @@ fn replication_tests(file: &ExperimentFile, params: SimParams) -> Result<Vec<(St
                 })
                 .collect())
         }
-        Experiment::Conformity(_) => {
-            let mut by_task: std::collections::BTreeMap<String, (Vec<f64>, Vec<f64>)> = Default::default();
-            for row in sink.rows.conformity.iter().filter(|r| r.family == "group_size") {
-                let entry = by_task.entry(row.task.clone()).or_default();
-                entry.0.push(row.n as f64);
-                entry.1.push(row.p_wrong_full);
-            }
-            if by_task.is_empty() {
+        Experiment::Conformity(e) => {
+            let trials = conformity_from_rows("simulation", &sink.rows.conformity)?;
+            let rises = group_size_rises(&trials, e.analysis.measure);
+            if rises.is_empty() {
                 bail!(
-                    "the conformity power analysis tests the p_wrong(N) slope of the group_size family; the experiment has none"
+                    "{}: the group_size family needs two or more values of N for its rise to be tested",
+                    file.path.display()
                 );
             }
-            let formula = Formula::parse("p ~ n")?;
-            by_task
-                .into_iter()
-                .map(|(task, (n, p))| {
-                    let (design, y) = formula.build(&[("p", p.as_slice()), ("n", n.as_slice())])?;
-                    let fit = ols(&design, &y)?;
-                    let slope = fit.coefficients.iter().find(|c| c.name == "n").context("slope term")?;
-                    Ok((format!("group_size slope, task={task}"), slope.p_value))
+            rises
+                .iter()
+                .map(|rise| {
+                    let p = match rise.wilcoxon() {
+                        Ok(w) => w.p_value,
+                        // No trial pair differs: nothing is detected (the report calls it undefined).
+                        Err(StatsError::AllZeroDifferences) => 1.0,
+                        Err(e) => return Err(e).context(format!("Wilcoxon test of model {}", rise.model)),
+                    };
+                    Ok((format!("group_size rise, model={}", rise.model), p))
                 })
                 .collect()
         }
     }
+}
+
+/// Per tested cell: replications in which the test rejected at `alpha`, and replications.
+type Detections = BTreeMap<String, (u32, u32)>;
+
+/// Simulates `replications` runs of `file` at `seeds` seeds (replication r draws with the sim seed
+/// `params.seed + r`) and counts the rejections; `done` is called after each replication.
+fn power_at(
+    file: &ExperimentFile,
+    params: &SimParams,
+    seeds: u32,
+    replications: u32,
+    alpha: f64,
+    done: &mut dyn FnMut(),
+) -> Result<Detections> {
+    let design = with_seeds(file, seeds)?;
+    let mut detected = Detections::new();
+    for replication in 0..replications {
+        let replication_params = SimParams { seed: params.seed.wrapping_add(u64::from(replication)), ..params.clone() };
+        for (cell, p) in replication_tests(&design, replication_params)? {
+            let entry = detected.entry(cell).or_default();
+            entry.0 += u32::from(p < alpha);
+            entry.1 += 1;
+        }
+        done();
+    }
+    Ok(detected)
 }
 
 pub fn run(args: PowerArgs) -> Result<()> {
@@ -141,33 +208,18 @@ pub fn run(args: PowerArgs) -> Result<()> {
     if args.replications == 0 || args.seeds.contains(&0) {
         bail!("--replications and every --seeds value must be at least 1");
     }
+    // Refuse a seed count the design cannot take before any simulation runs.
+    for &seeds in &args.seeds {
+        with_seeds(&file, seeds)?;
+    }
     let bar = ProgressBar::new(u64::from(args.replications) * args.seeds.len() as u64).with_style(
         ProgressStyle::with_template("simulating [{bar:32}] {pos}/{len} replications  {per_sec}  ETA {eta}")
             .expect("valid template"),
     );
-    println!(
-        "effect: {}  (test: {}; α = {})",
-        args.effects.join(", "),
-        match file.experiment {
-            Experiment::MinimalGroup(_) => "seed-level Wilcoxon of favouritism, all deciders",
-            Experiment::Conformity(_) => "OLS slope of p_wrong on N, group_size family",
-        },
-        args.alpha
-    );
+    println!("effect: {}  (test: {}; α = {})", args.effects.join(", "), test_name(&file), args.alpha);
     println!("{:>6}  {:>8}  cell", "seeds", "power");
     for &seeds in &args.seeds {
-        let design = with_seeds(&file, seeds);
-        let mut detected: std::collections::BTreeMap<String, (u32, u32)> = Default::default();
-        for replication in 0..args.replications {
-            let replication_params =
-                SimParams { seed: params.seed.wrapping_add(u64::from(replication)), ..params.clone() };
-            for (cell, p) in replication_tests(&design, replication_params)? {
-                let entry = detected.entry(cell).or_default();
-                entry.0 += u32::from(p < args.alpha);
-                entry.1 += 1;
-            }
-            bar.inc(1);
-        }
+        let detected = power_at(&file, &params, seeds, args.replications, args.alpha, &mut || bar.inc(1))?;
         bar.suspend(|| {
             for (cell, (hits, total)) in &detected {
                 println!("{seeds:>6}  {:>8.3}  {cell}", f64::from(*hits) / f64::from(*total));
@@ -176,4 +228,72 @@ pub fn run(args: PowerArgs) -> Result<()> {
     }
     bar.finish_and_clear();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quick_conformity() -> ExperimentFile {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/experiments/conformity.quick.toml");
+        load_experiment(&path).unwrap()
+    }
+
+    fn sim(per_log_wrong: f64) -> SimParams {
+        let mut params = SimParams::default();
+        params.conformity.per_log_wrong = per_log_wrong;
+        params
+    }
+
+    /// The rejection rate of the one tested cell (the sim model's rise).
+    fn power(per_log_wrong: f64, seeds: u32, replications: u32) -> f64 {
+        let detected =
+            power_at(&quick_conformity(), &sim(per_log_wrong), seeds, replications, 0.05, &mut || {}).unwrap();
+        assert_eq!(detected.len(), 1, "one model, one test: {detected:?}");
+        let (hits, total) = detected.values().next().copied().unwrap();
+        assert_eq!(total, replications);
+        f64::from(hits) / f64::from(total)
+    }
+
+    #[test]
+    fn conformity_simulates_the_seeds_it_is_given_in_the_group_size_family_alone() {
+        // The quick file sets `families.group_size.trials_per_n = 8`; --seeds overrides it.
+        let file = with_seeds(&quick_conformity(), 4).unwrap();
+        let mut sink = MemorySink::default();
+        run_experiment(&file, &mut SimAgent::new(sim(1.0)), &mut sink, &RunOptions::default()).unwrap();
+        let rows = &sink.rows.conformity;
+        assert!(rows.iter().all(|r| r.family == "group_size"), "only the tested family runs");
+        // 3 tasks × N ∈ {0, 2, 5, 10} × 4 trials.
+        assert_eq!(rows.len(), 3 * 4 * 4);
+        let trials = conformity_from_rows("t", rows).unwrap();
+        let rises = group_size_rises(&trials, herd_analysis::PWrong::Full);
+        assert_eq!(rises.len(), 1);
+        assert_eq!((rises[0].n_low, rises[0].n_high, rises[0].differences.len()), (0, 10, 3 * 4));
+    }
+
+    #[test]
+    fn conformity_power_rises_with_the_seeds() {
+        let (few, many) = (power(0.3, 2, 40), power(0.3, 8, 40));
+        assert!(few < many, "power at 2 seeds {few}, at 8 seeds {many}");
+        assert!(many >= 0.8, "{many}");
+    }
+
+    #[test]
+    fn conformity_without_an_effect_rejects_at_about_alpha() {
+        let rate = power(0.0, 8, 200);
+        assert!((0.01..=0.09).contains(&rate), "rejection rate {rate} at α = 0.05");
+    }
+
+    #[test]
+    fn a_seed_count_the_design_cannot_take_is_refused_by_name() {
+        let err = with_seeds(&quick_conformity(), 5).map(drop).unwrap_err().to_string();
+        assert!(err.contains("--seeds 5") && err.contains("even"), "{err}");
+        let mut file = quick_conformity();
+        if let Experiment::Conformity(e) = &mut file.experiment {
+            e.families.group_size = None;
+        }
+        let err = with_seeds(&file, 4).map(drop).unwrap_err().to_string();
+        assert!(err.contains("conformity.quick.toml") && err.contains("[families.group_size]"), "{err}");
+    }
 }

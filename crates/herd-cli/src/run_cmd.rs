@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use herd_design::{Experiment, ExperimentFile, Shard, bank_files, load_experiment};
 use herd_infer::{
     Backend, DeviceChoice, LoadOptions, LocalModel, ModelEntry, ModelFiles, ModelSampling, ModelSource,
-    SamplingFallback, SimAgent, SimParams, VisionModel, locate_model, model_sampling,
+    SamplingFallback, SimAgent, SimParams, VisionModel, WeightChoice, locate_model, model_sampling,
 };
 use herd_runner::{RunOptions, RunSummary, run_experiment, shard_units};
 use herd_store::{FileRecord, Manifest, RunIdentity, RunStore};
@@ -57,6 +57,12 @@ pub struct RunArgs {
     /// Where to run the model: cpu, cuda[:N] or metal[:N].
     #[arg(long, default_value = "cpu")]
     pub device: DeviceChoice,
+    /// The local model's weights: exact (the file's precision: bf16/f32 safetensors, GGUF dequantised to
+    /// f32), int8 (herd-kernels' 8-bit weights and activations, CPU only, the same bits on every CPU) or
+    /// auto (int8 for GGUF on CPU, exact otherwise). Default: the registry entry's `weights`, else auto.
+    /// The manifest records the compute path; HERD_CPU_PATH=avx2|baseline lowers the CPU kernels' path.
+    #[arg(long)]
+    pub weights: Option<WeightChoice>,
     /// Model registry file (default: $HERD_MODELS, else data/models.toml, else the built-in copy).
     #[arg(long)]
     pub registry: Option<PathBuf>,
@@ -84,6 +90,7 @@ pub fn load_backend(
     model: &str,
     sim: Option<&Path>,
     device: DeviceChoice,
+    weights: Option<WeightChoice>,
     registry: Option<&Path>,
     server: &ServerArgs,
 ) -> Result<LoadedBackend> {
@@ -130,7 +137,7 @@ pub fn load_backend(
             let registry = load_registry(registry)?;
             let entry = registry.get(model)?.clone();
             let files = locate_model(&entry)?;
-            let options = LoadOptions { device, ..Default::default() };
+            let options = LoadOptions { device, weights, ..Default::default() };
             let context = || format!("loading `{model}` from {}", files.path().display());
             let backend: Box<dyn Backend> = if entry.vision {
                 Box::new(VisionModel::load(&entry, &files, &options).with_context(context)?)
@@ -191,6 +198,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         &args.model,
         args.sim.as_deref(),
         args.device,
+        args.weights,
         args.registry.as_deref(),
         &args.server,
     )?;
@@ -255,6 +263,7 @@ pub fn run_loaded(
         }}),
         files,
         units_total: shard_units(file, options.shard).len() as u64,
+        compute: Some(serde_json::to_value(&info.compute)?),
         ..Manifest::new(identity)
     };
     let mut store = RunStore::open(out, manifest, &info.device)?;

@@ -144,19 +144,51 @@ pub struct ConformityExperiment {
 #[serde(deny_unknown_fields, default)]
 pub struct ConformityAnalysis {
     /// The measure figures and headlines lead with; the other is shown beside it.
-    pub measure: PrimaryMeasure,
+    pub measure: PWrong,
 }
 
-/// The two readings of p_wrong (docs/deviations.md, "Measure p_wrong").
+/// The two readings of p_wrong (docs/deviations.md, "Measure p_wrong"). The analysis tables carry both
+/// (their `measure` column); which one a report leads with is the experiment file's `analysis.measure`.
+/// Defined here, where the experiment file names it, and re-exported by herd-analysis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub enum PrimaryMeasure {
-    /// 1 − P(correct) over the whole vocabulary: what the paper's code computed.
+pub enum PWrong {
+    /// `p_wrong_full`: 1 − P(correct) over the whole vocabulary, what the paper's code computed.
     #[default]
     #[serde(rename = "p_wrong_full")]
     Full,
-    /// P(wrong) / (P(A) + P(B)): how the paper's text reads.
+    /// `p_wrong_ab`: P(wrong) / (P(A) + P(B)), the two-way measure, how the paper's text reads.
     #[serde(rename = "p_wrong_ab")]
     Ab,
+}
+
+impl PWrong {
+    /// The trial column, the `measure` value of the result tables and the experiment file's spelling.
+    pub fn column(self) -> &'static str {
+        match self {
+            Self::Full => "p_wrong_full",
+            Self::Ab => "p_wrong_ab",
+        }
+    }
+
+    /// The measure named by its column, e.g. from a run manifest.
+    pub fn from_column(column: &str) -> Option<Self> {
+        [Self::Full, Self::Ab].into_iter().find(|m| m.column() == column)
+    }
+
+    pub fn other(self) -> Self {
+        match self {
+            Self::Full => Self::Ab,
+            Self::Ab => Self::Full,
+        }
+    }
+
+    /// An axis label.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Full => "p(wrong answer), whole vocabulary (probability)",
+            Self::Ab => "p(wrong) / (p(A) + p(B)) (probability)",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -657,6 +689,8 @@ pub enum RosterOrder {
     Shuffled,
 }
 
+/// Whether group labels are shown (the minimal-group label arm); herd-analysis reads the `labels`
+/// column into the same type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Labels {
@@ -670,6 +704,11 @@ impl Labels {
             Labels::Visible => "visible",
             Labels::Hidden => "hidden",
         }
+    }
+
+    /// The condition a table's `labels` column names.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Labels::Visible, Labels::Hidden].into_iter().find(|l| l.as_str() == s)
     }
 }
 

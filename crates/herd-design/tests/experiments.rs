@@ -2,8 +2,8 @@
 
 use herd_design::rand::Rng;
 use herd_design::{
-    Experiment, PrimaryMeasure, Shard, UnanimityRule, Unit, UnitPlan, expand, family_names, load_experiment,
-    parse_experiment, wrong_share_count,
+    Experiment, PWrong, Shard, UnanimityRule, Unit, UnitPlan, expand, family_names, load_experiment, parse_experiment,
+    wrong_share_count,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -422,16 +422,16 @@ fn bad_experiment_files_name_file_key_and_fix() {
 fn the_experiment_file_chooses_the_measure_a_report_leads_with() {
     for name in ["conformity.toml", "conformity.quick.toml"] {
         let Experiment::Conformity(c) = load_experiment(&data(name)).unwrap().experiment else { panic!("{name}") };
-        assert_eq!(c.analysis.measure, PrimaryMeasure::Full, "{name}: the paper's code read the whole vocabulary");
+        assert_eq!(c.analysis.measure, PWrong::Full, "{name}: the paper's code read the whole vocabulary");
     }
     let lead = |text: &str| match parse_experiment(text, Path::new("m.toml")).unwrap() {
         Experiment::Conformity(c) => c.analysis.measure,
         Experiment::MinimalGroup(_) => panic!("a conformity experiment"),
     };
-    assert_eq!(lead(CONFORMITY), PrimaryMeasure::Full, "the default");
+    assert_eq!(lead(CONFORMITY), PWrong::Full, "the default");
     let two_way =
         CONFORMITY.replacen("[families.group_size]", "[analysis]\nmeasure = \"p_wrong_ab\"\n[families.group_size]", 1);
-    assert_eq!(lead(&two_way), PrimaryMeasure::Ab);
+    assert_eq!(lead(&two_way), PWrong::Ab);
 }
 
 #[test]

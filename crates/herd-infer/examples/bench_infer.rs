@@ -93,7 +93,7 @@ fn main() {
         "threads": rayon::current_num_threads(),
         "memory_bytes_per_s": memory_read_bandwidth(),
         "int8_peak_macs_per_s": herd_kernels::int8_peak_macs_per_second(),
-        "int8_isa": herd_kernels::int8_isa(),
+        "cpu_path": herd_kernels::CpuPath::active().map(|p| p.name()).unwrap_or("invalid HERD_CPU_PATH"),
         "cpu_mhz": cpu_mhz(),
     });
     // The load a `herd score` call makes: with the prepared weights in the cache. Where this run had
@@ -215,7 +215,7 @@ fn main() {
             "load_s": load_s,
             "load": {"phases": load_phases, "prepared": prepared, "preparing_s": preparing_s},
             "machine": machine,
-            "weights": if herd_kernels::int8_supported() { "int8 weights and attention from herd-kernels" } else { "dense f32 for prefill, Q8_0 for decoding" },
+            "compute": model.compute_path(),
             "scoring": {"prompts": prompts.len(), "groups": groups.len(), "prompt_tokens": prompt_tokens, "reused_tokens": reused, "seconds": scoring_s, "prefix_seconds": prefix_s, "prefix_tokens": prefix_tokens, "p_a": p_a,
                         "kernels": kernels_json(scoring_kernels)},
             "generation": {"sequences": generations.len(), "prompt_tokens": generation_prompt_tokens, "completion_tokens": completion_tokens, "seconds": generation_s, "prefill_seconds": generation_prefill_s, "sampling_seconds": sampling_s,

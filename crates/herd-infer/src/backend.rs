@@ -183,6 +183,8 @@ pub struct BackendInfo {
     pub family: String,
     pub device: String,
     pub vision: bool,
+    /// What the numbers are computed with (device, instructions, weights, dtype, herd version).
+    pub compute: crate::ComputePath,
 }
 
 /// A model that can be scored and sampled.

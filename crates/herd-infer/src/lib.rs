@@ -24,6 +24,7 @@
 //! ```
 
 mod backend;
+mod compute;
 mod constraint;
 mod error;
 mod fetch;
@@ -41,6 +42,7 @@ pub use backend::{
     AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, LOWER_BOUND_MIN, SamplingParams,
     ScoreBound, ScoreRequest, ScoreResult, TopToken, allocation_schema,
 };
+pub use compute::{ComputePath, WeightChoice};
 pub use constraint::{ConstraintEngine, SequenceConstraint};
 pub use error::{InferError, Result};
 pub use fetch::{FetchOptions, fetch_model, fetch_model_into, fetch_model_with, has_sha256, sha256_file};
@@ -52,8 +54,8 @@ pub use openai::{
 pub use prepared::{LoadReport, PreparedCache, PreparedStatus};
 pub use registry::{
     Family, ModelEntry, ModelFiles, ModelRegistry, ModelSource, PypiPart, WeightDType, cached_file_path,
-    check_hf_folder, herd_cache_dir, hf_hub_cache_dir, locate_model, locate_model_in, model_sampling,
-    resolve_hf_snapshot,
+    check_hf_folder, herd_cache_dir, hf_download_command, hf_hub_cache_dir, locate_model, locate_model_in,
+    model_sampling, resolve_hf_snapshot,
 };
 pub use sampling::{
     EffectiveSampling, HF_DEFAULT_REPETITION_PENALTY, HF_DEFAULT_TEMPERATURE, HF_DEFAULT_TOP_K, HF_DEFAULT_TOP_P,

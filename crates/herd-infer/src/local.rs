@@ -4,6 +4,7 @@ use crate::backend::{
     AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreBound, ScoreRequest,
     ScoreResult, TopToken,
 };
+use crate::compute::{ComputePath, WeightChoice};
 use crate::constraint::{ConstraintEngine, SequenceConstraint};
 use crate::error::{InferError, Result, io_error, model_file};
 use crate::model::{Decoder, KvCache, WeightFormat, causal_mask, load_gguf_cached, load_hf_folder};
@@ -68,17 +69,18 @@ impl DeviceChoice {
 #[derive(Clone, Debug, Default)]
 pub struct LoadOptions {
     pub device: DeviceChoice,
-    /// Overrides the choice of weight formats (tests and benchmarks): the format prefill (scoring,
-    /// prompts) runs with, and the one decoding runs with.
+    /// The weights' precision; `None` takes the registry entry's `weights`, else `auto`.
+    pub weights: Option<WeightChoice>,
+    /// Overrides the weight formats `weights` chooses (tests and benchmarks): the format prefill
+    /// (scoring, prompts) runs with, and the one decoding runs with.
     pub prefill_format: Option<WeightFormat>,
     pub decode_format: Option<WeightFormat>,
     /// Where int8 weights prepared from a GGUF file are kept between loads (herd's cache by default).
     pub prepared: PreparedCache,
 }
 
-/// A text model held in memory, with the weights it scores with and the weights it decodes with: one
-/// int8 copy for both on CPUs with AVX-512 VNNI or AVX-VNNI; elsewhere dense for long prefills and Q8_0 for
-/// decoding on CPU, where single-row products are memory bound.
+/// A text model held in memory, with the weights it scores with and the weights it decodes with (the
+/// same copy unless a benchmark overrides one): int8 or exact, as [`WeightChoice`] says.
 pub struct LocalModel {
     pub alias: String,
     pub family: Family,
@@ -88,6 +90,7 @@ pub struct LocalModel {
     decode: Option<Decoder>,
     constraint: Option<ConstraintEngine>,
     device: Device,
+    compute: ComputePath,
     load_report: LoadReport,
     /// The last scoring group's shared prefix and its keys and values: the next group extends the part
     /// it shares (a system prompt, the instructions) instead of computing it again.
@@ -108,8 +111,7 @@ impl PromptRenderer {
         let template = match files {
             ModelFiles::Gguf(path) => {
                 let mut file = std::io::BufReader::new(std::fs::File::open(path).map_err(io_error(path))?);
-                let content = candle_core::quantized::gguf_file::Content::read(&mut file)
-                    .map_err(|e| model_file(path, format!("not a readable GGUF file: {e}")))?;
+                let content = crate::model::read_gguf(path, &mut file)?;
                 let tokenizer = TextTokenizer::from_gguf(path, &content)?;
                 gguf_chat_template(path, &content, &tokenizer)?
             }
@@ -170,10 +172,23 @@ impl LocalModel {
         }
         let start = std::time::Instant::now();
         let device = options.device.open()?;
-        let on_cpu = device.is_cpu();
-        let int8 = on_cpu && herd_kernels::int8_supported();
+        let choice = options.weights.or(entry.weights).unwrap_or_default();
+        let gguf = matches!(files, ModelFiles::Gguf(_));
+        let int8 = match choice {
+            WeightChoice::Int8 if !device.is_cpu() => {
+                return Err(InferError::Request(format!(
+                    "`{}`: --weights int8 runs herd-kernels' CPU code; on {} use --weights exact (or auto)",
+                    entry.alias,
+                    device_name(&device)
+                )));
+            }
+            WeightChoice::Int8 => true,
+            WeightChoice::Exact => false,
+            WeightChoice::Auto => gguf && device.is_cpu(),
+        };
         let prefill_format =
             options.prefill_format.unwrap_or(if int8 { WeightFormat::Int8 } else { WeightFormat::Dense });
+        let dtype = if gguf { DType::F32 } else { safetensors_dtype(entry.dtype, &device) };
         let (prefill, tokenizer, template, mut report) = match files {
             ModelFiles::Gguf(path) => {
                 let (decoder, content, mut report) =
@@ -184,26 +199,18 @@ impl LocalModel {
             }
             ModelFiles::HfFolder(dir) => {
                 let mut report = LoadReport::default();
-                let decoder = report.time("weights", || {
-                    load_hf_folder(dir, &device, safetensors_dtype(entry.dtype, &device), prefill_format)
-                })?;
+                let decoder = report.time("weights", || load_hf_folder(dir, &device, dtype, prefill_format))?;
                 let tokenizer = report.time("tokenizer", || TextTokenizer::from_hf_folder(dir))?;
                 (decoder, tokenizer, ChatTemplate::from_hf_folder(dir)?, report)
             }
         };
-        // candle picks its quantised CPU kernels at compile time: without AVX2 in the build (no
-        // `-C target-cpu=native`) Q8_0 products are scalar and slower than dense f32 (runtime-dispatched gemm).
-        let fast_quantised = on_cpu && cfg!(target_feature = "avx2");
-        let decode_format = options.decode_format.unwrap_or(match prefill_format {
-            WeightFormat::Int8 => WeightFormat::Int8,
-            _ if fast_quantised => WeightFormat::Q8_0,
-            _ => WeightFormat::Dense,
-        });
+        let decode_format = options.decode_format.unwrap_or(prefill_format);
         let decode = if decode_format == prefill_format {
             None
         } else {
             Some(report.time("decoding weights", || prefill.with_weight_format(decode_format))?)
         };
+        let compute = compute_path(&device, gguf, dtype, prefill_format, decode_format)?;
         let renderer =
             PromptRenderer { alias: entry.alias.clone(), template, template_options: entry.template_options.clone() };
         report.total_s = start.elapsed().as_secs_f64();
@@ -219,9 +226,15 @@ impl LocalModel {
             decode,
             constraint: None,
             device,
+            compute,
             load_report: report,
             last_prefix: Default::default(),
         })
+    }
+
+    /// What this model's numbers are computed with.
+    pub fn compute_path(&self) -> &ComputePath {
+        &self.compute
     }
 
     /// Where this model's load spent its time, and whether its prepared weights came from the cache.
@@ -574,6 +587,64 @@ impl PaddedBatch {
     }
 }
 
+/// The path a model loaded on `device` computes with; on CPU, `HERD_CPU_PATH` must name a path this
+/// CPU runs.
+fn compute_path(
+    device: &Device,
+    gguf: bool,
+    dtype: DType,
+    prefill: WeightFormat,
+    decode: WeightFormat,
+) -> Result<ComputePath> {
+    let weights = |format: WeightFormat| match format {
+        WeightFormat::Int8 => "int8".to_owned(),
+        WeightFormat::Q8_0 => "q8_0".into(),
+        WeightFormat::Native => "the GGUF file's own quantisation".into(),
+        WeightFormat::Dense => dtype_name(dtype).into(),
+    };
+    let activations = match prefill {
+        WeightFormat::Int8 => format!("int8 per block of {}", herd_kernels::BLOCK),
+        // candle's quantised products quantise their input to Q8 per block of 32 on CPU.
+        WeightFormat::Q8_0 | WeightFormat::Native if device.is_cpu() => "q8 per block of 32".into(),
+        _ => dtype_name(dtype).into(),
+    };
+    Ok(ComputePath {
+        device: device_name(device),
+        isa: device_isa(device)?,
+        weights: weights(prefill),
+        weights_from: if gguf { "gguf" } else { "safetensors" }.into(),
+        decode_weights: (decode != prefill).then(|| weights(decode)),
+        activations,
+        dtype: dtype_name(dtype).into(),
+        herd_version: env!("CARGO_PKG_VERSION").into(),
+    })
+}
+
+/// herd-kernels' path on CPU, the compute capability on CUDA.
+pub(crate) fn device_isa(device: &Device) -> Result<String> {
+    match device {
+        Device::Cpu => {
+            Ok(herd_kernels::CpuPath::active().map_err(|e| InferError::Request(e.to_string()))?.name().into())
+        }
+        #[cfg(feature = "cuda")]
+        Device::Cuda(cuda) => Ok(match cuda.cuda_stream().context().compute_capability() {
+            Ok((major, minor)) => format!("cuda sm_{major}{minor}"),
+            Err(_) => "cuda (compute capability unknown)".into(),
+        }),
+        _ => Ok(device_name(device)),
+    }
+}
+
+pub(crate) fn dtype_name(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => "f32",
+        DType::BF16 => "bf16",
+        DType::F16 => "f16",
+        DType::F64 => "f64",
+        _ => "other",
+    }
+}
+
 pub(crate) fn device_name(device: &Device) -> String {
     match device {
         Device::Cpu => "cpu".into(),
@@ -698,6 +769,7 @@ impl Backend for LocalModel {
             family: self.family.name().into(),
             device: self.device_name(),
             vision: false,
+            compute: self.compute.clone(),
         }
     }
 }

@@ -667,6 +667,8 @@ impl Backend for OpenAiBackend {
             family: self.model.family.clone(),
             device: format!("remote: {}", self.bases.join(", ")),
             vision: self.model.vision,
+            // The server's hardware, kernels and weights are its own (and its /v1/models says little).
+            compute: crate::ComputePath::elsewhere("server", "the server's"),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! maps them instead of requantising (about 12 s for Qwen2.5-Coder-1.5B), and where a load's time goes
 //! ([`LoadReport`]).
 //!
-//! A file `prepared/<gguf stem>-<source id>.int8-v<layout>.<isa>.bin` holds:
+//! A file `prepared/<gguf stem>-<source id>.int8-v<layout>.bin` holds:
 //!
 //! | bytes | |
 //! |---|---|
@@ -10,10 +10,11 @@
 //! | 8..12 | [`FILE_VERSION`], little-endian |
 //! | 12..16 | header length `h` |
 //! | 16..24 | checksum of the header bytes |
-//! | 24..24 + h | header (JSON): source file (path, size, modification time, SHA-256 where a passed check recorded one), int8 layout version, instruction set, payload length, and per matrix its key, shape, part offsets (from the payload's start) and checksum |
+//! | 24..24 + h | header (JSON): source file (path, size, modification time, SHA-256 where a passed check recorded one), int8 layout version, payload length, and per matrix its key, shape, part offsets (from the payload's start) and checksum |
 //! | from 24 + h rounded up to 4096 | the payload: each matrix's quants, scales and minimums, every part 64-byte aligned |
 //!
-//! A file is used only if every header field matches this build, this CPU and the source file as it is
+//! The layout is the same for every CPU path (herd-kernels' tiles all read it), so one file serves
+//! them all. A file is used only if every header field matches this build and the source file as it is
 //! now, and the file has the stated length; the matrices' checksums are verified whenever the file
 //! differs in size or modification time from the last passed verification (recorded in
 //! `FILE.checked`, like the models' `.sha256-checked`), which reading 2 GB would otherwise cost at every
@@ -22,7 +23,7 @@
 //! keeps the file it opened).
 
 use crate::fetch::recorded_sha256;
-use herd_kernels::{INT8_LAYOUT_VERSION, Int8Matrix, MappedFile, checksum, int8_isa};
+use herd_kernels::{INT8_LAYOUT_VERSION, Int8Matrix, MappedFile, checksum};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -169,7 +170,6 @@ fn mtime_ns(meta: &std::fs::Metadata) -> u64 {
 struct Header {
     int8_layout: u32,
     format: String,
-    isa: String,
     block: usize,
     source: Source,
     payload_len: u64,
@@ -194,15 +194,10 @@ pub(crate) struct Prepared {
     pub matrices: HashMap<String, Arc<Int8Matrix>>,
 }
 
-/// The instruction set tag recorded in files and names (`none` where the kernels cannot run).
-fn isa() -> &'static str {
-    int8_isa().unwrap_or("none")
-}
-
 /// Where the prepared weights of `source` (the GGUF `file`) live under `cache`; `None` when off.
 pub(crate) fn path_for(cache: &PreparedCache, file: &Path, source: &Source) -> Option<PathBuf> {
     let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
-    Some(cache.dir()?.join(format!("{stem}-{}.int8-v{INT8_LAYOUT_VERSION}.{}.bin", source.id(), isa())))
+    Some(cache.dir()?.join(format!("{stem}-{}.int8-v{INT8_LAYOUT_VERSION}.bin", source.id())))
 }
 
 fn matrix_checksum(m: &Int8Matrix) -> u64 {
@@ -257,9 +252,6 @@ pub(crate) fn read(
             header.block,
             herd_kernels::BLOCK
         ));
-    }
-    if header.isa != isa() {
-        return Err(format!("it was prepared for {}, this CPU runs {}", header.isa, isa()));
     }
     if !header.source.same_as(source) {
         return Err(format!(
@@ -329,7 +321,6 @@ pub(crate) fn write(path: &Path, source: &Source, matrices: &[(String, Arc<Int8M
     let header = Header {
         int8_layout: INT8_LAYOUT_VERSION,
         format: "int8".into(),
-        isa: isa().into(),
         block: herd_kernels::BLOCK,
         source: source.clone(),
         payload_len: at,

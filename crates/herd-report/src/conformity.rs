@@ -55,7 +55,7 @@ fn curves_by<'a>(
 ) -> Vec<LineSeries> {
     let mut grouped: BTreeMap<String, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
     for t in trials {
-        if let Some(p) = measure.of(t) {
+        if let Some(p) = t.p_wrong(measure) {
             grouped.entry(series_of(t)).or_default().entry(t.n).or_default().push(p);
         }
     }
@@ -344,7 +344,8 @@ pub fn conformity_by_difficulty_and_performance(
     type Image = (BTreeMap<u32, Vec<f64>>, Vec<f64>, Vec<f64>);
     let mut groups: BTreeMap<(&str, &str), BTreeMap<&str, Image>> = BTreeMap::new();
     for t in family(trials, "difficulty") {
-        let (Some(image), Some(index), Some(p)) = (t.image_id.as_deref(), t.difficulty_index, measure.of(t)) else {
+        let (Some(image), Some(index), Some(p)) = (t.image_id.as_deref(), t.difficulty_index, t.p_wrong(measure))
+        else {
             continue;
         };
         let entry = groups.entry((t.model.as_str(), t.task.as_str())).or_default().entry(image).or_default();

@@ -118,6 +118,8 @@ struct RunView {
     files: Vec<FileView>,
     parameters: String,
     model_record: String,
+    /// How the numbers were computed (device, instructions, weights, activations, dtype, herd).
+    compute: String,
 }
 
 #[derive(Serialize)]
@@ -160,6 +162,8 @@ struct Page {
     /// Plain tables read without a manifest.
     plain_tables: Vec<String>,
     plain_note: &'static str,
+    /// One line per run whose numbers were computed another way than the first run's.
+    compute_differences: Vec<String>,
     headlines: Vec<HeadlineView>,
     runs: Vec<RunView>,
     studies: Vec<StudyView>,
@@ -230,7 +234,56 @@ fn run_view(study: &'static str, run: &RunFolder) -> RunView {
             .collect(),
         parameters: serde_json::to_string_pretty(&m.parameters).unwrap_or_default(),
         model_record: serde_json::to_string_pretty(&m.model).unwrap_or_default(),
+        compute: m
+            .compute
+            .as_ref()
+            .map_or_else(|| "not recorded (written by a herd older than compute paths)".into(), compute_summary),
     }
+}
+
+/// `cpu avx512-vnni · int8 weights (from gguf) · int8 per block of 32 activations · f32 · herd 0.1.0`.
+fn compute_summary(compute: &serde_json::Value) -> String {
+    let field = |name: &str| compute.get(name).and_then(|v| v.as_str()).unwrap_or("?");
+    let decode = compute.get("decode_weights").and_then(|v| v.as_str()).map(|d| format!(" (decoding {d})"));
+    format!(
+        "{} {} · {} weights{} (from {}) · {} activations · {} · herd {}",
+        field("device"),
+        field("isa"),
+        field("weights"),
+        decode.unwrap_or_default(),
+        field("weights_from"),
+        field("activations"),
+        field("dtype"),
+        field("herd_version")
+    )
+}
+
+/// Runs whose compute paths differ from the first recorded one, each with what differs: their numbers
+/// for the same prompts can differ for that reason alone.
+fn compute_differences(runs: &[&RunFolder]) -> Vec<String> {
+    let recorded: Vec<(&RunFolder, &serde_json::Value)> =
+        runs.iter().filter_map(|r| r.manifest.compute.as_ref().map(|c| (*r, c))).collect();
+    let Some((first, reference)) = recorded.first() else { return Vec::new() };
+    recorded
+        .iter()
+        .skip(1)
+        .filter_map(|(run, compute)| {
+            let mut parts = herd_store::compute_differences(reference, compute);
+            if reference.get("herd_version") != compute.get("herd_version") {
+                let version =
+                    |c: &serde_json::Value| c.get("herd_version").and_then(|v| v.as_str()).unwrap_or("?").to_owned();
+                parts.push(format!("herd_version: {} → {}", version(reference), version(compute)));
+            }
+            (!parts.is_empty()).then(|| {
+                format!(
+                    "{} computed differently from {}: {}",
+                    run.manifest.run_id,
+                    first.manifest.run_id,
+                    parts.join("; ")
+                )
+            })
+        })
+        .collect()
 }
 
 fn is_p_column(name: &str) -> bool {
@@ -422,6 +475,12 @@ pub fn write_report(
 
     progress("headline comparison");
     let comparisons = compare_headlines(results)?;
+    let compared_runs: Vec<&RunFolder> = results
+        .conformity
+        .iter()
+        .flat_map(|c| &c.runs)
+        .chain(results.minimal_group.iter().flat_map(|m| &m.runs))
+        .collect();
     let page = Page {
         title: "herd report".into(),
         verdicts_note: VERDICTS_NOTE,
@@ -433,6 +492,7 @@ pub fn write_report(
         empty_runs: results.empty_runs.iter().map(|p| p.display().to_string()).collect(),
         plain_tables: results.plain_tables.iter().map(|p| p.display().to_string()).collect(),
         plain_note: PLAIN_NOTE,
+        compute_differences: compute_differences(&compared_runs),
         headlines: comparisons.iter().map(headline_view).collect(),
         runs,
         studies,
@@ -525,6 +585,12 @@ fn render_markdown(page: &Page) -> String {
         }),
     );
     let _ = writeln!(md, "## Runs (manifest)\n");
+    for line in &page.compute_differences {
+        let _ = writeln!(md, "- **Computed differently**: {}", line.replace('`', "'"));
+    }
+    if !page.compute_differences.is_empty() {
+        md.push('\n');
+    }
     for r in &page.empty_runs {
         let _ = writeln!(md, "- run folder without trial rows yet: `{}`", r.replace('`', "'"));
     }
@@ -541,6 +607,7 @@ fn render_markdown(page: &Page) -> String {
             vec!["model · backend · shard".into(), format!("{} · {} · {}", run.model, run.backend, run.shard)],
             vec!["units stored".into(), run.units.clone()],
             vec!["rows".into(), run.rows.clone()],
+            vec!["compute path".into(), run.compute.clone()],
         ];
         rows.extend(run.skipped.iter().map(|s| vec!["skipped".into(), s.clone()]));
         if run.failed > 0 {

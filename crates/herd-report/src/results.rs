@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 
 use herd_analysis::io::{Columns, DataFrame, conformity_from_frame, dyads_from_frame, plain_table_file, read_frame};
 use herd_analysis::{
-    BootstrapPlan, ColumnValues, ConformityOptions, ConformityTable, ConformityTables, DyadTable, MinimalGroupOptions,
-    MinimalGroupTables, PWrong, ResultTable, analyze_conformity, analyze_minimal_group_with_progress,
+    BootstrapPlan, ConformityOptions, ConformityTable, ConformityTables, DyadTable, MinimalGroupOptions,
+    MinimalGroupTables, PWrong, ResultTable, TableBuilder, Value, analyze_conformity,
+    analyze_minimal_group_with_progress,
 };
 use herd_store::{Manifest, Table, committed_parts, read_run_manifest, read_table};
 
@@ -238,15 +239,13 @@ fn analyse_conformity(
 
     let c = Columns::new(&frame, source);
     let (model, task) = (c.text("model", "model name")?, c.text("task", "task")?);
-    let mass = if c.has("mass_ab") { Some(c.float("mass_ab", "P(A) + P(B)")?) } else { None };
-    let bound = if c.has("p_bound") {
-        c.flag("p_bound", "1 if a probability is only a bound")?
-    } else {
-        vec![false; c.height()]
-    };
+    let mass = c.optional("mass_ab", |c| c.float("mass_ab", "P(A) + P(B)"))?;
+    let bound = c
+        .optional("p_bound", |c| c.flag("p_bound", "1 if a probability is only a bound"))?
+        .unwrap_or_else(|| vec![false; c.height()]);
     // Tables written before lower bounds were told apart have no kind: their bounds are upper ones.
-    let bound_kind = if c.has("p_bound_kind") { Some(c.text("p_bound_kind", "upper, lower or empty")?) } else { None };
-    let modality = if c.has("modality") { Some(c.text("modality", "vision or text")?) } else { None };
+    let bound_kind = c.optional("p_bound_kind", |c| c.text("p_bound_kind", "upper, lower or empty"))?;
+    let modality = c.optional("modality", |c| c.text("modality", "vision or text"))?;
     /// Trials, mass sum, bounded, lower-bounded, text-modality trials, and whether the modality is unknown.
     type Counts = (usize, f64, usize, usize, usize, bool);
     let mut groups: BTreeMap<(String, String), Counts> = BTreeMap::new();
@@ -271,7 +270,7 @@ fn analyse_conformity(
             e.1 += usize::from(accepted[i]);
         }
     }
-    let mut q = QualityTable::new(
+    let mut q = quality_table(
         "conformity_quality",
         &["model", "task", "modality"],
         &[
@@ -295,7 +294,7 @@ fn analyse_conformity(
         } else {
             "mixed"
         };
-        q.push(
+        q.push(quality_row(
             vec![m, t, modality.into()],
             vec![
                 Some(n as f64),
@@ -306,7 +305,7 @@ fn analyse_conformity(
                 Some(candidates as f64),
                 (candidates > 0).then(|| accepted as f64 / candidates as f64),
             ],
-        );
+        ));
     }
     Ok(ConformityResults { runs, trials, tables, quality: q.finish(), measure, measure_note })
 }
@@ -380,7 +379,7 @@ fn analyse_minimal_group(
     };
     let tables = analyze_minimal_group_with_progress(&dyads, &options, &mut |_, _| {})?;
 
-    let mut q = QualityTable::new(
+    let mut q = quality_table(
         "allocation_quality",
         &["model", "reasoning", "instrument"],
         &["deciders", "parsed_share", "filled_share", "qc_flagged_share", "mean_tokens_generated"],
@@ -406,41 +405,23 @@ fn analyse_minimal_group(
         }
         for ((m, r, i), (n, parsed, fills, flagged, tokens)) in groups {
             let share = |k: usize| Some(k as f64 / n as f64);
-            q.push(
+            q.push(quality_row(
                 vec![m, r, i],
                 vec![Some(n as f64), share(parsed), share(fills), share(flagged), Some(tokens / n as f64)],
-            );
+            ));
         }
     }
     Ok(MinimalGroupResults { runs, dyads, tables, quality: q.finish() })
 }
 
-/// A small result table of text keys and numbers.
-struct QualityTable {
-    table: ResultTable,
+/// A quality table: text key columns, then number columns, written through herd-analysis's
+/// [`TableBuilder`] like every result table.
+fn quality_table(name: &str, keys: &[&str], numbers: &[&str]) -> TableBuilder {
+    let schema: Vec<(&str, char)> = keys.iter().map(|&k| (k, 't')).chain(numbers.iter().map(|&n| (n, 'f'))).collect();
+    TableBuilder::new(name, &schema)
 }
 
-impl QualityTable {
-    fn new(name: &str, keys: &[&str], numbers: &[&str]) -> Self {
-        let mut columns: Vec<(String, ColumnValues)> =
-            keys.iter().map(|k| ((*k).to_owned(), ColumnValues::Text(Vec::new()))).collect();
-        columns.extend(numbers.iter().map(|n| ((*n).to_owned(), ColumnValues::Float(Vec::new()))));
-        Self { table: ResultTable { name: name.to_owned(), columns } }
-    }
-
-    /// Appends a row: `keys` fill the text columns and `numbers` the number columns, in order.
-    fn push(&mut self, keys: Vec<String>, numbers: Vec<Option<f64>>) {
-        let (mut keys, mut numbers) = (keys.into_iter(), numbers.into_iter());
-        for (_, column) in &mut self.table.columns {
-            match column {
-                ColumnValues::Text(c) => c.push(keys.next()),
-                ColumnValues::Float(c) => c.push(numbers.next().flatten()),
-                ColumnValues::Integer(c) => c.push(None),
-            }
-        }
-    }
-
-    fn finish(self) -> ResultTable {
-        self.table
-    }
+/// A quality row: the keys, then the numbers (`None` and NaN are nulls).
+fn quality_row(keys: Vec<String>, numbers: Vec<Option<f64>>) -> Vec<Value> {
+    keys.into_iter().map(Value::from).chain(numbers.into_iter().map(Value::from)).collect()
 }

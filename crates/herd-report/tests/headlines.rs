@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use herd_analysis::{
     ColumnValues, ConformityOptions, ConformityTable, ConformityTrial, DesignKey, Dyad, DyadTable, Labels,
     MinimalGroupOptions, MinimalGroupTables, PWrong, ResultTable, analyze_conformity, analyze_minimal_group,
+    group_size_rises,
 };
 use herd_report::{
     ConformityResults, HeadlineComparison, MinimalGroupResults, Results, Verdict, compare_headlines, load_results,
@@ -132,6 +133,12 @@ fn group_size_needs_six_pairs_to_decide() {
     let h = headline(&all, "group_size_rise");
     assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
     assert!(h.this_run.contains("m: p_wrong_full: 0.050 → 0.750 (N = 0 → 10), rise +0.700"), "{}", h.this_run);
+    // The test `herd power` counts: herd-analysis's rise and its Wilcoxon, 2/2⁶ with six rising pairs.
+    let trials = ConformityTable { origin: "test".into(), rows: rows(6) };
+    let rises = group_size_rises(&trials, PWrong::Full);
+    assert_eq!(rises.len(), 1);
+    assert_eq!(rises[0].wilcoxon().unwrap().p_value, 0.03125);
+    assert!(h.this_run.contains("Wilcoxon signed-rank, 6 trial pairs, p = 0.031"), "{}", h.this_run);
 }
 
 #[test]

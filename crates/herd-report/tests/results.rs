@@ -144,3 +144,33 @@ fn plain_tables_written_by_polars_are_reported_with_what_is_unknown() {
         "{message}"
     );
 }
+
+/// Sets the manifest's compute path as `herd run` records it.
+fn set_compute(run: &std::path::Path, isa: &str) {
+    let path = run.join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    manifest["compute"] = serde_json::json!({"device": "cpu", "isa": isa, "weights": "int8", "weights_from": "gguf",
+        "activations": "int8 per block of 32", "dtype": "f32", "herd_version": "0.1.0"});
+    std::fs::write(&path, serde_json::to_string_pretty(&manifest).unwrap()).unwrap();
+}
+
+#[test]
+fn runs_computed_differently_are_named_in_the_report() {
+    let work = tempfile::tempdir().unwrap();
+    let out = stored_results(work.path(), Variant::Planted);
+    set_compute(&out.join("runs/conformity"), "avx512-vnni");
+    set_compute(&out.join("runs/minimal-group"), "avx512-vnni");
+    let report = |name: &str| {
+        let results = load_results(&out, &mut |_| {}).unwrap();
+        let written = herd_report::write_report(&results, &work.path().join(name), &mut |_| {}).unwrap();
+        (std::fs::read_to_string(written.markdown).unwrap(), std::fs::read_to_string(written.html).unwrap())
+    };
+    let (md, _) = report("same");
+    assert!(md.contains("| compute path | cpu avx512-vnni · int8 weights (from gguf) · int8 per block of 32 activations · f32 · herd 0.1.0 |"), "{md}");
+    assert!(!md.contains("Computed differently"), "one compute path: nothing to say");
+
+    set_compute(&out.join("runs/minimal-group"), "avx2");
+    let (md, html) = report("different");
+    assert!(md.contains("**Computed differently**") && md.contains("isa: avx512-vnni → avx2"), "{md}");
+    assert!(html.contains("Computed differently</strong>") && html.contains("isa: avx512-vnni → avx2"));
+}

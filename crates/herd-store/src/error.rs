@@ -25,6 +25,8 @@ pub enum StoreError {
     Corrupt { path: PathBuf, problem: String },
     #[error("{dir}: holds another run ({stored}); this command asks for {requested}\n  fix: resume with the same experiment file, model, backend and shard, or give this run a new --out", dir = .dir.display(), stored = describe(stored), requested = describe(requested))]
     DifferentRun { dir: PathBuf, stored: Box<RunIdentity>, requested: Box<RunIdentity> },
+    #[error("{dir}: its rows were computed another way than this session would compute them ({differences}); one run's numbers must come from one compute path\n  fix: resume where the run began (same device, HERD_CPU_PATH and --weights), or give this session a new --out", dir = .dir.display())]
+    DifferentCompute { dir: PathBuf, differences: String },
     #[error("unit {0} is already stored; the runner must skip stored units (a bug in herd)")]
     AlreadyStored(String),
     #[error("table {table}: {problem}")]

@@ -26,6 +26,8 @@ mod schema;
 mod store;
 
 pub use error::StoreError;
-pub use manifest::{FileRecord, Manifest, RunIdentity, STORE_FORMAT, Session, Skipped, git_commit, now};
+pub use manifest::{
+    FileRecord, Manifest, RunIdentity, STORE_FORMAT, Session, Skipped, compute_differences, git_commit, now,
+};
 pub use schema::{AllocationDeciderRow, AllocationDyadRow, BaselineCandidateRow, ConformityTrialRow, Table, TableRow};
 pub use store::{Batch, RunStore, committed_parts, read_run_manifest, read_table};

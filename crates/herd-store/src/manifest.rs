@@ -53,6 +53,10 @@ pub struct Session {
     pub herd_version: String,
     pub git_commit: String,
     pub device: String,
+    /// What this session computed with (herd_infer's `ComputePath`); absent in folders written
+    /// before herd recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute: Option<serde_json::Value>,
     /// Units found already stored when the session began.
     pub units_already_stored: u64,
     pub units_run: u64,
@@ -92,6 +96,11 @@ pub struct Manifest {
     pub failed: Vec<String>,
     /// Summary numbers a study reports while running (e.g. baseline acceptance rates).
     pub notes: BTreeMap<String, serde_json::Value>,
+    /// How every row's numbers were computed: device, instructions, weights, activations, dtype and
+    /// herd version (herd_infer's `ComputePath`). Every session of a run computes the same way, herd
+    /// version aside (each session records its own).
+    #[serde(default)]
+    pub compute: Option<serde_json::Value>,
     pub sessions: Vec<Session>,
 }
 
@@ -113,9 +122,31 @@ impl Manifest {
             skipped: Vec::new(),
             failed: Vec::new(),
             notes: BTreeMap::new(),
+            compute: None,
             sessions: Vec::new(),
         }
     }
+}
+
+/// The parts in which two compute paths differ (`field: a → b`), the herd version aside: a session
+/// of a newer herd may resume a run if it computes the same way.
+pub fn compute_differences(stored: &serde_json::Value, requested: &serde_json::Value) -> Vec<String> {
+    let fields = |v: &serde_json::Value| -> BTreeMap<String, serde_json::Value> {
+        v.as_object().map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default()
+    };
+    let (a, b) = (fields(stored), fields(requested));
+    let show = |v: Option<&serde_json::Value>| match v {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => "none".into(),
+    };
+    a.keys()
+        .chain(b.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|k| k.as_str() != "herd_version" && a.get(*k) != b.get(*k))
+        .map(|k| format!("{k}: {} → {}", show(a.get(k)), show(b.get(k))))
+        .collect()
 }
 
 /// Seconds since the Unix epoch.

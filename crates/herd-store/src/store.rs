@@ -13,7 +13,7 @@
 //! the batch in flight and never leaves a half-written file or a unit stored twice.
 
 use crate::error::StoreError;
-use crate::manifest::{Manifest, STORE_FORMAT, Session, git_commit, now};
+use crate::manifest::{Manifest, STORE_FORMAT, Session, compute_differences, git_commit, now};
 use crate::schema::{BaselineCandidateRow, Table, TableRow};
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -184,6 +184,16 @@ impl RunStore {
                     requested: Box::new(manifest.identity),
                 });
             }
+            // Folders written before herd recorded compute paths take this session's.
+            if let (Some(stored), Some(requested)) = (&previous.compute, &manifest.compute) {
+                let differences = compute_differences(stored, requested);
+                if !differences.is_empty() {
+                    return Err(StoreError::DifferentCompute {
+                        dir: dir.to_path_buf(),
+                        differences: differences.join("; "),
+                    });
+                }
+            }
             previous_sessions = previous.sessions;
             for session in &mut previous_sessions {
                 if session.status == "running" {
@@ -216,6 +226,7 @@ impl RunStore {
             herd_version: env!("CARGO_PKG_VERSION").into(),
             git_commit: git_commit().into(),
             device: device.into(),
+            compute: manifest.compute.clone(),
             units_already_stored: done.len() as u64,
             units_run: 0,
             status: "running".into(),

@@ -113,3 +113,36 @@ fn a_committed_part_truncated_or_overwritten_is_named_as_corrupt() {
         assert!(text.contains(&part.display().to_string()) && text.contains("fix:"), "{text}");
     }
 }
+
+#[test]
+fn a_session_that_would_compute_another_way_is_refused_and_each_session_records_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let path = |isa: &str, version: &str| {
+        serde_json::json!({"device": "cpu", "isa": isa, "weights": "int8", "weights_from": "gguf",
+            "activations": "int8 per block of 32", "dtype": "f32", "herd_version": version})
+    };
+    let with = |compute| Manifest { compute: Some(compute), ..manifest("m") };
+    RunStore::open(&out, with(path("avx512-vnni", "0.1.0")), "cpu").unwrap().finish("incomplete").unwrap();
+    // A newer herd computing the same way resumes.
+    RunStore::open(&out, with(path("avx512-vnni", "0.2.0")), "cpu").unwrap().finish("incomplete").unwrap();
+    let err = RunStore::open(&out, with(path("avx2", "0.2.0")), "cpu").err().unwrap();
+    assert!(matches!(err, StoreError::DifferentCompute { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("isa: avx512-vnni → avx2") && !text.contains("herd_version") && text.contains("fix:"),
+        "{text}"
+    );
+
+    let stored = herd_store::read_run_manifest(&out).unwrap();
+    assert_eq!(stored.compute, Some(path("avx512-vnni", "0.2.0")));
+    let versions: Vec<_> =
+        stored.sessions.iter().map(|s| s.compute.as_ref().unwrap()["herd_version"].clone()).collect();
+    assert_eq!(versions, ["0.1.0", "0.2.0"]);
+
+    // A folder written before herd recorded compute paths takes the first session's that does.
+    let old = dir.path().join("old");
+    RunStore::open(&old, manifest("m"), "cpu").unwrap().finish("incomplete").unwrap();
+    RunStore::open(&old, with(path("avx2", "0.2.0")), "cpu").unwrap().finish("complete").unwrap();
+    assert_eq!(herd_store::read_run_manifest(&old).unwrap().compute, Some(path("avx2", "0.2.0")));
+}

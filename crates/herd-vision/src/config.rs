@@ -1,17 +1,83 @@
-//! `config.json` of a Qwen3-VL checkpoint, with the key names of the Hugging Face files.
+//! `config.json` of a Qwen2-VL, Qwen2.5-VL or Qwen3-VL checkpoint, with the key names of the Hugging Face
+//! files, read into one shape for all three families.
+//!
+//! The families write their files differently: Qwen3-VL nests the language model under `text_config`;
+//! Qwen2-VL and Qwen2.5-VL as released keep its keys at the top level (re-saved copies nest them, both
+//! are read). Qwen2-VL's `vision_config` names the encoder width `embed_dim`, the merged output width
+//! `hidden_size` and the MLP width `mlp_ratio` times the width; the released files spell the channel
+//! count `in_chans`. These are normalised here, so the network code sees one [`VisionConfig`].
 
 use std::path::{Path, PathBuf};
 
+use candle_core::{Result as CandleResult, Tensor};
 use candle_nn::Activation;
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value, json};
 
 use crate::error::VisionError;
 
+/// The architecture of a checkpoint, from config.json's `model_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VlFamily {
+    /// `qwen2_vl` (`Qwen/Qwen2-VL-*-Instruct`): full vision attention, LayerNorm, QuickGELU MLP.
+    Qwen2Vl,
+    /// `qwen2_5_vl` (`Qwen/Qwen2.5-VL-*-Instruct`): window attention, RMSNorm, SwiGLU MLP.
+    Qwen2_5Vl,
+    /// `qwen3_vl` (`Qwen/Qwen3-VL-*-Instruct`): learned position grid, DeepStack, QK-norm text model.
+    Qwen3Vl,
+}
+
+impl VlFamily {
+    /// config.json's `model_type`.
+    pub fn model_type(self) -> &'static str {
+        match self {
+            VlFamily::Qwen2Vl => "qwen2_vl",
+            VlFamily::Qwen2_5Vl => "qwen2_5_vl",
+            VlFamily::Qwen3Vl => "qwen3_vl",
+        }
+    }
+
+    fn from_model_type(model_type: &str) -> Option<Self> {
+        [VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Qwen3Vl].into_iter().find(|f| f.model_type() == model_type)
+    }
+
+    /// Qwen2-VL and Qwen2.5-VL share the Qwen2 language model (biased q/k/v, MRoPE in sections).
+    pub fn is_qwen2(self) -> bool {
+        matches!(self, VlFamily::Qwen2Vl | VlFamily::Qwen2_5Vl)
+    }
+}
+
+/// An activation named in config.json: candle's, plus CLIP's QuickGELU (`quick_gelu`, Qwen2-VL's vision
+/// MLP), which candle does not have.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum VisionActivation {
+    /// `x * sigmoid(1.702 x)`.
+    QuickGelu,
+    /// Any activation candle knows by its transformers name.
+    Candle(Activation),
+}
+
+impl VisionActivation {
+    pub(crate) fn forward(self, xs: &Tensor) -> CandleResult<Tensor> {
+        match self {
+            VisionActivation::QuickGelu => xs * candle_nn::ops::sigmoid(&(xs * 1.702)?)?,
+            VisionActivation::Candle(act) => xs.apply(&act),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for VisionActivation {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        if name == "quick_gelu" {
+            return Ok(VisionActivation::QuickGelu);
+        }
+        serde_json::from_value(Value::String(name)).map(VisionActivation::Candle).map_err(serde::de::Error::custom)
+    }
+}
+
 fn default_silu() -> Activation {
     Activation::Silu
-}
-fn default_gelu_tanh() -> Activation {
-    Activation::GeluPytorchTanh
 }
 fn default_rms_eps() -> f64 {
     1e-6
@@ -47,7 +113,8 @@ fn default_vision_end() -> u32 {
 /// `rope_scaling` (transformers 4.x) or `rope_parameters` (transformers 5) of the text model.
 #[derive(Debug, Clone, Deserialize)]
 pub struct RopeParameters {
-    /// Frequencies given to the temporal, height and width position (interleaved), summing to head_dim/2.
+    /// Frequencies given to the temporal, height and width positions, summing to head_dim/2: in three
+    /// consecutive sections (Qwen2-VL, Qwen2.5-VL) or interleaved (Qwen3-VL).
     #[serde(default = "default_mrope_section")]
     pub mrope_section: Vec<usize>,
     /// Present in `rope_parameters` (transformers 5), where it replaces the top-level `rope_theta`.
@@ -56,9 +123,12 @@ pub struct RopeParameters {
     /// Must be "default" (no YaRN or other scaling is implemented).
     #[serde(default)]
     pub rope_type: Option<String>,
+    /// The released Qwen2-VL and Qwen2.5-VL files' older spelling, `"type": "mrope"` (= default).
+    #[serde(default, rename = "type")]
+    pub legacy_type: Option<String>,
 }
 
-/// `text_config` of config.json.
+/// `text_config` of config.json (the top level itself for the released Qwen2-VL and Qwen2.5-VL files).
 #[derive(Debug, Clone, Deserialize)]
 pub struct TextConfig {
     /// Vocabulary size (rows of the embedding and of lm_head).
@@ -73,7 +143,7 @@ pub struct TextConfig {
     pub num_attention_heads: usize,
     /// Number of key/value heads (grouped-query attention).
     pub num_key_value_heads: usize,
-    /// Size of one head; hidden_size / num_attention_heads when absent.
+    /// Size of one head; hidden_size / num_attention_heads when absent (always so for Qwen2 models).
     #[serde(default)]
     pub head_dim: Option<usize>,
     /// Activation of the MLP gate.
@@ -94,9 +164,13 @@ pub struct TextConfig {
     /// Whether lm_head shares the embedding matrix.
     #[serde(default)]
     pub tie_word_embeddings: Option<bool>,
-    /// Whether q/k/v/o projections have biases (false in all released Qwen3-VL models).
+    /// Whether q/k/v/o projections have biases (Qwen3-VL; false in all its released models). Qwen2
+    /// models always have q/k/v biases and no o bias, whatever this says.
     #[serde(default)]
     pub attention_bias: bool,
+    /// Sliding-window attention (false in every released Qwen2-VL and Qwen2.5-VL; not implemented).
+    #[serde(default)]
+    pub use_sliding_window: bool,
 }
 
 impl TextConfig {
@@ -111,6 +185,7 @@ impl TextConfig {
             mrope_section: default_mrope_section(),
             rope_theta: None,
             rope_type: None,
+            legacy_type: None,
         })
     }
 
@@ -120,22 +195,21 @@ impl TextConfig {
     }
 }
 
-/// `vision_config` of config.json.
+/// `vision_config` of config.json, normalised over the families (see the module docs).
 #[derive(Debug, Clone, Deserialize)]
 pub struct VisionConfig {
     /// Number of vision transformer blocks.
     pub depth: usize,
-    /// Hidden size of the vision transformer.
+    /// Width of the vision transformer (Qwen2-VL's `embed_dim`).
     pub hidden_size: usize,
     /// Activation of the vision MLP.
-    #[serde(default = "default_gelu_tanh")]
-    pub hidden_act: Activation,
-    /// Inner size of the vision MLP.
+    pub hidden_act: VisionActivation,
+    /// Inner size of the vision MLP (Qwen2-VL: `embed_dim * mlp_ratio`).
     pub intermediate_size: usize,
     /// Number of attention heads.
     pub num_heads: usize,
-    /// Colour channels (3).
-    #[serde(default = "default_three")]
+    /// Colour channels (3; `in_chans` in the released Qwen2-VL and Qwen2.5-VL files).
+    #[serde(default = "default_three", alias = "in_chans")]
     pub in_channels: usize,
     /// Side of a square patch in pixels.
     #[serde(default = "default_patch")]
@@ -146,37 +220,56 @@ pub struct VisionConfig {
     /// Frames per temporal patch (an image is duplicated to fill it).
     #[serde(default = "default_two")]
     pub temporal_patch_size: usize,
-    /// Width of the merged tokens handed to the text model (its hidden size).
+    /// Width of the merged tokens handed to the text model (its hidden size; Qwen2-VL's `hidden_size`).
     pub out_hidden_size: usize,
-    /// Size of the learned position grid (a perfect square).
+    /// Qwen3-VL: size of the learned position grid (a perfect square); 0 elsewhere.
+    #[serde(default)]
     pub num_position_embeddings: usize,
-    /// Vision blocks whose output is injected into the first text layers (DeepStack).
+    /// Qwen3-VL: vision blocks whose output is injected into the first text layers (DeepStack).
     #[serde(default)]
     pub deepstack_visual_indexes: Vec<usize>,
+    /// Qwen2.5-VL: side in pixels of the windows its windowed blocks attend within.
+    #[serde(default)]
+    pub window_size: Option<usize>,
+    /// Qwen2.5-VL: the blocks that attend over the whole image instead of within windows.
+    #[serde(default)]
+    pub fullatt_block_indexes: Vec<usize>,
 }
 
-/// config.json of a Qwen3-VL checkpoint (`Qwen3VLForConditionalGeneration`).
-#[derive(Debug, Clone, Deserialize)]
+/// config.json of a Qwen2-VL, Qwen2.5-VL or Qwen3-VL checkpoint.
+#[derive(Debug, Clone)]
 pub struct Config {
+    /// From `model_type`.
+    pub family: VlFamily,
     /// The language model.
     pub text_config: TextConfig,
     /// The vision encoder.
     pub vision_config: VisionConfig,
     /// Id of `<|image_pad|>`.
-    #[serde(default = "default_image_token")]
     pub image_token_id: u32,
     /// Id of `<|video_pad|>` (videos are not supported here).
-    #[serde(default = "default_video_token")]
     pub video_token_id: u32,
     /// Id of `<|vision_start|>`.
-    #[serde(default = "default_vision_start")]
     pub vision_start_token_id: u32,
     /// Id of `<|vision_end|>`.
-    #[serde(default = "default_vision_end")]
     pub vision_end_token_id: u32,
     /// Top-level tie flag (used when text_config has none).
-    #[serde(default)]
     pub tie_word_embeddings: Option<bool>,
+}
+
+/// The top-level keys besides the two sub-configurations.
+#[derive(Deserialize)]
+struct Ids {
+    #[serde(default = "default_image_token")]
+    image_token_id: u32,
+    #[serde(default = "default_video_token")]
+    video_token_id: u32,
+    #[serde(default = "default_vision_start")]
+    vision_start_token_id: u32,
+    #[serde(default = "default_vision_end")]
+    vision_end_token_id: u32,
+    #[serde(default)]
+    tie_word_embeddings: Option<bool>,
 }
 
 impl Config {
@@ -188,11 +281,50 @@ impl Config {
     /// Reads and checks `config.json`.
     pub fn from_file(path: &Path) -> Result<Self, VisionError> {
         let text = read_to_string(path, "the model configuration")?;
-        let cfg: Self = serde_json::from_str(&text).map_err(|source| VisionError::Json {
+        Self::from_json(&text, path)
+    }
+
+    /// Parses the text of a config.json; `path` is only used in errors.
+    pub fn from_json(text: &str, path: &Path) -> Result<Self, VisionError> {
+        let json_err = |source| VisionError::Json { path: path.to_path_buf(), what: "VL model config.json", source };
+        let bad = |message: String| VisionError::Config {
             path: path.to_path_buf(),
-            what: "Qwen3-VL config.json",
-            source,
+            message,
+            fix: "use the config.json shipped with a Qwen2-VL, Qwen2.5-VL or Qwen3-VL checkpoint",
+        };
+        let root: Map<String, Value> = serde_json::from_str(text).map_err(json_err)?;
+        let model_type = root.get("model_type").and_then(Value::as_str).unwrap_or("qwen3_vl");
+        let family = VlFamily::from_model_type(model_type).ok_or_else(|| {
+            bad(format!("model_type is {model_type:?}; herd runs \"qwen2_vl\", \"qwen2_5_vl\" and \"qwen3_vl\""))
         })?;
+        let mut text_obj = match root.get("text_config") {
+            Some(Value::Object(t)) => t.clone(),
+            Some(_) => return Err(bad("text_config is not an object".into())),
+            // The released Qwen2-VL and Qwen2.5-VL files keep the language model's keys at the top level.
+            None if family.is_qwen2() => root.clone(),
+            None => return Err(bad("text_config is missing".into())),
+        };
+        let mut vision_obj = match root.get("vision_config") {
+            Some(Value::Object(v)) => v.clone(),
+            _ => return Err(bad("vision_config is missing or not an object".into())),
+        };
+        if family.is_qwen2() {
+            qwen2_text_defaults(&mut text_obj);
+            normalise_qwen2_vision(family, &mut vision_obj).map_err(bad)?;
+        } else {
+            vision_obj.entry("hidden_act").or_insert(json!("gelu_pytorch_tanh"));
+        }
+        let ids: Ids = serde_json::from_value(Value::Object(root)).map_err(json_err)?;
+        let cfg = Self {
+            family,
+            text_config: serde_json::from_value(Value::Object(text_obj)).map_err(json_err)?,
+            vision_config: serde_json::from_value(Value::Object(vision_obj)).map_err(json_err)?,
+            image_token_id: ids.image_token_id,
+            video_token_id: ids.video_token_id,
+            vision_start_token_id: ids.vision_start_token_id,
+            vision_end_token_id: ids.vision_end_token_id,
+            tie_word_embeddings: ids.tie_word_embeddings,
+        };
         cfg.validate(path)?;
         Ok(cfg)
     }
@@ -217,6 +349,9 @@ impl Config {
         if t.head_dim() == 0 || !t.head_dim().is_multiple_of(2) {
             return Err(bad(format!("text_config.head_dim ({}) must be even and positive", t.head_dim())));
         }
+        if t.use_sliding_window {
+            return Err(bad("use_sliding_window = true is not supported (no released VL model uses it)".into()));
+        }
         let rope = t.rope();
         if rope.mrope_section.len() != 3 {
             return Err(bad(format!(
@@ -224,10 +359,17 @@ impl Config {
                 rope.mrope_section
             )));
         }
-        if let Some(kind) = rope.rope_type.as_deref()
-            && kind != "default"
-        {
-            return Err(bad(format!("text_config rope_type {kind:?} is not supported (only \"default\")")));
+        if self.family.is_qwen2() && rope.mrope_section.iter().sum::<usize>() != t.head_dim() / 2 {
+            return Err(bad(format!(
+                "rope_scaling.mrope_section {:?} must sum to head_dim / 2 = {}",
+                rope.mrope_section,
+                t.head_dim() / 2
+            )));
+        }
+        for kind in [rope.rope_type.as_deref(), rope.legacy_type.as_deref()].into_iter().flatten() {
+            if kind != "default" && kind != "mrope" {
+                return Err(bad(format!("text rope type {kind:?} is not supported (only \"default\"/\"mrope\")")));
+            }
         }
         if v.num_heads == 0
             || !v.hidden_size.is_multiple_of(v.num_heads)
@@ -238,13 +380,6 @@ impl Config {
                 v.hidden_size, v.num_heads
             )));
         }
-        let side = (v.num_position_embeddings as f64).sqrt().round() as usize;
-        if side == 0 || side * side != v.num_position_embeddings {
-            return Err(bad(format!(
-                "vision_config.num_position_embeddings ({}) must be a perfect square",
-                v.num_position_embeddings
-            )));
-        }
         if v.patch_size == 0 || v.spatial_merge_size == 0 || v.temporal_patch_size == 0 {
             return Err(bad(
                 "vision_config patch_size, spatial_merge_size and temporal_patch_size must be positive".into()
@@ -252,8 +387,44 @@ impl Config {
         }
         if v.out_hidden_size != t.hidden_size {
             return Err(bad(format!(
-                "vision_config.out_hidden_size ({}) must equal text_config.hidden_size ({})",
+                "vision_config's output width ({}) must equal the text hidden_size ({})",
                 v.out_hidden_size, t.hidden_size
+            )));
+        }
+        match self.family {
+            VlFamily::Qwen3Vl => self.validate_qwen3(path),
+            VlFamily::Qwen2_5Vl => {
+                let window = v.window_size.unwrap_or(0);
+                let unit = v.patch_size * v.spatial_merge_size;
+                if window == 0 || !window.is_multiple_of(unit) {
+                    return Err(bad(format!(
+                        "vision_config.window_size ({window}) must be a positive multiple of patch_size * spatial_merge_size ({unit})"
+                    )));
+                }
+                if let Some(&i) = v.fullatt_block_indexes.iter().find(|&&i| i >= v.depth) {
+                    return Err(bad(format!(
+                        "vision_config.fullatt_block_indexes holds {i}, beyond depth {}",
+                        v.depth
+                    )));
+                }
+                Ok(())
+            }
+            VlFamily::Qwen2Vl => Ok(()),
+        }
+    }
+
+    fn validate_qwen3(&self, path: &Path) -> Result<(), VisionError> {
+        let bad = |message: String| VisionError::Config {
+            path: path.to_path_buf(),
+            message,
+            fix: "use the config.json shipped with the checkpoint",
+        };
+        let (t, v) = (&self.text_config, &self.vision_config);
+        let side = (v.num_position_embeddings as f64).sqrt().round() as usize;
+        if side == 0 || side * side != v.num_position_embeddings {
+            return Err(bad(format!(
+                "vision_config.num_position_embeddings ({}) must be a perfect square",
+                v.num_position_embeddings
             )));
         }
         if let Some(&i) = v.deepstack_visual_indexes.iter().find(|&&i| i >= v.depth) {
@@ -268,6 +439,41 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// transformers' `Qwen2VLTextConfig` defaults, which differ from Qwen3-VL's.
+fn qwen2_text_defaults(text: &mut Map<String, Value>) {
+    text.entry("rms_norm_eps").or_insert(json!(1e-5));
+    text.entry("rope_theta").or_insert(json!(1_000_000.0));
+    if !text.contains_key("rope_scaling") && !text.contains_key("rope_parameters") {
+        text.insert("rope_scaling".into(), json!({"mrope_section": [16, 24, 24]}));
+    }
+    for key in ["rope_scaling", "rope_parameters"] {
+        if let Some(Value::Object(rope)) = text.get_mut(key) {
+            rope.entry("mrope_section").or_insert(json!([16, 24, 24]));
+        }
+    }
+}
+
+/// Renames Qwen2-VL's vision keys to the shared shape and fills the families' defaults.
+fn normalise_qwen2_vision(family: VlFamily, v: &mut Map<String, Value>) -> std::result::Result<(), String> {
+    let get = |v: &Map<String, Value>, key: &str| v.get(key).and_then(Value::as_u64).map(|x| x as usize);
+    v.entry("patch_size").or_insert(json!(14));
+    if family == VlFamily::Qwen2Vl {
+        // embed_dim is the width; hidden_size is the merger's output (the text model's width).
+        let width = get(v, "embed_dim").ok_or("vision_config.embed_dim is missing")?;
+        let out = get(v, "hidden_size").ok_or("vision_config.hidden_size is missing")?;
+        let ratio = v.get("mlp_ratio").and_then(Value::as_f64).unwrap_or(4.0);
+        v.insert("hidden_size".into(), json!(width));
+        v.insert("out_hidden_size".into(), json!(out));
+        v.insert("intermediate_size".into(), json!((width as f64 * ratio) as usize));
+        v.entry("hidden_act").or_insert(json!("quick_gelu"));
+    } else {
+        v.entry("hidden_act").or_insert(json!("silu"));
+        v.entry("window_size").or_insert(json!(112));
+        v.entry("fullatt_block_indexes").or_insert(json!([7, 15, 23, 31]));
+    }
+    Ok(())
 }
 
 pub(crate) fn read_to_string(path: &Path, what: &'static str) -> Result<String, VisionError> {

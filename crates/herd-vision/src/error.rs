@@ -7,7 +7,7 @@ use std::path::PathBuf;
 pub enum VisionError {
     /// A file the checkpoint folder must hold is not there.
     #[error(
-        "missing file {path}: {what}; fix: point at a complete Hugging Face Qwen3-VL folder (as downloaded, e.g. a snapshot folder of the HF cache)"
+        "missing file {path}: {what}; fix: point at a complete Hugging Face Qwen2-VL, Qwen2.5-VL or Qwen3-VL folder (as downloaded, e.g. a snapshot folder of the HF cache)"
     )]
     MissingFile {
         /// The file that was looked for.
@@ -57,7 +57,9 @@ pub enum VisionError {
     },
 
     /// The safetensors weights could not be opened, or lack a tensor (or have it in a wrong shape).
-    #[error("weights in {path}: {source}; fix: use unmodified Qwen3-VL safetensors whose shapes match config.json")]
+    #[error(
+        "weights in {path}: {source}; fix: use the checkpoint's unmodified safetensors, whose shapes match its config.json"
+    )]
     Weights {
         /// The file or folder of the weights.
         path: PathBuf,

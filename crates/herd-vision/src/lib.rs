@@ -2,31 +2,38 @@
 //!
 //! The Asch-conformity experiments show a vision-language model a synthetic image (lines, dots,
 //! colours) plus the confederates' answers, and read off the model's answer distribution. This crate
-//! runs the Qwen3-VL family (`Qwen/Qwen3-VL-*-Instruct`) through candle from a Hugging Face folder
-//! as shipped: `config.json`, `*.safetensors` (single or sharded with
-//! `model.safetensors.index.json`), `tokenizer.json` and `preprocessor_config.json`.
+//! runs three families through candle from a Hugging Face folder as shipped (`config.json`,
+//! `*.safetensors` single or sharded with `model.safetensors.index.json`, `tokenizer.json`,
+//! `preprocessor_config.json`), picked by config.json's `model_type` ([`VlFamily`]):
+//! - Qwen2-VL (`Qwen/Qwen2-VL-*-Instruct`) and Qwen2.5-VL (`Qwen/Qwen2.5-VL-*-Instruct`), the
+//!   conformity paper's models, with their released tensor names (`visual.*`, `model.*`) or the
+//!   re-saved ones (`model.visual.*`, `model.language_model.*`);
+//! - Qwen3-VL (`Qwen/Qwen3-VL-*-Instruct`).
 //!
 //! Pieces, in the order a caller uses them:
-//! - [`Qwen3Vl::load`] reads and checks the folder;
-//! - [`Qwen3Vl::preprocess`] (or [`ImageProcessor::preprocess`]) resizes with [`smart_resize`],
-//!   normalizes and patchifies an image exactly as transformers' `Qwen2VLImageProcessor` does
-//!   (resampling aside, see [`preprocess`](mod@preprocess));
+//! - [`VlModel::load`] reads and checks the folder;
+//! - [`VlModel::preprocess`] (or [`ImageProcessor::preprocess`]) resizes with [`smart_resize`] and
+//!   PIL's bicubic filter, normalizes and patchifies an image exactly as transformers'
+//!   `Qwen2VLImageProcessor` (PIL backend) does (see [`preprocess`](mod@preprocess));
 //! - the caller renders the chat template to text with `<|vision_start|><|image_pad|><|vision_end|>`
-//!   where the image goes, and tokenizes it ([`Qwen3Vl::encode`]);
-//! - [`Qwen3Vl::next_token_logits`] expands `<|image_pad|>` to the image's token count
-//!   ([`Qwen3Vl::expand_image_tokens`]) when given the unexpanded prompt, encodes the image, and
-//!   runs the decoder with Qwen3-VL's 3-D positions (MRoPE) and DeepStack features.
+//!   where the image goes, and tokenizes it ([`VlModel::encode`]);
+//! - [`VlModel::next_token_logits`] expands `<|image_pad|>` to the image's token count
+//!   ([`VlModel::expand_image_tokens`]) when given the unexpanded prompt, encodes the image, and runs
+//!   the decoder with 3-D positions (MRoPE, as transformers' `get_rope_index`).
+//! - For prompts that share a beginning (the image and the question, with different confederate
+//!   answers after them), [`VlModel::prefill`] computes the shared part once and
+//!   [`VlModel::extend`] each continuation from it; generation extends one token at a time.
 //!
-//! Each call is a full, stateless forward pass: identical inputs give identical logits.
-//! On a CPU load in `DType::F32`; bf16 is for GPUs.
+//! Each call is stateless (a [`Prefix`] is a value the caller keeps): identical inputs give identical
+//! logits. On a CPU load in `DType::F32`; bf16 is for GPUs.
 //!
 //! ```no_run
 //! use std::path::Path;
 //! use candle_core::{DType, Device};
-//! use herd_vision::Qwen3Vl;
+//! use herd_vision::VlModel;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let mut model = Qwen3Vl::load(Path::new("models/Qwen3-VL-2B-Instruct"), &Device::Cpu, DType::F32)?;
+//! let model = VlModel::load(Path::new("models/Qwen2.5-VL-3B-Instruct"), &Device::Cpu, DType::F32)?;
 //! let image = image::open("stimulus.png")?;
 //! let prepared = model.preprocess(&image)?;
 //! let prompt = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>\
@@ -41,46 +48,69 @@
 
 mod config;
 mod error;
-mod model;
 pub mod preprocess;
 mod prompt;
+mod resample;
+mod text;
+pub mod tiny;
+mod vision;
+mod vision_qwen2;
+mod vision_qwen3;
+mod weights;
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
 use image::DynamicImage;
 use tokenizers::Tokenizer;
 
-pub use config::{Config, RopeParameters, TextConfig, VisionConfig};
+pub use config::{Config, RopeParameters, TextConfig, VisionActivation, VisionConfig, VlFamily};
 pub use error::VisionError;
 pub use preprocess::{ImageProcessor, PreparedImage, smart_resize};
 pub use prompt::{expand_image_pad, mrope_positions};
+pub use resample::resize_bicubic;
+pub use text::KvCache;
 
-use model::{TextModel, VisionModel, replace_rows};
+use text::{TextModel, Visual, replace_rows};
+use vision_qwen2::Qwen2Tower;
+use vision_qwen3::Qwen3Tower;
 
-/// The special tokens framing an image in a Qwen3-VL prompt.
+/// The special tokens framing an image in a Qwen VL prompt.
 pub const VISION_START: &str = "<|vision_start|>";
 /// The image placeholder, expanded to one token per merged patch.
 pub const IMAGE_PAD: &str = "<|image_pad|>";
 /// Closes the image.
 pub const VISION_END: &str = "<|vision_end|>";
 
-/// A loaded Qwen3-VL checkpoint: tokenizer, image processor and network.
-pub struct Qwen3Vl {
+enum VisionTower {
+    Qwen2(Qwen2Tower),
+    Qwen3(Qwen3Tower),
+}
+
+impl VisionTower {
+    /// Image tokens and, for Qwen3-VL, its DeepStack features.
+    fn forward(&self, pixels: &Tensor, grid: [usize; 3]) -> candle_core::Result<(Tensor, Vec<Tensor>)> {
+        match self {
+            VisionTower::Qwen2(t) => Ok((t.forward(pixels, grid)?, Vec::new())),
+            VisionTower::Qwen3(t) => t.forward(pixels, grid),
+        }
+    }
+}
+
+/// A loaded Qwen2-VL, Qwen2.5-VL or Qwen3-VL checkpoint: tokenizer, image processor and network.
+pub struct VlModel {
     config: Config,
     processor: ImageProcessor,
     tokenizer: Tokenizer,
     tokenizer_path: PathBuf,
-    vision: VisionModel,
+    vision: VisionTower,
     text: TextModel,
     device: Device,
 }
 
-impl std::fmt::Debug for Qwen3Vl {
+impl std::fmt::Debug for VlModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Qwen3Vl")
+        f.debug_struct("VlModel")
             .field("config", &self.config)
             .field("processor", &self.processor)
             .field("device", &self.device)
@@ -88,8 +118,41 @@ impl std::fmt::Debug for Qwen3Vl {
     }
 }
 
-impl Qwen3Vl {
-    /// Loads a Hugging Face Qwen3-VL folder onto `device`, with weights converted to `dtype`.
+/// A prompt computed up to its last token: the keys and values of every layer, the next text position,
+/// and the logits after the last token. [`VlModel::extend`] continues it without changing it.
+#[derive(Debug, Clone)]
+pub struct Prefix {
+    ids: Vec<u32>,
+    cache: KvCache,
+    next_position: u32,
+    logits: Tensor,
+}
+
+impl Prefix {
+    /// The token ids computed (image placeholders expanded).
+    pub fn token_ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// How many tokens were computed.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether no token was computed (never true for a prefix made by [`VlModel::prefill`]).
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Logits (f32, `[vocab]`) for the token after the last one.
+    pub fn logits(&self) -> &Tensor {
+        &self.logits
+    }
+}
+
+impl VlModel {
+    /// Loads a Hugging Face Qwen2-VL, Qwen2.5-VL or Qwen3-VL folder onto `device`, with weights converted
+    /// to `dtype`.
     ///
     /// Checks that the files agree: the tokenizer's ids of `<|image_pad|>`, `<|vision_start|>` and
     /// `<|vision_end|>` must be config.json's, and preprocessor_config.json's patch, merge and
@@ -125,18 +188,30 @@ impl Qwen3Vl {
             }
         }
 
-        let files = safetensors_files(dir)?;
-        let vb = open_weights(&files, dtype, device)
-            .map_err(|source| VisionError::Weights { path: dir.to_path_buf(), source })?;
+        let files = weights::safetensors_files(dir)?;
         let weights_err = |source| VisionError::Weights { path: dir.to_path_buf(), source };
-        let vision = VisionModel::new(&config.vision_config, vb.pp("model").pp("visual")).map_err(weights_err)?;
-        let text = TextModel::new(&config, vb).map_err(weights_err)?;
+        let vb = weights::open_weights(&files, dtype, device).map_err(weights_err)?;
+        // Released Qwen2-VL / Qwen2.5-VL files name the parts `visual.*` and `model.*`; Qwen3-VL and
+        // files re-saved by transformers >= 4.52 nest both under `model.`.
+        let nested = vb.contains_tensor("model.language_model.embed_tokens.weight");
+        let (visual, language) = if nested { ("model.visual", "model.language_model") } else { ("visual", "model") };
+        let vision = match config.family {
+            VlFamily::Qwen3Vl => Qwen3Tower::new(&config.vision_config, vb.pp(visual)).map(VisionTower::Qwen3),
+            family => Qwen2Tower::new(family, &config.vision_config, vb.pp(visual)).map(VisionTower::Qwen2),
+        }
+        .map_err(weights_err)?;
+        let text = TextModel::new(&config, vb, language).map_err(weights_err)?;
         Ok(Self { config, processor, tokenizer, tokenizer_path, vision, text, device: device.clone() })
     }
 
     /// config.json.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The architecture, from config.json's `model_type`.
+    pub fn family(&self) -> VlFamily {
+        self.config.family
     }
 
     /// The image processor from preprocessor_config.json.
@@ -188,11 +263,82 @@ impl Qwen3Vl {
     /// With an image, `token_ids` holds either one `<|image_pad|>` (expanded here) or exactly
     /// `image.num_image_tokens()` of them in one run (expanded already). Without one, it must hold
     /// none.
-    pub fn next_token_logits(
-        &mut self,
-        token_ids: &[u32],
-        image: Option<&PreparedImage>,
-    ) -> Result<Tensor, VisionError> {
+    pub fn next_token_logits(&self, token_ids: &[u32], image: Option<&PreparedImage>) -> Result<Tensor, VisionError> {
+        Ok(self.prefill(token_ids, image)?.logits)
+    }
+
+    /// Computes a whole prompt (as [`next_token_logits`](Self::next_token_logits) takes it) and keeps its
+    /// keys and values, so that [`extend`](Self::extend) can continue it.
+    pub fn prefill(&self, token_ids: &[u32], image: Option<&PreparedImage>) -> Result<Prefix, VisionError> {
+        self.check_ids(token_ids)?;
+        let image_id = self.config.image_token_id;
+        let ids: Vec<u32> = match image {
+            Some(img) => {
+                let count = token_ids.iter().filter(|&&t| t == image_id).count();
+                if count == 1 && img.num_image_tokens() != 1 {
+                    expand_image_pad(token_ids, image_id, img.num_image_tokens())?
+                } else {
+                    token_ids.to_vec()
+                }
+            }
+            None => {
+                if token_ids.contains(&image_id) {
+                    return Err(VisionError::Prompt {
+                        message: format!("the token ids hold image tokens (id {image_id}) but no image was given"),
+                        fix: "pass the prepared image, or render the prompt without an image",
+                    });
+                }
+                token_ids.to_vec()
+            }
+        };
+        let input = Tensor::new(ids.as_slice(), &self.device)?.unsqueeze(0)?;
+        let embeds = self.text.embed(&input)?;
+        let (logits, cache, pos) = match image {
+            None => {
+                let pos = mrope_positions(ids.len(), None);
+                let (logits, cache) = self.text.forward(embeds, &pos, None, None)?;
+                (logits, cache, pos)
+            }
+            Some(img) => {
+                self.check_image(img)?;
+                let (start, n) = prompt::image_span(&ids, image_id, img.num_image_tokens())?;
+                let pixels = img.pixel_values().to_device(&self.device)?;
+                let (image_embeds, deepstack) = self.vision.forward(&pixels, img.grid_thw())?;
+                let embeds = replace_rows(&embeds, start, n, &image_embeds)?;
+                let pos = mrope_positions(ids.len(), Some((start, img.grid_thw(), img.merge_size())));
+                let visual = Visual { start, len: n, deepstack: &deepstack };
+                let (logits, cache) = self.text.forward(embeds, &pos, None, Some(visual))?;
+                (logits, cache, pos)
+            }
+        };
+        let next_position = pos.iter().flat_map(|row| row.iter().copied()).max().map_or(0, |p| p + 1);
+        Ok(Prefix { ids, cache, next_position, logits })
+    }
+
+    /// Continues `prefix` by text tokens `more` (no image tokens): the result equals a
+    /// [`prefill`](Self::prefill) of the whole sequence up to float rounding, but only computes `more`.
+    pub fn extend(&self, prefix: &Prefix, more: &[u32]) -> Result<Prefix, VisionError> {
+        if more.is_empty() {
+            return Ok(prefix.clone());
+        }
+        self.check_ids(more)?;
+        if more.contains(&self.config.image_token_id) {
+            return Err(VisionError::Prompt {
+                message: "the continuation holds image tokens".into(),
+                fix: "put the image in the prefix; a continuation is text",
+            });
+        }
+        let start = prefix.next_position;
+        let row: Vec<u32> = (0..more.len() as u32).map(|i| start + i).collect();
+        let pos = [row.clone(), row.clone(), row];
+        let input = Tensor::new(more, &self.device)?.unsqueeze(0)?;
+        let (logits, cache) = self.text.forward(self.text.embed(&input)?, &pos, Some(&prefix.cache), None)?;
+        let mut ids = prefix.ids.clone();
+        ids.extend_from_slice(more);
+        Ok(Prefix { ids, cache, next_position: start + more.len() as u32, logits })
+    }
+
+    fn check_ids(&self, token_ids: &[u32]) -> Result<(), VisionError> {
         if token_ids.is_empty() {
             return Err(VisionError::Prompt { message: "no token ids".into(), fix: "pass the tokenized prompt" });
         }
@@ -203,45 +349,7 @@ impl Qwen3Vl {
                 fix: "tokenize with this checkpoint's tokenizer.json",
             });
         }
-        let image_id = self.config.image_token_id;
-        let expanded;
-        let ids: &[u32] = match image {
-            Some(img) => {
-                let count = token_ids.iter().filter(|&&t| t == image_id).count();
-                if count == 1 && img.num_image_tokens() != 1 {
-                    expanded = expand_image_pad(token_ids, image_id, img.num_image_tokens())?;
-                    &expanded
-                } else {
-                    token_ids
-                }
-            }
-            None => {
-                if token_ids.contains(&image_id) {
-                    return Err(VisionError::Prompt {
-                        message: format!("the token ids hold image tokens (id {image_id}) but no image was given"),
-                        fix: "pass the prepared image, or render the prompt without an image",
-                    });
-                }
-                token_ids
-            }
-        };
-        let input = Tensor::new(ids, &self.device)?.unsqueeze(0)?;
-        let embeds = self.text.embed(&input)?;
-        match image {
-            None => {
-                let pos = mrope_positions(ids.len(), None);
-                Ok(self.text.forward(embeds, &pos, None)?)
-            }
-            Some(img) => {
-                self.check_image(img)?;
-                let (start, n) = prompt::image_span(ids, image_id, img.num_image_tokens())?;
-                let pixels = img.pixel_values().to_device(&self.device)?;
-                let (image_embeds, deepstack) = self.vision.forward(&pixels, img.grid_thw())?;
-                let embeds = replace_rows(&embeds, start, n, &image_embeds)?;
-                let pos = mrope_positions(ids.len(), Some((start, img.grid_thw(), img.merge_size())));
-                Ok(self.text.forward(embeds, &pos, Some((start, n, &deepstack)))?)
-            }
-        }
+        Ok(())
     }
 
     fn check_image(&self, img: &PreparedImage) -> Result<(), VisionError> {
@@ -283,59 +391,8 @@ fn check_processor(cfg: &Config, p: &ImageProcessor, path: &Path) -> Result<(), 
         return Err(VisionError::Config {
             path: path.with_file_name("config.json"),
             message: format!("vision_config.in_channels is {}, only RGB (3) is supported", v.in_channels),
-            fix: "use a Qwen3-VL checkpoint",
+            fix: "use an RGB checkpoint (every released Qwen VL model is)",
         });
     }
     Ok(())
-}
-
-/// The weight files: those named by model.safetensors.index.json, else model.safetensors.
-fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>, VisionError> {
-    let index = dir.join("model.safetensors.index.json");
-    if index.is_file() {
-        #[derive(serde::Deserialize)]
-        struct Index {
-            weight_map: BTreeMap<String, String>,
-        }
-        let text = std::fs::read_to_string(&index).map_err(|source| VisionError::Io { path: index.clone(), source })?;
-        let parsed: Index = serde_json::from_str(&text).map_err(|source| VisionError::Json {
-            path: index.clone(),
-            what: "safetensors index (with a weight_map)",
-            source,
-        })?;
-        let names: BTreeSet<String> = parsed.weight_map.into_values().collect();
-        let files: Vec<PathBuf> = names.into_iter().map(|n| dir.join(n)).collect();
-        if let Some(missing) = files.iter().find(|f| !f.is_file()) {
-            return Err(VisionError::MissingFile {
-                path: missing.clone(),
-                what: "a weight shard listed in model.safetensors.index.json",
-            });
-        }
-        if files.is_empty() {
-            return Err(VisionError::Config {
-                path: index,
-                message: "weight_map is empty".into(),
-                fix: "use the index file shipped with the checkpoint",
-            });
-        }
-        return Ok(files);
-    }
-    let single = dir.join("model.safetensors");
-    if single.is_file() {
-        return Ok(vec![single]);
-    }
-    Err(VisionError::MissingFile {
-        path: single,
-        what: "the weights (neither model.safetensors nor model.safetensors.index.json is there)",
-    })
-}
-
-/// Memory-maps the safetensors files (no copy of multi-GB checkpoints into RAM).
-#[allow(unsafe_code)]
-fn open_weights(files: &[PathBuf], dtype: DType, device: &Device) -> candle_core::Result<VarBuilder<'static>> {
-    // SAFETY: the files are mapped read-only; this is sound as long as nobody modifies or truncates
-    // them while the model is loaded, which a checkpoint folder does not do (the same contract as
-    // every mmap-based loader, e.g. transformers' safetensors loading).
-    let st = unsafe { candle_core::safetensors::MmapedSafetensors::multi(files)? };
-    Ok(VarBuilder::from_backend(Box::new(st), dtype, device.clone()))
 }

@@ -1,24 +1,26 @@
-//! The Qwen2-VL / Qwen3-VL image processor (`Qwen2VLImageProcessor`), from `preprocessor_config.json`.
+//! The Qwen2-VL / Qwen2.5-VL / Qwen3-VL image processor (`Qwen2VLImageProcessor`), from
+//! `preprocessor_config.json`.
 //!
-//! Steps, as in transformers' `Qwen2VLImageProcessor._preprocess`: convert to RGB (alpha dropped, as
-//! PIL's `convert("RGB")`), resize to [`smart_resize`]'s size with bicubic resampling, rescale by
-//! `rescale_factor` (1/255), normalize with `image_mean`/`image_std`, repeat the frame to fill
-//! `temporal_patch_size`, and flatten into patches in the processor's order: rows run over
+//! Steps, as in transformers' PIL-backend `Qwen2VLImageProcessorPil._preprocess`: convert to RGB (alpha
+//! dropped, as PIL's `convert("RGB")`), resize to [`smart_resize`]'s size with PIL's bicubic filter
+//! ([`resize_bicubic`](crate::resize_bicubic), bit-identical to Pillow's), rescale by `rescale_factor`
+//! (1/255, in f64 then f32 as numpy does), normalize with `image_mean`/`image_std` in f32, repeat the
+//! frame to fill `temporal_patch_size`, and flatten into patches in the processor's order: rows run over
 //! (t, h-block, w-block, h-in-block, w-in-block), columns over (channel, frame, y-in-patch, x-in-patch).
 //!
-//! Resampling is the one step that is not bit-identical to Python: `image`'s Catmull-Rom filter is
-//! PIL's bicubic kernel (a = -0.5, widened when shrinking), but rounding differs slightly, and the
-//! "fast" torchvision processor uses a = -0.75. An image whose sides already equal the target size
-//! is not resampled at all, so rendering stimuli at such a size makes preprocessing exact.
+//! The torchvision backend (`Qwen2VLImageProcessor` where torchvision is installed) resamples
+//! differently (a = −0.75, antialiasing on tensors); herd follows the PIL one, which the released
+//! checkpoints' `Qwen2VLImageProcessor` meant when they were trained and evaluated.
 
 use std::path::Path;
 
 use candle_core::{Device, Tensor};
-use image::{DynamicImage, imageops::FilterType};
+use image::DynamicImage;
 use serde::Deserialize;
 
 use crate::config::read_to_string;
 use crate::error::VisionError;
+use crate::resample::resize_bicubic;
 
 const OPENAI_CLIP_MEAN: [f64; 3] = [0.481_454_66, 0.457_827_5, 0.408_210_73];
 const OPENAI_CLIP_STD: [f64; 3] = [0.268_629_54, 0.261_302_58, 0.275_777_11];
@@ -173,11 +175,7 @@ impl ImageProcessor {
         let rgb = image.to_rgb8();
         let (width, height) = rgb.dimensions();
         let (new_h, new_w) = self.target_size(height, width)?;
-        let rgb = if (new_w, new_h) == (width, height) {
-            rgb
-        } else {
-            image::imageops::resize(&rgb, new_w, new_h, FilterType::CatmullRom)
-        };
+        let rgb = if (new_w, new_h) == (width, height) { rgb } else { resize_bicubic(&rgb, new_w, new_h) };
 
         // Channel-first float image, rescaled and normalized in f32 as numpy does.
         let (h, w) = (new_h as usize, new_w as usize);

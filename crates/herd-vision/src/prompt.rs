@@ -2,7 +2,7 @@
 
 use crate::error::VisionError;
 
-/// Replaces the one `image_token_id` in `token_ids` by `count` copies of it, as the Qwen3-VL processor
+/// Replaces the one `image_token_id` in `token_ids` by `count` copies of it, as the Qwen VL processors
 /// does with `<|image_pad|>` in the rendered chat text.
 ///
 /// Errors if the prompt holds no image token or more than one (this crate handles one image a prompt).
@@ -58,7 +58,8 @@ pub(crate) fn image_span(
     Ok((first, total))
 }
 
-/// The three position rows (temporal, height, width) Qwen3-VL's `get_rope_index` gives one prompt.
+/// The three position rows (temporal, height, width) the Qwen VL models' `get_rope_index` gives one prompt
+/// (Qwen2-VL, Qwen2.5-VL and Qwen3-VL agree for a still image).
 ///
 /// Text tokens get the same position on all three rows, counting up. The image's tokens, starting at
 /// index `s`, get `s + (t, row, column)` of their merged grid cell; text after the image continues

@@ -1,125 +1,111 @@
-//! herd's Qwen3-VL (preprocessing and network) against HF transformers, on the tiny checkpoint of
-//! `support::tiny_vl`, from golden values written by `tests/golden/tiny_transformers.py`.
+//! herd's VL models (preprocessing and network) against HF transformers, on the tiny checkpoints of
+//! `herd_vision::tiny`, from golden values written by `tests/golden/tiny_transformers.py` (Qwen3-VL) and
+//! `tests/golden/tiny_qwen2_vl.py` (Qwen2-VL, Qwen2.5-VL, and the released processor on the stimuli).
 
 mod support;
 
-use candle_core::{DType, Device};
-use herd_vision::Qwen3Vl;
-use std::path::{Path, PathBuf};
-use support::tiny_vl::{self, PROMPT, SEED, TEXT_PROMPT};
+use std::path::Path;
 
-/// A fresh folder under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("herd-vision-golden-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        Self(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len(), "vectors of different lengths");
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| if x.is_finite() && y.is_finite() { (x - y).abs() } else { f32::INFINITY })
-        .fold(0.0, f32::max)
-}
+use herd_vision::tiny::{self, PROMPT, SEED, TEXT_PROMPT};
+use herd_vision::{ImageProcessor, VlFamily};
+use serde_json::Value;
+use support::checks::{TempDir, f32s, load, max_abs_diff, u32s};
+use support::tiny_vl::{self, FAMILIES, qwen2_vl_processor_json, stimuli};
 
 #[test]
-fn tiny_checkpoint_is_byte_identical_for_a_seed() {
+fn tiny_checkpoints_are_byte_identical_for_a_seed() {
     let (a, b, c) = (TempDir::new("det-a"), TempDir::new("det-b"), TempDir::new("det-c"));
     tiny_vl::write_all(&a.0, SEED).unwrap();
     tiny_vl::write_all(&b.0, SEED).unwrap();
     tiny_vl::write_all(&c.0, SEED + 1).unwrap();
-    let files = [
-        "qwen3_vl/config.json",
-        "qwen3_vl/preprocessor_config.json",
-        "qwen3_vl/tokenizer.json",
-        "qwen3_vl/tokenizer_config.json",
-        "qwen3_vl/model.safetensors",
-        "image.png",
-        "inputs.json",
-    ];
-    for f in files {
+    let mut files = vec!["image.png".to_string(), "inputs.json".into(), "stimuli/dots.png".into()];
+    for family in FAMILIES {
+        for f in
+            ["config.json", "preprocessor_config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors"]
+        {
+            files.push(format!("{}/{f}", tiny::folder(family)));
+        }
+    }
+    for f in &files {
         assert!(
             std::fs::read(a.0.join(f)).unwrap() == std::fs::read(b.0.join(f)).unwrap(),
             "{f} differs between two runs with the same seed"
         );
     }
-    let weights = |d: &TempDir| std::fs::read(d.0.join("qwen3_vl/model.safetensors")).unwrap();
-    assert!(weights(&a) != weights(&c), "another seed gave the same weights");
+    for family in FAMILIES {
+        let weights = |d: &TempDir| std::fs::read(d.0.join(tiny::folder(family)).join("model.safetensors")).unwrap();
+        assert!(weights(&a) != weights(&c), "{family:?}: another seed gave the same weights");
+    }
     // The inputs hold 12 expanded image tokens (6×8 patches merged 2×2) and herd's 48 patch rows.
-    let inputs: serde_json::Value = serde_json::from_slice(&std::fs::read(a.0.join("inputs.json")).unwrap()).unwrap();
+    let inputs: Value = serde_json::from_slice(&std::fs::read(a.0.join("inputs.json")).unwrap()).unwrap();
     assert_eq!(inputs["grid_thw"], serde_json::json!([1, 6, 8]));
     assert_eq!(inputs["herd_pixel_values"].as_array().unwrap().len(), 48);
 }
 
-const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/tiny_transformers.json");
-
-#[test]
-fn tiny_qwen3_vl_matches_transformers() {
-    let path = Path::new(GOLDEN);
+fn golden(name: &str, script: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
     assert!(
         path.is_file(),
-        "{} is missing. Write it with\n  cargo run -p herd-vision --example write_tiny_qwen3_vl -- DIR\n  python crates/herd-vision/tests/golden/tiny_transformers.py DIR\nand commit it.",
+        "{} is missing. Write it with\n  cargo run -p herd-vision --example write_tiny_vl -- DIR\n  python crates/herd-vision/tests/golden/{script} DIR\nand commit it.",
         path.display()
     );
-    compare_with_transformers(path);
+    let golden: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(golden["seed"].as_u64(), Some(SEED), "{name}: golden values are for another seed");
+    golden
 }
 
-/// Pixel values equal the slow HF processor's (1e-5), and herd's logits equal transformers' with
-/// herd's pixel values (the network), with HF's (the whole pipeline) and without an image (1e-4).
-fn compare_with_transformers(path: &Path) {
-    let golden: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    assert_eq!(golden["seed"].as_u64(), Some(SEED), "golden values are for another seed");
-    let tmp = TempDir::new("golden");
+/// Pixel values equal the PIL HF processor's (1e-6), and herd's logits equal transformers' with herd's
+/// pixel values (the network), with HF's (the whole pipeline) and without an image (1e-4). `values`
+/// holds the logits, `inputs` the token ids and pixel values.
+fn compare_with_transformers(family: VlFamily, inputs: &Value, values: &Value) {
+    let tmp = TempDir::new(&format!("golden-{}", family.model_type()));
     tiny_vl::write_all(&tmp.0, SEED).unwrap();
-    let dir = tmp.0.join("qwen3_vl");
-    // The safetensors bytes (and so `model_safetensors_fnv1a64`) depend on the writer's tensor order, which
-    // is not stable across builds; the weights are seeded, and the logits below check them.
-    let f32s = |v: &serde_json::Value| -> Vec<f32> {
-        v.as_array().expect("array").iter().map(|x| x.as_f64().expect("number") as f32).collect()
-    };
-    let u32s = |v: &serde_json::Value| -> Vec<u32> {
-        v.as_array().expect("array").iter().map(|x| x.as_u64().expect("id") as u32).collect()
-    };
-
-    let mut model = Qwen3Vl::load(&dir, &Device::Cpu, DType::F32).unwrap();
+    let model = load(&tmp.0.join(tiny::folder(family))).unwrap();
     let prepared = model.preprocess(&image::open(tmp.0.join("image.png")).unwrap()).unwrap();
-    assert_eq!(serde_json::json!(prepared.grid_thw()), golden["grid_thw"]);
+    assert_eq!(serde_json::json!(prepared.grid_thw()), inputs["grid_thw"]);
     let herd_pixels: Vec<Vec<f32>> = prepared.pixel_values().to_vec2().unwrap();
-    let hf_pixels: Vec<Vec<f32>> = golden["hf_pixel_values"].as_array().unwrap().iter().map(f32s).collect();
+    let hf_pixels: Vec<Vec<f32>> = inputs["hf_pixel_values"].as_array().unwrap().iter().map(f32s).collect();
     assert_eq!(herd_pixels.len(), hf_pixels.len());
     for (i, (h, p)) in herd_pixels.iter().zip(&hf_pixels).enumerate() {
         let d = max_abs_diff(h, p);
-        assert!(d < 1e-5, "pixel values, patch row {i}: max |Δ| = {d:e}");
+        assert!(d <= 1e-6, "pixel values, patch row {i}: max |Δ| = {d:e}");
     }
 
     let ids = model.expand_image_tokens(&model.encode(PROMPT).unwrap(), &prepared).unwrap();
-    assert_eq!(ids, u32s(&golden["token_ids"]), "token ids differ from the golden ones");
+    assert_eq!(ids, u32s(&inputs["token_ids"]), "token ids differ from the golden ones");
     let logits: Vec<f32> = model.next_token_logits(&ids, Some(&prepared)).unwrap().to_vec1().unwrap();
     for key in ["logits_herd_pixels", "logits_hf_pixels"] {
-        let d = max_abs_diff(&logits, &f32s(&golden[key]));
-        assert!(d < 1e-4, "{key}: max |Δlogit| = {d:e}");
+        let d = max_abs_diff(&logits, &f32s(&values[key]));
+        eprintln!("{family:?} {key}: max |Δlogit| = {d:e}");
+        assert!(d < 1e-4, "{family:?} {key}: max |Δlogit| = {d:e}");
     }
     let text_ids = model.encode(TEXT_PROMPT).unwrap();
-    assert_eq!(text_ids, u32s(&golden["text_token_ids"]));
+    assert_eq!(text_ids, u32s(&inputs["text_token_ids"]));
     let logits: Vec<f32> = model.next_token_logits(&text_ids, None).unwrap().to_vec1().unwrap();
-    let d = max_abs_diff(&logits, &f32s(&golden["logits_text_only"]));
-    assert!(d < 1e-4, "text only: max |Δlogit| = {d:e}");
+    let d = max_abs_diff(&logits, &f32s(&values["logits_text_only"]));
+    eprintln!("{family:?} text only: max |Δlogit| = {d:e}");
+    assert!(d < 1e-4, "{family:?} text only: max |Δlogit| = {d:e}");
 }
 
-/// FNV-1a (64-bit) of the bytes, hex: a fingerprint of the weights that the Python script computes
-/// the same way (herd-vision has no hashing dependency).
+#[test]
+fn tiny_qwen3_vl_matches_transformers() {
+    let g = golden("tiny_transformers.json", "tiny_transformers.py");
+    compare_with_transformers(VlFamily::Qwen3Vl, &g, &g);
+}
+
+#[test]
+fn tiny_qwen2_vl_matches_transformers() {
+    let g = golden("tiny_qwen2_vl.json", "tiny_qwen2_vl.py");
+    compare_with_transformers(VlFamily::Qwen2Vl, &g, &g["families"]["qwen2_vl"]);
+}
+
+#[test]
+fn tiny_qwen2_5_vl_matches_transformers() {
+    let g = golden("tiny_qwen2_vl.json", "tiny_qwen2_vl.py");
+    compare_with_transformers(VlFamily::Qwen2_5Vl, &g, &g["families"]["qwen2_5_vl"]);
+}
+
+/// FNV-1a (64-bit) of the bytes, hex, as the golden scripts compute it.
 fn fnv1a_hex(data: &[u8]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in data {
@@ -133,4 +119,48 @@ fn fnv1a_hex(data: &[u8]) -> String {
 fn fnv1a_of_known_strings() {
     assert_eq!(fnv1a_hex(b""), "cbf29ce484222325");
     assert_eq!(fnv1a_hex(b"a"), "af63dc4c8601ec8c");
+}
+
+/// The three tasks' stimuli through the released Qwen2-VL processor settings (patch 14, merge 2, CLIP
+/// mean and std): every stimulus is resampled, and herd's resize is byte-identical to PIL's, so the
+/// pixel values equal the HF processor's. The golden file keeps sampled rows and per-column sums over
+/// all rows, not the millions of values.
+#[test]
+fn stimuli_pixel_values_match_the_hf_processor() {
+    let g = golden("tiny_qwen2_vl.json", "tiny_qwen2_vl.py");
+    let processor =
+        ImageProcessor::from_json(&qwen2_vl_processor_json().to_string(), Path::new("preprocessor_config.json"))
+            .unwrap();
+    // The golden script read the PNG files; so does herd.
+    let tmp = TempDir::new("stimuli");
+    for (task, img) in stimuli() {
+        let want = &g["stimuli"][task.as_str()];
+        assert!(want.is_object(), "no golden values for {task}");
+        let png = tmp.0.join(format!("{task}.png"));
+        img.save(&png).unwrap();
+        let rgb = image::open(&png).unwrap().to_rgb8();
+        assert_eq!(serde_json::json!([rgb.width(), rgb.height()]), want["size"], "{task}: stimulus size");
+        let (h, w) = processor.target_size(rgb.height(), rgb.width()).unwrap();
+        assert_eq!(serde_json::json!([h, w]), want["resized"], "{task}: smart_resize");
+        let resized = herd_vision::resize_bicubic(&rgb, w, h);
+        assert_eq!(fnv1a_hex(resized.as_raw()), want["resized_rgb_fnv1a64"].as_str().unwrap(), "{task}: resize");
+
+        let prepared = processor.preprocess(&image::DynamicImage::ImageRgb8(rgb)).unwrap();
+        assert_eq!(serde_json::json!(prepared.grid_thw()), want["grid_thw"], "{task}: grid");
+        let pixels: Vec<Vec<f32>> = prepared.pixel_values().to_vec2().unwrap();
+        let mut worst = 0f32;
+        for (index, row) in want["rows"].as_object().unwrap() {
+            let d = max_abs_diff(&pixels[index.parse::<usize>().unwrap()], &f32s(row));
+            worst = worst.max(d);
+        }
+        let sums: Vec<f64> = (0..pixels[0].len()).map(|c| pixels.iter().map(|r| f64::from(r[c])).sum()).collect();
+        let sum_diff = sums
+            .iter()
+            .zip(want["column_sums"].as_array().unwrap())
+            .map(|(a, b)| (a - b.as_f64().unwrap()).abs())
+            .fold(0.0, f64::max);
+        eprintln!("{task}: sampled rows max |Δ| = {worst:e}, column sums max |Δ| = {sum_diff:e}");
+        assert!(worst <= 1e-6, "{task}: pixel values differ by {worst:e}");
+        assert!(sum_diff <= 1e-6 * pixels.len() as f64, "{task}: column sums differ by {sum_diff:e}");
+    }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use herd_stats::{BootstrapResult, StatsError, bootstrap_replay, cluster_resamples};
 
 use super::cells::{Cell, SeedMeans, mean};
-use super::{BootstrapPlan, DyadTable, MinimalGroupOptions, design_values};
+use super::{BootstrapPlan, DyadTable, MinimalGroupOptions};
 use crate::error::{AnalysisError, stats_context};
 use crate::table::TableBuilder;
 
@@ -79,11 +79,8 @@ pub(super) fn bootstrap_rows(
         let se = result.standard_error().map_err(stats_context(&table.origin, context))?;
         let (low, high) =
             result.percentile_interval(options.confidence).map_err(stats_context(&table.origin, context))?;
-        let mut row = design_values(&cell.key.design, design_columns);
+        let mut row = cell.key.row_start(design_columns);
         row.extend([
-            cell.key.passes.as_str().into(),
-            cell.key.labels.as_str().into(),
-            cell.key.m.into(),
             quantity.into(),
             mean(values).into(),
             se.into(),

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
-use super::{DESIGN_COLUMNS, DesignKey, DyadTable, Labels, MinimalGroupOptions, SWAP_PASS};
+use super::{DESIGN_COLUMNS, DesignKey, DyadTable, Labels, MinimalGroupOptions, SWAP_PASS, design_values};
 use crate::error::AnalysisError;
+use crate::table::Value;
 
 /// Which swap passes a row of a result table rests on (its `passes` column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -44,6 +45,14 @@ pub(super) struct CellKey {
 }
 
 impl CellKey {
+    /// The leading values of a result row about this cell: the design columns present, `passes`,
+    /// `labels` and `m` (the `bootstrap` and `robustness` tables' order).
+    pub(super) fn row_start(&self, design_columns: &[&str]) -> Vec<Value> {
+        let mut row = design_values(&self.design, design_columns);
+        row.extend([self.passes.as_str().into(), self.labels.as_str().into(), self.m.into()]);
+        row
+    }
+
     pub(super) fn describe(&self) -> String {
         let mut parts = vec![format!("labels={}", self.labels.as_str()), format!("m={}", self.m)];
         for (name, value) in DESIGN_COLUMNS.iter().zip(&self.design.0) {

@@ -132,29 +132,8 @@ pub const REASONING_CONTROL_FORMULA: &str = "points ~ same_group * reasoning";
 pub const POOLED_REASONING_FORMULA: &str = "points ~ same_group * minority_decider * reasoning";
 pub const POSITION_FORMULA: &str = "points ~ same_group * minority_decider + target_position";
 
-/// Whether group labels were shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Labels {
-    Visible,
-    Hidden,
-}
-
-impl Labels {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Visible => "visible",
-            Self::Hidden => "hidden",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "visible" => Some(Self::Visible),
-            "hidden" => Some(Self::Hidden),
-            _ => None,
-        }
-    }
-}
+/// Whether group labels were shown: herd-design's, the experiment file's own label arm.
+pub use herd_design::Labels;
 
 /// Values of the optional design columns ([`DESIGN_COLUMNS`] order); `None` where the column is
 /// absent from the table.

@@ -29,7 +29,7 @@ use herd_stats::{StatsError, WilcoxonOptions, sample_std, wilcoxon_one_sample};
 
 use super::cells::{Cell, CellKey, DeciderSummary, Passes, mean};
 use super::gee::{ClusterBy, Extra, FitJob, FitPlan, FitResults};
-use super::{DyadTable, Labels, POSITION_FORMULA, ROBUSTNESS_COLUMNS, SWAP_PASS, design_values, schema};
+use super::{DyadTable, Labels, POSITION_FORMULA, ROBUSTNESS_COLUMNS, SWAP_PASS, schema};
 use crate::error::{AnalysisError, stats_context};
 use crate::table::{ResultTable, TableBuilder, Value};
 
@@ -52,6 +52,24 @@ impl<'a> Measure<'a> {
     fn describe(n: usize, estimate: f64) -> Self {
         let nan = f64::NAN;
         Self { deciders: "all", target_group: None, n, estimate, se: nan, statistic: nan, p: nan, formula: None }
+    }
+
+    /// The `robustness` row of this measure in cell `key`, fill setting `fill` and check `check`.
+    fn row(&self, key: &CellKey, design_columns: &[&str], fill: &str, check: &str) -> Vec<Value> {
+        let mut row = key.row_start(design_columns);
+        row.extend([
+            fill.into(),
+            check.into(),
+            self.deciders.into(),
+            Value::Text(self.target_group.map(str::to_owned)),
+            self.n.into(),
+            self.estimate.into(),
+            self.se.into(),
+            self.statistic.into(),
+            self.p.into(),
+            Value::Text(self.formula.map(str::to_owned)),
+        ]);
+        row
     }
 }
 
@@ -114,25 +132,7 @@ pub(super) fn robustness_table(
     for (cell, jobs) in cells.iter().zip(position_jobs) {
         for (fi, &fill) in fills.iter().enumerate() {
             let keep = |d: &DeciderSummary| fill == "included" || !d.filled;
-            let mut push = |check: &str, m: Measure<'_>| {
-                let mut row = design_values(&cell.key.design, design_columns);
-                row.extend([
-                    cell.key.passes.as_str().into(),
-                    cell.key.labels.as_str().into(),
-                    cell.key.m.into(),
-                    fill.into(),
-                    check.into(),
-                    m.deciders.into(),
-                    Value::Text(m.target_group.map(str::to_owned)),
-                    m.n.into(),
-                    m.estimate.into(),
-                    m.se.into(),
-                    m.statistic.into(),
-                    m.p.into(),
-                    Value::Text(m.formula.map(str::to_owned)),
-                ]);
-                out.push(row);
-            };
+            let mut push = |check: &str, m: Measure<'_>| out.push(m.row(&cell.key, design_columns, fill, check));
             for (set, filter) in [
                 ("all", (|_: &DeciderSummary| true) as fn(&DeciderSummary) -> bool),
                 ("minority", |d: &DeciderSummary| d.minority),
@@ -244,23 +244,8 @@ fn swap_pass_rows(
             }
             let context = || format!("swap-pass difference in {}", key.describe());
             let (n, estimate, se, statistic, p) = seed_level_test(table, &differences, context)?;
-            let mut row = design_values(&key.design, design_columns);
-            row.extend([
-                key.passes.as_str().into(),
-                key.labels.as_str().into(),
-                key.m.into(),
-                fill.into(),
-                "swap_pass_difference".into(),
-                "all".into(),
-                Value::Text(None),
-                n.into(),
-                estimate.into(),
-                se.into(),
-                statistic.into(),
-                p.into(),
-                Value::Text(None),
-            ]);
-            out.push(row);
+            let m = Measure { se, statistic, p, ..Measure::describe(n, estimate) };
+            out.push(m.row(&key, design_columns, fill, "swap_pass_difference"));
         }
     }
     Ok(())

@@ -236,28 +236,10 @@ pub fn tensors(family: TinyFamily, seed: u64) -> BTreeMap<String, (Vec<usize>, V
         .collect()
 }
 
-/// A safetensors file of f32 tensors in name order, with `{"format": "pt"}` metadata as torch writes.
+/// A safetensors file of f32 tensors in name order, with `{"format": "pt"}` metadata as torch writes: the
+/// one writer of the tiny checkpoints, herd-vision's.
 pub fn safetensors_bytes(tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>) -> Vec<u8> {
-    let mut header = serde_json::Map::new();
-    header.insert("__metadata__".into(), json!({"format": "pt"}));
-    let mut offset = 0usize;
-    for (name, (shape, data)) in tensors {
-        assert_eq!(shape.iter().product::<usize>(), data.len(), "{name}");
-        let end = offset + 4 * data.len();
-        header.insert(name.clone(), json!({"dtype": "F32", "shape": shape, "data_offsets": [offset, end]}));
-        offset = end;
-    }
-    let mut header = serde_json::to_vec(&Value::Object(header)).expect("json");
-    header.resize(header.len().next_multiple_of(8), b' ');
-    let mut out = Vec::with_capacity(8 + header.len() + offset);
-    out.extend_from_slice(&(header.len() as u64).to_le_bytes());
-    out.extend_from_slice(&header);
-    for (_, data) in tensors.values() {
-        for x in data {
-            out.extend_from_slice(&x.to_le_bytes());
-        }
-    }
-    out
+    herd_vision::tiny::safetensors_bytes(tensors)
 }
 
 /// Special tokens first (ids 0..), then plain words; the model's vocabulary (256) is larger, as real

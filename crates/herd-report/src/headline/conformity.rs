@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use herd_analysis::{ConformityTable, ConformityTables, PWrong};
+use herd_analysis::{ConformityTable, ConformityTables, GroupSizeRise, PWrong, group_size_rises};
 use herd_stats::{Alternative, trapezoid};
 
 use super::evidence::{
@@ -47,7 +47,7 @@ fn unit_aucs(
     let mut curves: BTreeMap<String, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
     for t in trials.rows.iter().filter(|t| t.model == model && t.task == task && t.family == family && t.level == level)
     {
-        let Some(p) = measure.of(t) else { continue };
+        let Some(p) = t.p_wrong(measure) else { continue };
         let unit = if by_paraphrase { t.paraphrase.clone().unwrap_or_default() } else { t.seed.to_string() };
         curves.entry(unit).or_default().entry(t.n).or_default().push(p);
     }
@@ -105,61 +105,26 @@ fn contrast_row(
 
 pub(super) fn group_size_rise(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
     let (trials, _) = conformity(results)?;
-    // N → trial index → p_wrong values, per model and task
-    type Curve = BTreeMap<u32, BTreeMap<i64, Vec<f64>>>;
-    let mut curves: BTreeMap<&str, BTreeMap<&str, Curve>> = BTreeMap::new();
-    for t in trials.rows.iter().filter(|t| t.family == "group_size") {
-        let Some(p) = measure.of(t) else { continue };
-        curves
-            .entry(&t.model)
-            .or_default()
-            .entry(&t.task)
-            .or_default()
-            .entry(t.n)
-            .or_default()
-            .entry(t.seed)
-            .or_default()
-            .push(p);
-    }
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let rows = curves
-        .iter()
-        .filter_map(|(model, tasks)| {
-            // Per task, trial index k at the smallest N against trial index k at the largest: images are
-            // drawn per N, so pairs are independent and their differences estimate the rise.
-            let (mut differences, mut first, mut last, mut ns) =
-                (BTreeMap::new(), Vec::new(), Vec::new(), BTreeSet::new());
-            for (task, by_n) in tasks {
-                let (Some((n0, low)), Some((n1, high))) = (by_n.first_key_value(), by_n.last_key_value()) else {
-                    continue;
-                };
-                if n0 == n1 {
-                    continue;
-                }
-                ns.extend([*n0, *n1]);
-                for (seed, values) in high {
-                    if let Some(base) = low.get(seed) {
-                        differences.insert(format!("{task}#{seed}"), mean(values) - mean(base));
-                        first.push(mean(base));
-                        last.push(mean(values));
-                    }
-                }
-            }
-            let (n_lo, n_hi) = (ns.first()?, ns.last()?);
+    // herd-analysis's pairing and test, which `herd power` runs too.
+    let rows = group_size_rises(trials, measure)
+        .into_iter()
+        .map(|rise| {
             let value = format!(
-                "{} → {} (N = {n_lo} → {n_hi}), rise {}",
-                num(mean(&first)),
-                num(mean(&last)),
-                signed(mean(&last) - mean(&first))
+                "{} → {} (N = {} → {}), rise {}",
+                num(rise.mean_low),
+                num(rise.mean_high),
+                rise.n_low,
+                rise.n_high,
+                signed(rise.mean_high - rise.mean_low)
             );
-            Some(contrast_row(
-                (*model).to_owned(),
+            contrast_row(
+                rise.model,
                 value,
-                &differences,
-                Alternative::TwoSided,
+                &rise.differences,
+                GroupSizeRise::ALTERNATIVE,
                 "trial pairs",
                 Claim::positive(h.effect),
-            ))
+            )
         })
         .collect();
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })

@@ -1,6 +1,6 @@
 """Golden values from HF transformers on herd's tiny Qwen3-VL checkpoint, for tests/hf_golden.rs.
 
-    cargo run -p herd-vision --example write_tiny_qwen3_vl -- /tmp/tiny-vl
+    cargo run -p herd-vision --example write_tiny_vl -- /tmp/tiny-vl
     python3 -m venv .venv && .venv/bin/pip install -r crates/herd-infer/tests/golden/requirements-transformers.txt
     .venv/bin/python crates/herd-vision/tests/golden/tiny_transformers.py /tmp/tiny-vl
 

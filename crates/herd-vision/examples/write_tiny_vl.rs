@@ -1,0 +1,28 @@
+//! Writes the tiny Qwen3-VL, Qwen2-VL and Qwen2.5-VL checkpoints, the test image, the three stimuli
+//! and the inputs that `tests/golden/tiny_transformers.py` (Qwen3-VL) and `tests/golden/tiny_qwen2_vl.py`
+//! (Qwen2-VL, Qwen2.5-VL) run through HF transformers:
+//!
+//!     cargo run -p herd-vision --example write_tiny_vl -- OUT_DIR [SEED]
+//!
+//! OUT_DIR gets one folder per family (`qwen3_vl/`, `qwen2_vl/`, `qwen2_5_vl/`: config.json,
+//! preprocessor_config.json, tokenizer files, chat_template.json, model.safetensors), `image.png`,
+//! `stimuli/{lines,color,dots}.png`, `qwen2_vl_processor/preprocessor_config.json` (the released
+//! processor settings) and `inputs.json` (token ids with the image pad expanded, the patch grid and
+//! herd's pixel values). The same seed always gives byte-identical files.
+
+#[path = "../tests/support/tiny_vl.rs"]
+mod tiny_vl;
+
+use std::path::PathBuf;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let out = PathBuf::from(args.next().ok_or("usage: write_tiny_vl OUT_DIR [SEED]")?);
+    let seed = match args.next() {
+        Some(s) => s.parse().map_err(|e| format!("seed `{s}`: {e}"))?,
+        None => tiny_vl::SEED,
+    };
+    tiny_vl::write_all(&out, seed)?;
+    println!("{}", out.display());
+    Ok(())
+}
