@@ -622,8 +622,30 @@ mod x86 {
         }
     }
 
-    /// `ROWS` activation rows × one panel of 16 outputs in two 256-bit halves: the same sums and float
-    /// operations, in the same order, as the AVX-512 tiles.
+    /// `ROWS` activation rows × one panel of 16 outputs in two 256-bit halves: each block's integer sums
+    /// from `block_sums` (per row, lanes 0–7 and 8–15), then the AVX-512 tiles' float operations in
+    /// their order ([`add_block_256`]). Inlined into the tiles below, which have AVX2 and FMA.
+    #[inline(always)]
+    unsafe fn tile_256<const ROWS: usize>(
+        w: &Int8Matrix,
+        a: &QuantizedActivations,
+        panel: usize,
+        row0: usize,
+        out: *mut f32,
+        block_sums: impl Fn(usize) -> [[__m256i; 2]; ROWS],
+    ) {
+        // SAFETY: forwarded from the tiles.
+        unsafe {
+            let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
+            for b in 0..w.cols / BLOCK {
+                add_block_256(w, a, panel, b, row0, &block_sums(b), &mut acc);
+            }
+            store_halves(w, out, panel, row0, &acc);
+        }
+    }
+
+    /// `ROWS` activation rows × one panel of 16 outputs on AVX-VNNI (`vpdpbusd` at 256 bits): the same
+    /// sums and float operations, in the same order, as the AVX-512 tiles.
     #[target_feature(enable = "avx2,fma,avxvnni")]
     pub(super) unsafe fn tile_avx_vnni<const ROWS: usize>(
         w: &Int8Matrix,
@@ -632,13 +654,11 @@ mod x86 {
         row0: usize,
         out: *mut f32,
     ) {
-        let (cols, blocks) = (w.cols, w.cols / BLOCK);
-        let quads = cols / 4;
+        let cols = w.cols;
         // SAFETY (whole body): as for `tile`, with one panel; stores are masked to the matrix's rows.
         unsafe {
-            let wp = w.quants.as_ptr().add(panel * quads * LANES * 4);
-            let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
-            for b in 0..blocks {
+            let wp = w.quants.as_ptr().add(panel * (cols / 4) * LANES * 4);
+            let block_sums = |b: usize| {
                 let mut sums = [[_mm256_setzero_si256(); 2]; ROWS];
                 for s in 0..BLOCK / 4 {
                     let quad = b * (BLOCK / 4) + s;
@@ -652,9 +672,9 @@ mod x86 {
                         row_sums[1] = _mm256_dpbusd_avx_epi32(row_sums[1], hi, xv);
                     }
                 }
-                add_block_256(w, a, panel, b, row0, &sums, &mut acc);
-            }
-            store_halves(w, out, panel, row0, &acc);
+                sums
+            };
+            tile_256::<ROWS>(w, a, panel, row0, out, block_sums);
         }
     }
 
@@ -670,13 +690,11 @@ mod x86 {
         row0: usize,
         out: *mut f32,
     ) {
-        let (cols, blocks) = (w.cols, w.cols / BLOCK);
-        let quads = cols / 4;
+        let cols = w.cols;
         // SAFETY (whole body): as for `tile`, with one panel; stores are masked to the matrix's rows.
         unsafe {
-            let wp = w.quants.as_ptr().add(panel * quads * LANES * 4);
-            let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
-            for b in 0..blocks {
+            let wp = w.quants.as_ptr().add(panel * (cols / 4) * LANES * 4);
+            let block_sums = |b: usize| {
                 // Per row, four chunks of four lanes; each 32-bit element holds one lane's pair sum.
                 let mut pairs = [[_mm256_setzero_si256(); 4]; ROWS];
                 for s in 0..BLOCK / 4 {
@@ -695,15 +713,14 @@ mod x86 {
                     }
                 }
                 // hadd gives lanes [0 1 4 5 | 2 3 6 7]; the permute puts them in order.
-                let sums: [[__m256i; 2]; ROWS] = std::array::from_fn(|r| {
+                std::array::from_fn(|r| {
                     [
                         _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(pairs[r][0], pairs[r][1])),
                         _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(pairs[r][2], pairs[r][3])),
                     ]
-                });
-                add_block_256(w, a, panel, b, row0, &sums, &mut acc);
-            }
-            store_halves(w, out, panel, row0, &acc);
+                })
+            };
+            tile_256::<ROWS>(w, a, panel, row0, out, block_sums);
         }
     }
 
