@@ -13,10 +13,11 @@ use std::time::Instant;
 /// `crates/herd-infer/tests/qwen2_5_coder.rs`.
 const TEST_MODELS: [&str; 3] = ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"];
 
-/// Name filters of `crates/herd-infer/tests/smollm2.rs` rerun on each other CPU path: agreement with
-/// llama.cpp (int8 and exact weights), the compute path, and scores that must be the same bits however
-/// they are batched or cached.
-const SMOLLM2_PATH_TESTS: [&str; 5] = ["llama_cpp", "compute_path", "prefix_reuse", "shares_its_start", "as_alone"];
+/// Name filters of `crates/herd-infer/tests/smollm2.rs` and `crates/herd-cli/tests/openai.rs` rerun on
+/// each other CPU path: agreement with llama.cpp (int8 and exact weights, its golden values and its
+/// server), the compute path, and scores that must be the same bits however they are batched or cached.
+const DEFAULT_MODEL_PATH_TESTS: [&str; 6] =
+    ["llama_cpp", "compute_path", "prefix_reuse", "shares_its_start", "as_alone", "scores_from_the_server"];
 
 /// The CPU paths this machine runs besides the active one (`herd models --cpu-paths` lists them).
 fn other_cpu_paths() -> Result<Vec<String>> {
@@ -84,8 +85,8 @@ pub fn run() -> Result<()> {
     // The kernels and the models once more on each other CPU path this machine runs (HERD_CPU_PATH):
     // the code a CPU without AVX-512, VNNI or AVX2 takes, tested here. Every unit test (herd-kernels'
     // among them) and the tiny checkpoints of every family, then the default model's scores against
-    // llama.cpp and its bit-exactness checks (its generation tests add minutes on the scalar path and
-    // nothing path-specific).
+    // llama.cpp (its golden values and its server) and its bit-exactness checks (its generation tests
+    // add minutes on the scalar path and nothing path-specific).
     for path in other_cpu_paths()? {
         step(
             &format!("unit and tiny-checkpoint tests on the {path} path (HERD_CPU_PATH={path})"),
@@ -96,8 +97,8 @@ pub fn run() -> Result<()> {
         step(
             &format!("the default model's scores on the {path} path (HERD_CPU_PATH={path})"),
             Command::new(&cargo)
-                .args(["test", "--workspace", "--release", "--locked", "--test", "smollm2", "--"])
-                .args(SMOLLM2_PATH_TESTS)
+                .args(["test", "--workspace", "--release", "--locked", "--test", "smollm2", "--test", "openai", "--"])
+                .args(DEFAULT_MODEL_PATH_TESTS)
                 .env("HERD_CPU_PATH", &path),
         )?;
     }

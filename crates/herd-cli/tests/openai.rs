@@ -22,9 +22,11 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 /// Largest difference allowed between the server's and candle's answer probabilities. Both read the
-/// same Q4_1 file, but llama.cpp multiplies in Q4_1/Q8 kernels while candle scores with dequantised f32
-/// weights (inference-notes: P(A) 0.241 vs 0.255 on a conformity prompt).
-const SERVER_VS_LOCAL: f64 = 0.05;
+/// same Q4_1 file and both quantise activations as Q8_1 (herd's int8 path, the CPU default), but the
+/// float operations around the integer products differ, and 8-bit activation rounding magnifies a
+/// last-bit difference: on these prompts the two differ by up to 0.022 (prompt 3, on every CPU path),
+/// with the server's key/value cache in f32 as herd's (`common/llama_server.rs`).
+const SERVER_VS_LOCAL: f64 = 0.035;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -117,6 +117,19 @@ pub fn masked_attention(
     mask: &KeyMask,
     scale: f32,
 ) -> Result<Vec<f32>, KernelError> {
+    attention_on(CpuPath::current(), shape, q, k, v, mask, scale)
+}
+
+/// [`masked_attention`] on a given CPU path (every path gives the same bits; the tests check that).
+fn attention_on(
+    path: CpuPath,
+    shape: AttentionShape,
+    q: HeadsView<'_>,
+    k: HeadsView<'_>,
+    v: HeadsView<'_>,
+    mask: &KeyMask,
+    scale: f32,
+) -> Result<Vec<f32>, KernelError> {
     let AttentionShape { batch, heads, kv_heads, queries, head_dim } = shape;
     if kv_heads == 0 || heads % kv_heads != 0 {
         return Err(KernelError::Heads { heads, kv_heads });
@@ -156,7 +169,6 @@ pub fn masked_attention(
         .map(|(b, i)| mask.spans(b, i).iter().map(|s| s.len()).sum::<usize>())
         .sum();
     let kv_bytes = (visited * kv_heads * head_dim * 2 * size_of::<f32>()) as u64;
-    let path = CpuPath::current();
     #[cfg(target_arch = "x86_64")]
     if head_dim % 16 == 0 && path.avx512() {
         // Blocks of consecutive queries of one sequence, with their group's heads side by side in the
@@ -212,10 +224,12 @@ pub fn masked_attention(
 
 /// The AVX-512 path: a block's queries (× the heads of a group) in the lanes of one register.
 ///
-/// Per lane, the arithmetic is fixed: a score is `fma` over the head dimension in order, masked keys
-/// score -inf (so they add exactly 0 to the max, the sum and the values), the softmax sums keys in
-/// order, and the values are accumulated over the lane's keys in order. Which other queries share the
-/// register changes nothing.
+/// Per lane, the arithmetic is the row loop's (`attend`), operation for operation, so both give the
+/// same bits: a score is `dot`'s sixteen partial sums and pairwise reduction, masked keys score -inf
+/// (so they add exactly 0 to the max and the sum, and nothing to the values), the softmax uses
+/// `exp_nonpositive` and sums keys in order, and the values are accumulated over the lane's keys in
+/// order, each multiply and add rounded on its own. Which other queries share the register changes
+/// nothing.
 #[cfg(target_arch = "x86_64")]
 mod lanes {
     use super::{HeadsView, KeyMask};
@@ -234,9 +248,6 @@ mod lanes {
         pub head_dim: usize,
         pub scale: f32,
     }
-
-    /// Keys scored together: eight accumulators per pass over the head dimension.
-    const KEYS_PER_PASS: usize = 8;
 
     /// `out`: the block's rows, `[rows][heads · head_dim]`.
     #[target_feature(enable = "avx512f")]
@@ -283,25 +294,27 @@ mod lanes {
                         }
                         m
                     };
-                    // Scores: lanes × keys, eight keys per pass (a short last pass repeats its last key).
+                    // Scores: lanes × keys. Per lane this is `dot` exactly: sixteen partial sums by
+                    // position modulo 16 (multiply, then add), then the same pairwise reduction.
                     let neg_inf = _mm512_set1_ps(f32::NEG_INFINITY);
-                    for pass in (0..n).step_by(KEYS_PER_PASS) {
-                        let rows: [*const f32; KEYS_PER_PASS] =
-                            std::array::from_fn(|c| t.k.row(t.b, kv, keys[(pass + c).min(n - 1)], d).as_ptr());
-                        let mut acc = [_mm512_setzero_ps(); KEYS_PER_PASS];
-                        for x in 0..d {
-                            let qx = _mm512_loadu_ps(qt.as_ptr().add(x * 16));
-                            for c in 0..KEYS_PER_PASS {
-                                acc[c] = _mm512_fmadd_ps(qx, _mm512_set1_ps(*rows[c].add(x)), acc[c]);
+                    for (key, &position) in keys.iter().enumerate() {
+                        let row = t.k.row(t.b, kv, position, d).as_ptr();
+                        let mut acc = [_mm512_setzero_ps(); 16];
+                        for x0 in (0..d).step_by(16) {
+                            for (l, a) in acc.iter_mut().enumerate() {
+                                let qx = _mm512_loadu_ps(qt.as_ptr().add((x0 + l) * 16));
+                                *a = _mm512_add_ps(*a, _mm512_mul_ps(qx, _mm512_set1_ps(*row.add(x0 + l))));
                             }
                         }
-                        for c in 0..KEYS_PER_PASS.min(n - pass) {
-                            let m = lane_mask(seen_by[keys[pass + c] - lo]);
-                            _mm512_storeu_ps(
-                                scores.as_mut_ptr().add((pass + c) * 16),
-                                _mm512_mask_blend_ps(m, neg_inf, acc[c]),
-                            );
+                        let mut width = 8;
+                        while width > 0 {
+                            for l in 0..width {
+                                acc[l] = _mm512_add_ps(acc[l], acc[l + width]);
+                            }
+                            width /= 2;
                         }
+                        let m = lane_mask(seen_by[position - lo]);
+                        _mm512_storeu_ps(scores.as_mut_ptr().add(key * 16), _mm512_mask_blend_ps(m, neg_inf, acc[0]));
                     }
                     let mut max = neg_inf;
                     for key in 0..n {
@@ -312,7 +325,7 @@ mod lanes {
                     let mut total = _mm512_setzero_ps();
                     for key in 0..n {
                         let at = scores.as_mut_ptr().add(key * 16);
-                        let p = exp(_mm512_sub_ps(_mm512_loadu_ps(at), max));
+                        let p = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(at), max));
                         _mm512_storeu_ps(at, p);
                         total = _mm512_add_ps(total, p);
                     }
@@ -332,7 +345,7 @@ mod lanes {
                                     let pv = _mm512_set1_ps(p);
                                     let value = t.v.row(t.b, kv, position, d).as_ptr().add(x0);
                                     for (c, a) in acc.iter_mut().enumerate().take(width) {
-                                        *a = _mm512_fmadd_ps(pv, _mm512_loadu_ps(value.add(c * 16)), *a);
+                                        *a = _mm512_add_ps(*a, _mm512_mul_ps(pv, _mm512_loadu_ps(value.add(c * 16))));
                                     }
                                 }
                             }
@@ -347,30 +360,61 @@ mod lanes {
         }
     }
 
-    #[cfg(test)]
-    pub(super) unsafe fn exp_for_tests(x: __m512) -> __m512 {
-        // SAFETY: the caller checked AVX-512 F.
-        unsafe { exp(x) }
-    }
-
-    /// `e^x` for 16 lanes (Cephes' single-precision polynomial, about 1 ulp); 0 below -87.3.
+    /// [`super::exp_nonpositive`] for 16 lanes, operation for operation.
     #[target_feature(enable = "avx512f")]
-    fn exp(x: __m512) -> __m512 {
-        let underflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33), _CMP_LT_OQ);
-        let x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.33)), _mm512_set1_ps(88.72));
-        let n = _mm512_roundscale_ps(
-            _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)),
-            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
-        );
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), x);
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.121_944_4e-4), r);
-        let mut y = _mm512_set1_ps(1.987_569_1e-4);
-        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
-            y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(c));
+    fn exp_nonpositive(x: __m512) -> __m512 {
+        use super::exp_constants::*;
+        let underflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(LOWEST), _CMP_NGE_UQ);
+        let t = _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E));
+        let n = _mm512_sub_ps(_mm512_add_ps(t, _mm512_set1_ps(ROUND)), _mm512_set1_ps(ROUND));
+        let r = _mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(LN2_HI)));
+        let r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(LN2_LO)));
+        let mut y = _mm512_set1_ps(POLY[0]);
+        for c in &POLY[1..] {
+            y = _mm512_add_ps(_mm512_mul_ps(y, r), _mm512_set1_ps(*c));
         }
-        let y = _mm512_add_ps(_mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0));
-        _mm512_maskz_mov_ps(!underflow, _mm512_scalef_ps(y, n))
+        let y = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(y, _mm512_mul_ps(r, r)), r), _mm512_set1_ps(1.0));
+        let scale = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(
+            _mm512_cvtps_epi32(n),
+            _mm512_set1_epi32(127),
+        )));
+        _mm512_maskz_mov_ps(!underflow, _mm512_mul_ps(y, scale))
     }
+}
+
+/// Cephes' single-precision `exp` (about 1 ulp), with every multiply and add rounded on its own so
+/// that the scalar and the vector code give the same bits on any CPU (a fused multiply-add would not).
+mod exp_constants {
+    /// Below this, `e^x` is under f32's smallest normal number: the result is 0.
+    pub const LOWEST: f32 = -87.33;
+    /// Adding and subtracting 1.5 · 2²³ rounds to the nearest integer, ties to even (|x| < 2²²).
+    pub const ROUND: f32 = 12_582_912.0;
+    /// ln 2 in two parts; `n · LN2_HI` is exact for the `n` that occur.
+    pub const LN2_HI: f32 = 0.693_359_4;
+    pub const LN2_LO: f32 = -2.121_944_4e-4;
+    pub const POLY: [f32; 6] = [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5];
+}
+
+/// `e^x` for the `x ≤ 0` softmax takes (a score minus its row's maximum); 0 below [`exp_constants::LOWEST`]
+/// and for NaN. The vector twin is `lanes::exp_nonpositive`.
+#[inline(always)]
+fn exp_nonpositive(x: f32) -> f32 {
+    use exp_constants::*;
+    // `!(x >= LOWEST)` is also true for NaN.
+    if !(x >= LOWEST) {
+        return 0.0;
+    }
+    let t = x * std::f32::consts::LOG2_E;
+    let n = (t + ROUND) - ROUND;
+    let r = x - n * LN2_HI;
+    let r = r - n * LN2_LO;
+    let mut y = POLY[0];
+    for c in &POLY[1..] {
+        y = y * r + c;
+    }
+    let y = (y * (r * r) + r) + 1.0;
+    // n is an integer in -126..=0 here, so 2ⁿ is a normal f32.
+    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
 }
 
 /// One query position's heads that share key/value head `kv`.
@@ -458,7 +502,7 @@ fn attend(task: &GroupTask<'_>, scores: &mut [f32], out: &mut [f32]) {
     for (s, total) in scores.chunks_exact_mut(seen).zip(totals.iter_mut()) {
         let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         for x in s.iter_mut() {
-            *x = (*x - max).exp();
+            *x = exp_nonpositive(*x - max);
             *total += *x;
         }
     }
@@ -466,6 +510,10 @@ fn attend(task: &GroupTask<'_>, scores: &mut [f32], out: &mut [f32]) {
         let value = task.values.row(task.b, task.kv, j, d);
         for (g, acc) in out.chunks_exact_mut(d).enumerate() {
             let p = scores[g * seen + n];
+            // As the AVX-512 path: a key whose weight underflowed to 0 adds nothing.
+            if p == 0.0 {
+                continue;
+            }
             for (a, &x) in acc.iter_mut().zip(value) {
                 *a += p * x;
             }
@@ -562,38 +610,57 @@ mod tests {
         out
     }
 
+    /// Two sequences of 7 queries over 11 keys: row 0 causal after 4 cached keys; row 1 two
+    /// left-padding keys, then causal, and its fourth query also skips key 5 (a mask with a hole, as
+    /// packed continuations have).
+    struct Case {
+        shape: AttentionShape,
+        q: Vec<f32>,
+        k: Vec<f32>,
+        v: Vec<f32>,
+        mask: Vec<f32>,
+    }
+
+    const KEYS: usize = 11;
+
+    impl Case {
+        fn new(heads: usize, kv_heads: usize, d: usize) -> Case {
+            let queries = 7;
+            let mut mask = vec![f32::NEG_INFINITY; 2 * queries * KEYS];
+            for i in 0..queries {
+                for j in 0..=4 + i {
+                    mask[i * KEYS + j] = 0.0;
+                    if j >= 2 && !(i == 3 && j == 5) {
+                        mask[(queries + i) * KEYS + j] = 0.0;
+                    }
+                }
+            }
+            Case {
+                shape: AttentionShape { batch: 2, heads, kv_heads, queries, head_dim: d },
+                q: random(2 * heads * queries * d, 1),
+                k: random(2 * kv_heads * KEYS * d, 2),
+                v: random(2 * kv_heads * KEYS * d, 3),
+                mask,
+            }
+        }
+
+        fn run(&self, path: CpuPath, scale: f32) -> Vec<f32> {
+            let AttentionShape { heads, kv_heads, queries, head_dim: d, .. } = self.shape;
+            let km = KeyMask::from_additive(&self.mask, 2, queries, KEYS).unwrap();
+            let (q, k, v) = (&self.q, &self.k, &self.v);
+            let (q, k, v) =
+                (contiguous(q, heads, queries, d), contiguous(k, kv_heads, KEYS, d), contiguous(v, kv_heads, KEYS, d));
+            attention_on(path, self.shape, q, k, v, &km, scale).unwrap()
+        }
+    }
+
     #[test]
     fn matches_dense_masked_softmax_attention() {
         // head_dim 40 takes the per-query path, 64 the lane blocks; groups of 1, 3 and 8 heads.
         for (heads, kv_heads, d) in [(6, 2, 40), (6, 2, 64), (2, 2, 64), (16, 2, 32)] {
-            let (queries, keys) = (7, 11);
-            let shape = AttentionShape { batch: 2, heads, kv_heads, queries, head_dim: d };
-            let q = random(2 * heads * queries * d, 1);
-            let k = random(2 * kv_heads * keys * d, 2);
-            let v = random(2 * kv_heads * keys * d, 3);
-            // Row 0: causal after 4 cached keys; row 1: two left-padding keys, then causal, and its
-            // fourth query also skips key 5 (a mask with a hole, as packed continuations have).
-            let mut mask = vec![f32::NEG_INFINITY; 2 * queries * keys];
-            for i in 0..queries {
-                for j in 0..=4 + i {
-                    mask[i * keys + j] = 0.0;
-                    if j >= 2 && !(i == 3 && j == 5) {
-                        mask[(queries + i) * keys + j] = 0.0;
-                    }
-                }
-            }
-            let km = KeyMask::from_additive(&mask, 2, queries, keys).unwrap();
-            let got = masked_attention(
-                shape,
-                contiguous(&q, heads, queries, d),
-                contiguous(&k, kv_heads, keys, d),
-                contiguous(&v, kv_heads, keys, d),
-                &km,
-                0.3,
-            )
-            .unwrap();
-            let want = reference(shape, &q, &k, &v, keys, &mask, 0.3);
-            for (g, w) in got.iter().zip(&want) {
+            let case = Case::new(heads, kv_heads, d);
+            let want = reference(case.shape, &case.q, &case.k, &case.v, KEYS, &case.mask, 0.3);
+            for (g, w) in case.run(CpuPath::current(), 0.3).iter().zip(&want) {
                 assert!((f64::from(*g) - w).abs() < 1e-5, "{heads}/{kv_heads} heads, d {d}: {g} vs {w}");
             }
         }
@@ -678,29 +745,36 @@ mod tests {
     }
 
     #[test]
-    fn vector_exp_is_close_to_libm() {
-        if !CpuPath::Avx512.runs_here() {
-            eprintln!("not run: the vector exp is AVX-512 code and this CPU has no AVX-512");
-            return;
+    fn exp_is_within_two_ulps_of_the_exact_value_and_zero_below_the_normal_range() {
+        let xs = (0..200_000).map(|i| -i as f32 * 4.4e-4).chain([-0.0, -1e-8, -87.3, -87.34, -1e30, f32::NEG_INFINITY]);
+        for x in xs {
+            let got = exp_nonpositive(x);
+            let want = f64::from(x).exp();
+            if x < exp_constants::LOWEST {
+                assert_eq!(got, 0.0, "exp({x})");
+            } else {
+                let ulp = f64::from(f32::EPSILON) * want;
+                assert!((f64::from(got) - want).abs() <= 2.0 * ulp, "exp({x}) = {got}, exactly {want}");
+            }
         }
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::*;
-            let xs: Vec<f32> =
-                (0..4000).map(|i| -90.0 + i as f32 * 0.0449).chain([f32::NEG_INFINITY, 0.0, -1e-8]).collect();
-            for chunk in xs.chunks(16) {
-                let mut lanes = [0f32; 16];
-                lanes[..chunk.len()].copy_from_slice(chunk);
-                let mut got = [0f32; 16];
-                // SAFETY: AVX-512 F is present.
-                unsafe { _mm512_storeu_ps(got.as_mut_ptr(), lanes::exp_for_tests(_mm512_loadu_ps(lanes.as_ptr()))) };
-                for (x, g) in chunk.iter().zip(got) {
-                    let want = x.exp();
-                    assert!(
-                        (g - want).abs() <= 4.0 * f32::EPSILON * want || (*x < -87.3 && g == 0.0),
-                        "exp({x}) = {g}, libm {want}"
-                    );
-                }
+        assert_eq!(exp_nonpositive(f32::NAN), 0.0);
+    }
+
+    #[test]
+    fn every_cpu_path_gives_the_same_bits() {
+        // head_dim 64 takes the AVX-512 lane blocks where the path has AVX-512, 40 always the row
+        // loop; groups of 1, 3, 8 and 20 heads; a scale large enough that some weights underflow to 0.
+        let cases = [(6, 2, 64, 0.125), (2, 2, 64, 0.3), (16, 2, 64, 40.0), (20, 1, 32, 0.2), (6, 2, 40, 0.3)];
+        for (heads, kv_heads, d, scale) in cases {
+            let case = Case::new(heads, kv_heads, d);
+            let bits = |path| case.run(path, scale).iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let baseline = bits(CpuPath::Baseline);
+            for path in CpuPath::available() {
+                assert!(
+                    bits(path) == baseline,
+                    "{} differs from baseline ({heads}/{kv_heads} heads, d {d})",
+                    path.name()
+                );
             }
         }
     }
