@@ -95,7 +95,8 @@ fn golden_cases_render_byte_identically() {
         }
     }
     assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), cases.len(), failures.join("\n\n"));
-    let want_templates = ["deepseek-r1-distill.jinja", "qwen2.5-vl.jinja", "qwen3.jinja", "smollm2.jinja"];
+    let want_templates =
+        ["deepseek-r1-distill.jinja", "gemma3.jinja", "qwen2.5-vl.jinja", "qwen3.jinja", "smollm2.jinja"];
     assert_eq!(templates_seen.into_iter().collect::<Vec<_>>(), want_templates);
 }
 

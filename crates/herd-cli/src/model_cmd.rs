@@ -73,12 +73,13 @@ pub fn models(args: ModelsArgs) -> Result<()> {
             }
             Err(e) => ("no", "-".into(), e.to_string().lines().last().unwrap_or("").trim().to_string()),
         };
-        if let herd_infer::ModelSource::HuggingFace { repo } = &entry.source {
+        if let herd_infer::ModelSource::HuggingFace { repo, gated } = &entry.source {
             note = if present == "yes" {
                 format!("HF {repo}; {note}")
             } else {
                 format!(
-                    "HF {repo}; fetch with the HF tools: `{}` (into {})",
+                    "HF {repo}; {}fetch with the HF tools: `{}` (into {})",
+                    if *gated { herd_infer::gated_note(repo) } else { String::new() },
                     herd_infer::hf_download_command(repo),
                     herd_infer::hf_hub_cache_dir().display()
                 )

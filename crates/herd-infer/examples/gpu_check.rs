@@ -56,7 +56,7 @@ const P_TOL: f64 = 2e-3;
 const DECODED: usize = 4;
 
 /// The vision-language families herd runs, each as a tiny checkpoint.
-const VL_FAMILIES: [VlFamily; 3] = [VlFamily::Qwen3Vl, VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl];
+const VL_FAMILIES: [VlFamily; 4] = [VlFamily::Qwen3Vl, VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Gemma3];
 
 const MODELS_TOML: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/models.toml"));
 
@@ -445,12 +445,13 @@ fn text_logits(dir: &Path, device: &Device, dtype: DType) -> AnyResult<Vec<Vec<f
 
 /// A tiny VL checkpoint's next-token logits for its prompt with the image, and without an image.
 fn vl_logits(dir: &Path, family: VlFamily, device: &Device, dtype: DType) -> AnyResult<Vec<Vec<f32>>> {
-    use herd_vision::tiny::{PROMPT, TEXT_PROMPT, folder};
+    use herd_vision::tiny::{folder, prompt, text_prompt};
     let model = herd_vision::VlModel::load(&dir.join(folder(family)), device, dtype)?;
     let prepared = model.preprocess(&image::open(dir.join("image.png"))?)?;
-    let ids = model.expand_image_tokens(&model.encode(PROMPT)?, &prepared)?;
+    let ids = model.encode_prompt(prompt(family), Some(&prepared))?;
     let with_image = model.next_token_logits(&ids, Some(&prepared))?.to_dtype(DType::F32)?.to_vec1()?;
-    let text_only = model.next_token_logits(&model.encode(TEXT_PROMPT)?, None)?.to_dtype(DType::F32)?.to_vec1()?;
+    let text_only =
+        model.next_token_logits(&model.encode(text_prompt(family))?, None)?.to_dtype(DType::F32)?.to_vec1()?;
     Ok(vec![with_image, text_only])
 }
 

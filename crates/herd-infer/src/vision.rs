@@ -1,6 +1,7 @@
-//! Vision-language models (Qwen2-VL, Qwen2.5-VL and Qwen3-VL through `herd-vision`) behind the same
-//! [`Backend`] trait: the prompt's image part becomes the model's image placeholder and the pixels go
-//! through the model's own processor.
+//! Vision-language models (Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Gemma 3 through `herd-vision`) behind the
+//! same [`Backend`] trait: the prompt's image part becomes the image marker the model's own chat template
+//! writes for it (`<|vision_start|><|image_pad|><|vision_end|>`, Gemma's `<start_of_image>`), the model's
+//! processor expands it (`VlModel::encode_prompt`), and the pixels go through the model's own processor.
 
 use crate::backend::{Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreRequest, ScoreResult};
 use crate::compute::{ComputePath, WeightChoice};
@@ -103,11 +104,7 @@ impl VisionModel {
                 return Err(InferError::Request("the request carries pixels but the prompt has no image part".into()));
             }
         };
-        let tokens = self.model.encode(&self.render(prompt)?)?;
-        let tokens = match &prepared {
-            Some(p) => self.model.expand_image_tokens(&tokens, p)?,
-            None => tokens,
-        };
+        let tokens = self.model.encode_prompt(&self.render(prompt)?, prepared.as_ref())?;
         Ok((tokens, prepared))
     }
 
@@ -172,8 +169,7 @@ impl Backend for VisionModel {
             let mut constraint = match &request.schema {
                 Some(schema) => {
                     if self.constraint.is_none() {
-                        self.constraint =
-                            Some(ConstraintEngine::new(&self.tokenizer, self.model.config().text_config.vocab_size)?);
+                        self.constraint = Some(ConstraintEngine::new(&self.tokenizer, self.model.vocab_size())?);
                     }
                     Some(self.constraint.as_ref().expect("just built").matcher(schema)?)
                 }

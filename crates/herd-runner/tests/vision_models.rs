@@ -1,7 +1,7 @@
 //! End to end with the VL families' tiny checkpoints (`herd_vision::tiny`: Qwen2-VL, Qwen2.5-VL and
-//! Qwen3-VL with their real file layouts and Qwen2.5-VL's chat template): a small conformity grid over
-//! the three tasks runs through the candle vision backend into `conformity_trials`, and scoring a group
-//! through its shared prefix gives what scoring each prompt alone gives.
+//! Qwen3-VL with their real file layouts and Qwen2.5-VL's chat template, Gemma 3 with its own): a small
+//! conformity grid over the three tasks runs through the candle vision backend into `conformity_trials`,
+//! and scoring a group through its shared prefix gives what scoring each prompt alone gives.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +20,7 @@ fn data(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data").join(path)
 }
 
-const FAMILIES: [VlFamily; 3] = [VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Qwen3Vl];
+const FAMILIES: [VlFamily; 4] = [VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Qwen3Vl, VlFamily::Gemma3];
 
 const CONFORMITY: &str = r#"
 [experiment]
@@ -167,7 +167,12 @@ fn greedy_generation_from_the_cache_equals_recomputing_every_step() {
         )
         .unwrap();
         let image = vl.preprocess(&image::DynamicImage::ImageRgb8((*pixels).clone())).unwrap();
-        let mut ids = vl.expand_image_tokens(&vl.encode(&model.render(&prompt).unwrap()).unwrap(), &image).unwrap();
+        let rendered = model.render(&prompt).unwrap();
+        if family == VlFamily::Gemma3 {
+            assert!(rendered.starts_with("<bos><start_of_turn>user\n<start_of_image>which"), "{rendered:?}");
+            assert!(rendered.ends_with("<end_of_turn>\n<start_of_turn>model\n"), "{rendered:?}");
+        }
+        let mut ids = vl.encode_prompt(&rendered, Some(&image)).unwrap();
         let mut out = Vec::new();
         for _ in 0..5 {
             let logits: Vec<f32> = vl.next_token_logits(&ids, Some(&image)).unwrap().to_vec1().unwrap();

@@ -1,14 +1,16 @@
-//! Writes the tiny Qwen3-VL, Qwen2-VL and Qwen2.5-VL checkpoints, the test image, the three stimuli
-//! and the inputs that `tests/golden/tiny_transformers.py` (Qwen3-VL) and `tests/golden/tiny_qwen2_vl.py`
-//! (Qwen2-VL, Qwen2.5-VL) run through HF transformers:
+//! Writes the tiny Qwen3-VL, Qwen2-VL, Qwen2.5-VL and Gemma 3 checkpoints, the test image, the three
+//! stimuli and the inputs that `tests/golden/tiny_transformers.py` (Qwen3-VL),
+//! `tests/golden/tiny_qwen2_vl.py` (Qwen2-VL, Qwen2.5-VL) and `tests/golden/tiny_gemma3.py` (Gemma 3) run
+//! through HF transformers:
 //!
 //!     cargo run -p herd-vision --example write_tiny_vl -- OUT_DIR [SEED]
 //!
-//! OUT_DIR gets one folder per family (`qwen3_vl/`, `qwen2_vl/`, `qwen2_5_vl/`: config.json,
+//! OUT_DIR gets one folder per family (`qwen3_vl/`, `qwen2_vl/`, `qwen2_5_vl/`, `gemma3/`: config.json,
 //! preprocessor_config.json, tokenizer files, chat_template.json, model.safetensors), `image.png`,
-//! `stimuli/{lines,color,dots}.png`, `qwen2_vl_processor/preprocessor_config.json` (the released
-//! processor settings) and `inputs.json` (token ids with the image pad expanded, the patch grid and
-//! herd's pixel values). The same seed always gives byte-identical files.
+//! `stimuli/{lines,color,dots}.png`, `qwen2_vl_processor/` and `gemma3_processor/` (the released
+//! processor settings), `inputs.json` (Qwen: token ids with the image pad expanded, the patch grid and
+//! herd's pixel values) and `gemma3_inputs.json` (the same for Gemma 3). The same seed always gives
+//! byte-identical files.
 
 #[path = "../tests/support/tiny_vl.rs"]
 mod tiny_vl;

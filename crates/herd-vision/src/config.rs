@@ -25,6 +25,9 @@ pub enum VlFamily {
     Qwen2_5Vl,
     /// `qwen3_vl` (`Qwen/Qwen3-VL-*-Instruct`): learned position grid, DeepStack, QK-norm text model.
     Qwen3Vl,
+    /// `gemma3` (`google/gemma-3-*-it`): SigLIP tower, average-pooled projector, Gemma 3 text model with
+    /// sliding and global layers (its own config, [`Gemma3Config`](crate::Gemma3Config)).
+    Gemma3,
 }
 
 impl VlFamily {
@@ -34,11 +37,14 @@ impl VlFamily {
             VlFamily::Qwen2Vl => "qwen2_vl",
             VlFamily::Qwen2_5Vl => "qwen2_5_vl",
             VlFamily::Qwen3Vl => "qwen3_vl",
+            VlFamily::Gemma3 => "gemma3",
         }
     }
 
-    fn from_model_type(model_type: &str) -> Option<Self> {
-        [VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Qwen3Vl].into_iter().find(|f| f.model_type() == model_type)
+    pub(crate) fn from_model_type(model_type: &str) -> Option<Self> {
+        [VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Qwen3Vl, VlFamily::Gemma3]
+            .into_iter()
+            .find(|f| f.model_type() == model_type)
     }
 
     /// Qwen2-VL and Qwen2.5-VL share the Qwen2 language model (biased q/k/v, MRoPE in sections).
@@ -294,8 +300,10 @@ impl Config {
         };
         let root: Map<String, Value> = serde_json::from_str(text).map_err(json_err)?;
         let model_type = root.get("model_type").and_then(Value::as_str).unwrap_or("qwen3_vl");
-        let family = VlFamily::from_model_type(model_type).ok_or_else(|| {
-            bad(format!("model_type is {model_type:?}; herd runs \"qwen2_vl\", \"qwen2_5_vl\" and \"qwen3_vl\""))
+        let family = VlFamily::from_model_type(model_type).filter(|f| *f != VlFamily::Gemma3).ok_or_else(|| {
+            bad(format!(
+                "model_type is {model_type:?}; this parser reads \"qwen2_vl\", \"qwen2_5_vl\" and \"qwen3_vl\" (Gemma 3: Gemma3Config)"
+            ))
         })?;
         let mut text_obj = match root.get("text_config") {
             Some(Value::Object(t)) => t.clone(),
@@ -409,7 +417,7 @@ impl Config {
                 }
                 Ok(())
             }
-            VlFamily::Qwen2Vl => Ok(()),
+            VlFamily::Qwen2Vl | VlFamily::Gemma3 => Ok(()),
         }
     }
 

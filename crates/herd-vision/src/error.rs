@@ -7,7 +7,7 @@ use std::path::PathBuf;
 pub enum VisionError {
     /// A file the checkpoint folder must hold is not there.
     #[error(
-        "missing file {path}: {what}; fix: point at a complete Hugging Face Qwen2-VL, Qwen2.5-VL or Qwen3-VL folder (as downloaded, e.g. a snapshot folder of the HF cache)"
+        "missing file {path}: {what}; fix: point at a complete Hugging Face Qwen2-VL, Qwen2.5-VL, Qwen3-VL or Gemma 3 folder (as downloaded, e.g. a snapshot folder of the HF cache)"
     )]
     MissingFile {
         /// The file that was looked for.

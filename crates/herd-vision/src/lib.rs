@@ -2,24 +2,31 @@
 //!
 //! The Asch-conformity experiments show a vision-language model a synthetic image (lines, dots,
 //! colours) plus the confederates' answers, and read off the model's answer distribution. This crate
-//! runs three families through candle from a Hugging Face folder as shipped (`config.json`,
+//! runs four families through candle from a Hugging Face folder as shipped (`config.json`,
 //! `*.safetensors` single or sharded with `model.safetensors.index.json`, `tokenizer.json`,
 //! `preprocessor_config.json`), picked by config.json's `model_type` ([`VlFamily`]):
 //! - Qwen2-VL (`Qwen/Qwen2-VL-*-Instruct`) and Qwen2.5-VL (`Qwen/Qwen2.5-VL-*-Instruct`), the
 //!   conformity paper's models, with their released tensor names (`visual.*`, `model.*`) or the
 //!   re-saved ones (`model.visual.*`, `model.language_model.*`);
-//! - Qwen3-VL (`Qwen/Qwen3-VL-*-Instruct`).
+//! - Qwen3-VL (`Qwen/Qwen3-VL-*-Instruct`);
+//! - Gemma 3 (`google/gemma-3-{4b,12b,27b}-it`, also the paper's), with its released tensor names
+//!   (`language_model.model.*`, `vision_tower.vision_model.*`, `multi_modal_projector.*`) or transformers
+//!   5's (`model.language_model.*`, ...): SigLIP tower, average-pooled projector, sliding-window and global
+//!   text layers, the image's tokens attended both ways (see [`gemma3`]). Its processor resizes to
+//!   896×896 with PIL's bilinear filter; pan-and-scan stays off (as released), and is refused if a file
+//!   turns it on.
 //!
 //! Pieces, in the order a caller uses them:
 //! - [`VlModel::load`] reads and checks the folder;
 //! - [`VlModel::preprocess`] (or [`ImageProcessor::preprocess`]) resizes with [`smart_resize`] and
 //!   PIL's bicubic filter, normalizes and patchifies an image exactly as transformers'
-//!   `Qwen2VLImageProcessor` (PIL backend) does (see [`preprocess`](mod@preprocess));
-//! - the caller renders the chat template to text with `<|vision_start|><|image_pad|><|vision_end|>`
-//!   where the image goes, and tokenizes it ([`VlModel::encode`]);
-//! - [`VlModel::next_token_logits`] expands `<|image_pad|>` to the image's token count
-//!   ([`VlModel::expand_image_tokens`]) when given the unexpanded prompt, encodes the image, and runs
-//!   the decoder with 3-D positions (MRoPE, as transformers' `get_rope_index`).
+//!   `Qwen2VLImageProcessor` (PIL backend) does (see [`preprocess`](mod@preprocess)); for Gemma 3 as
+//!   `Gemma3ImageProcessorPil` ([`Gemma3Processor`]);
+//! - the caller renders the chat template to text with the model's image marker where the image goes
+//!   (`<|vision_start|><|image_pad|><|vision_end|>`; Gemma 3's `<start_of_image>`), and tokenizes it
+//!   with [`VlModel::encode_prompt`], which expands the marker as the HF processor does;
+//! - [`VlModel::next_token_logits`] encodes the image and runs the decoder (Qwen: with 3-D positions,
+//!   MRoPE, as transformers' `get_rope_index`; it also expands a lone `<|image_pad|>` itself).
 //! - For prompts that share a beginning (the image and the question, with different confederate
 //!   answers after them), [`VlModel::prefill`] computes the shared part once and
 //!   [`VlModel::extend`] each continuation from it; generation extends one token at a time.
@@ -39,7 +46,7 @@
 //! let prompt = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>\
 //!               Which line matches the reference? Answer A, B or C.<|im_end|>\n\
 //!               <|im_start|>assistant\n";
-//! let ids = model.encode(prompt)?;
+//! let ids = model.encode_prompt(prompt, Some(&prepared))?;
 //! let logits = model.next_token_logits(&ids, Some(&prepared))?; // [vocab], f32
 //! let a = model.encode("A")?[0] as usize;
 //! println!("logit of A: {}", logits.get(a)?.to_scalar::<f32>()?);
@@ -47,15 +54,20 @@
 //! ```
 
 mod config;
+mod config_gemma3;
 mod error;
+pub mod gemma3;
 pub mod preprocess;
+mod preprocess_gemma3;
 mod prompt;
 mod resample;
 mod text;
+mod text_gemma3;
 pub mod tiny;
 mod vision;
 mod vision_qwen2;
 mod vision_qwen3;
+mod vision_siglip;
 mod weights;
 
 use std::path::{Path, PathBuf};
@@ -65,11 +77,15 @@ use image::DynamicImage;
 use tokenizers::Tokenizer;
 
 pub use config::{Config, RopeParameters, TextConfig, VisionActivation, VisionConfig, VlFamily};
+pub use config_gemma3::{Gemma3Config, Gemma3TextConfig, LayerType, Rope};
 pub use error::VisionError;
 pub use preprocess::{ImageProcessor, PreparedImage, smart_resize};
+pub use preprocess_gemma3::{Gemma3Processor, Resample};
 pub use prompt::{expand_image_pad, mrope_positions};
-pub use resample::resize_bicubic;
+pub use resample::{resize_bicubic, resize_bilinear};
 pub use text::KvCache;
+
+use gemma3::Gemma3Parts;
 
 use text::{TextModel, Visual, replace_rows};
 use vision_qwen2::Qwen2Tower;
@@ -97,24 +113,37 @@ impl VisionTower {
     }
 }
 
-/// A loaded Qwen2-VL, Qwen2.5-VL or Qwen3-VL checkpoint: tokenizer, image processor and network.
-pub struct VlModel {
+/// A Qwen VL family's parts.
+struct QwenParts {
     config: Config,
     processor: ImageProcessor,
-    tokenizer: Tokenizer,
-    tokenizer_path: PathBuf,
     vision: VisionTower,
     text: TextModel,
+}
+
+enum Parts {
+    Qwen(Box<QwenParts>),
+    Gemma3(Box<Gemma3Parts>),
+}
+
+/// A loaded Qwen2-VL, Qwen2.5-VL, Qwen3-VL or Gemma 3 checkpoint: tokenizer, image processor and network.
+pub struct VlModel {
+    family: VlFamily,
+    parts: Parts,
+    tokenizer: Tokenizer,
+    tokenizer_path: PathBuf,
     device: Device,
 }
 
 impl std::fmt::Debug for VlModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VlModel")
-            .field("config", &self.config)
-            .field("processor", &self.processor)
-            .field("device", &self.device)
-            .finish_non_exhaustive()
+        let mut d = f.debug_struct("VlModel");
+        d.field("family", &self.family);
+        match &self.parts {
+            Parts::Qwen(q) => d.field("config", &q.config).field("processor", &q.processor),
+            Parts::Gemma3(g) => d.field("config", &g.config).field("processor", &g.processor),
+        };
+        d.field("device", &self.device).finish_non_exhaustive()
     }
 }
 
@@ -150,73 +179,94 @@ impl Prefix {
     }
 }
 
+/// config.json's `model_type`, read before the family's own parser.
+fn peek_family(path: &Path) -> Result<VlFamily, VisionError> {
+    let text = config::read_to_string(path, "the model configuration")?;
+    let root: serde_json::Value = serde_json::from_str(&text).map_err(|source| VisionError::Json {
+        path: path.to_path_buf(),
+        what: "VL model config.json",
+        source,
+    })?;
+    let model_type = root.get("model_type").and_then(serde_json::Value::as_str).unwrap_or("qwen3_vl");
+    VlFamily::from_model_type(model_type).ok_or_else(|| VisionError::Config {
+        path: path.to_path_buf(),
+        message: format!(
+            "model_type is {model_type:?}; herd runs \"qwen2_vl\", \"qwen2_5_vl\", \"qwen3_vl\" and \"gemma3\""
+        ),
+        fix: "use the config.json shipped with a Qwen2-VL, Qwen2.5-VL, Qwen3-VL or Gemma 3 checkpoint",
+    })
+}
+
 impl VlModel {
-    /// Loads a Hugging Face Qwen2-VL, Qwen2.5-VL or Qwen3-VL folder onto `device`, with weights converted
-    /// to `dtype`.
+    /// Loads a Hugging Face Qwen2-VL, Qwen2.5-VL, Qwen3-VL or Gemma 3 folder onto `device`, with weights
+    /// converted to `dtype`.
     ///
-    /// Checks that the files agree: the tokenizer's ids of `<|image_pad|>`, `<|vision_start|>` and
-    /// `<|vision_end|>` must be config.json's, and preprocessor_config.json's patch, merge and
-    /// temporal sizes must be the vision encoder's.
+    /// Checks that the files agree: the tokenizer's ids of the image tokens (`<|image_pad|>`,
+    /// `<|vision_start|>`, `<|vision_end|>`; Gemma 3's `<image_soft_token>`, `<start_of_image>`,
+    /// `<end_of_image>`) must be config.json's, and preprocessor_config.json's sizes must be the vision
+    /// encoder's.
     pub fn load(dir: &Path, device: &Device, dtype: DType) -> Result<Self, VisionError> {
         let config_path = dir.join("config.json");
-        let config = Config::from_file(&config_path)?;
-        let processor = ImageProcessor::from_file(&dir.join("preprocessor_config.json"))?;
-        check_processor(&config, &processor, &dir.join("preprocessor_config.json"))?;
-
+        let family = peek_family(&config_path)?;
         let tokenizer_path = dir.join("tokenizer.json");
+        // Qwen: the processor is checked before the tokenizer (its errors name it first).
+        let qwen = if family == VlFamily::Gemma3 {
+            None
+        } else {
+            let config = Config::from_file(&config_path)?;
+            let processor = ImageProcessor::from_file(&dir.join("preprocessor_config.json"))?;
+            check_processor(&config, &processor, &dir.join("preprocessor_config.json"))?;
+            Some((config, processor))
+        };
         if !tokenizer_path.is_file() {
             return Err(VisionError::MissingFile { path: tokenizer_path, what: "the tokenizer" });
         }
         let tokenizer = Tokenizer::from_file(&tokenizer_path)
             .map_err(|e| VisionError::Tokenizer { path: tokenizer_path.clone(), message: e.to_string() })?;
-        for (token, id) in [
-            (IMAGE_PAD, config.image_token_id),
-            (VISION_START, config.vision_start_token_id),
-            (VISION_END, config.vision_end_token_id),
-        ] {
-            let found = tokenizer.token_to_id(token);
-            if found != Some(id) {
-                return Err(VisionError::Config {
-                    path: config_path,
-                    message: format!(
-                        "config.json gives {token} the id {id}, but {} gives it {}",
-                        tokenizer_path.display(),
-                        found.map_or_else(|| "none".to_string(), |i| i.to_string())
-                    ),
-                    fix: "use config.json and tokenizer.json from the same checkpoint",
-                });
+        let parts = match qwen {
+            None => Parts::Gemma3(Box::new(Gemma3Parts::load(dir, &tokenizer, device, dtype)?)),
+            Some((config, processor)) => {
+                Parts::Qwen(Box::new(load_qwen(dir, config, processor, &tokenizer, device, dtype)?))
             }
-        }
-
-        let files = weights::safetensors_files(dir)?;
-        let weights_err = |source| VisionError::Weights { path: dir.to_path_buf(), source };
-        let vb = weights::open_weights(&files, dtype, device).map_err(weights_err)?;
-        // Released Qwen2-VL / Qwen2.5-VL files name the parts `visual.*` and `model.*`; Qwen3-VL and
-        // files re-saved by transformers >= 4.52 nest both under `model.`.
-        let nested = vb.contains_tensor("model.language_model.embed_tokens.weight");
-        let (visual, language) = if nested { ("model.visual", "model.language_model") } else { ("visual", "model") };
-        let vision = match config.family {
-            VlFamily::Qwen3Vl => Qwen3Tower::new(&config.vision_config, vb.pp(visual)).map(VisionTower::Qwen3),
-            family => Qwen2Tower::new(family, &config.vision_config, vb.pp(visual)).map(VisionTower::Qwen2),
-        }
-        .map_err(weights_err)?;
-        let text = TextModel::new(&config, vb, language).map_err(weights_err)?;
-        Ok(Self { config, processor, tokenizer, tokenizer_path, vision, text, device: device.clone() })
+        };
+        Ok(Self { family, parts, tokenizer, tokenizer_path, device: device.clone() })
     }
 
-    /// config.json.
-    pub fn config(&self) -> &Config {
-        &self.config
+    /// config.json of a Qwen VL family (`None` for Gemma 3: see [`gemma3_config`](Self::gemma3_config)).
+    pub fn config(&self) -> Option<&Config> {
+        match &self.parts {
+            Parts::Qwen(q) => Some(&q.config),
+            Parts::Gemma3(_) => None,
+        }
+    }
+
+    /// config.json of a Gemma 3 checkpoint (`None` for the Qwen families).
+    pub fn gemma3_config(&self) -> Option<&Gemma3Config> {
+        match &self.parts {
+            Parts::Gemma3(g) => Some(&g.config),
+            Parts::Qwen(_) => None,
+        }
+    }
+
+    /// Rows of the embedding (and columns of the logits).
+    pub fn vocab_size(&self) -> usize {
+        match &self.parts {
+            Parts::Qwen(q) => q.config.text_config.vocab_size,
+            Parts::Gemma3(g) => g.config.text_config.vocab_size,
+        }
     }
 
     /// The architecture, from config.json's `model_type`.
     pub fn family(&self) -> VlFamily {
-        self.config.family
+        self.family
     }
 
-    /// The image processor from preprocessor_config.json.
-    pub fn processor(&self) -> &ImageProcessor {
-        &self.processor
+    /// The Qwen families' image processor from preprocessor_config.json (`None` for Gemma 3).
+    pub fn processor(&self) -> Option<&ImageProcessor> {
+        match &self.parts {
+            Parts::Qwen(q) => Some(&q.processor),
+            Parts::Gemma3(_) => None,
+        }
     }
 
     /// The tokenizer from tokenizer.json.
@@ -231,16 +281,22 @@ impl VlModel {
 
     /// The dtype the weights were loaded in.
     pub fn dtype(&self) -> DType {
-        self.text.dtype()
+        match &self.parts {
+            Parts::Qwen(q) => q.text.dtype(),
+            Parts::Gemma3(g) => g.dtype(),
+        }
     }
 
-    /// Id of `<|image_pad|>`.
+    /// Id of the token the image's features replace: `<|image_pad|>`, Gemma 3's `<image_soft_token>`.
     pub fn image_token_id(&self) -> u32 {
-        self.config.image_token_id
+        match &self.parts {
+            Parts::Qwen(q) => q.config.image_token_id,
+            Parts::Gemma3(g) => g.config.image_token_id,
+        }
     }
 
-    /// Tokenizes text as is (special tokens in the text are recognised; no BOS is added, as Qwen
-    /// adds none).
+    /// Tokenizes text as is (special tokens in the text are recognised; no BOS is added: Qwen adds none,
+    /// and Gemma's chat template writes `<bos>` itself).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, VisionError> {
         self.tokenizer
             .encode(text, false)
@@ -248,21 +304,44 @@ impl VlModel {
             .map_err(|e| VisionError::Tokenizer { path: self.tokenizer_path.clone(), message: e.to_string() })
     }
 
-    /// Prepares an image as the checkpoint's processor does.
-    pub fn preprocess(&self, image: &DynamicImage) -> Result<PreparedImage, VisionError> {
-        self.processor.preprocess(image)
+    /// Tokenizes a rendered chat prompt with its image placeholder expanded for `image`, as the family's
+    /// HF processor does: Qwen's one `<|image_pad|>` becomes `image.num_image_tokens()` tokens; Gemma 3's
+    /// `<start_of_image>` becomes the processor's image sequence in the text, before tokenizing
+    /// ([`gemma3::expand_image_text`]). Without an image the text is tokenized as is.
+    pub fn encode_prompt(&self, text: &str, image: Option<&PreparedImage>) -> Result<Vec<u32>, VisionError> {
+        match (&self.parts, image) {
+            (_, None) => self.encode(text),
+            (Parts::Qwen(_), Some(img)) => self.expand_image_tokens(&self.encode(text)?, img),
+            (Parts::Gemma3(_), Some(img)) => self.encode(&gemma3::expand_image_text(text, img.num_image_tokens())?),
+        }
     }
 
-    /// Expands the single `<|image_pad|>` of `token_ids` to `image.num_image_tokens()` copies.
+    /// Prepares an image as the checkpoint's processor does.
+    pub fn preprocess(&self, image: &DynamicImage) -> Result<PreparedImage, VisionError> {
+        match &self.parts {
+            Parts::Qwen(q) => q.processor.preprocess(image),
+            Parts::Gemma3(g) => g.preprocess(image),
+        }
+    }
+
+    /// Expands the single `<|image_pad|>` of `token_ids` to `image.num_image_tokens()` copies (Qwen
+    /// families). Gemma 3 expands its marker in the text, so it has no token-level expansion: use
+    /// [`encode_prompt`](Self::encode_prompt).
     pub fn expand_image_tokens(&self, token_ids: &[u32], image: &PreparedImage) -> Result<Vec<u32>, VisionError> {
-        expand_image_pad(token_ids, self.config.image_token_id, image.num_image_tokens())
+        match &self.parts {
+            Parts::Qwen(q) => expand_image_pad(token_ids, q.config.image_token_id, image.num_image_tokens()),
+            Parts::Gemma3(_) => Err(VisionError::Prompt {
+                message: "Gemma 3 expands <start_of_image> in the prompt text, not in token ids".into(),
+                fix: "tokenize the rendered prompt with encode_prompt(text, Some(image))",
+            }),
+        }
     }
 
     /// Logits for the token after `token_ids`: f32, shape `[vocab_size]`.
     ///
-    /// With an image, `token_ids` holds either one `<|image_pad|>` (expanded here) or exactly
-    /// `image.num_image_tokens()` of them in one run (expanded already). Without one, it must hold
-    /// none.
+    /// With an image, `token_ids` holds exactly `image.num_image_tokens()` image tokens in one run
+    /// (expanded already, e.g. by [`encode_prompt`](Self::encode_prompt)); the Qwen families also take
+    /// one `<|image_pad|>` and expand it here. Without an image, it must hold none.
     pub fn next_token_logits(&self, token_ids: &[u32], image: Option<&PreparedImage>) -> Result<Tensor, VisionError> {
         Ok(self.prefill(token_ids, image)?.logits)
     }
@@ -271,11 +350,11 @@ impl VlModel {
     /// keys and values, so that [`extend`](Self::extend) can continue it.
     pub fn prefill(&self, token_ids: &[u32], image: Option<&PreparedImage>) -> Result<Prefix, VisionError> {
         self.check_ids(token_ids)?;
-        let image_id = self.config.image_token_id;
+        let image_id = self.image_token_id();
         let ids: Vec<u32> = match image {
             Some(img) => {
                 let count = token_ids.iter().filter(|&&t| t == image_id).count();
-                if count == 1 && img.num_image_tokens() != 1 {
+                if count == 1 && img.num_image_tokens() != 1 && matches!(self.parts, Parts::Qwen(_)) {
                     expand_image_pad(token_ids, image_id, img.num_image_tokens())?
                 } else {
                     token_ids.to_vec()
@@ -291,23 +370,38 @@ impl VlModel {
                 token_ids.to_vec()
             }
         };
+        let q = match &self.parts {
+            Parts::Gemma3(g) => {
+                let image = match image {
+                    Some(img) => {
+                        let (start, n) = prompt::image_span(&ids, image_id, img.num_image_tokens())?;
+                        Some((img, start, n))
+                    }
+                    None => None,
+                };
+                let (logits, cache) = g.prefill(&ids, image, &self.device)?;
+                let next_position = ids.len() as u32;
+                return Ok(Prefix { ids, cache, next_position, logits });
+            }
+            Parts::Qwen(q) => q,
+        };
         let input = Tensor::new(ids.as_slice(), &self.device)?.unsqueeze(0)?;
-        let embeds = self.text.embed(&input)?;
+        let embeds = q.text.embed(&input)?;
         let (logits, cache, pos) = match image {
             None => {
                 let pos = mrope_positions(ids.len(), None);
-                let (logits, cache) = self.text.forward(embeds, &pos, None, None)?;
+                let (logits, cache) = q.text.forward(embeds, &pos, None, None)?;
                 (logits, cache, pos)
             }
             Some(img) => {
-                self.check_image(img)?;
+                check_image(&q.config, img)?;
                 let (start, n) = prompt::image_span(&ids, image_id, img.num_image_tokens())?;
                 let pixels = img.pixel_values().to_device(&self.device)?;
-                let (image_embeds, deepstack) = self.vision.forward(&pixels, img.grid_thw())?;
+                let (image_embeds, deepstack) = q.vision.forward(&pixels, img.grid_thw())?;
                 let embeds = replace_rows(&embeds, start, n, &image_embeds)?;
                 let pos = mrope_positions(ids.len(), Some((start, img.grid_thw(), img.merge_size())));
                 let visual = Visual { start, len: n, deepstack: &deepstack };
-                let (logits, cache) = self.text.forward(embeds, &pos, None, Some(visual))?;
+                let (logits, cache) = q.text.forward(embeds, &pos, None, Some(visual))?;
                 (logits, cache, pos)
             }
         };
@@ -322,17 +416,22 @@ impl VlModel {
             return Ok(prefix.clone());
         }
         self.check_ids(more)?;
-        if more.contains(&self.config.image_token_id) {
+        if more.contains(&self.image_token_id()) {
             return Err(VisionError::Prompt {
                 message: "the continuation holds image tokens".into(),
                 fix: "put the image in the prefix; a continuation is text",
             });
         }
         let start = prefix.next_position;
-        let row: Vec<u32> = (0..more.len() as u32).map(|i| start + i).collect();
-        let pos = [row.clone(), row.clone(), row];
-        let input = Tensor::new(more, &self.device)?.unsqueeze(0)?;
-        let (logits, cache) = self.text.forward(self.text.embed(&input)?, &pos, Some(&prefix.cache), None)?;
+        let (logits, cache) = match &self.parts {
+            Parts::Gemma3(g) => g.extend(&prefix.cache, more, &self.device)?,
+            Parts::Qwen(q) => {
+                let row: Vec<u32> = (0..more.len() as u32).map(|i| start + i).collect();
+                let pos = [row.clone(), row.clone(), row];
+                let input = Tensor::new(more, &self.device)?.unsqueeze(0)?;
+                q.text.forward(q.text.embed(&input)?, &pos, Some(&prefix.cache), None)?
+            }
+        };
         let mut ids = prefix.ids.clone();
         ids.extend_from_slice(more);
         Ok(Prefix { ids, cache, next_position: start + more.len() as u32, logits })
@@ -342,7 +441,7 @@ impl VlModel {
         if token_ids.is_empty() {
             return Err(VisionError::Prompt { message: "no token ids".into(), fix: "pass the tokenized prompt" });
         }
-        let vocab = self.config.text_config.vocab_size;
+        let vocab = self.vocab_size();
         if let Some(&bad) = token_ids.iter().find(|&&t| t as usize >= vocab) {
             return Err(VisionError::Prompt {
                 message: format!("token id {bad} is outside the vocabulary of {vocab}"),
@@ -351,25 +450,68 @@ impl VlModel {
         }
         Ok(())
     }
+}
 
-    fn check_image(&self, img: &PreparedImage) -> Result<(), VisionError> {
-        let v = &self.config.vision_config;
-        let want = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size;
-        let [t, h, w] = img.grid_thw();
-        let m = v.spatial_merge_size;
-        let dims = img.pixel_values().dims();
-        if img.merge_size() != m || h % m != 0 || w % m != 0 || dims != [t * h * w, want] {
-            return Err(VisionError::Prompt {
+/// The Qwen families' checks of the tokenizer against config.json, and their networks.
+fn load_qwen(
+    dir: &Path,
+    config: Config,
+    processor: ImageProcessor,
+    tokenizer: &Tokenizer,
+    device: &Device,
+    dtype: DType,
+) -> Result<QwenParts, VisionError> {
+    for (token, id) in [
+        (IMAGE_PAD, config.image_token_id),
+        (VISION_START, config.vision_start_token_id),
+        (VISION_END, config.vision_end_token_id),
+    ] {
+        let found = tokenizer.token_to_id(token);
+        if found != Some(id) {
+            return Err(VisionError::Config {
+                path: dir.join("config.json"),
                 message: format!(
-                    "the prepared image (pixel values {dims:?}, grid {:?}, merge {}) does not fit this model (rows of {want}, merge {m})",
-                    img.grid_thw(),
-                    img.merge_size()
+                    "config.json gives {token} the id {id}, but {} gives it {}",
+                    dir.join("tokenizer.json").display(),
+                    found.map_or_else(|| "none".to_string(), |i| i.to_string())
                 ),
-                fix: "prepare the image with this model's preprocess",
+                fix: "use config.json and tokenizer.json from the same checkpoint",
             });
         }
-        Ok(())
     }
+    let files = weights::safetensors_files(dir)?;
+    let weights_err = |source| VisionError::Weights { path: dir.to_path_buf(), source };
+    let vb = weights::open_weights(&files, dtype, device).map_err(weights_err)?;
+    // Released Qwen2-VL / Qwen2.5-VL files name the parts `visual.*` and `model.*`; Qwen3-VL and
+    // files re-saved by transformers >= 4.52 nest both under `model.`.
+    let nested = vb.contains_tensor("model.language_model.embed_tokens.weight");
+    let (visual, language) = if nested { ("model.visual", "model.language_model") } else { ("visual", "model") };
+    let vision = match config.family {
+        VlFamily::Qwen3Vl => Qwen3Tower::new(&config.vision_config, vb.pp(visual)).map(VisionTower::Qwen3),
+        family => Qwen2Tower::new(family, &config.vision_config, vb.pp(visual)).map(VisionTower::Qwen2),
+    }
+    .map_err(weights_err)?;
+    let text = TextModel::new(&config, vb, language).map_err(weights_err)?;
+    Ok(QwenParts { config, processor, vision, text })
+}
+
+fn check_image(config: &Config, img: &PreparedImage) -> Result<(), VisionError> {
+    let v = &config.vision_config;
+    let want = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size;
+    let [t, h, w] = img.grid_thw();
+    let m = v.spatial_merge_size;
+    let dims = img.pixel_values().dims();
+    if img.merge_size() != m || h % m != 0 || w % m != 0 || dims != [t * h * w, want] {
+        return Err(VisionError::Prompt {
+            message: format!(
+                "the prepared image (pixel values {dims:?}, grid {:?}, merge {}) does not fit this model (rows of {want}, merge {m})",
+                img.grid_thw(),
+                img.merge_size()
+            ),
+            fix: "prepare the image with this model's preprocess",
+        });
+    }
+    Ok(())
 }
 
 fn check_processor(cfg: &Config, p: &ImageProcessor, path: &Path) -> Result<(), VisionError> {

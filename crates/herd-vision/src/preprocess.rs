@@ -233,22 +233,28 @@ pub struct PreparedImage {
 }
 
 impl PreparedImage {
-    /// Flattened patches, f32 on the CPU, shape `[t*h*w, 3 * temporal_patch_size * patch_size²]`.
+    pub(crate) fn new(pixel_values: Tensor, grid_thw: [usize; 3], merge_size: usize, resized: (u32, u32)) -> Self {
+        Self { pixel_values, grid_thw, merge_size, resized }
+    }
+
+    /// f32 on the CPU. Qwen VL families: flattened patches, `[t*h*w, 3 * temporal_patch_size * patch_size²]`;
+    /// Gemma 3: the image, channel-first, `[1, 3, height, width]` (HF's `pixel_values`).
     pub fn pixel_values(&self) -> &Tensor {
         &self.pixel_values
     }
 
-    /// `image_grid_thw`: the patch grid (frames, rows, columns).
+    /// `image_grid_thw`: the patch grid (frames, rows, columns); for Gemma 3 `[1, side, side]` patches.
     pub fn grid_thw(&self) -> [usize; 3] {
         self.grid_thw
     }
 
-    /// How many `<|image_pad|>` tokens the prompt needs: t*h*w / merge_size².
+    /// How many image tokens the prompt needs: t*h*w / merge_size² (`<|image_pad|>` for the Qwen
+    /// families; for Gemma 3 `<image_soft_token>`, the patch grid average-pooled by `merge_size`).
     pub fn num_image_tokens(&self) -> usize {
         self.grid_thw.iter().product::<usize>() / (self.merge_size * self.merge_size)
     }
 
-    /// The spatial merge size the grid was built for.
+    /// The spatial merge size the grid was built for (Gemma 3: the average pool's kernel).
     pub fn merge_size(&self) -> usize {
         self.merge_size
     }

@@ -157,8 +157,8 @@ impl DecoderLayer {
 /// prefix serves many continuations.
 #[derive(Clone)]
 pub struct KvCache {
-    layers: Vec<(Tensor, Tensor)>,
-    len: usize,
+    pub(crate) layers: Vec<(Tensor, Tensor)>,
+    pub(crate) len: usize,
 }
 
 impl KvCache {

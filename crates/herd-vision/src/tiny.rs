@@ -1,6 +1,7 @@
-//! Tiny, deterministic checkpoints of the three VL families, for tests and golden values: config.json
+//! Tiny, deterministic checkpoints of the VL families, for tests and golden values: config.json
 //! with the released files' keys, safetensors with the released tensor names and random weights, a
-//! word-level tokenizer with Qwen's special tokens, the processor settings and Qwen2.5-VL's chat template.
+//! word-level tokenizer with the family's special tokens, the processor settings and a chat template
+//! (Qwen2.5-VL's for the Qwen families, Gemma 3's own; Gemma 3's sizes are in [`gemma3`]).
 //!
 //! Used by this crate's tests, by `examples/write_tiny_vl.rs` (which writes what
 //! `tests/golden/tiny_transformers.py` and `tests/golden/tiny_qwen2_vl.py` run through HF transformers)
@@ -15,6 +16,8 @@ use image::{DynamicImage, Rgb, RgbImage};
 use serde_json::{Value, json};
 
 use crate::VlFamily;
+
+pub mod gemma3;
 
 /// The seed of the committed golden values.
 pub const SEED: u64 = 20_250_611;
@@ -71,6 +74,16 @@ const SPECIALS: [&str; 8] = [
     "<|video_pad|>",
     "<|vision_pad|>",
 ];
+
+/// The family's test prompt with one unexpanded image marker ([`PROMPT`], or [`gemma3::PROMPT`]).
+pub fn prompt(family: VlFamily) -> &'static str {
+    if family == VlFamily::Gemma3 { gemma3::PROMPT } else { PROMPT }
+}
+
+/// The family's test prompt without an image.
+pub fn text_prompt(family: VlFamily) -> &'static str {
+    if family == VlFamily::Gemma3 { gemma3::TEXT_PROMPT } else { TEXT_PROMPT }
+}
 
 /// The prompt, with one unexpanded `<|image_pad|>`.
 pub const PROMPT: &str = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>which line matches the reference ?<|im_end|>\n<|im_start|>assistant\n";
@@ -161,6 +174,9 @@ fn merge_into(target: &mut Value, extra: Value) {
 /// config.json as each family's released files lay it out: Qwen3-VL nested, Qwen2-VL and Qwen2.5-VL flat
 /// (text keys at the top level, `rope_scaling` with `"type": "mrope"`, `in_chans`).
 pub fn config_json(family: VlFamily, tie: bool) -> Value {
+    if family == VlFamily::Gemma3 {
+        return gemma3::config_json(tie);
+    }
     let ids = json!({
         "image_token_id": id_of("<|image_pad|>"),
         "video_token_id": id_of("<|video_pad|>"),
@@ -206,7 +222,8 @@ pub fn config_json(family: VlFamily, tie: bool) -> Value {
                 }
             })
         }
-        VlFamily::Qwen2Vl | VlFamily::Qwen2_5Vl => {
+        // (Gemma 3 returned above.)
+        VlFamily::Qwen2Vl | VlFamily::Qwen2_5Vl | VlFamily::Gemma3 => {
             let mut c = text_keys(tie);
             let (arch, vision) = if family == VlFamily::Qwen2Vl {
                 (
@@ -254,6 +271,7 @@ pub fn preprocessor_json(family: VlFamily) -> Value {
         VlFamily::Qwen2Vl => "Qwen2VLProcessor",
         VlFamily::Qwen2_5Vl => "Qwen2_5_VLProcessor",
         VlFamily::Qwen3Vl => "Qwen3VLProcessor",
+        VlFamily::Gemma3 => return gemma3::preprocessor_json(),
     };
     json!({
         "size": {"longest_edge": 4096, "shortest_edge": 256},
@@ -347,7 +365,8 @@ fn tensor_specs(family: VlFamily, nested: bool) -> Vec<(String, Vec<usize>)> {
                 linear(&mut add, format!("{p}.mlp.fc1"), inter, V_HIDDEN);
                 linear(&mut add, format!("{p}.mlp.fc2"), V_HIDDEN, inter);
             }
-            VlFamily::Qwen2_5Vl => {
+            // (Gemma 3's tensors are tiny::gemma3's; `tensors` never asks for them here.)
+            VlFamily::Qwen2_5Vl | VlFamily::Gemma3 => {
                 linear(&mut add, format!("{p}.mlp.gate_proj"), inter, V_HIDDEN);
                 linear(&mut add, format!("{p}.mlp.up_proj"), inter, V_HIDDEN);
                 linear(&mut add, format!("{p}.mlp.down_proj"), V_HIDDEN, inter);
@@ -399,6 +418,7 @@ pub type Tensors = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
 /// tied or skipped tensor is drawn and dropped, so the others keep their values.
 pub fn tensors(family: VlFamily, seed: u64, opts: &Options) -> Tensors {
     let stream = match family {
+        VlFamily::Gemma3 => return gemma3::tensors(seed, opts),
         VlFamily::Qwen3Vl => seed,
         VlFamily::Qwen2Vl => seed ^ 0x5157_454e_3256_4c00,
         VlFamily::Qwen2_5Vl => seed ^ 0x5157_454e_3235_564c,
@@ -477,15 +497,25 @@ pub fn write_checkpoint(dir: &Path, family: VlFamily, seed: u64, opts: &Options)
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("config.json"), pretty(&config_json(family, opts.tie)))?;
     std::fs::write(dir.join("preprocessor_config.json"), pretty(&preprocessor_json(family)))?;
-    std::fs::write(dir.join("tokenizer.json"), tokenizer_json())?;
-    std::fs::write(dir.join("tokenizer_config.json"), pretty(&tokenizer_config_json()))?;
-    std::fs::write(dir.join("chat_template.json"), pretty(&json!({ "chat_template": CHAT_TEMPLATE })))?;
+    let gemma = family == VlFamily::Gemma3;
+    let (tokenizer, tokenizer_config, template) = if gemma {
+        (gemma3::tokenizer_json(), gemma3::tokenizer_config_json(), gemma3::CHAT_TEMPLATE)
+    } else {
+        (tokenizer_json(), tokenizer_config_json(), CHAT_TEMPLATE)
+    };
+    std::fs::write(dir.join("tokenizer.json"), tokenizer)?;
+    std::fs::write(dir.join("tokenizer_config.json"), pretty(&tokenizer_config))?;
+    std::fs::write(dir.join("chat_template.json"), pretty(&json!({ "chat_template": template })))?;
+    if gemma {
+        std::fs::write(dir.join("generation_config.json"), pretty(&gemma3::generation_config_json()))?;
+    }
     let all = tensors(family, seed, opts);
     if !opts.sharded {
         return std::fs::write(dir.join("model.safetensors"), safetensors_bytes(&all));
     }
     let shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"];
-    let (vision, language): (Tensors, Tensors) = all.into_iter().partition(|(n, _)| n.contains("visual."));
+    let (vision, language): (Tensors, Tensors) =
+        all.into_iter().partition(|(n, _)| n.contains("visual.") || n.contains("vision_tower."));
     let mut weight_map = serde_json::Map::new();
     for (shard, part) in shards.iter().zip([&vision, &language]) {
         for name in part.keys() {

@@ -1,16 +1,17 @@
 //! herd's VL models (preprocessing and network) against HF transformers, on the tiny checkpoints of
-//! `herd_vision::tiny`, from golden values written by `tests/golden/tiny_transformers.py` (Qwen3-VL) and
-//! `tests/golden/tiny_qwen2_vl.py` (Qwen2-VL, Qwen2.5-VL, and the released processor on the stimuli).
+//! `herd_vision::tiny`, from golden values written by `tests/golden/tiny_transformers.py` (Qwen3-VL),
+//! `tests/golden/tiny_qwen2_vl.py` (Qwen2-VL, Qwen2.5-VL, and the released processor on the stimuli) and
+//! `tests/golden/tiny_gemma3.py` (Gemma 3, and its released processor on the stimuli).
 
 mod support;
 
 use std::path::Path;
 
 use herd_vision::tiny::{self, PROMPT, SEED, TEXT_PROMPT};
-use herd_vision::{ImageProcessor, VlFamily};
+use herd_vision::{Gemma3Processor, ImageProcessor, VlFamily};
 use serde_json::Value;
 use support::checks::{TempDir, f32s, load, max_abs_diff, u32s};
-use support::tiny_vl::{self, FAMILIES, qwen2_vl_processor_json, stimuli};
+use support::tiny_vl::{self, FAMILIES, gemma3_processor_json, qwen2_vl_processor_json, stimuli};
 
 #[test]
 fn tiny_checkpoints_are_byte_identical_for_a_seed() {
@@ -162,5 +163,104 @@ fn stimuli_pixel_values_match_the_hf_processor() {
         eprintln!("{task}: sampled rows max |Δ| = {worst:e}, column sums max |Δ| = {sum_diff:e}");
         assert!(worst <= 1e-6, "{task}: pixel values differ by {worst:e}");
         assert!(sum_diff <= 1e-6 * pixels.len() as f64, "{task}: column sums differ by {sum_diff:e}");
+    }
+}
+
+/// Gemma 3: the processor's text expansion gives transformers' ids, the pixel values are the PIL
+/// processor's (1e-6), the logits transformers' (1e-4) with either's pixels and without an image, and
+/// differ from transformers' all-causal logits (the image block is attended both ways). A prefix plus
+/// its continuation gives the one-shot logits.
+#[test]
+fn tiny_gemma3_matches_transformers() {
+    let g = golden("tiny_gemma3.json", "tiny_gemma3.py");
+    let prompt = tiny::gemma3::PROMPT;
+    assert_eq!(g["prompt"].as_str(), Some(prompt), "transformers rendered Gemma 3's chat template differently");
+    let tmp = TempDir::new("golden-gemma3");
+    tiny_vl::write_all(&tmp.0, SEED).unwrap();
+    let model = load(&tmp.0.join(tiny::folder(VlFamily::Gemma3))).unwrap();
+    let prepared = model.preprocess(&image::open(tmp.0.join("image.png")).unwrap()).unwrap();
+    assert_eq!(prepared.pixel_values().dims(), &[1, 3, 32, 32]);
+    let pixels: Vec<f32> = prepared.pixel_values().flatten_all().unwrap().to_vec1().unwrap();
+    let d = max_abs_diff(&pixels, &f32s(&g["hf_pixel_values"]));
+    assert!(d <= 1e-6, "pixel values: max |Δ| = {d:e}");
+
+    let ids = model.encode_prompt(prompt, Some(&prepared)).unwrap();
+    assert_eq!(ids, u32s(&g["token_ids"]), "token ids differ from the processor's");
+    let image_id = model.image_token_id();
+    let types: Vec<u32> = ids.iter().map(|&t| u32::from(t == image_id)).collect();
+    assert_eq!(types, u32s(&g["token_type_ids"]));
+    let logits: Vec<f32> = model.next_token_logits(&ids, Some(&prepared)).unwrap().to_vec1().unwrap();
+    for key in ["logits_herd_pixels", "logits_hf_pixels"] {
+        let d = max_abs_diff(&logits, &f32s(&g[key]));
+        eprintln!("Gemma3 {key}: max |Δlogit| = {d:e}");
+        assert!(d < 1e-4, "Gemma3 {key}: max |Δlogit| = {d:e}");
+    }
+    let d = max_abs_diff(&logits, &f32s(&g["logits_all_causal"]));
+    assert!(d > 1e-2, "the image tokens' bidirectional attention changed nothing ({d:e})");
+
+    let text_ids = model.encode_prompt(tiny::gemma3::TEXT_PROMPT, None).unwrap();
+    assert_eq!(text_ids, u32s(&g["text_token_ids"]));
+    let text_logits: Vec<f32> = model.next_token_logits(&text_ids, None).unwrap().to_vec1().unwrap();
+    let d = max_abs_diff(&text_logits, &f32s(&g["logits_text_only"]));
+    eprintln!("Gemma3 text only: max |Δlogit| = {d:e}");
+    assert!(d < 1e-4, "Gemma3 text only: max |Δlogit| = {d:e}");
+
+    // The image and the first words as a prefix, the rest continued (past the sliding window).
+    let end_of_image = ids.iter().rposition(|&t| t == image_id).unwrap() + 1;
+    for cut in [end_of_image, end_of_image + 3, ids.len() - 1] {
+        let prefix = model.prefill(&ids[..cut], Some(&prepared)).unwrap();
+        let whole = model.extend(&prefix, &ids[cut..]).unwrap();
+        let d = max_abs_diff(&whole.logits().to_vec1::<f32>().unwrap(), &logits);
+        assert!(d < 1e-4, "prefill {cut} + extend: max |Δlogit| = {d:e}");
+        let mut step = prefix;
+        for &t in &ids[cut..] {
+            step = model.extend(&step, &[t]).unwrap();
+        }
+        let d = max_abs_diff(&step.logits().to_vec1::<f32>().unwrap(), &logits);
+        assert!(d < 1e-4, "prefill {cut} + one token at a time: max |Δlogit| = {d:e}");
+    }
+}
+
+/// The three tasks' stimuli through the released Gemma 3 processor settings (896×896, bilinear): herd's
+/// resize is byte-identical to PIL's, so the pixel values equal the HF processor's. The golden file keeps
+/// three rows and each channel's sum.
+#[test]
+fn gemma3_stimuli_pixel_values_match_the_hf_processor() {
+    let g = golden("tiny_gemma3.json", "tiny_gemma3.py");
+    let processor =
+        Gemma3Processor::from_json(&gemma3_processor_json().to_string(), Path::new("preprocessor_config.json"))
+            .unwrap();
+    assert_eq!(processor.size, (896, 896));
+    let tmp = TempDir::new("gemma3-stimuli");
+    for (task, img) in stimuli() {
+        let want = &g["stimuli"][task.as_str()];
+        assert!(want.is_object(), "no golden values for {task}");
+        let png = tmp.0.join(format!("{task}.png"));
+        img.save(&png).unwrap();
+        let rgb = image::open(&png).unwrap().to_rgb8();
+        assert_eq!(serde_json::json!([rgb.width(), rgb.height()]), want["size"], "{task}: stimulus size");
+        let resized = herd_vision::resize_bilinear(&rgb, 896, 896);
+        assert_eq!(fnv1a_hex(resized.as_raw()), want["resized_rgb_fnv1a64"].as_str().unwrap(), "{task}: resize");
+
+        let prepared = processor.preprocess(&image::DynamicImage::ImageRgb8(rgb), 14, 4).unwrap();
+        assert_eq!(prepared.num_image_tokens(), 256, "{task}");
+        let pixels = prepared.pixel_values().squeeze(0).unwrap();
+        let mut worst = 0f32;
+        for (key, row) in want["rows"].as_object().unwrap() {
+            let (c, y) = key.split_once('/').unwrap();
+            let (c, y) = (c.parse::<usize>().unwrap(), y.parse::<usize>().unwrap());
+            let got: Vec<f32> = pixels.get(c).unwrap().get(y).unwrap().to_vec1().unwrap();
+            worst = worst.max(max_abs_diff(&got, &f32s(row)));
+        }
+        let all: Vec<Vec<Vec<f32>>> = pixels.to_vec3().unwrap();
+        let sums: Vec<f64> = all.iter().map(|ch| ch.iter().flatten().map(|&v| f64::from(v)).sum()).collect();
+        let sum_diff = sums
+            .iter()
+            .zip(want["channel_sums"].as_array().unwrap())
+            .map(|(a, b)| (a - b.as_f64().unwrap()).abs())
+            .fold(0.0, f64::max);
+        eprintln!("{task}: sampled rows max |Δ| = {worst:e}, channel sums max |Δ| = {sum_diff:e}");
+        assert!(worst <= 1e-6, "{task}: pixel values differ by {worst:e}");
+        assert!(sum_diff <= 1e-6 * 896.0 * 896.0, "{task}: channel sums differ by {sum_diff:e}");
     }
 }

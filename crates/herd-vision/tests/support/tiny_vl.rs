@@ -14,7 +14,16 @@ use serde_json::{Value, json};
 pub use herd_vision::tiny::SEED;
 
 /// Every family, in the order the golden files list them.
-pub const FAMILIES: [VlFamily; 3] = [VlFamily::Qwen3Vl, VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl];
+pub const FAMILIES: [VlFamily; 4] = [VlFamily::Qwen3Vl, VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Gemma3];
+
+/// preprocessor_config.json of `google/gemma-3-4b-it` (12b and 27b ship the same): 896×896, bilinear,
+/// mean and std 0.5, pan-and-scan unset (off).
+pub fn gemma3_processor_json() -> Value {
+    let mut v = tiny::preprocessor_json(VlFamily::Gemma3);
+    v["size"] = json!({"height": 896, "width": 896});
+    v["image_seq_length"] = json!(256);
+    v
+}
 
 /// preprocessor_config.json of `Qwen/Qwen2-VL-7B-Instruct` (Qwen2.5-VL's differs only in its class
 /// names): the real sizes, so that the stimuli are resized as the paper's models saw them.
@@ -47,7 +56,9 @@ pub fn stimuli() -> Vec<(Task, image::DynamicImage)> {
 
 /// Writes `out/<model_type>/` for every family (the checkpoint), `out/image.png`, `out/inputs.json` (the
 /// seed, the expanded token ids with and without the image, the grid, herd's pixel values of the image),
-/// `out/stimuli/<task>.png` and `out/qwen2_vl_processor/preprocessor_config.json`.
+/// `out/stimuli/<task>.png`, `out/qwen2_vl_processor/preprocessor_config.json`, and for Gemma 3
+/// `out/gemma3_processor/preprocessor_config.json` and `out/gemma3_inputs.json` (its token ids, expanded by
+/// the processor's text rule, and herd's pixel values, `[3, 32, 32]` flattened).
 pub fn write_all(out: &Path, seed: u64) -> Result<(), Box<dyn std::error::Error>> {
     for family in FAMILIES {
         tiny::write_checkpoint(&out.join(tiny::folder(family)), family, seed, &DEFAULT)?;
@@ -82,5 +93,25 @@ pub fn write_all(out: &Path, seed: u64) -> Result<(), Box<dyn std::error::Error>
         "stimuli": Task::ALL.map(|t| t.as_str()),
     });
     std::fs::write(out.join("inputs.json"), pretty(&inputs))?;
+
+    let processor = out.join("gemma3_processor");
+    std::fs::create_dir_all(&processor)?;
+    std::fs::write(processor.join("preprocessor_config.json"), pretty(&gemma3_processor_json()))?;
+    let gemma = herd_vision::VlModel::load(
+        &out.join(tiny::folder(VlFamily::Gemma3)),
+        &candle_core::Device::Cpu,
+        candle_core::DType::F32,
+    )?;
+    let prepared = gemma.preprocess(&image::open(out.join("image.png"))?)?;
+    let inputs = json!({
+        "seed": seed,
+        "prompt": tiny::gemma3::PROMPT,
+        "text_prompt": tiny::gemma3::TEXT_PROMPT,
+        "token_ids": gemma.encode_prompt(tiny::gemma3::PROMPT, Some(&prepared))?,
+        "text_token_ids": gemma.encode_prompt(tiny::gemma3::TEXT_PROMPT, None)?,
+        "herd_pixel_values": prepared.pixel_values().flatten_all()?.to_vec1::<f32>()?,
+        "stimuli": Task::ALL.map(|t| t.as_str()),
+    });
+    std::fs::write(out.join("gemma3_inputs.json"), pretty(&inputs))?;
     Ok(())
 }
