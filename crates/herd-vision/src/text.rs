@@ -12,7 +12,8 @@ use candle_nn::{Activation, Embedding, Linear, RmsNorm, VarBuilder, embedding, l
 
 use crate::config::{Config, TextConfig, VlFamily};
 
-struct TextMlp {
+/// The gated MLP of the decoders (Qwen's and Gemma 3's): `down(act(gate(x)) · up(x))`.
+pub(crate) struct TextMlp {
     gate: Linear,
     up: Linear,
     down: Linear,
@@ -20,16 +21,16 @@ struct TextMlp {
 }
 
 impl TextMlp {
-    fn new(cfg: &TextConfig, vb: VarBuilder<'_>) -> Result<Self> {
+    pub(crate) fn new(hidden: usize, intermediate: usize, act: Activation, vb: VarBuilder<'_>) -> Result<Self> {
         Ok(Self {
-            gate: linear_no_bias(cfg.hidden_size, cfg.intermediate_size, vb.pp("gate_proj"))?,
-            up: linear_no_bias(cfg.hidden_size, cfg.intermediate_size, vb.pp("up_proj"))?,
-            down: linear_no_bias(cfg.intermediate_size, cfg.hidden_size, vb.pp("down_proj"))?,
-            act: cfg.hidden_act,
+            gate: linear_no_bias(hidden, intermediate, vb.pp("gate_proj"))?,
+            up: linear_no_bias(hidden, intermediate, vb.pp("up_proj"))?,
+            down: linear_no_bias(intermediate, hidden, vb.pp("down_proj"))?,
+            act,
         })
     }
 
-    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+    pub(crate) fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         let g = self.gate.forward(xs)?.apply(&self.act)?;
         self.down.forward(&(g * self.up.forward(xs)?)?)
     }
@@ -131,7 +132,7 @@ impl DecoderLayer {
     fn new(family: VlFamily, cfg: &TextConfig, vb: VarBuilder<'_>) -> Result<Self> {
         Ok(Self {
             attn: TextAttention::new(family, cfg, vb.pp("self_attn"))?,
-            mlp: TextMlp::new(cfg, vb.pp("mlp"))?,
+            mlp: TextMlp::new(cfg.hidden_size, cfg.intermediate_size, cfg.hidden_act, vb.pp("mlp"))?,
             input_norm: rms_norm(cfg.hidden_size, cfg.rms_norm_eps, vb.pp("input_layernorm"))?,
             post_norm: rms_norm(cfg.hidden_size, cfg.rms_norm_eps, vb.pp("post_attention_layernorm"))?,
         })

@@ -16,10 +16,10 @@
 //!   soft-capping (the released configs set none, and `Gemma3ForConditionalGeneration` applies none).
 
 use candle_core::{DType, Device, Module, Result, Tensor};
-use candle_nn::{Activation, Embedding, Linear, VarBuilder, embedding, linear_b, linear_no_bias};
+use candle_nn::{Embedding, Linear, VarBuilder, embedding, linear_b, linear_no_bias};
 
 use crate::config_gemma3::{Gemma3Config, Gemma3TextConfig, LayerType, Rope};
-use crate::text::KvCache;
+use crate::text::{KvCache, TextMlp};
 use crate::vision_siglip::{gemma_norm_weight, gemma_rms_norm};
 
 struct Norm {
@@ -34,29 +34,6 @@ impl Norm {
 
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         gemma_rms_norm(xs, &self.weight, self.eps)
-    }
-}
-
-struct Mlp {
-    gate: Linear,
-    up: Linear,
-    down: Linear,
-    act: Activation,
-}
-
-impl Mlp {
-    fn new(cfg: &Gemma3TextConfig, vb: VarBuilder<'_>) -> Result<Self> {
-        Ok(Self {
-            gate: linear_no_bias(cfg.hidden_size, cfg.intermediate_size, vb.pp("gate_proj"))?,
-            up: linear_no_bias(cfg.hidden_size, cfg.intermediate_size, vb.pp("up_proj"))?,
-            down: linear_no_bias(cfg.intermediate_size, cfg.hidden_size, vb.pp("down_proj"))?,
-            act: cfg.hidden_activation,
-        })
-    }
-
-    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        let g = self.gate.forward(xs)?.apply(&self.act)?;
-        self.down.forward(&(g * self.up.forward(xs)?)?)
     }
 }
 
@@ -137,7 +114,7 @@ impl Attention {
 
 struct Layer {
     attn: Attention,
-    mlp: Mlp,
+    mlp: TextMlp,
     input_norm: Norm,
     post_attn_norm: Norm,
     pre_ff_norm: Norm,
@@ -150,7 +127,7 @@ impl Layer {
         let norm = |name: &str| Norm::new(cfg.hidden_size, cfg.rms_norm_eps, vb.pp(name));
         Ok(Self {
             attn: Attention::new(cfg, vb.pp("self_attn"))?,
-            mlp: Mlp::new(cfg, vb.pp("mlp"))?,
+            mlp: TextMlp::new(cfg.hidden_size, cfg.intermediate_size, cfg.hidden_activation, vb.pp("mlp"))?,
             input_norm: norm("input_layernorm")?,
             post_attn_norm: norm("post_attention_layernorm")?,
             pre_ff_norm: norm("pre_feedforward_layernorm")?,
