@@ -400,8 +400,7 @@ mod exp_constants {
 #[inline(always)]
 fn exp_nonpositive(x: f32) -> f32 {
     use exp_constants::*;
-    // `!(x >= LOWEST)` is also true for NaN.
-    if !(x >= LOWEST) {
+    if x.is_nan() || x < LOWEST {
         return 0.0;
     }
     let t = x * std::f32::consts::LOG2_E;
