@@ -22,6 +22,8 @@ pub enum Family {
     #[serde(rename = "qwen2_5_vl")]
     Qwen2_5Vl,
     Qwen3Vl,
+    /// Mistral-Small-3.1 (`herd-vision`: Pixtral tower, Mistral text).
+    Mistral3,
 }
 
 impl Family {
@@ -34,11 +36,12 @@ impl Family {
             Family::Qwen2Vl => "qwen2_vl",
             Family::Qwen2_5Vl => "qwen2_5_vl",
             Family::Qwen3Vl => "qwen3_vl",
+            Family::Mistral3 => "mistral3",
         }
     }
 
     pub fn is_vision(self) -> bool {
-        matches!(self, Family::Qwen2Vl | Family::Qwen2_5Vl | Family::Qwen3Vl)
+        matches!(self, Family::Qwen2Vl | Family::Qwen2_5Vl | Family::Qwen3Vl | Family::Mistral3)
     }
 }
 

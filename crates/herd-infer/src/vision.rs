@@ -1,4 +1,4 @@
-//! Vision-language models (Qwen2-VL, Qwen2.5-VL and Qwen3-VL through `herd-vision`) behind the same
+//! Vision-language models (Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Mistral3 through `herd-vision`) behind the same
 //! [`Backend`] trait: the prompt's image part becomes the model's image placeholder and the pixels go
 //! through the model's own processor.
 

@@ -1,5 +1,6 @@
 //! End to end with the VL families' tiny checkpoints (`herd_vision::tiny`: Qwen2-VL, Qwen2.5-VL and
-//! Qwen3-VL with their real file layouts and Qwen2.5-VL's chat template): a small conformity grid over
+//! Qwen3-VL with their real file layouts and Qwen2.5-VL's chat template; Mistral3 with its own layout and
+//! a Mistral chat template): a small conformity grid over
 //! the three tasks runs through the candle vision backend into `conformity_trials`, and scoring a group
 //! through its shared prefix gives what scoring each prompt alone gives.
 
@@ -20,7 +21,7 @@ fn data(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data").join(path)
 }
 
-const FAMILIES: [VlFamily; 3] = [VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Qwen3Vl];
+const FAMILIES: [VlFamily; 4] = [VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Qwen3Vl, VlFamily::Mistral3];
 
 const CONFORMITY: &str = r#"
 [experiment]

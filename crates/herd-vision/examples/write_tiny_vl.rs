@@ -9,7 +9,13 @@
 //! `stimuli/{lines,color,dots}.png`, `qwen2_vl_processor/preprocessor_config.json` (the released
 //! processor settings) and `inputs.json` (token ids with the image pad expanded, the patch grid and
 //! herd's pixel values). The same seed always gives byte-identical files.
+//!
+//! It also writes the tiny Mistral3 checkpoint for `tests/golden/tiny_mistral3.py`: `mistral3/`,
+//! `mistral3_processor/preprocessor_config.json` (Mistral-Small-3.1's settings) and
+//! `mistral3_inputs.json`.
 
+#[path = "../tests/support/tiny_mistral3.rs"]
+mod tiny_mistral3;
 #[path = "../tests/support/tiny_vl.rs"]
 mod tiny_vl;
 
@@ -23,6 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => tiny_vl::SEED,
     };
     tiny_vl::write_all(&out, seed)?;
+    tiny_mistral3::write_all(&out, seed)?;
     println!("{}", out.display());
     Ok(())
 }

@@ -25,6 +25,9 @@ pub enum VlFamily {
     Qwen2_5Vl,
     /// `qwen3_vl` (`Qwen/Qwen3-VL-*-Instruct`): learned position grid, DeepStack, QK-norm text model.
     Qwen3Vl,
+    /// `mistral3` (`mistralai/Mistral-Small-3.1-24B-Instruct-2503`): Pixtral vision tower, patch-merging
+    /// projector, Mistral text model with 1-D positions (see `mistral3.rs`).
+    Mistral3,
 }
 
 impl VlFamily {
@@ -34,11 +37,14 @@ impl VlFamily {
             VlFamily::Qwen2Vl => "qwen2_vl",
             VlFamily::Qwen2_5Vl => "qwen2_5_vl",
             VlFamily::Qwen3Vl => "qwen3_vl",
+            VlFamily::Mistral3 => "mistral3",
         }
     }
 
     fn from_model_type(model_type: &str) -> Option<Self> {
-        [VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Qwen3Vl].into_iter().find(|f| f.model_type() == model_type)
+        [VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Qwen3Vl, VlFamily::Mistral3]
+            .into_iter()
+            .find(|f| f.model_type() == model_type)
     }
 
     /// Qwen2-VL and Qwen2.5-VL share the Qwen2 language model (biased q/k/v, MRoPE in sections).
@@ -255,6 +261,8 @@ pub struct Config {
     pub vision_end_token_id: u32,
     /// Top-level tie flag (used when text_config has none).
     pub tie_word_embeddings: Option<bool>,
+    /// Mistral3's own settings (None for the Qwen families).
+    pub mistral3: Option<crate::mistral3::Mistral3Settings>,
 }
 
 /// The top-level keys besides the two sub-configurations.
@@ -295,7 +303,9 @@ impl Config {
         let root: Map<String, Value> = serde_json::from_str(text).map_err(json_err)?;
         let model_type = root.get("model_type").and_then(Value::as_str).unwrap_or("qwen3_vl");
         let family = VlFamily::from_model_type(model_type).ok_or_else(|| {
-            bad(format!("model_type is {model_type:?}; herd runs \"qwen2_vl\", \"qwen2_5_vl\" and \"qwen3_vl\""))
+            bad(format!(
+                "model_type is {model_type:?}; herd runs \"qwen2_vl\", \"qwen2_5_vl\", \"qwen3_vl\" and \"mistral3\""
+            ))
         })?;
         let mut text_obj = match root.get("text_config") {
             Some(Value::Object(t)) => t.clone(),
@@ -308,9 +318,13 @@ impl Config {
             Some(Value::Object(v)) => v.clone(),
             _ => return Err(bad("vision_config is missing or not an object".into())),
         };
+        let mut root = root;
+        let mut mistral3 = None;
         if family.is_qwen2() {
             qwen2_text_defaults(&mut text_obj);
             normalise_qwen2_vision(family, &mut vision_obj).map_err(bad)?;
+        } else if family == VlFamily::Mistral3 {
+            mistral3 = Some(crate::mistral3::normalise_config(&mut root, &mut text_obj, &mut vision_obj).map_err(bad)?);
         } else {
             vision_obj.entry("hidden_act").or_insert(json!("gelu_pytorch_tanh"));
         }
@@ -324,6 +338,7 @@ impl Config {
             vision_start_token_id: ids.vision_start_token_id,
             vision_end_token_id: ids.vision_end_token_id,
             tie_word_embeddings: ids.tie_word_embeddings,
+            mistral3,
         };
         cfg.validate(path)?;
         Ok(cfg)
@@ -409,7 +424,7 @@ impl Config {
                 }
                 Ok(())
             }
-            VlFamily::Qwen2Vl => Ok(()),
+            VlFamily::Qwen2Vl | VlFamily::Mistral3 => Ok(()),
         }
     }
 

@@ -8,7 +8,10 @@
 //! - Qwen2-VL (`Qwen/Qwen2-VL-*-Instruct`) and Qwen2.5-VL (`Qwen/Qwen2.5-VL-*-Instruct`), the
 //!   conformity paper's models, with their released tensor names (`visual.*`, `model.*`) or the
 //!   re-saved ones (`model.visual.*`, `model.language_model.*`);
-//! - Qwen3-VL (`Qwen/Qwen3-VL-*-Instruct`).
+//! - Qwen3-VL (`Qwen/Qwen3-VL-*-Instruct`);
+//! - Mistral-Small-3.1 (`mistralai/Mistral-Small-3.1-24B-Instruct-2503`, `mistral3`): Pixtral vision
+//!   tower, patch-merging projector, Mistral text model; its image placeholder is `[IMG]`, expanded row by
+//!   row with `[IMG_BREAK]` and `[IMG_END]`, and its positions are 1-D (module `mistral3`).
 //!
 //! Pieces, in the order a caller uses them:
 //! - [`VlModel::load`] reads and checks the folder;
@@ -48,12 +51,15 @@
 
 mod config;
 mod error;
+mod mistral3;
 pub mod preprocess;
+mod preprocess_pixtral;
 mod prompt;
 mod resample;
 mod text;
 pub mod tiny;
 mod vision;
+mod vision_pixtral;
 mod vision_qwen2;
 mod vision_qwen3;
 mod weights;
@@ -66,7 +72,9 @@ use tokenizers::Tokenizer;
 
 pub use config::{Config, RopeParameters, TextConfig, VisionActivation, VisionConfig, VlFamily};
 pub use error::VisionError;
+pub use mistral3::{IMG, IMG_BREAK, IMG_END, Mistral3Settings};
 pub use preprocess::{ImageProcessor, PreparedImage, smart_resize};
+pub use preprocess_pixtral::{pixtral_processor_from_json, pixtral_resize};
 pub use prompt::{expand_image_pad, mrope_positions};
 pub use resample::resize_bicubic;
 pub use text::KvCache;
@@ -85,6 +93,7 @@ pub const VISION_END: &str = "<|vision_end|>";
 enum VisionTower {
     Qwen2(Qwen2Tower),
     Qwen3(Qwen3Tower),
+    Pixtral(Box<vision_pixtral::PixtralTower>),
 }
 
 impl VisionTower {
@@ -93,6 +102,7 @@ impl VisionTower {
         match self {
             VisionTower::Qwen2(t) => Ok((t.forward(pixels, grid)?, Vec::new())),
             VisionTower::Qwen3(t) => t.forward(pixels, grid),
+            VisionTower::Pixtral(t) => Ok((t.forward(pixels, grid)?, Vec::new())),
         }
     }
 }
@@ -160,6 +170,9 @@ impl VlModel {
     pub fn load(dir: &Path, device: &Device, dtype: DType) -> Result<Self, VisionError> {
         let config_path = dir.join("config.json");
         let config = Config::from_file(&config_path)?;
+        if config.family.is_mistral3() {
+            return mistral3::load(dir, config, device, dtype);
+        }
         let processor = ImageProcessor::from_file(&dir.join("preprocessor_config.json"))?;
         check_processor(&config, &processor, &dir.join("preprocessor_config.json"))?;
 
@@ -234,7 +247,7 @@ impl VlModel {
         self.text.dtype()
     }
 
-    /// Id of `<|image_pad|>`.
+    /// Id of `<|image_pad|>` (Mistral3: `[IMG]`).
     pub fn image_token_id(&self) -> u32 {
         self.config.image_token_id
     }
@@ -253,8 +266,12 @@ impl VlModel {
         self.processor.preprocess(image)
     }
 
-    /// Expands the single `<|image_pad|>` of `token_ids` to `image.num_image_tokens()` copies.
+    /// Expands the single `<|image_pad|>` of `token_ids` to `image.num_image_tokens()` copies (Mistral3: `[IMG]` to
+    /// its rows of `[IMG]` closed by `[IMG_BREAK]` and `[IMG_END]`).
     pub fn expand_image_tokens(&self, token_ids: &[u32], image: &PreparedImage) -> Result<Vec<u32>, VisionError> {
+        if self.config.family.is_mistral3() {
+            return mistral3::expand(self, token_ids, image);
+        }
         expand_image_pad(token_ids, self.config.image_token_id, image.num_image_tokens())
     }
 
@@ -271,6 +288,9 @@ impl VlModel {
     /// keys and values, so that [`extend`](Self::extend) can continue it.
     pub fn prefill(&self, token_ids: &[u32], image: Option<&PreparedImage>) -> Result<Prefix, VisionError> {
         self.check_ids(token_ids)?;
+        if self.config.family.is_mistral3() {
+            return mistral3::prefill(self, token_ids, image);
+        }
         let image_id = self.config.image_token_id;
         let ids: Vec<u32> = match image {
             Some(img) => {

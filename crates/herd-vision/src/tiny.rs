@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 
 use crate::VlFamily;
 
+pub mod mistral3;
+
 /// The seed of the committed golden values.
 pub const SEED: u64 = 20_250_611;
 
@@ -171,6 +173,7 @@ pub fn config_json(family: VlFamily, tie: bool) -> Value {
         "torch_dtype": "float32",
     });
     let mut c = match family {
+        VlFamily::Mistral3 => return mistral3::config_json(tie),
         VlFamily::Qwen3Vl => {
             let mut text = text_keys(tie);
             merge_into(
@@ -254,6 +257,7 @@ pub fn preprocessor_json(family: VlFamily) -> Value {
         VlFamily::Qwen2Vl => "Qwen2VLProcessor",
         VlFamily::Qwen2_5Vl => "Qwen2_5_VLProcessor",
         VlFamily::Qwen3Vl => "Qwen3VLProcessor",
+        VlFamily::Mistral3 => return mistral3::preprocessor_json(),
     };
     json!({
         "size": {"longest_edge": 4096, "shortest_edge": 256},
@@ -347,6 +351,7 @@ fn tensor_specs(family: VlFamily, nested: bool) -> Vec<(String, Vec<usize>)> {
                 linear(&mut add, format!("{p}.mlp.fc1"), inter, V_HIDDEN);
                 linear(&mut add, format!("{p}.mlp.fc2"), V_HIDDEN, inter);
             }
+            VlFamily::Mistral3 => {}
             VlFamily::Qwen2_5Vl => {
                 linear(&mut add, format!("{p}.mlp.gate_proj"), inter, V_HIDDEN);
                 linear(&mut add, format!("{p}.mlp.up_proj"), inter, V_HIDDEN);
@@ -402,6 +407,7 @@ pub fn tensors(family: VlFamily, seed: u64, opts: &Options) -> Tensors {
         VlFamily::Qwen3Vl => seed,
         VlFamily::Qwen2Vl => seed ^ 0x5157_454e_3256_4c00,
         VlFamily::Qwen2_5Vl => seed ^ 0x5157_454e_3235_564c,
+        VlFamily::Mistral3 => return mistral3::tensors(seed, opts),
     };
     let mut rng = SplitMix(stream);
     let sqrt3 = 3f32.sqrt();
@@ -474,6 +480,9 @@ pub fn pretty(v: &Value) -> Vec<u8> {
 
 /// Writes the checkpoint folder at `dir` (created if needed).
 pub fn write_checkpoint(dir: &Path, family: VlFamily, seed: u64, opts: &Options) -> std::io::Result<()> {
+    if family == VlFamily::Mistral3 {
+        return mistral3::write_checkpoint(dir, seed, opts);
+    }
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("config.json"), pretty(&config_json(family, opts.tie)))?;
     std::fs::write(dir.join("preprocessor_config.json"), pretty(&preprocessor_json(family)))?;
