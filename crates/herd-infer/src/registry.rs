@@ -24,6 +24,8 @@ pub enum Family {
     Qwen3Vl,
     /// Gemma 3 vision-language (`herd-vision`).
     Gemma3,
+    /// Mistral-Small-3.1 (`herd-vision`: Pixtral tower, Mistral text).
+    Mistral3,
 }
 
 impl Family {
@@ -37,11 +39,12 @@ impl Family {
             Family::Qwen2_5Vl => "qwen2_5_vl",
             Family::Qwen3Vl => "qwen3_vl",
             Family::Gemma3 => "gemma3",
+            Family::Mistral3 => "mistral3",
         }
     }
 
     pub fn is_vision(self) -> bool {
-        matches!(self, Family::Qwen2Vl | Family::Qwen2_5Vl | Family::Qwen3Vl | Family::Gemma3)
+        matches!(self, Family::Qwen2Vl | Family::Qwen2_5Vl | Family::Qwen3Vl | Family::Gemma3 | Family::Mistral3)
     }
 }
 

@@ -1,7 +1,8 @@
-//! Vision-language models (Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Gemma 3 through `herd-vision`) behind the
-//! same [`Backend`] trait: the prompt's image part becomes the image marker the model's own chat template
-//! writes for it (`<|vision_start|><|image_pad|><|vision_end|>`, Gemma's `<start_of_image>`), the model's
-//! processor expands it (`VlModel::encode_prompt`), and the pixels go through the model's own processor.
+//! Vision-language models (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Gemma 3 and Mistral3 through `herd-vision`)
+//! behind the same [`Backend`] trait: the prompt's image part becomes the image marker the model's own chat
+//! template writes for it (`<|vision_start|><|image_pad|><|vision_end|>`, Gemma's `<start_of_image>`,
+//! Mistral's `[IMG]`), the model's processor expands it (`VlModel::encode_prompt`), and the pixels go
+//! through the model's own processor.
 
 use crate::backend::{Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreRequest, ScoreResult};
 use crate::compute::{ComputePath, WeightChoice};

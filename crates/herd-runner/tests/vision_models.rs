@@ -1,7 +1,8 @@
 //! End to end with the VL families' tiny checkpoints (`herd_vision::tiny`: Qwen2-VL, Qwen2.5-VL and
-//! Qwen3-VL with their real file layouts and Qwen2.5-VL's chat template, Gemma 3 with its own): a small
-//! conformity grid over the three tasks runs through the candle vision backend into `conformity_trials`,
-//! and scoring a group through its shared prefix gives what scoring each prompt alone gives.
+//! Qwen3-VL with their real file layouts and Qwen2.5-VL's chat template, Gemma 3 with its own, Mistral3
+//! with its own layout and a Mistral chat template): a small conformity grid over the three tasks runs
+//! through the candle vision backend into `conformity_trials`, and scoring a group through its shared
+//! prefix gives what scoring each prompt alone gives.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +21,8 @@ fn data(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data").join(path)
 }
 
-const FAMILIES: [VlFamily; 4] = [VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Qwen3Vl, VlFamily::Gemma3];
+const FAMILIES: [VlFamily; 5] =
+    [VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Qwen3Vl, VlFamily::Gemma3, VlFamily::Mistral3];
 
 const CONFORMITY: &str = r#"
 [experiment]

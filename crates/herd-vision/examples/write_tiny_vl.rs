@@ -11,7 +11,13 @@
 //! processor settings), `inputs.json` (Qwen: token ids with the image pad expanded, the patch grid and
 //! herd's pixel values) and `gemma3_inputs.json` (the same for Gemma 3). The same seed always gives
 //! byte-identical files.
+//!
+//! It also writes the tiny Mistral3 checkpoint for `tests/golden/tiny_mistral3.py`: `mistral3/`,
+//! `mistral3_processor/preprocessor_config.json` (Mistral-Small-3.1's settings) and
+//! `mistral3_inputs.json`.
 
+#[path = "../tests/support/tiny_mistral3.rs"]
+mod tiny_mistral3;
 #[path = "../tests/support/tiny_vl.rs"]
 mod tiny_vl;
 
@@ -25,6 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => tiny_vl::SEED,
     };
     tiny_vl::write_all(&out, seed)?;
+    tiny_mistral3::write_all(&out, seed)?;
     println!("{}", out.display());
     Ok(())
 }

@@ -28,6 +28,9 @@ pub enum VlFamily {
     /// `gemma3` (`google/gemma-3-*-it`): SigLIP tower, average-pooled projector, Gemma 3 text model with
     /// sliding and global layers (its own config, [`Gemma3Config`](crate::Gemma3Config)).
     Gemma3,
+    /// `mistral3` (`mistralai/Mistral-Small-3.1-24B-Instruct-2503`): Pixtral vision tower, patch-merging
+    /// projector, Mistral text model with 1-D positions (see `mistral3.rs`).
+    Mistral3,
 }
 
 impl VlFamily {
@@ -38,11 +41,12 @@ impl VlFamily {
             VlFamily::Qwen2_5Vl => "qwen2_5_vl",
             VlFamily::Qwen3Vl => "qwen3_vl",
             VlFamily::Gemma3 => "gemma3",
+            VlFamily::Mistral3 => "mistral3",
         }
     }
 
     pub(crate) fn from_model_type(model_type: &str) -> Option<Self> {
-        [VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Qwen3Vl, VlFamily::Gemma3]
+        [VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Qwen3Vl, VlFamily::Gemma3, VlFamily::Mistral3]
             .into_iter()
             .find(|f| f.model_type() == model_type)
     }
@@ -261,6 +265,8 @@ pub struct Config {
     pub vision_end_token_id: u32,
     /// Top-level tie flag (used when text_config has none).
     pub tie_word_embeddings: Option<bool>,
+    /// Mistral3's own settings (None for the Qwen families).
+    pub mistral3: Option<crate::mistral3::Mistral3Settings>,
 }
 
 /// The top-level keys besides the two sub-configurations.
@@ -302,7 +308,7 @@ impl Config {
         let model_type = root.get("model_type").and_then(Value::as_str).unwrap_or("qwen3_vl");
         let family = VlFamily::from_model_type(model_type).filter(|f| *f != VlFamily::Gemma3).ok_or_else(|| {
             bad(format!(
-                "model_type is {model_type:?}; this parser reads \"qwen2_vl\", \"qwen2_5_vl\" and \"qwen3_vl\" (Gemma 3: Gemma3Config)"
+                "model_type is {model_type:?}; this parser reads \"qwen2_vl\", \"qwen2_5_vl\", \"qwen3_vl\" and \"mistral3\" (Gemma 3: Gemma3Config)"
             ))
         })?;
         let mut text_obj = match root.get("text_config") {
@@ -316,9 +322,13 @@ impl Config {
             Some(Value::Object(v)) => v.clone(),
             _ => return Err(bad("vision_config is missing or not an object".into())),
         };
+        let mut root = root;
+        let mut mistral3 = None;
         if family.is_qwen2() {
             qwen2_text_defaults(&mut text_obj);
             normalise_qwen2_vision(family, &mut vision_obj).map_err(bad)?;
+        } else if family == VlFamily::Mistral3 {
+            mistral3 = Some(crate::mistral3::normalise_config(&mut root, &mut text_obj, &mut vision_obj).map_err(bad)?);
         } else {
             vision_obj.entry("hidden_act").or_insert(json!("gelu_pytorch_tanh"));
         }
@@ -332,6 +342,7 @@ impl Config {
             vision_start_token_id: ids.vision_start_token_id,
             vision_end_token_id: ids.vision_end_token_id,
             tie_word_embeddings: ids.tie_word_embeddings,
+            mistral3,
         };
         cfg.validate(path)?;
         Ok(cfg)
@@ -417,7 +428,7 @@ impl Config {
                 }
                 Ok(())
             }
-            VlFamily::Qwen2Vl | VlFamily::Gemma3 => Ok(()),
+            VlFamily::Qwen2Vl | VlFamily::Gemma3 | VlFamily::Mistral3 => Ok(()),
         }
     }
 

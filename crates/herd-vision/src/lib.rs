@@ -14,7 +14,10 @@
 //!   5's (`model.language_model.*`, ...): SigLIP tower, average-pooled projector, sliding-window and global
 //!   text layers, the image's tokens attended both ways (see [`gemma3`]). Its processor resizes to
 //!   896×896 with PIL's bilinear filter; pan-and-scan stays off (as released), and is refused if a file
-//!   turns it on.
+//!   turns it on;
+//! - Mistral-Small-3.1 (`mistralai/Mistral-Small-3.1-24B-Instruct-2503`, `mistral3`, also the paper's):
+//!   Pixtral vision tower, patch-merging projector, Mistral text model; its image placeholder is `[IMG]`,
+//!   expanded row by row with `[IMG_BREAK]` and `[IMG_END]`, and its positions are 1-D (module `mistral3`).
 //!
 //! Pieces, in the order a caller uses them:
 //! - [`VlModel::load`] reads and checks the folder;
@@ -57,14 +60,17 @@ mod config;
 mod config_gemma3;
 mod error;
 pub mod gemma3;
+mod mistral3;
 pub mod preprocess;
 mod preprocess_gemma3;
+mod preprocess_pixtral;
 mod prompt;
 mod resample;
 mod text;
 mod text_gemma3;
 pub mod tiny;
 mod vision;
+mod vision_pixtral;
 mod vision_qwen2;
 mod vision_qwen3;
 mod vision_siglip;
@@ -79,8 +85,10 @@ use tokenizers::Tokenizer;
 pub use config::{Config, RopeParameters, TextConfig, VisionActivation, VisionConfig, VlFamily};
 pub use config_gemma3::{Gemma3Config, Gemma3TextConfig, LayerType, Rope};
 pub use error::VisionError;
+pub use mistral3::{IMG, IMG_BREAK, IMG_END, Mistral3Settings};
 pub use preprocess::{ImageProcessor, PreparedImage, smart_resize};
 pub use preprocess_gemma3::{Gemma3Processor, Resample};
+pub use preprocess_pixtral::{pixtral_processor_from_json, pixtral_resize};
 pub use prompt::{expand_image_pad, mrope_positions};
 pub use resample::{resize_bicubic, resize_bilinear};
 pub use text::KvCache;
@@ -101,6 +109,7 @@ pub const VISION_END: &str = "<|vision_end|>";
 enum VisionTower {
     Qwen2(Qwen2Tower),
     Qwen3(Qwen3Tower),
+    Pixtral(Box<vision_pixtral::PixtralTower>),
 }
 
 impl VisionTower {
@@ -109,11 +118,12 @@ impl VisionTower {
         match self {
             VisionTower::Qwen2(t) => Ok((t.forward(pixels, grid)?, Vec::new())),
             VisionTower::Qwen3(t) => t.forward(pixels, grid),
+            VisionTower::Pixtral(t) => Ok((t.forward(pixels, grid)?, Vec::new())),
         }
     }
 }
 
-/// A Qwen VL family's parts.
+/// A Qwen VL family's parts (also Mistral3's: Pixtral tower, the decoder with 1-D positions).
 struct QwenParts {
     config: Config,
     processor: ImageProcessor,
@@ -126,7 +136,7 @@ enum Parts {
     Gemma3(Box<Gemma3Parts>),
 }
 
-/// A loaded Qwen2-VL, Qwen2.5-VL, Qwen3-VL or Gemma 3 checkpoint: tokenizer, image processor and network.
+/// A loaded Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Gemma 3 or Mistral3 checkpoint: tokenizer, image processor and network.
 pub struct VlModel {
     family: VlFamily,
     parts: Parts,
@@ -191,15 +201,15 @@ fn peek_family(path: &Path) -> Result<VlFamily, VisionError> {
     VlFamily::from_model_type(model_type).ok_or_else(|| VisionError::Config {
         path: path.to_path_buf(),
         message: format!(
-            "model_type is {model_type:?}; herd runs \"qwen2_vl\", \"qwen2_5_vl\", \"qwen3_vl\" and \"gemma3\""
+            "model_type is {model_type:?}; herd runs \"qwen2_vl\", \"qwen2_5_vl\", \"qwen3_vl\", \"gemma3\" and \"mistral3\""
         ),
-        fix: "use the config.json shipped with a Qwen2-VL, Qwen2.5-VL, Qwen3-VL or Gemma 3 checkpoint",
+        fix: "use the config.json shipped with a Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Gemma 3 or Mistral-Small-3.1 checkpoint",
     })
 }
 
 impl VlModel {
-    /// Loads a Hugging Face Qwen2-VL, Qwen2.5-VL, Qwen3-VL or Gemma 3 folder onto `device`, with weights
-    /// converted to `dtype`.
+    /// Loads a Hugging Face Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Gemma 3 or Mistral-Small-3.1 folder onto
+    /// `device`, with weights converted to `dtype`.
     ///
     /// Checks that the files agree: the tokenizer's ids of the image tokens (`<|image_pad|>`,
     /// `<|vision_start|>`, `<|vision_end|>`; Gemma 3's `<image_soft_token>`, `<start_of_image>`,
@@ -208,6 +218,9 @@ impl VlModel {
     pub fn load(dir: &Path, device: &Device, dtype: DType) -> Result<Self, VisionError> {
         let config_path = dir.join("config.json");
         let family = peek_family(&config_path)?;
+        if family == VlFamily::Mistral3 {
+            return mistral3::load(dir, Config::from_file(&config_path)?, device, dtype);
+        }
         let tokenizer_path = dir.join("tokenizer.json");
         // Qwen: the processor is checked before the tokenizer (its errors name it first).
         let qwen = if family == VlFamily::Gemma3 {
@@ -287,7 +300,8 @@ impl VlModel {
         }
     }
 
-    /// Id of the token the image's features replace: `<|image_pad|>`, Gemma 3's `<image_soft_token>`.
+    /// Id of the token the image's features replace: `<|image_pad|>`, Gemma 3's `<image_soft_token>`,
+    /// Mistral3's `[IMG]`.
     pub fn image_token_id(&self) -> u32 {
         match &self.parts {
             Parts::Qwen(q) => q.config.image_token_id,
@@ -325,10 +339,12 @@ impl VlModel {
     }
 
     /// Expands the single `<|image_pad|>` of `token_ids` to `image.num_image_tokens()` copies (Qwen
-    /// families). Gemma 3 expands its marker in the text, so it has no token-level expansion: use
+    /// families; Mistral3: `[IMG]` to its rows of `[IMG]` closed by `[IMG_BREAK]` and `[IMG_END]`).
+    /// Gemma 3 expands its marker in the text, so it has no token-level expansion: use
     /// [`encode_prompt`](Self::encode_prompt).
     pub fn expand_image_tokens(&self, token_ids: &[u32], image: &PreparedImage) -> Result<Vec<u32>, VisionError> {
         match &self.parts {
+            Parts::Qwen(q) if self.family == VlFamily::Mistral3 => mistral3::expand(q, token_ids, image),
             Parts::Qwen(q) => expand_image_pad(token_ids, q.config.image_token_id, image.num_image_tokens()),
             Parts::Gemma3(_) => Err(VisionError::Prompt {
                 message: "Gemma 3 expands <start_of_image> in the prompt text, not in token ids".into(),
@@ -350,6 +366,11 @@ impl VlModel {
     /// keys and values, so that [`extend`](Self::extend) can continue it.
     pub fn prefill(&self, token_ids: &[u32], image: Option<&PreparedImage>) -> Result<Prefix, VisionError> {
         self.check_ids(token_ids)?;
+        if let Parts::Qwen(q) = &self.parts
+            && self.family == VlFamily::Mistral3
+        {
+            return mistral3::prefill(self, q, token_ids, image);
+        }
         let image_id = self.image_token_id();
         let ids: Vec<u32> = match image {
             Some(img) => {

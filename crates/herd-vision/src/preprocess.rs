@@ -87,6 +87,9 @@ pub struct ImageProcessor {
     pub rescale_factor: f64,
     /// Whether to normalize with mean and std.
     pub do_normalize: bool,
+    /// Pixtral (Mistral3): fit the image within this side instead of smart_resize's pixel bounds (see
+    /// `preprocess_pixtral.rs`); None for the Qwen processors.
+    pub longest_edge: Option<u32>,
 }
 
 impl ImageProcessor {
@@ -132,6 +135,7 @@ impl ImageProcessor {
             do_rescale: raw.do_rescale.unwrap_or(true),
             rescale_factor: raw.rescale_factor.unwrap_or(1.0 / 255.0),
             do_normalize: raw.do_normalize.unwrap_or(true),
+            longest_edge: None,
         };
         if raw.do_convert_rgb == Some(false) {
             return Err(bad("do_convert_rgb = false is not supported (images are always converted to RGB)".into()));
@@ -166,6 +170,9 @@ impl ImageProcessor {
                 });
             }
             return Ok((height, width));
+        }
+        if let Some(edge) = self.longest_edge {
+            return crate::preprocess_pixtral::pixtral_resize(height, width, edge, self.factor() as u32);
         }
         smart_resize(height, width, self.factor() as u32, self.min_pixels, self.max_pixels)
     }

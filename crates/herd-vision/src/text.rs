@@ -53,7 +53,8 @@ impl TextAttention {
         let (nh, nkv, h) = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.hidden_size);
         let (qkv_bias, o_bias) =
             if family.is_qwen2() { (true, false) } else { (cfg.attention_bias, cfg.attention_bias) };
-        let qk_norm = if family.is_qwen2() {
+        // Mistral3's text model (Mistral) has no q/k norms and, by `attention_bias` (false), no biases.
+        let qk_norm = if family.is_qwen2() || family == VlFamily::Mistral3 {
             None
         } else {
             Some((rms_norm(hd, cfg.rms_norm_eps, vb.pp("q_norm"))?, rms_norm(hd, cfg.rms_norm_eps, vb.pp("k_norm"))?))

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use crate::VlFamily;
 
 pub mod gemma3;
+pub mod mistral3;
 
 /// The seed of the committed golden values.
 pub const SEED: u64 = 20_250_611;
@@ -75,14 +76,23 @@ const SPECIALS: [&str; 8] = [
     "<|vision_pad|>",
 ];
 
-/// The family's test prompt with one unexpanded image marker ([`PROMPT`], or [`gemma3::PROMPT`]).
+/// The family's test prompt with one unexpanded image marker ([`PROMPT`], [`gemma3::PROMPT`] or
+/// [`mistral3::PROMPT`]).
 pub fn prompt(family: VlFamily) -> &'static str {
-    if family == VlFamily::Gemma3 { gemma3::PROMPT } else { PROMPT }
+    match family {
+        VlFamily::Gemma3 => gemma3::PROMPT,
+        VlFamily::Mistral3 => mistral3::PROMPT,
+        _ => PROMPT,
+    }
 }
 
 /// The family's test prompt without an image.
 pub fn text_prompt(family: VlFamily) -> &'static str {
-    if family == VlFamily::Gemma3 { gemma3::TEXT_PROMPT } else { TEXT_PROMPT }
+    match family {
+        VlFamily::Gemma3 => gemma3::TEXT_PROMPT,
+        VlFamily::Mistral3 => mistral3::TEXT_PROMPT,
+        _ => TEXT_PROMPT,
+    }
 }
 
 /// The prompt, with one unexpanded `<|image_pad|>`.
@@ -187,6 +197,7 @@ pub fn config_json(family: VlFamily, tie: bool) -> Value {
         "torch_dtype": "float32",
     });
     let mut c = match family {
+        VlFamily::Mistral3 => return mistral3::config_json(tie),
         VlFamily::Qwen3Vl => {
             let mut text = text_keys(tie);
             merge_into(
@@ -272,6 +283,7 @@ pub fn preprocessor_json(family: VlFamily) -> Value {
         VlFamily::Qwen2_5Vl => "Qwen2_5_VLProcessor",
         VlFamily::Qwen3Vl => "Qwen3VLProcessor",
         VlFamily::Gemma3 => return gemma3::preprocessor_json(),
+        VlFamily::Mistral3 => return mistral3::preprocessor_json(),
     };
     json!({
         "size": {"longest_edge": 4096, "shortest_edge": 256},
@@ -365,8 +377,8 @@ fn tensor_specs(family: VlFamily, nested: bool) -> Vec<(String, Vec<usize>)> {
                 linear(&mut add, format!("{p}.mlp.fc1"), inter, V_HIDDEN);
                 linear(&mut add, format!("{p}.mlp.fc2"), V_HIDDEN, inter);
             }
-            // (Gemma 3's tensors are tiny::gemma3's; `tensors` never asks for them here.)
-            VlFamily::Qwen2_5Vl | VlFamily::Gemma3 => {
+            // (Gemma 3's and Mistral3's tensors are their own modules'; `tensors` never asks for them here.)
+            VlFamily::Qwen2_5Vl | VlFamily::Gemma3 | VlFamily::Mistral3 => {
                 linear(&mut add, format!("{p}.mlp.gate_proj"), inter, V_HIDDEN);
                 linear(&mut add, format!("{p}.mlp.up_proj"), inter, V_HIDDEN);
                 linear(&mut add, format!("{p}.mlp.down_proj"), V_HIDDEN, inter);
@@ -422,6 +434,7 @@ pub fn tensors(family: VlFamily, seed: u64, opts: &Options) -> Tensors {
         VlFamily::Qwen3Vl => seed,
         VlFamily::Qwen2Vl => seed ^ 0x5157_454e_3256_4c00,
         VlFamily::Qwen2_5Vl => seed ^ 0x5157_454e_3235_564c,
+        VlFamily::Mistral3 => return mistral3::tensors(seed, opts),
     };
     let mut rng = SplitMix(stream);
     let sqrt3 = 3f32.sqrt();
@@ -494,6 +507,9 @@ pub fn pretty(v: &Value) -> Vec<u8> {
 
 /// Writes the checkpoint folder at `dir` (created if needed).
 pub fn write_checkpoint(dir: &Path, family: VlFamily, seed: u64, opts: &Options) -> std::io::Result<()> {
+    if family == VlFamily::Mistral3 {
+        return mistral3::write_checkpoint(dir, seed, opts);
+    }
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("config.json"), pretty(&config_json(family, opts.tie)))?;
     std::fs::write(dir.join("preprocessor_config.json"), pretty(&preprocessor_json(family)))?;
