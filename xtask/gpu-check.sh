@@ -4,7 +4,7 @@
 #   bash gpu-check.sh [--device cuda[:N]|cpu] [--models "ALIAS ..."|none] [--model ALIAS=FILE]... [RESULTS_DIR]
 #
 # Compares, on the device against the CPU, the logits of the tiny random checkpoints of every family
-# (llama, qwen2, qwen3, phi3, qwen3_vl, qwen2_vl, qwen2_5_vl; f32 and bf16) and the answer probabilities of the real models
+# (llama, qwen2, qwen3, phi3, qwen3_vl, qwen2_vl, qwen2_5_vl, gemma3, mistral3; f32 and bf16) and the answer probabilities of the real models
 # whose GGUF files are present (default: smollm2-135m and qwen2.5-coder-0.5b, looked up in the herd cache
 # $HERD_CACHE/models, else ~/.cache/herd/models; or named with --model ALIAS=FILE), and prints scoring and
 # society-generation throughput. Writes RESULTS_DIR/gpu-check.json and gpu-check.log (RESULTS_DIR: the

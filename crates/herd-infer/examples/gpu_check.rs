@@ -56,7 +56,8 @@ const P_TOL: f64 = 2e-3;
 const DECODED: usize = 4;
 
 /// The vision-language families herd runs, each as a tiny checkpoint.
-const VL_FAMILIES: [VlFamily; 4] = [VlFamily::Qwen3Vl, VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Gemma3];
+const VL_FAMILIES: [VlFamily; 5] =
+    [VlFamily::Qwen3Vl, VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Gemma3, VlFamily::Mistral3];
 
 const MODELS_TOML: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/models.toml"));
 
