@@ -205,7 +205,13 @@ pub(crate) fn load(dir: &Path, mut config: Config, device: &Device, dtype: DType
             message: format!("has no {token} token, which closes the rows of an image"),
         })?;
     }
-    let settings = config.mistral3.as_mut().expect("a mistral3 config has its settings");
+    let Some(settings) = config.mistral3.as_mut() else {
+        return Err(VisionError::Config {
+            path: config_path,
+            message: "model_type is not \"mistral3\"".into(),
+            fix: "load a folder whose config.json says model_type = \"mistral3\"",
+        });
+    };
     settings.image_break_token_id = Some(ids[0]);
     settings.image_end_token_id = Some(ids[1]);
 
