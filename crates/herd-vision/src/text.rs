@@ -92,34 +92,49 @@ impl TextAttention {
             q = qn.forward(&q)?;
             k = kn.forward(&k)?;
         }
-        let q = candle_nn::rotary_emb::rope(&q.contiguous()?, cos, sin)?;
-        let k = candle_nn::rotary_emb::rope(&k.contiguous()?, cos, sin)?;
-        let (k, v) = match past {
-            Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
-            None => (k, v),
-        };
-        let total = k.dim(2)?;
-        let rep = self.heads / self.kv_heads;
-        let expand = |t: &Tensor| -> Result<Tensor> {
-            if rep == 1 {
-                return Ok(t.clone());
-            }
-            t.unsqueeze(2)?.expand((b, self.kv_heads, rep, total, self.head_dim))?.reshape((
-                b,
-                self.heads,
-                total,
-                self.head_dim,
-            ))
-        };
-        let (ke, ve) = (expand(&k)?, expand(&v)?);
-        let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let w = (q.matmul(&ke.t()?.contiguous()?)? * scale)?;
-        // Eager attention in transformers: softmax in f32, then back to the model dtype.
-        let w = w.to_dtype(DType::F32)?.broadcast_add(mask)?;
-        let w = candle_nn::ops::softmax_last_dim(&w)?.to_dtype(ve.dtype())?;
-        let out = w.matmul(&ve.contiguous()?)?.transpose(1, 2)?.reshape((b, s, ()))?;
-        Ok((self.o.forward(&out)?, (k, v)))
+        let (out, kv) = rotary_attention(&q, &k, v, cos, sin, mask, past, 1.0 / (self.head_dim as f64).sqrt())?;
+        Ok((self.o.forward(&out)?, kv))
     }
+}
+
+/// Eager grouped-query attention as transformers runs it, shared by the VL decoders: rotary positions
+/// on q (`[b, heads, s, head_dim]`) and k (`[b, kv_heads, s, head_dim]`), the cached keys and values
+/// prepended, scores times `scale`, the mask added and the softmax taken in f32 (then back to the
+/// model's dtype), heads merged. Returns `[b, s, heads · head_dim]` (before the output projection) and
+/// the keys and values including the new ones.
+#[allow(clippy::too_many_arguments)] // q, k, v and their positions, mask and cache: one attention call.
+pub(crate) fn rotary_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: Tensor,
+    cos: &Tensor,
+    sin: &Tensor,
+    mask: &Tensor,
+    past: Option<&(Tensor, Tensor)>,
+    scale: f64,
+) -> Result<(Tensor, (Tensor, Tensor))> {
+    let (b, heads, s, head_dim) = q.dims4()?;
+    let kv_heads = k.dim(1)?;
+    let q = candle_nn::rotary_emb::rope(&q.contiguous()?, cos, sin)?;
+    let k = candle_nn::rotary_emb::rope(&k.contiguous()?, cos, sin)?;
+    let (k, v) = match past {
+        Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
+        None => (k, v),
+    };
+    let total = k.dim(2)?;
+    let rep = heads / kv_heads;
+    let expand = |t: &Tensor| -> Result<Tensor> {
+        if rep == 1 {
+            return Ok(t.clone());
+        }
+        t.unsqueeze(2)?.expand((b, kv_heads, rep, total, head_dim))?.reshape((b, heads, total, head_dim))
+    };
+    let (ke, ve) = (expand(&k)?, expand(&v)?);
+    let w = (q.matmul(&ke.t()?.contiguous()?)? * scale)?;
+    let w = w.to_dtype(DType::F32)?.broadcast_add(mask)?;
+    let w = candle_nn::ops::softmax_last_dim(&w)?.to_dtype(ve.dtype())?;
+    let out = w.matmul(&ve.contiguous()?)?.transpose(1, 2)?.reshape((b, s, ()))?;
+    Ok((out, (k, v)))
 }
 
 struct DecoderLayer {

@@ -19,7 +19,7 @@ use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::{Embedding, Linear, VarBuilder, embedding, linear_b, linear_no_bias};
 
 use crate::config_gemma3::{Gemma3Config, Gemma3TextConfig, LayerType, Rope};
-use crate::text::{KvCache, TextMlp};
+use crate::text::{KvCache, TextMlp, rotary_attention};
 use crate::vision_siglip::{gemma_norm_weight, gemma_rms_norm};
 
 struct Norm {
@@ -83,32 +83,8 @@ impl Attention {
         let q = self.q_norm.forward(&shape(self.q.forward(xs)?, self.heads)?)?;
         let k = self.k_norm.forward(&shape(self.k.forward(xs)?, self.kv_heads)?)?;
         let v = shape(self.v.forward(xs)?, self.kv_heads)?;
-        let q = candle_nn::rotary_emb::rope(&q.contiguous()?, cos, sin)?;
-        let k = candle_nn::rotary_emb::rope(&k.contiguous()?, cos, sin)?;
-        let (k, v) = match past {
-            Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
-            None => (k, v),
-        };
-        let total = k.dim(2)?;
-        let rep = self.heads / self.kv_heads;
-        let expand = |t: &Tensor| -> Result<Tensor> {
-            if rep == 1 {
-                return Ok(t.clone());
-            }
-            t.unsqueeze(2)?.expand((b, self.kv_heads, rep, total, self.head_dim))?.reshape((
-                b,
-                self.heads,
-                total,
-                self.head_dim,
-            ))
-        };
-        let (ke, ve) = (expand(&k)?, expand(&v)?);
-        let w = (q.matmul(&ke.t()?.contiguous()?)? * self.scale)?;
-        // Eager attention in transformers: the mask added and softmax taken in f32, then back.
-        let w = w.to_dtype(DType::F32)?.broadcast_add(mask)?;
-        let w = candle_nn::ops::softmax_last_dim(&w)?.to_dtype(ve.dtype())?;
-        let out = w.matmul(&ve.contiguous()?)?.transpose(1, 2)?.reshape((b, s, ()))?;
-        Ok((self.o.forward(&out)?, (k, v)))
+        let (out, kv) = rotary_attention(&q, &k, v, cos, sin, mask, past, self.scale)?;
+        Ok((self.o.forward(&out)?, kv))
     }
 }
 
