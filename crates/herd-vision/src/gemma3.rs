@@ -49,11 +49,17 @@ pub(crate) struct Gemma3Parts {
 }
 
 impl Gemma3Parts {
-    /// Reads config.json and preprocessor_config.json, checks them against each other and the tokenizer,
-    /// then opens the weights.
-    pub(crate) fn load(dir: &Path, tokenizer: &Tokenizer, device: &Device, dtype: DType) -> Result<Self, VisionError> {
+    /// Parses config.json (`config_text`, read by the caller), reads preprocessor_config.json, checks them
+    /// against each other and the tokenizer, then opens the weights.
+    pub(crate) fn load(
+        dir: &Path,
+        config_text: &str,
+        tokenizer: &Tokenizer,
+        device: &Device,
+        dtype: DType,
+    ) -> Result<Self, VisionError> {
         let config_path = dir.join("config.json");
-        let config = Gemma3Config::from_file(&config_path)?;
+        let config = Gemma3Config::from_json(config_text, &config_path)?;
         let processor_path = dir.join("preprocessor_config.json");
         let processor = Gemma3Processor::from_file(&processor_path)?;
         let v = &config.vision_config;

@@ -189,8 +189,8 @@ impl Prefix {
     }
 }
 
-/// config.json's `model_type`, read before the family's own parser.
-fn peek_family(path: &Path) -> Result<VlFamily, VisionError> {
+/// config.json's text and its `model_type`, read before the family's own parser takes the text.
+fn read_family(path: &Path) -> Result<(VlFamily, String), VisionError> {
     let text = config::read_to_string(path, "the model configuration")?;
     let root: serde_json::Value = serde_json::from_str(&text).map_err(|source| VisionError::Json {
         path: path.to_path_buf(),
@@ -198,13 +198,25 @@ fn peek_family(path: &Path) -> Result<VlFamily, VisionError> {
         source,
     })?;
     let model_type = root.get("model_type").and_then(serde_json::Value::as_str).unwrap_or("qwen3_vl");
-    VlFamily::from_model_type(model_type).ok_or_else(|| VisionError::Config {
+    let family = VlFamily::from_model_type(model_type).ok_or_else(|| VisionError::Config {
         path: path.to_path_buf(),
         message: format!(
             "model_type is {model_type:?}; herd runs \"qwen2_vl\", \"qwen2_5_vl\", \"qwen3_vl\", \"gemma3\" and \"mistral3\""
         ),
         fix: "use the config.json shipped with a Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Gemma 3 or Mistral-Small-3.1 checkpoint",
-    })
+    })?;
+    Ok((family, text))
+}
+
+/// tokenizer.json of the folder, and its path (for errors).
+fn open_tokenizer(dir: &Path) -> Result<(Tokenizer, PathBuf), VisionError> {
+    let path = dir.join("tokenizer.json");
+    if !path.is_file() {
+        return Err(VisionError::MissingFile { path, what: "the tokenizer" });
+    }
+    let tokenizer = Tokenizer::from_file(&path)
+        .map_err(|e| VisionError::Tokenizer { path: path.clone(), message: e.to_string() })?;
+    Ok((tokenizer, path))
 }
 
 impl VlModel {
@@ -217,27 +229,22 @@ impl VlModel {
     /// encoder's.
     pub fn load(dir: &Path, device: &Device, dtype: DType) -> Result<Self, VisionError> {
         let config_path = dir.join("config.json");
-        let family = peek_family(&config_path)?;
+        let (family, config_text) = read_family(&config_path)?;
         if family == VlFamily::Mistral3 {
-            return mistral3::load(dir, Config::from_file(&config_path)?, device, dtype);
+            return mistral3::load(dir, Config::from_json(&config_text, &config_path)?, device, dtype);
         }
-        let tokenizer_path = dir.join("tokenizer.json");
         // Qwen: the processor is checked before the tokenizer (its errors name it first).
         let qwen = if family == VlFamily::Gemma3 {
             None
         } else {
-            let config = Config::from_file(&config_path)?;
+            let config = Config::from_json(&config_text, &config_path)?;
             let processor = ImageProcessor::from_file(&dir.join("preprocessor_config.json"))?;
             check_processor(&config, &processor, &dir.join("preprocessor_config.json"))?;
             Some((config, processor))
         };
-        if !tokenizer_path.is_file() {
-            return Err(VisionError::MissingFile { path: tokenizer_path, what: "the tokenizer" });
-        }
-        let tokenizer = Tokenizer::from_file(&tokenizer_path)
-            .map_err(|e| VisionError::Tokenizer { path: tokenizer_path.clone(), message: e.to_string() })?;
+        let (tokenizer, tokenizer_path) = open_tokenizer(dir)?;
         let parts = match qwen {
-            None => Parts::Gemma3(Box::new(Gemma3Parts::load(dir, &tokenizer, device, dtype)?)),
+            None => Parts::Gemma3(Box::new(Gemma3Parts::load(dir, &config_text, &tokenizer, device, dtype)?)),
             Some((config, processor)) => {
                 Parts::Qwen(Box::new(load_qwen(dir, config, processor, &tokenizer, device, dtype)?))
             }

@@ -21,7 +21,6 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::Activation;
 use serde_json::{Map, Value, json};
-use tokenizers::Tokenizer;
 
 use crate::config::{Config, VlFamily};
 use crate::error::VisionError;
@@ -179,12 +178,7 @@ pub(crate) fn load(dir: &Path, mut config: Config, device: &Device, dtype: DType
             fix: "use an RGB checkpoint (Mistral-Small-3.1 is)",
         });
     }
-    let tokenizer_path = dir.join("tokenizer.json");
-    if !tokenizer_path.is_file() {
-        return Err(VisionError::MissingFile { path: tokenizer_path, what: "the tokenizer" });
-    }
-    let tokenizer = Tokenizer::from_file(&tokenizer_path)
-        .map_err(|e| VisionError::Tokenizer { path: tokenizer_path.clone(), message: e.to_string() })?;
+    let (tokenizer, tokenizer_path) = crate::open_tokenizer(dir)?;
     let found = tokenizer.token_to_id(IMG);
     if found != Some(config.image_token_id) {
         return Err(VisionError::Config {
