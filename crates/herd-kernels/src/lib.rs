@@ -3,7 +3,9 @@
 //!
 //! - [`Int8Matrix`]: linear layers with 8-bit weights and activations, llama.cpp's Q4_1 × Q8_1
 //!   arithmetic; on AVX-512 VNNI or AVX-VNNI at four times the multiply-adds per instruction of f32,
-//!   elsewhere in portable code with the same results.
+//!   on AVX2 with `vpmaddwd`, elsewhere in portable code, all with the same results.
+//!   [`int8_peak_macs_per_second`] measures each path's ceiling (`examples/int8_bench.rs` prints the
+//!   products against it).
 //! - [`masked_attention`]: attention that visits only the keys a query may see, each query computed
 //!   alone in a fixed order, so batching, padding and prefix caches never change a result's bits.
 //! - [`keep_freed_pages`]: the allocator policy those speeds rely on (mimalloc keeping freed pages).
