@@ -4,8 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use herd_store::{AllocationDyadRow, ConformityTrialRow, Table, read_table};
+use herd_store::{AllocationDyadRow, ConformityTrialRow, Table, read_table_with};
 use polars::prelude::*;
+
+/// How a trial table is read: with [`ReadOptions::dedupe`], the second copy of a unit is left out
+/// instead of refusing the table.
+pub use herd_store::ReadOptions;
 
 /// The frame type of every reader here, so callers need no polars dependency of their own.
 pub use polars::prelude::DataFrame;
@@ -41,13 +45,26 @@ fn io_error(path: &Path, e: impl std::fmt::Display) -> AnalysisError {
 
 /// Reads a CSV (header row; types inferred from every row) or Parquet file.
 pub fn read_frame(path: &Path) -> Result<DataFrame, AnalysisError> {
+    if !path.exists() {
+        return Err(does_not_exist(path));
+    }
     match TableFormat::of(path)? {
-        TableFormat::Csv => CsvReadOptions::default()
-            .with_has_header(true)
-            .with_infer_schema_length(None)
-            .try_into_reader_with_file_path(Some(path.to_path_buf()))
-            .and_then(|r| r.finish())
-            .map_err(|e| io_error(path, e)),
+        TableFormat::Csv => {
+            let frame = CsvReadOptions::default()
+                .with_has_header(true)
+                .with_infer_schema_length(None)
+                .try_into_reader_with_file_path(Some(path.to_path_buf()))
+                .and_then(|r| r.finish())
+                .map_err(|e| io_error(path, e))?;
+            // A header alone types every column as text, which would be reported as a wrong type.
+            if frame.height() == 0 {
+                return Err(AnalysisError::Io {
+                    file: path.display().to_string(),
+                    problem: "has no rows (only a header)\n  fix: give a table with at least one data row".into(),
+                });
+            }
+            Ok(frame)
+        }
         TableFormat::Parquet => {
             let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
             ParquetReader::new(file).finish().map_err(|e| io_error(path, e))
@@ -64,14 +81,36 @@ pub fn plain_table_file(dir: &Path, table: Table) -> Option<PathBuf> {
     ["parquet", "csv"].iter().map(|ext| dir.join(format!("{}.{ext}", table.name()))).find(|p| p.is_file())
 }
 
+fn does_not_exist(path: &Path) -> AnalysisError {
+    AnalysisError::Io {
+        file: path.display().to_string(),
+        problem: "does not exist\n  fix: check the path: give the table file (.csv or .parquet), a folder holding \
+                  it, or a `herd run` folder"
+            .into(),
+    }
+}
+
 /// A trial table from a file (CSV or Parquet), a folder of plain tables (`DIR/<table>.parquet` or
-/// `.csv`), or a `herd run` folder (its committed Parquet parts of `table`).
+/// `.csv`), or a `herd run` folder (its committed Parquet parts of `table`, verified); a unit in
+/// two rows is an error.
 pub fn read_trial_table(path: &Path, table: Table) -> Result<DataFrame, AnalysisError> {
+    read_trial_table_with(path, table, ReadOptions::default()).map(|(frame, _)| frame)
+}
+
+/// [`read_trial_table`], with the number of duplicate units left out under `options.dedupe`.
+pub fn read_trial_table_with(
+    path: &Path,
+    table: Table,
+    options: ReadOptions,
+) -> Result<(DataFrame, u64), AnalysisError> {
+    if !path.exists() {
+        return Err(does_not_exist(path));
+    }
     if !path.is_dir() {
-        return read_frame(path);
+        return plain_without_duplicates(read_frame(path)?, table, &path.display().to_string(), options);
     }
     if let Some(file) = plain_table_file(path, table) {
-        return read_frame(&file);
+        return plain_without_duplicates(read_frame(&file)?, table, &file.display().to_string(), options);
     }
     if !path.join("manifest.json").is_file() {
         return Err(AnalysisError::Io {
@@ -83,13 +122,128 @@ pub fn read_trial_table(path: &Path, table: Table) -> Result<DataFrame, Analysis
             ),
         });
     }
-    read_table(&[path.to_path_buf()], table).map_err(|e| io_error(path, e))?.ok_or_else(|| AnalysisError::Io {
+    let read = read_table_with(&[path.to_path_buf()], table, options).map_err(|e| io_error(path, e))?;
+    let frame = read.frame.ok_or_else(|| AnalysisError::Io {
         file: path.display().to_string(),
         problem: format!(
             "the run has no {table} rows yet\n  fix: run the experiment first (`herd run … --out {}`)",
             path.display()
         ),
-    })
+    })?;
+    Ok((frame, read.duplicate_units_dropped))
+}
+
+/// The columns that identify one row of `table` (one trial, decider or dyad of one unit): the design
+/// of the row, and its experiment and unit id where the table has them. The run id is left out, so
+/// that the rows of a run and of its own shard (another run id) are the same units.
+fn unit_key(table: Table) -> &'static [&'static str] {
+    match table {
+        Table::ConformityTrials => &[
+            "experiment",
+            "unit_id",
+            "model",
+            "modality",
+            "task",
+            "family",
+            "level",
+            "n",
+            "seed",
+            "paraphrase",
+            "image_id",
+        ],
+        Table::AllocationDeciders => &[
+            "experiment",
+            "unit_id",
+            "model",
+            "reasoning",
+            "instrument",
+            "swap_pass",
+            "labels",
+            "m",
+            "seed",
+            "decider",
+        ],
+        Table::AllocationDyads => &[
+            "experiment",
+            "unit_id",
+            "model",
+            "reasoning",
+            "instrument",
+            "swap_pass",
+            "labels",
+            "m",
+            "seed",
+            "decider",
+            "target",
+        ],
+        Table::BaselineCandidates => &["unit_id", "model", "task", "pool", "candidate", "image_id"],
+    }
+}
+
+/// A plain table with every unit once: a row whose key ([`unit_key`]) an earlier row has is an error
+/// naming both rows, or, with `options.dedupe`, left out (their number is returned).
+pub fn plain_without_duplicates(
+    frame: DataFrame,
+    table: Table,
+    origin: &str,
+    options: ReadOptions,
+) -> Result<(DataFrame, u64), AnalysisError> {
+    let columns: Vec<Column> = unit_key(table)
+        .iter()
+        .filter_map(|name| frame.column(name).ok())
+        .map(|c| c.cast(&DataType::String))
+        .collect::<PolarsResult<_>>()
+        .map_err(|e| AnalysisError::Io { file: origin.to_owned(), problem: e.to_string() })?;
+    if columns.is_empty() {
+        return Ok((frame, 0));
+    }
+    let values: Vec<Vec<Option<&str>>> = columns
+        .iter()
+        .map(|c| c.str().map(|s| s.iter().collect()))
+        .collect::<PolarsResult<_>>()
+        .map_err(|e| AnalysisError::Io { file: origin.to_owned(), problem: e.to_string() })?;
+    let mut first_row: std::collections::HashMap<Vec<Option<&str>>, usize> =
+        std::collections::HashMap::with_capacity(frame.height());
+    let mut keep = Vec::with_capacity(frame.height());
+    let mut duplicates: Vec<(usize, usize)> = Vec::new();
+    for i in 0..frame.height() {
+        let key: Vec<Option<&str>> = values.iter().map(|v| v[i]).collect();
+        match first_row.get(&key) {
+            Some(&first) => {
+                duplicates.push((first, i));
+                keep.push(false);
+            }
+            None => {
+                first_row.insert(key, i);
+                keep.push(true);
+            }
+        }
+    }
+    let Some(&(first, second)) = duplicates.first() else { return Ok((frame, 0)) };
+    if !options.dedupe {
+        let key = columns
+            .iter()
+            .zip(&values)
+            .filter_map(|(c, v)| v[first].map(|value| format!("{} {value}", c.name())))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let more = duplicates.len() - 1;
+        return Err(AnalysisError::Io {
+            file: origin.to_owned(),
+            problem: format!(
+                "rows {} and {} are the same unit ({key}){}: a unit read twice counts twice in every mean and \
+                 shrinks every standard error\n  fix: remove the repeated rows (or the second of two concatenated \
+                 tables), or pass --dedupe to keep the first row of each unit",
+                first + 1,
+                second + 1,
+                if more > 0 { format!(" and {more} more rows repeat earlier ones") } else { String::new() }
+            ),
+        });
+    }
+    let mask: BooleanChunked = keep.into_iter().map(Some).collect();
+    let frame =
+        frame.filter(&mask).map_err(|e| AnalysisError::Io { file: origin.to_owned(), problem: e.to_string() })?;
+    Ok((frame, duplicates.len() as u64))
 }
 
 /// Typed access to the columns of a frame read from `origin`, with errors naming file, column and
@@ -259,10 +413,52 @@ impl<'a> Columns<'a> {
     }
 }
 
+/// Every value of a probability column in [0, 1] (nulls allowed: an undefined p_wrong_ab); the first
+/// that is not is an error naming the file, column and row (from 1). A p_wrong of 7.5 would otherwise
+/// average into curves above 1.
+fn probabilities(
+    origin: &str,
+    column: &str,
+    values: impl IntoIterator<Item = Option<f64>>,
+) -> Result<(), AnalysisError> {
+    let bad = values.into_iter().enumerate().find(|(_, v)| v.is_some_and(|p| !(0.0..=1.0).contains(&p)));
+    match bad {
+        Some((i, Some(p))) => Err(AnalysisError::InvalidValue {
+            origin: origin.to_owned(),
+            column: column.to_owned(),
+            row: i + 1,
+            problem: format!("{p} is not a probability"),
+            fix: format!("`{column}` is a probability: every value must lie in [0, 1]"),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The pool the run at `path` recorded (`society.pool` of the experiment it ran), or `None` where
+/// `path` is not a run folder (a plain table states its pool with `herd analyze --pool`) or the run
+/// is not a minimal-group run.
+pub fn recorded_pool(path: &Path) -> Result<Option<f64>, AnalysisError> {
+    if !(path.is_dir() && path.join("manifest.json").is_file()) {
+        return Ok(None);
+    }
+    let manifest = herd_store::read_run_manifest(path).map_err(|e| io_error(path, e))?;
+    Ok(manifest_pool(&manifest))
+}
+
+/// `society.pool` of the experiment a run manifest records.
+pub fn manifest_pool(manifest: &herd_store::Manifest) -> Option<f64> {
+    manifest.parameters.get("society").and_then(|s| s.get("pool")).and_then(|p| p.as_f64())
+}
+
 /// Reads an `allocation_dyads` table (CSV or Parquet) into a [`DyadTable`].
 pub fn read_dyads(path: &Path) -> Result<DyadTable, AnalysisError> {
-    let frame = read_trial_table(path, Table::AllocationDyads)?;
-    dyads_from_frame(&frame, path.display().to_string())
+    read_dyads_with(path, ReadOptions::default()).map(|(table, _)| table)
+}
+
+/// [`read_dyads`], with the number of duplicate units left out under `options.dedupe`.
+pub fn read_dyads_with(path: &Path, options: ReadOptions) -> Result<(DyadTable, u64), AnalysisError> {
+    let (frame, dropped) = read_trial_table_with(path, Table::AllocationDyads, options)?;
+    Ok((dyads_from_frame(&frame, path.display().to_string())?, dropped))
 }
 
 /// The dyads of a run held in memory (a power analysis's replications), as [`read_dyads`] would read
@@ -430,13 +626,20 @@ pub fn write_tables<'t>(
 
 /// Reads a `conformity_trials` table (CSV or Parquet).
 pub fn read_conformity_trials(path: &Path) -> Result<ConformityTable, AnalysisError> {
-    let frame = read_trial_table(path, Table::ConformityTrials)?;
-    conformity_from_frame(&frame, path.display().to_string())
+    read_conformity_trials_with(path, ReadOptions::default()).map(|(table, _)| table)
+}
+
+/// [`read_conformity_trials`], with the number of duplicate units left out under `options.dedupe`.
+pub fn read_conformity_trials_with(path: &Path, options: ReadOptions) -> Result<(ConformityTable, u64), AnalysisError> {
+    let (frame, dropped) = read_trial_table_with(path, Table::ConformityTrials, options)?;
+    Ok((conformity_from_frame(&frame, path.display().to_string())?, dropped))
 }
 
 /// The trials of a run held in memory (a power analysis's replications), as [`read_conformity_trials`]
 /// would read them from the run's Parquet (trials whose probability is only a bound left out).
 pub fn conformity_from_rows(origin: &str, rows: &[ConformityTrialRow]) -> Result<ConformityTable, AnalysisError> {
+    probabilities(origin, "p_wrong_full", rows.iter().map(|r| Some(r.p_wrong_full)))?;
+    probabilities(origin, "p_wrong_ab", rows.iter().map(|r| r.p_wrong_ab))?;
     let trials = rows
         .iter()
         .enumerate()
@@ -483,6 +686,10 @@ pub fn conformity_from_frame(frame: &DataFrame, origin: String) -> Result<Confor
     let optional_float = |name: &str, what: &str| c.optional(name, |c| c.float_nullable(name, what));
     let optional_text = |name: &str, what: &str| c.optional(name, |c| c.text_nullable(name, what));
     let p_wrong_ab = optional_float("p_wrong_ab", "P(wrong)/(P(A)+P(B))")?;
+    probabilities(c.origin(), "p_wrong_full", p_wrong_full.iter().copied().map(Some))?;
+    if let Some(values) = &p_wrong_ab {
+        probabilities(c.origin(), "p_wrong_ab", values.iter().copied())?;
+    }
     let paraphrase = optional_text("paraphrase", "paraphrase id")?;
     let difficulty_level =
         c.optional("difficulty_level", |c| c.integer_nullable("difficulty_level", "difficulty level"))?;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use herd_analysis::io::{read_conformity_trials, read_dyads, write_tables};
+use herd_analysis::io::{ReadOptions, read_conformity_trials_with, read_dyads_with, write_tables};
 use herd_analysis::{
     BootstrapPlan, ConformityOptions, MinimalGroupOptions, ResultTable, analyze_conformity,
     analyze_minimal_group_with_progress,
@@ -36,13 +36,19 @@ pub struct MinimalGroupArgs {
     /// Seed of the bootstrap resampling stream
     #[arg(long, default_value_t = 20_240_501)]
     bootstrap_seed: u64,
-    /// Points each decider distributes
-    #[arg(long, default_value_t = 100.0)]
-    pool: f64,
+    /// Points each decider distributes. A `herd run` folder records its pool (the experiment's
+    /// society.pool), which is used, and a --pool that disagrees is an error; a plain table states it
+    /// here (default: the paper's 100)
+    #[arg(long)]
+    pool: Option<f64>,
     /// Skip the seed-level bootstrap of the main GEE fits (gee table's se_bootstrap; one refit per
     /// resample, the slowest part of the analysis)
     #[arg(long)]
     no_gee_bootstrap: bool,
+    /// Keep the first row of a unit stored twice (a copied record, concatenated tables) instead of
+    /// refusing the table
+    #[arg(long)]
+    dedupe: bool,
 }
 
 #[derive(Args)]
@@ -54,6 +60,31 @@ pub struct ConformityArgs {
     /// Folder for the result tables (created if missing)
     #[arg(long)]
     out: PathBuf,
+    /// Keep the first row of a unit stored twice (a copied record, concatenated tables) instead of
+    /// refusing the table
+    #[arg(long)]
+    dedupe: bool,
+}
+
+/// Says how many second copies `--dedupe` left out.
+fn say_dropped(dropped: u64) {
+    if dropped > 0 {
+        eprintln!("note: --dedupe kept the first copy of each unit and left out {dropped} repeated units or rows");
+    }
+}
+
+/// The pool every decider's points must sum to: the run's own, else `--pool`, else the paper's 100.
+fn pool(args: &MinimalGroupArgs) -> Result<f64> {
+    let recorded = herd_analysis::io::recorded_pool(&args.dyads)?;
+    match (recorded, args.pool) {
+        (Some(run), Some(given)) if run != given => anyhow::bail!(
+            "--pool {given}: {} records a pool of {run} points (its experiment's society.pool)\n  fix: leave out \
+             --pool for a run folder, or give --pool {run}",
+            args.dyads.display()
+        ),
+        (Some(run), _) => Ok(run),
+        (None, given) => Ok(given.unwrap_or(MinimalGroupOptions::default().pool)),
+    }
 }
 
 pub fn run(cmd: AnalyzeCommand) -> Result<()> {
@@ -64,9 +95,10 @@ pub fn run(cmd: AnalyzeCommand) -> Result<()> {
 }
 
 fn minimal_group(args: MinimalGroupArgs) -> Result<()> {
-    let table = read_dyads(&args.dyads)?;
+    let (table, dropped) = read_dyads_with(&args.dyads, ReadOptions { dedupe: args.dedupe })?;
+    say_dropped(dropped);
     let options = MinimalGroupOptions {
-        pool: args.pool,
+        pool: pool(&args)?,
         bootstrap: BootstrapPlan::Seeded { resamples: args.resamples, seed: args.bootstrap_seed },
         gee_bootstrap: !args.no_gee_bootstrap,
         ..MinimalGroupOptions::default()
@@ -84,7 +116,8 @@ fn minimal_group(args: MinimalGroupArgs) -> Result<()> {
 }
 
 fn conformity(args: ConformityArgs) -> Result<()> {
-    let table = read_conformity_trials(&args.trials)?;
+    let (table, dropped) = read_conformity_trials_with(&args.trials, ReadOptions { dedupe: args.dedupe })?;
+    say_dropped(dropped);
     let tables = analyze_conformity(&table, &ConformityOptions::default())?;
     report(&args.out, &tables.all(), table.rows.len(), "trials")
 }

@@ -13,6 +13,7 @@ mod report_cmd;
 mod run_cmd;
 mod server_args;
 mod stimuli_cmd;
+mod verify_cmd;
 
 #[derive(Parser)]
 #[command(name = "herd", version, about = "Social-psychology experiments on AI agents: Asch conformity and minimal groups", long_about = None)]
@@ -51,6 +52,9 @@ enum Command {
     },
     /// Regenerate the papers' figures (PNG, SVG) and an HTML/Markdown report from a result folder's Parquet.
     Report(report_cmd::ReportArgs),
+    /// Check a run folder: every committed part against its digest and row count, the records against the
+    /// manifest, each unit once. Exit 1 when damaged.
+    Verify(verify_cmd::VerifyArgs),
 }
 
 // Model runs allocate and free large tensors at every layer; mimalloc reuses the pages.
@@ -72,6 +76,7 @@ fn main() -> std::process::ExitCode {
         Command::Power(args) => power_cmd::run(args),
         Command::Analyze { cmd } => analyze_cmd::run(cmd),
         Command::Report(args) => report_cmd::run(args),
+        Command::Verify(args) => verify_cmd::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -71,6 +71,10 @@ pub fn models(args: ModelsArgs) -> Result<()> {
             Ok(files) => {
                 ("yes", format!("{:.1} MB", files.size_bytes() as f64 / 1e6), files.path().display().to_string())
             }
+            // What is wrong with the file (absent, empty, not a model) and the fix.
+            Err(herd_infer::InferError::ModelMissing { problem, fix, .. }) => {
+                ("no", "-".into(), format!("{problem}; {fix}"))
+            }
             Err(e) => ("no", "-".into(), e.to_string().lines().last().unwrap_or("").trim().to_string()),
         };
         if let herd_infer::ModelSource::HuggingFace { repo, gated } = &entry.source {
@@ -207,7 +211,25 @@ pub struct ScoreArgs {
     json: bool,
 }
 
+/// Each answer is text and given once: an empty one (`A,,B`) would be scored as the empty string.
+fn check_answers(answers: &[String]) -> Result<()> {
+    let given = answers.join(",");
+    for (i, answer) in answers.iter().enumerate() {
+        if answer.trim().is_empty() {
+            bail!(
+                "--answers {given:?}: answer {} is empty\n  fix: give each answer as text, comma separated, e.g. --answers A,B",
+                i + 1
+            );
+        }
+        if answers[..i].contains(answer) {
+            bail!("--answers {given:?}: `{answer}` is given twice\n  fix: list each answer once");
+        }
+    }
+    Ok(())
+}
+
 pub fn score(args: ScoreArgs) -> Result<()> {
+    check_answers(&args.answers)?;
     let (mut model, prompt, image) = args.model.load(args.image.as_deref())?;
     let result = model.score(&[ScoreRequest { image, ..ScoreRequest::new(prompt, args.answers.clone()) }])?.remove(0);
     if args.json {

@@ -64,6 +64,11 @@ fn apply_effects(params: &mut SimParams, effects: &[String]) -> Result<()> {
                 "unknown effect `{other}`; use ingroup, ingroup_minority, ingroup_majority, per_log_wrong or noise"
             ),
         }
+        // Out of range, the agent's weights overflow (e^710 is infinite) and every allocation comes out
+        // uniform, so the power printed would be that of no effect at all.
+        if let Err(e) = params.validate() {
+            bail!("--effect {effect}: {e}");
+        }
     }
     Ok(())
 }
@@ -194,13 +199,7 @@ fn power_at(
 
 pub fn run(args: PowerArgs) -> Result<()> {
     let file = load_experiment(&args.experiment)?;
-    let mut params: SimParams = match &args.sim {
-        Some(path) => {
-            toml::from_str(&std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?)
-                .with_context(|| format!("{}: not valid sim parameters", path.display()))?
-        }
-        None => SimParams::default(),
-    };
+    let mut params = crate::run_cmd::read_sim_params(args.sim.as_deref())?;
     apply_effects(&mut params, &args.effects)?;
     if !(args.alpha > 0.0 && args.alpha < 1.0) {
         bail!("--alpha {} is not a significance level; use a number in (0, 1), e.g. 0.05", args.alpha);
@@ -283,6 +282,25 @@ mod tests {
     fn conformity_without_an_effect_rejects_at_about_alpha() {
         let rate = power(0.0, 8, 200);
         assert!((0.01..=0.09).contains(&rate), "rejection rate {rate} at α = 0.05");
+    }
+
+    #[test]
+    fn effects_out_of_range_are_refused_naming_the_effect_and_the_range() {
+        for value in ["1000", "710", "nan", "inf", "-inf"] {
+            let effect = format!("ingroup={value}");
+            let err = apply_effects(&mut SimParams::default(), std::slice::from_ref(&effect)).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("--effect {effect}"))
+                    && err.contains("allocation.ingroup_minority")
+                    && err.contains("[-50, 50]"),
+                "{err}"
+            );
+        }
+        let err = apply_effects(&mut SimParams::default(), &["noise=-1".into()]).unwrap_err().to_string();
+        assert!(err.contains("--effect noise=-1") && err.contains("[0, 10]"), "{err}");
+        let mut params = SimParams::default();
+        apply_effects(&mut params, &["ingroup=50".into(), "per_log_wrong=-2".into()]).unwrap();
+        assert_eq!((params.allocation.ingroup_majority, params.conformity.per_log_wrong), (50.0, -2.0));
     }
 
     #[test]

@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use herd_report::{load_results, write_report};
+use herd_analysis::io::ReadOptions;
+use herd_report::{load_results_with, write_report};
 
 #[derive(Args)]
 pub struct ReportArgs {
@@ -19,12 +20,16 @@ pub struct ReportArgs {
     /// Folder for report.html, report.md and figures/ (created if missing)
     #[arg(long)]
     out: PathBuf,
+    /// Keep the first copy of a unit stored twice (a copied record, concatenated tables) instead of
+    /// refusing the results
+    #[arg(long)]
+    dedupe: bool,
 }
 
 pub fn run(args: ReportArgs) -> Result<()> {
     let started = Instant::now();
     let mut progress = |step: &str| eprintln!("[{:>5.1} s] {step}", started.elapsed().as_secs_f64());
-    let results = load_results(&args.results, &mut progress)?;
+    let results = load_results_with(&args.results, ReadOptions { dedupe: args.dedupe }, &mut progress)?;
     for (study, present) in
         [("conformity", results.conformity.is_some()), ("minimal groups", results.minimal_group.is_some())]
     {

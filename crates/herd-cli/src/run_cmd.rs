@@ -9,8 +9,11 @@ use herd_infer::{
     Backend, DeviceChoice, LoadOptions, LocalModel, ModelEntry, ModelFiles, ModelSampling, ModelSource,
     SamplingFallback, SimAgent, SimParams, VisionModel, WeightChoice, locate_model, model_sampling,
 };
-use herd_runner::{RunOptions, RunSummary, run_experiment, shard_units};
-use herd_store::{FileRecord, Manifest, RunIdentity, RunStore};
+use herd_runner::{
+    Fingerprint, RunOptions, RunSummary, experiment_inputs, json_sha256, model_folder_sha256, run_experiment,
+    shard_units,
+};
+use herd_store::{FileRecord, Manifest, RunIdentity, RunStore, input_differences, read_run_manifest};
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -83,6 +86,27 @@ pub struct LoadedBackend {
     /// generation_config.json); `None` keeps the registry's.
     pub sampling_defaults: Option<ModelSampling>,
     pub sampling_fallback: SamplingFallback,
+    /// The backend's part of the run's input fingerprint: sim parameters, or the model file and its
+    /// registry entry (chat template options; the template itself is in the GGUF file or the HF folder).
+    pub inputs: Fingerprint,
+}
+
+/// The sim parameters of `--sim FILE` (defaults without it), checked: every value finite and in range.
+pub fn read_sim_params(sim: Option<&Path>) -> Result<SimParams> {
+    let params: SimParams = match sim {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the sim parameters {}", path.display()))?;
+            toml::from_str(&text)
+                .with_context(|| format!("{}: not valid sim parameters (see `herd run --help`)", path.display()))?
+        }
+        None => SimParams::default(),
+    };
+    if let Err(e) = params.validate() {
+        let file = sim.map_or_else(|| "the default sim parameters".to_owned(), |p| p.display().to_string());
+        bail!("{file}: {e}");
+    }
+    Ok(params)
 }
 
 pub fn load_backend(
@@ -101,8 +125,11 @@ pub fn load_backend(
             let backend = server.connect(&entry)?;
             // The options name the key's variable, never the key.
             let model_record = serde_json::json!({"entry": entry, "server": backend.options()});
+            // The server holds the weights and its chat template; herd knows the entry it asks for.
+            let inputs = Fingerprint::from([("model".to_owned(), json_sha256(&entry))]);
             // A server applies its own defaults to whatever is not sent (the run manifest says which).
             Ok(LoadedBackend {
+                inputs,
                 backend: Box::new(backend),
                 entry: Some(entry),
                 files: Vec::new(),
@@ -112,19 +139,13 @@ pub fn load_backend(
             })
         }
         BackendKind::Sim => {
-            let params: SimParams = match sim {
-                Some(path) => {
-                    let text = std::fs::read_to_string(path)
-                        .with_context(|| format!("reading the sim parameters {}", path.display()))?;
-                    toml::from_str(&text).with_context(|| {
-                        format!("{}: not valid sim parameters (see `herd run --help`)", path.display())
-                    })?
-                }
-                None => SimParams::default(),
-            };
+            let params = read_sim_params(sim)?;
             let model_record = serde_json::json!({"alias": "sim", "parameters": params});
             let files = sim.map(|p| file_record("sim parameters", p, true)).transpose()?.into_iter().collect();
+            // The values, not the file's bytes: a comment changes nothing, a changed value is another run.
+            let inputs = Fingerprint::from([("sim parameters".to_owned(), json_sha256(&params))]);
             Ok(LoadedBackend {
+                inputs,
                 backend: Box::new(SimAgent::new(params)),
                 entry: None,
                 files,
@@ -161,6 +182,17 @@ pub fn load_backend(
                     sha256: None,
                 }],
             };
+            let model_hash = match (&model_files[..], &files) {
+                ([FileRecord { sha256: Some(sha), .. }], _) => sha.clone(),
+                (_, ModelFiles::HfFolder(dir)) => model_folder_sha256(dir)?,
+                (_, ModelFiles::Gguf(path)) => herd_infer::sha256_file(path)?,
+            };
+            // The chat template comes from the GGUF's metadata or the folder's template files (both in
+            // `model`); the registry adds its template options (e.g. enable_thinking).
+            let inputs = Fingerprint::from([
+                ("model".to_owned(), model_hash),
+                ("chat template options".to_owned(), json_sha256(&entry.template_options)),
+            ]);
             let model_record = serde_json::json!({"entry": entry, "device": format!("{device:?}")});
             // Sampling as HF `generate` would with this model: its folder's generation_config.json, else the registry's.
             let sampling = model_sampling(&entry, Some(&files))
@@ -172,6 +204,7 @@ pub fn load_backend(
                 model_record,
                 sampling_defaults: Some(sampling),
                 sampling_fallback: SamplingFallback::HfDefaults,
+                inputs,
             })
         }
     }
@@ -223,8 +256,15 @@ pub fn run_loaded(
     out: &Path,
     progress: bool,
 ) -> Result<RunSummary> {
-    let LoadedBackend { mut backend, entry, files: model_files, model_record, sampling_defaults, sampling_fallback } =
-        loaded;
+    let LoadedBackend {
+        mut backend,
+        entry,
+        files: model_files,
+        model_record,
+        sampling_defaults,
+        sampling_fallback,
+        inputs: backend_inputs,
+    } = loaded;
     let info = backend.info();
     let meta = file.experiment.meta();
     let identity = RunIdentity {
@@ -253,6 +293,8 @@ pub fn run_loaded(
         sampling_fallback,
         ..defaults
     };
+    let mut inputs = experiment_inputs(file, &options)?;
+    inputs.extend(backend_inputs);
     let manifest = Manifest {
         experiment_file: file.path.display().to_string(),
         parameters: parameters(file),
@@ -264,11 +306,23 @@ pub fn run_loaded(
         files,
         units_total: shard_units(file, options.shard).len() as u64,
         compute: Some(serde_json::to_value(&info.compute)?),
+        inputs,
         ..Manifest::new(identity)
     };
+    refuse_other_inputs(out, &manifest)?;
     let mut store = RunStore::open(out, manifest, &info.device)?;
     if store.orphans_removed() > 0 {
         eprintln!("removed {} unfinished files of an interrupted session", store.orphans_removed());
+    }
+    for repair in store.repairs() {
+        eprintln!("warning: {repair}");
+    }
+    for file in store.foreign_files() {
+        eprintln!(
+            "warning: {}: not written by herd; left in place (herd reads only committed parts, but a glob over the \
+             folder reads it too: keep your own files outside the run's table folders)",
+            file.display()
+        );
     }
     let result = run_experiment(file, backend.as_mut(), &mut store, &options);
     let status = match &result {
@@ -282,10 +336,40 @@ pub fn run_loaded(
         m.skipped = summary.skipped.clone();
         m.failed = summary.failed.clone();
         m.notes.extend(summary.notes.clone());
+        // The session's parse counts cover its own units only; the store's counts cover every session's.
+        if let Some(&deciders) = m.counts.get(herd_store::DECIDERS_COUNT).filter(|&&n| n > 0) {
+            let filled = m.counts.get(herd_store::FILLED_COUNT).copied().unwrap_or(0);
+            m.notes.insert(
+                "allocation/parse".into(),
+                serde_json::json!({"deciders": deciders, "filled": filled, "fill_rate": filled as f64 / deciders as f64}),
+            );
+        }
         m.experiment_units_stored = summary.units_already_stored + summary.units_run;
     }
     store.finish(&status)?;
     Ok(result?)
+}
+
+/// A resumed run must be computed from the inputs its stored units were: a bank edited, or other sim
+/// parameters given, between sessions would mix two designs in one run's tables. Checked before the
+/// store opens the folder, which rewrites its manifest; a folder of another run (or none) is left to
+/// the store to judge.
+fn refuse_other_inputs(out: &Path, manifest: &Manifest) -> Result<()> {
+    let Ok(previous) = read_run_manifest(out) else { return Ok(()) };
+    if previous.identity != manifest.identity {
+        return Ok(());
+    }
+    let differences = input_differences(&previous.inputs, &manifest.inputs);
+    if differences.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "{}: its stored units were computed from other inputs than this session's ({}); one run's rows must come \
+         from one set of inputs\n  fix: restore the inputs the run began with (the manifest's `files` lists them), \
+         or give this session a new --out",
+        out.display(),
+        differences.join("; ")
+    )
 }
 
 pub fn print_summary(summary: &RunSummary, out: &Path) {

@@ -233,23 +233,34 @@ pub fn expand(experiment: &Experiment) -> Vec<Unit> {
 }
 
 /// The levels of a family (`None` for families without levels) and the resolved scope.
-struct FamilySpec {
-    family: Family,
-    levels: Vec<Option<String>>,
-    tasks: Vec<Task>,
-    n_values: Vec<u32>,
-    seeds: u32,
+pub(crate) struct FamilySpec {
+    pub(crate) family: Family,
+    pub(crate) levels: Vec<Option<String>>,
+    pub(crate) tasks: Vec<Task>,
+    pub(crate) n_values: Vec<u32>,
+    pub(crate) seeds: u32,
+    /// The keys the tasks, levels, N values and seeds come from (for `plan_size`'s account).
+    pub(crate) keys: [String; 4],
 }
 
 fn scoped(
     family: Family,
     scope: &dyn FamilyScope,
-    levels: Vec<Option<String>>,
+    levels: (Vec<Option<String>>, &str),
     e: &ConformityExperiment,
 ) -> FamilySpec {
+    let own = |set: bool, key: &str, inherited: &str| {
+        if set { format!("families.{family}.{key}") } else { inherited.to_owned() }
+    };
     FamilySpec {
         family,
-        levels,
+        keys: [
+            own(scope.tasks().is_some(), "tasks", "stimuli.tasks"),
+            levels.1.to_owned(),
+            own(scope.n_values().is_some(), "n_values", "trials.n_values"),
+            own(scope.trials_per_n().is_some(), "trials_per_n", "trials.trials_per_n"),
+        ],
+        levels: levels.0,
         tasks: scope.tasks().map(<[Task]>::to_vec).unwrap_or_else(|| e.stimuli.tasks.clone()),
         n_values: scope.n_values().map(<[u32]>::to_vec).unwrap_or_else(|| e.trials.n_values.clone()),
         seeds: scope.trials_per_n().unwrap_or(e.trials.trials_per_n),
@@ -265,38 +276,41 @@ fn relations(relations: &[Relation]) -> Vec<Option<String>> {
 }
 
 /// The balanced families of an experiment with their resolved scope, in expansion order.
-fn balanced_families(e: &ConformityExperiment) -> Vec<FamilySpec> {
+pub(crate) fn balanced_families(e: &ConformityExperiment) -> Vec<FamilySpec> {
     let f = &e.families;
     let mut specs = Vec::new();
     if let Some(g) = &f.group_size {
-        specs.push(scoped(Family::GroupSize, g, vec![None], e));
+        specs.push(scoped(Family::GroupSize, g, (vec![None], "no levels"), e));
     }
     if let Some(u) = &f.unanimity {
-        specs.push(scoped(Family::Unanimity, u, named(u.levels.iter().map(|l| &l.name)), e));
+        let levels = named(u.levels.iter().map(|l| &l.name));
+        specs.push(scoped(Family::Unanimity, u, (levels, "families.unanimity.levels"), e));
     }
     if let Some(n) = &f.normative {
-        let mut spec = scoped(Family::Normative, n, named(["public", "private"]), e);
+        let mut spec = scoped(Family::Normative, n, (named(["public", "private"]), "public and private"), e);
         spec.seeds = n.paraphrases;
+        spec.keys[3] = "families.normative.paraphrases".into();
         specs.push(spec);
     }
     if let Some(s) = &f.source_strength {
         let roles = std::iter::once(&s.baseline_role).chain(s.roles.iter().filter(|r| **r != s.baseline_role));
-        specs.push(scoped(Family::SourceStrength, s, named(roles), e));
+        specs.push(scoped(Family::SourceStrength, s, (named(roles), "families.source_strength.roles"), e));
     }
     if let Some(n) = &f.nationality {
-        specs.push(scoped(Family::Nationality, n, relations(&n.relations), e));
+        specs.push(scoped(Family::Nationality, n, (relations(&n.relations), "families.nationality.relations"), e));
     }
     if let Some(n) = &f.ethnicity {
-        specs.push(scoped(Family::Ethnicity, n, relations(&n.relations), e));
+        specs.push(scoped(Family::Ethnicity, n, (relations(&n.relations), "families.ethnicity.relations"), e));
     }
     if let Some(g) = &f.minimal_group {
-        specs.push(scoped(Family::MinimalGroup, g, relations(&g.relations), e));
+        let levels = relations(&g.relations);
+        specs.push(scoped(Family::MinimalGroup, g, (levels, "families.minimal_group.relations"), e));
     }
     if let Some(s) = &f.spatial {
-        specs.push(scoped(Family::Spatial, s, named(["near", "far"]), e));
+        specs.push(scoped(Family::Spatial, s, (named(["near", "far"]), "near and far"), e));
     }
     if let Some(t) = &f.temporal {
-        specs.push(scoped(Family::Temporal, t, named(["near", "far"]), e));
+        specs.push(scoped(Family::Temporal, t, (named(["near", "far"]), "near and far"), e));
     }
     specs
 }

@@ -38,6 +38,7 @@ mod error;
 mod expand;
 mod experiment;
 mod load;
+mod plan;
 mod rng;
 mod shard;
 mod validate;
@@ -49,9 +50,10 @@ pub use expand::{
 };
 pub use experiment::*;
 pub use load::{ExperimentFile, bank_files, load_experiment, parse_experiment};
+pub use plan::{MAX_IMAGES, MAX_PROMPTS, MAX_UNITS, PlanPart, PlanSize, plan_size};
 pub use rng::StreamKey;
 pub use shard::Shard;
-pub use validate::MAX_GRID_COUNT;
+pub use validate::{MAX_GRID_COUNT, MIN_MINORITY_SIZE};
 
 /// Re-exported so that dependants draw from streams with the same generator and trait versions.
 pub use rand;

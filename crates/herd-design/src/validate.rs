@@ -4,6 +4,7 @@
 use crate::error::{DesignErrors, Problems};
 use crate::expand::Family;
 use crate::experiment::*;
+use crate::plan::{MAX_IMAGES, MAX_PROMPTS, MAX_UNITS, PlanPart, plan_size};
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -14,7 +15,38 @@ pub(crate) fn experiment(experiment: &Experiment, file: &Path) -> Result<(), Des
         Experiment::Conformity(e) => conformity(e, &mut p),
         Experiment::MinimalGroup(e) => minimal_group(e, &mut p),
     }
+    plan(experiment, &mut p);
     p.into_result()
+}
+
+/// The product of the counts, against what herd holds in memory: each count may be within its own
+/// limit and their product still far too large (500 minority sizes × 100,000 seeds).
+fn plan(experiment: &Experiment, p: &mut Problems) {
+    let size = plan_size(experiment);
+    for (what, total, max, parts, held) in [
+        ("units", size.units(), MAX_UNITS, &size.units, "herd holds in memory"),
+        ("images", size.images(), MAX_IMAGES, &size.images, "herd holds in memory"),
+        ("prompts", size.prompts(), MAX_PROMPTS, &size.prompts, "one run stores and analyses"),
+    ] {
+        if total <= max {
+            continue;
+        }
+        let mut largest: Vec<&PlanPart> = parts.iter().collect();
+        largest.sort_by_key(|part| std::cmp::Reverse(part.size));
+        // The largest count of the largest term is the likely typo; the key names it.
+        let key = largest[0].factors.iter().max_by_key(|(_, n)| *n).map_or("<file>", |(k, _)| k.as_str());
+        let terms: Vec<String> = largest.iter().take(3).map(|t| t.describe()).collect();
+        let more = if largest.len() > 3 { format!("; and {} smaller terms", largest.len() - 3) } else { String::new() };
+        p.push(
+            key,
+            format!("the design plans {total} {what}, more than the {max} {held} ({}{more})", terms.join("; ")),
+            format!(
+                "lower `{key}` or the other counts named until there are at most {max} {what}, or split the design \
+                 into several experiment files (e.g. one per task, family or minority size), each run into its own \
+                 --out; --shard does not help, as every shard plans the whole design"
+            ),
+        );
+    }
 }
 
 fn meta(m: &ExperimentMeta, p: &mut Problems) {
@@ -55,6 +87,17 @@ pub const MAX_GRID_COUNT: u64 = 100_000;
 
 /// The largest `generation.top_k` accepted: above every vocabulary (the largest are about 260k tokens).
 const MAX_TOP_K: u32 = 1_000_000;
+
+/// The largest `generation.max_new_tokens`: beyond every model's context length.
+const MAX_NEW_TOKENS: u32 = 1_000_000;
+
+/// The largest canvas side in pixels: a rendered image is width × height × 3 bytes, allocated at once;
+/// the originals are at most 1,170 px wide.
+const MAX_CANVAS: u32 = 10_000;
+
+/// The smallest minority: favouritism compares a decider's in-group and out-group targets, and a
+/// minority of one has no in-group target. herd-analysis names the same bound when a table breaks it.
+pub const MIN_MINORITY_SIZE: u32 = 2;
 
 fn at_most_grid(value: u64, key: &str, p: &mut Problems) {
     if value > MAX_GRID_COUNT {
@@ -129,6 +172,7 @@ fn conformity(e: &ConformityExperiment, p: &mut Problems) {
     }
     if let Some(n) = &fam.normative {
         at_least(n.paraphrases.into(), 1, "families.normative.paraphrases", p);
+        at_most_grid(n.paraphrases.into(), "families.normative.paraphrases", p);
         if n.n_values.as_deref().unwrap_or(&e.trials.n_values).iter().all(|&n| n == 0) {
             p.push(
                 "families.normative.n_values",
@@ -321,7 +365,8 @@ fn lines(l: &LinesConfig, p: &mut Problems) {
     at_least(l.images_per_level.into(), 1, &format!("{k}.images_per_level"), p);
     at_most_grid(l.images_per_level.into(), &format!("{k}.images_per_level"), p);
     let lay = &l.layout;
-    if lay.centres.iter().any(|&c| c + lay.line_width / 2 >= lay.width)
+    canvas(lay.width, lay.height, lay.label_size, &format!("{k}.layout"), p);
+    if lay.centres.iter().any(|&c| u64::from(c) + u64::from(lay.line_width / 2) >= u64::from(lay.width))
         || lay.baseline >= lay.height
         || lay.label_top >= lay.height
         || lay.line_width == 0
@@ -334,12 +379,26 @@ fn lines(l: &LinesConfig, p: &mut Problems) {
     }
 }
 
+/// Canvas sides and label sizes a renderer can allocate and draw.
+fn canvas(width: u32, height: u32, label_size: f32, key: &str, p: &mut Problems) {
+    for (side, value) in [("width", width), ("height", height)] {
+        if value == 0 || value > MAX_CANVAS {
+            p.push(format!("{key}.{side}"), format!("{value} px is out of range"), format!("use 1 to {MAX_CANVAS} px"));
+        }
+    }
+    if !(label_size.is_finite() && label_size > 0.0 && label_size <= 1000.0) {
+        p.push(format!("{key}.label_size"), format!("{label_size} is out of range"), "use a font size in (0, 1000] px");
+    }
+}
+
 fn boxes_layout(lay: &BoxesLayout, key: &str, p: &mut Problems) {
-    let right = lay.left + 2 * lay.pitch + lay.side;
-    if right > lay.width
-        || lay.top + lay.side > lay.height
-        || lay.pitch < lay.side
-        || 2 * lay.edge >= lay.side
+    canvas(lay.width, lay.height, lay.label_size, key, p);
+    // In u64: pixel counts near u32::MAX must be an error, not an overflow.
+    let [left, top, side, pitch, edge] = [lay.left, lay.top, lay.side, lay.pitch, lay.edge].map(u64::from);
+    if left + 2 * pitch + side > u64::from(lay.width)
+        || top + side > u64::from(lay.height)
+        || pitch < side
+        || 2 * edge >= side
         || lay.label_top >= lay.height
     {
         p.push(
@@ -361,6 +420,7 @@ fn color(c: &ColorConfig, p: &mut Problems) {
     }
     spreads(&c.difficulty_spreads, &format!("{k}.difficulty_spreads"), 127, p);
     at_least(c.images_per_level.into(), 1, &format!("{k}.images_per_level"), p);
+    at_most_grid(c.images_per_level.into(), &format!("{k}.images_per_level"), p);
     boxes_layout(&c.layout, &format!("{k}.layout"), p);
 }
 
@@ -379,8 +439,9 @@ fn dots(d: &DotsConfig, p: &mut Problems) {
     }
     // Random sequential placement jams at about 54.7% of the area covered by the exclusion disks; staying
     // below 50% keeps rejection sampling of dot positions quick.
-    let inner = d.layout.side.saturating_sub(2 * d.layout.edge + 2 * d.margin + 2 * d.dot_radius) as f64;
-    let distance = (2 * d.dot_radius + 1 + d.min_gap) as f64;
+    let [edge, margin, radius, gap] = [d.layout.edge, d.margin, d.dot_radius, d.min_gap].map(u64::from);
+    let inner = u64::from(d.layout.side).saturating_sub(2 * edge + 2 * margin + 2 * radius) as f64;
+    let distance = (2 * radius + 1 + gap) as f64;
     let capacity = (0.5 * (inner + distance).powi(2) / (std::f64::consts::PI * (distance / 2.0).powi(2))) as u32;
     if d.max_count > capacity {
         p.push(
@@ -396,24 +457,35 @@ fn dots(d: &DotsConfig, p: &mut Problems) {
         p,
     );
     at_least(d.images_per_level.into(), 1, &format!("{k}.images_per_level"), p);
+    at_most_grid(d.images_per_level.into(), &format!("{k}.images_per_level"), p);
 }
 
 fn minimal_group(e: &MinimalGroupExperiment, p: &mut Problems) {
     let s = &e.society;
-    if s.size < 3 || s.size > 1000 {
+    // Both groups need at least MIN_MINORITY_SIZE members, so the smallest society has twice that.
+    let min_size = 2 * MIN_MINORITY_SIZE;
+    if s.size < min_size || s.size > 1000 {
         p.push(
             "society.size",
             format!("{} is out of range", s.size),
-            "use a society of 3 to 1000 agents (the paper uses 20)",
+            format!("use a society of {min_size} to 1000 agents (the paper uses 20)"),
         );
     }
     non_empty_unique(&s.minority_sizes, "society.minority_sizes", "minority sizes", p);
     for (i, &m) in s.minority_sizes.iter().enumerate() {
-        if m == 0 || m > s.size / 2 {
+        if m < MIN_MINORITY_SIZE || m > s.size / 2 {
+            let problem = if m > s.size / 2 {
+                format!("a minority of {m} in a society of {} is not a minority", s.size)
+            } else {
+                format!("a minority of {m} leaves a minority decider no in-group target, so favouritism is undefined")
+            };
             p.push(
                 format!("society.minority_sizes[{i}]"),
-                format!("a minority of {m} in a society of {} is not a minority", s.size),
-                format!("use 1 to {} (at most half the society)", s.size / 2),
+                problem,
+                format!(
+                    "use m from {MIN_MINORITY_SIZE} to {} (at least two members, at most half the society; the paper uses 3, 5 and 10)",
+                    s.size / 2
+                ),
             );
         }
     }
@@ -474,4 +546,11 @@ fn minimal_group(e: &MinimalGroupExperiment, p: &mut Problems) {
         );
     }
     at_least(g.max_new_tokens.into(), 1, "generation.max_new_tokens", p);
+    if g.max_new_tokens > MAX_NEW_TOKENS {
+        p.push(
+            "generation.max_new_tokens",
+            format!("{} is out of range", g.max_new_tokens),
+            format!("use at most {MAX_NEW_TOKENS} tokens, beyond every model's context (the paper's runs used 8192)"),
+        );
+    }
 }

@@ -318,8 +318,16 @@ fn bad_experiment_files_name_file_key_and_fix() {
             "minority_sizes = [3, 5, 10]",
             "minority_sizes = [0, 5]",
             "society.minority_sizes[0]",
-            "not a minority",
+            "no in-group target",
         ),
+        (
+            MINIMAL_GROUP,
+            "minority_sizes = [3, 5, 10]",
+            "minority_sizes = [1, 5]",
+            "society.minority_sizes[0]",
+            "use m from 2 to 10",
+        ),
+        (MINIMAL_GROUP, "size = 20", "size = 3", "society.size", "use a society of 4 to 1000"),
         (
             MINIMAL_GROUP,
             "minority_sizes = [3, 5, 10]",

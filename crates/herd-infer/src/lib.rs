@@ -62,6 +62,9 @@ pub use sampling::{
     ModelSampling, RepetitionPenalty, SamplingFallback, SamplingOverrides, Setting, SettingSource, resolve_sampling,
     sample_token, sequence_rng,
 };
-pub use sim::{AllocationFacts, ConformityFacts, SimAgent, SimAllocation, SimConformity, SimParams, TrialFacts};
+pub use sim::{
+    AllocationFacts, ConformityFacts, MAX_LOG_EFFECT, MAX_NOISE_SD, SimAgent, SimAllocation, SimConformity,
+    SimParamError, SimParams, TrialFacts,
+};
 pub use tokenizer::TextTokenizer;
 pub use vision::VisionModel;

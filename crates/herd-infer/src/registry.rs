@@ -519,16 +519,39 @@ pub fn locate_model_in(entry: &ModelEntry, cache: &Path, hub: &Path) -> Result<M
             check_hf_folder(&dir)?;
             Ok(ModelFiles::HfFolder(dir))
         }
-        ModelSource::Path { path } => {
-            if path.is_file() {
-                Ok(ModelFiles::Gguf(path.clone()))
-            } else if path.is_dir() {
-                check_hf_folder(path)?;
-                Ok(ModelFiles::HfFolder(path.clone()))
-            } else {
+        ModelSource::Path { path } => match std::fs::metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 Err(missing(format!("{} does not exist", path.display())))
             }
-        }
+            Err(e) => Err(missing(format!("{} cannot be read: {e}", path.display()))),
+            Ok(meta) if meta.is_dir() => {
+                check_hf_folder(path)?;
+                Ok(ModelFiles::HfFolder(path.clone()))
+            }
+            Ok(meta) if !meta.is_file() => Err(missing(format!(
+                "{} is not a regular file (a device, pipe or socket); a model is a GGUF file or an HF model folder",
+                path.display()
+            ))),
+            Ok(_) => {
+                check_gguf_magic(path).map_err(missing)?;
+                Ok(ModelFiles::Gguf(path.clone()))
+            }
+        },
+    }
+}
+
+/// A model file must begin with GGUF's magic: an empty or truncated download, or another kind of
+/// file, is named as such here rather than listed as present and failing to load later.
+fn check_gguf_magic(path: &Path) -> std::result::Result<(), String> {
+    use std::io::Read;
+    let mut magic = Vec::with_capacity(4);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(4).read_to_end(&mut magic))
+        .map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
+    match magic.as_slice() {
+        [] => Err(format!("{} is empty (0 bytes), not a GGUF model file", path.display())),
+        b"GGUF" => Ok(()),
+        _ => Err(format!("{} is not a GGUF file (it does not begin with `GGUF`)", path.display())),
     }
 }
 
@@ -842,5 +865,31 @@ mod tests {
         let err = locate_model_in(&entry, &cache, &hub).unwrap_err().to_string();
         assert!(err.contains("is corrupt") && err.contains("cargo xtask fetch-model tiny"), "{err}");
         std::fs::remove_dir_all(&cache).unwrap();
+    }
+
+    #[test]
+    fn a_path_that_is_not_a_gguf_file_says_what_it_is() {
+        let dir = std::env::temp_dir().join(format!("herd-path-source-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let locate = |path: &Path| {
+            let registry =
+                ModelRegistry::parse(Path::new("r.toml"), &ONE_MODEL.replace("/m.gguf", &path.display().to_string()))
+                    .unwrap();
+            locate_model_in(registry.get("a").unwrap(), &dir, &dir)
+        };
+        let empty = dir.join("empty.gguf");
+        std::fs::write(&empty, b"").unwrap();
+        let err = locate(&empty).unwrap_err().to_string();
+        assert!(err.contains("empty (0 bytes)") && err.contains("source.path"), "{err}");
+        let text = dir.join("text.gguf");
+        std::fs::write(&text, b"hello world").unwrap();
+        assert!(locate(&text).unwrap_err().to_string().contains("not a GGUF file"));
+        let err = locate(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(err.contains("/dev/zero is not a regular file") && !err.contains("does not exist"), "{err}");
+        assert!(locate(&dir.join("absent.gguf")).unwrap_err().to_string().contains("does not exist"));
+        let good = dir.join("good.gguf");
+        std::fs::write(&good, b"GGUF\x03\0\0\0").unwrap();
+        assert_eq!(locate(&good).unwrap(), ModelFiles::Gguf(good.clone()));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

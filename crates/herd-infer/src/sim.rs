@@ -112,7 +112,65 @@ pub struct SimParams {
     pub seed: u64,
 }
 
+/// The largest magnitude of a log-weight or logit term: e^50 already gives every point to the favoured
+/// targets (and p_wrong within 2e-22 of 0 or 1), and with noise of at most [`MAX_NOISE_SD`] the
+/// exponent stays far from where `exp` overflows (709.8, where weights became infinite and shares NaN).
+pub const MAX_LOG_EFFECT: f64 = 50.0;
+
+/// The largest noise standard deviation (on the logit and log-weight scale).
+pub const MAX_NOISE_SD: f64 = 10.0;
+
+/// A sim parameter outside the range the agent's formulas are defined on.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("sim parameter `{key}` = {value} is out of range: {allowed}")]
+pub struct SimParamError {
+    /// Dotted key as in a `--sim` file, e.g. `allocation.ingroup_minority`.
+    pub key: String,
+    pub value: f64,
+    /// The allowed range, as a fix: `use a value in [-50, 50] …`.
+    pub allowed: String,
+}
+
 impl SimParams {
+    /// Every parameter finite and in its range; the first that is not, by key. Checked where
+    /// parameters come in (`--sim`, `herd power --effect`) and before the agent answers, so an
+    /// out-of-range value is an error, never uniform allocations or p_wrong = NaN.
+    pub fn validate(&self) -> std::result::Result<(), SimParamError> {
+        let effect = |key: String, value: f64| {
+            if value.is_finite() && value.abs() <= MAX_LOG_EFFECT {
+                return Ok(());
+            }
+            let allowed = format!(
+                "use a finite value in [-{MAX_LOG_EFFECT}, {MAX_LOG_EFFECT}] (a logit or log-weight; ±{MAX_LOG_EFFECT} already saturates the effect)"
+            );
+            Err(SimParamError { key, value, allowed })
+        };
+        let noise = |key: &str, value: f64| {
+            if value.is_finite() && (0.0..=MAX_NOISE_SD).contains(&value) {
+                return Ok(());
+            }
+            let allowed = format!("use a standard deviation in [0, {MAX_NOISE_SD}]");
+            Err(SimParamError { key: key.to_owned(), value, allowed })
+        };
+        let c = &self.conformity;
+        for (key, value) in [
+            ("intercept", c.intercept),
+            ("per_log_wrong", c.per_log_wrong),
+            ("per_log_right", c.per_log_right),
+            ("difficulty", c.difficulty),
+        ] {
+            effect(format!("conformity.{key}"), value)?;
+        }
+        for (level, &value) in &c.level_shift {
+            effect(format!("conformity.level_shift.{level}"), value)?;
+        }
+        noise("conformity.noise_sd", c.noise_sd)?;
+        let a = &self.allocation;
+        effect("allocation.ingroup_minority".into(), a.ingroup_minority)?;
+        effect("allocation.ingroup_majority".into(), a.ingroup_majority)?;
+        noise("allocation.noise_sd", a.noise_sd)
+    }
+
     /// The logit of P(wrong) before noise.
     pub fn conformity_logit(&self, facts: &ConformityFacts) -> f64 {
         let c = &self.conformity;
@@ -195,8 +253,13 @@ fn missing_facts(what: &str) -> InferError {
     ))
 }
 
+fn checked(params: &SimParams) -> Result<()> {
+    params.validate().map_err(|e| InferError::Request(format!("{e}; fix the --sim parameters")))
+}
+
 impl Backend for SimAgent {
     fn score(&mut self, group: &[ScoreRequest]) -> Result<Vec<ScoreResult>> {
+        checked(&self.params)?;
         group
             .iter()
             .map(|request| {
@@ -227,6 +290,7 @@ impl Backend for SimAgent {
     }
 
     fn generate(&mut self, batch: &[GenerateRequest]) -> Result<Vec<Generation>> {
+        checked(&self.params)?;
         batch
             .iter()
             .map(|request| {
@@ -269,6 +333,49 @@ mod tests {
         assert_eq!(largest_remainder(&shares, 100), vec![34, 33, 33]);
         let shares: Vec<f64> = (0..19).map(|i| 100.0 * f64::from(i + 1) / 190.0).collect();
         assert_eq!(largest_remainder(&shares, 100).iter().sum::<u32>(), 100);
+    }
+
+    #[test]
+    fn out_of_range_parameters_are_refused_by_key_and_range() {
+        assert_eq!(SimParams::default().validate(), Ok(()));
+        for value in [1000.0, 710.0, f64::NAN, f64::INFINITY, -51.0] {
+            let mut params = SimParams::default();
+            params.allocation.ingroup_majority = value;
+            let e = params.validate().unwrap_err();
+            assert_eq!(e.key, "allocation.ingroup_majority");
+            assert!(e.to_string().contains("[-50, 50]"), "{e}");
+        }
+        let mut params = SimParams::default();
+        params.conformity.level_shift.insert("public".into(), f64::NEG_INFINITY);
+        assert_eq!(params.validate().unwrap_err().key, "conformity.level_shift.public");
+        let mut params = SimParams::default();
+        params.conformity.noise_sd = -0.1;
+        assert!(params.validate().unwrap_err().to_string().contains("conformity.noise_sd"));
+        // The edges are valid.
+        params.conformity.noise_sd = MAX_NOISE_SD;
+        params.allocation.ingroup_minority = -MAX_LOG_EFFECT;
+        assert_eq!(params.validate(), Ok(()));
+    }
+
+    #[test]
+    fn the_agent_refuses_to_answer_with_parameters_out_of_range() {
+        let mut params = SimParams::default();
+        params.allocation.ingroup_minority = 1000.0;
+        let facts = AllocationFacts {
+            key: "k".into(),
+            roster: vec!["a".into(), "b".into()],
+            same_group: vec![true, false],
+            labels_visible: true,
+            minority_decider: true,
+            pool: 100,
+        };
+        let prompt = herd_prompts::ChatPrompt::user(vec![herd_prompts::Part::Text { text: "x".into() }]);
+        let request = GenerateRequest {
+            facts: Some(TrialFacts::Allocation(facts)),
+            ..GenerateRequest::new(prompt, crate::backend::SamplingParams::default())
+        };
+        let e = SimAgent::new(params).generate(&[request]).unwrap_err().to_string();
+        assert!(e.contains("allocation.ingroup_minority") && e.contains("1000"), "{e}");
     }
 
     #[test]

@@ -7,7 +7,26 @@ use herd_analysis::{ConformityTable, ConformityTables, ConformityTrial, PWrong, 
 use herd_stats::trapezoid;
 
 use crate::chart::{Bar, BarChart, BarSeries, Chart, Heatmap, LineChart, LineSeries, Point};
-use crate::figure::{AbsentFigure, Figure, FigureResult, Z95, mean_interval, num, p_value, rows_where, signed};
+use crate::figure::{
+    AbsentFigure, Figure, FigureResult, Z95, band_name, mean_interval, num, p_value, rows_where, signed, t_quantile,
+};
+
+/// Fig. 4c's sources in order of strength, as the paper lists them: the neutral base, low-authority
+/// sources, ordinary people, then authorities (shared/spec/conformity.md).
+const SOURCE_ORDER: [&str; 12] = [
+    "participants",
+    "chatbots",
+    "kids",
+    "strangers",
+    "people",
+    "humans",
+    "experts",
+    "policemen",
+    "scientists",
+    "doctors",
+    "judges",
+    "military officers",
+];
 
 const GROUP_SIZE: &str = "number of confederates N (replies)";
 
@@ -45,14 +64,15 @@ fn levels_in_order<'a>(trials: impl Iterator<Item = &'a ConformityTrial>) -> Vec
     levels
 }
 
-/// p_wrong(N) curves with 95% bands from the trials, one per label `series_of` gives (in the order
-/// of `order`, or sorted).
+/// p_wrong(N) curves with 95% t-interval bands over the trials at each N, one per label
+/// `series_of` gives (in the order of `order`, or sorted), and the trial count of every point (for
+/// the band's name).
 fn curves_by<'a>(
     trials: impl Iterator<Item = &'a ConformityTrial>,
     measure: PWrong,
     series_of: impl Fn(&ConformityTrial) -> String,
     order: Option<&[String]>,
-) -> Vec<LineSeries> {
+) -> (Vec<LineSeries>, Vec<usize>) {
     let mut grouped: BTreeMap<String, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
     for t in trials {
         if let Some(p) = t.p_wrong(measure) {
@@ -63,7 +83,8 @@ fn curves_by<'a>(
         Some(order) => order.iter().filter(|l| grouped.contains_key(*l)).cloned().collect(),
         None => grouped.keys().cloned().collect(),
     };
-    labels
+    let counts = labels.iter().flat_map(|l| grouped[l].values().map(Vec::len)).collect();
+    let series = labels
         .into_iter()
         .map(|label| {
             let points = grouped[&label]
@@ -75,15 +96,22 @@ fn curves_by<'a>(
                 .collect();
             LineSeries { label, points }
         })
-        .collect()
+        .collect();
+    (series, counts)
 }
 
-fn curve_chart(title: &str, legend_title: &str, series: Vec<LineSeries>, measure: PWrong) -> Chart {
+/// A curve chart whose legend says what its bands are (`95% t-interval over 8 trials`).
+fn curve_chart(
+    title: &str,
+    legend_title: &str,
+    (series, counts): (Vec<LineSeries>, Vec<usize>),
+    measure: PWrong,
+) -> Chart {
     Chart::Line(LineChart {
         title: title.to_owned(),
         x_label: GROUP_SIZE.into(),
         y_label: measure.describe().into(),
-        legend_title: legend_title.to_owned(),
+        legend_title: format!("{legend_title}; band: {}", band_name(counts.into_iter(), "trials")),
         series,
         y_range: Some((0.0, 1.0)),
         reference_y: None,
@@ -111,8 +139,8 @@ fn rise(series: &LineSeries) -> String {
     }
 }
 
-/// Where each model's group-size curve saturates (the `auc` table's `saturation_n`: the first N
-/// reaching 90% of p_wrong at the largest N), per task, for readings.
+/// Where each model's group-size curve saturates (the `auc` table's `saturation_n`: the first N whose rise from
+/// N = 0 reaches 90% of the rise at the largest N), per task, for readings.
 fn saturation(tables: &ConformityTables, measure: PWrong, task: Option<&str>) -> String {
     let auc = &tables.auc;
     let points: Vec<String> = rows_where(auc, &[("family", "group_size"), ("measure", measure.column())])
@@ -141,13 +169,13 @@ pub fn p_wrong_by_group_size_per_model_color(
     const NAME: &str = "p_wrong_by_group_size_per_model_color";
     const PAPER: &str = "conformity paper, fig. 2a (colour task)";
     let color = family(trials, "group_size").filter(|t| t.task == "color");
-    let series = curves_by(color, measure, |t| t.model.clone(), None);
-    if series.is_empty() {
+    let curves = curves_by(color, measure, |t| t.model.clone(), None);
+    if curves.0.is_empty() {
         return Err(absent(NAME, PAPER, "the run has no group_size trials on the colour task"));
     }
     let reading = format!(
         "p_wrong per model, colour task: {}.{}",
-        series.iter().map(rise).collect::<Vec<_>>().join("; "),
+        curves.0.iter().map(rise).collect::<Vec<_>>().join("; "),
         saturation(tables, measure, Some("color"))
     );
     Ok(Figure {
@@ -155,12 +183,7 @@ pub fn p_wrong_by_group_size_per_model_color(
         paper_figure: PAPER,
         title: "Conformity by group size, per model (colour task)".into(),
         reading,
-        chart: curve_chart(
-            "Conformity by group size, per model (colour)",
-            "model (95% band over trials)",
-            series,
-            measure,
-        ),
+        chart: curve_chart("Conformity by group size, per model (colour)", "model", curves, measure),
     })
 }
 
@@ -172,13 +195,13 @@ pub fn p_wrong_by_group_size_per_model(
 ) -> FigureResult {
     const NAME: &str = "p_wrong_by_group_size_per_model";
     const PAPER: &str = "conformity paper, fig. 2a, tasks pooled (herd's)";
-    let series = curves_by(family(trials, "group_size"), measure, |t| t.model.clone(), None);
-    if series.is_empty() {
+    let curves = curves_by(family(trials, "group_size"), measure, |t| t.model.clone(), None);
+    if curves.0.is_empty() {
         return Err(absent(NAME, PAPER, "the run has no group_size trials"));
     }
     let reading = format!(
         "p_wrong per model, tasks pooled: {}.{}",
-        series.iter().map(rise).collect::<Vec<_>>().join("; "),
+        curves.0.iter().map(rise).collect::<Vec<_>>().join("; "),
         saturation(tables, measure, None)
     );
     Ok(Figure {
@@ -186,7 +209,7 @@ pub fn p_wrong_by_group_size_per_model(
         paper_figure: PAPER,
         title: "Conformity by group size, per model, tasks pooled".into(),
         reading,
-        chart: curve_chart("Conformity by group size, per model", "model (95% band over trials)", series, measure),
+        chart: curve_chart("Conformity by group size, per model", "model", curves, measure),
     })
 }
 
@@ -195,16 +218,16 @@ pub fn p_wrong_by_group_size_per_task(trials: &ConformityTable, measure: PWrong)
     const NAME: &str = "p_wrong_by_group_size_per_task";
     const PAPER: &str = "conformity paper, fig. 2b";
     let several = models(trials) > 1;
-    let series = curves_by(
+    let curves = curves_by(
         family(trials, "group_size"),
         measure,
         |t| if several { format!("{} · {}", t.model, t.task) } else { t.task.clone() },
         None,
     );
-    if series.is_empty() {
+    if curves.0.is_empty() {
         return Err(absent(NAME, PAPER, "the run has no group_size trials"));
     }
-    let reading = format!("p_wrong per task: {}.", series.iter().map(rise).collect::<Vec<_>>().join("; "));
+    let reading = format!("p_wrong per task: {}.", curves.0.iter().map(rise).collect::<Vec<_>>().join("; "));
     Ok(Figure {
         name: NAME,
         paper_figure: PAPER,
@@ -213,7 +236,7 @@ pub fn p_wrong_by_group_size_per_task(trials: &ConformityTable, measure: PWrong)
         chart: curve_chart(
             "Conformity by group size, per task",
             if several { "model · task" } else { "task" },
-            series,
+            curves,
             measure,
         ),
     })
@@ -240,13 +263,13 @@ pub fn p_wrong_by_unanimity(trials: &ConformityTable, tables: &ConformityTables,
     const PAPER: &str = "conformity paper, fig. 2c";
     let order = levels_in_order(family(trials, "unanimity"));
     let several = models(trials) > 1;
-    let series = curves_by(
+    let curves = curves_by(
         family(trials, "unanimity"),
         measure,
         |t| if several { format!("{} · {}", t.model, t.level) } else { t.level.clone() },
         if several { None } else { Some(&order) },
     );
-    if series.is_empty() {
+    if curves.0.is_empty() {
         return Err(absent(NAME, PAPER, "the run has no unanimity trials"));
     }
     let aucs = family_auc(tables, "unanimity", measure);
@@ -259,7 +282,7 @@ pub fn p_wrong_by_unanimity(trials: &ConformityTable, tables: &ConformityTables,
         paper_figure: PAPER,
         title: "Conformity when confederates are not unanimous".into(),
         reading,
-        chart: curve_chart("Conformity when confederates are not unanimous", "wrong share / allies", series, measure),
+        chart: curve_chart("Conformity when confederates are not unanimous", "wrong share / allies", curves, measure),
     })
 }
 
@@ -448,8 +471,50 @@ struct Contrast {
     level_b: String,
     delta: f64,
     se: f64,
+    /// Paired units (trials, paraphrases) and the one-sample t-test over them (the `deltas` table's).
+    n_pairs: usize,
+    t: f64,
+    df: f64,
+    t_p: f64,
     z: f64,
     z_p: f64,
+}
+
+impl Contrast {
+    /// The contrast's test as a reading prints it: the normal z only on 30 or more paired units
+    /// (the `deltas` table's z-test, the paper's), else the one-sample t-test with its df, so that no
+    /// p rests on a normal approximation two trials cannot support.
+    fn test(&self) -> String {
+        if self.n_pairs >= Z_MIN_UNITS {
+            format!("z = {}, p = {}, {} pairs", fixed2(self.z), p_value(self.z_p), self.n_pairs)
+        } else {
+            format!("t({}) = {}, p = {}", num_df(self.df), fixed2(self.t), p_value(self.t_p))
+        }
+    }
+
+    /// 95% interval of the difference: t quantile on the t-test's df (normal from 30 pairs on).
+    fn interval(&self) -> Option<(f64, f64)> {
+        if !(self.se.is_finite() && self.delta.is_finite()) {
+            return None;
+        }
+        let q = if self.n_pairs >= Z_MIN_UNITS || self.df.is_nan() || self.df < 1.0 {
+            Z95
+        } else {
+            t_quantile(0.975, self.df)
+        };
+        Some((self.delta - q * self.se, self.delta + q * self.se))
+    }
+}
+
+/// Fewest paired units on which a reading prints a normal-theory p.
+const Z_MIN_UNITS: usize = 30;
+
+fn fixed2(v: f64) -> String {
+    if v.is_finite() { format!("{v:.2}") } else { "n/a".into() }
+}
+
+fn num_df(df: f64) -> String {
+    if df.is_finite() && df.fract() == 0.0 { format!("{df:.0}") } else { num(df) }
 }
 
 fn contrasts(tables: &ConformityTables, families: &[&str], measure: PWrong) -> Vec<Contrast> {
@@ -466,6 +531,10 @@ fn contrasts(tables: &ConformityTables, families: &[&str], measure: PWrong) -> V
             level_b: d.text("level_b", r).unwrap_or_default().to_owned(),
             delta: d.number("delta", r).unwrap_or(f64::NAN),
             se: d.number("se", r).unwrap_or(f64::NAN),
+            n_pairs: d.number("n_pairs", r).unwrap_or(0.0) as usize,
+            t: d.number("t", r).unwrap_or(f64::NAN),
+            df: d.number("df", r).unwrap_or(f64::NAN),
+            t_p: d.number("t_p", r).unwrap_or(f64::NAN),
             z: d.number("z", r).unwrap_or(f64::NAN),
             z_p: d.number("z_p", r).unwrap_or(f64::NAN),
         })
@@ -473,11 +542,7 @@ fn contrasts(tables: &ConformityTables, families: &[&str], measure: PWrong) -> V
 }
 
 fn contrast_bar(c: &Contrast) -> Bar {
-    Bar {
-        value: c.delta,
-        interval: c.se.is_finite().then_some((c.delta - Z95 * c.se, c.delta + Z95 * c.se)),
-        note: Some(format!("z = {}", if c.z.is_finite() { format!("{:.2}", c.z) } else { "n/a".into() })),
-    }
+    Bar { value: c.delta, interval: c.interval(), note: Some(c.test()) }
 }
 
 /// Paper fig. 3c: public − private ΔAUC per model (and task), with z.
@@ -492,7 +557,7 @@ pub fn public_minus_private_auc_per_model(tables: &ConformityTables, measure: PW
     let reading = format!(
         "public − private ΔAUC (one-tailed): {}.",
         rows.iter()
-            .map(|c| format!("{} {} {} (z = {:.2}, p = {})", c.model, c.task, signed(c.delta), c.z, p_value(c.z_p)))
+            .map(|c| format!("{} {} {} ({})", c.model, c.task, signed(c.delta), c.test()))
             .collect::<Vec<_>>()
             .join("; ")
     );
@@ -505,7 +570,7 @@ pub fn public_minus_private_auc_per_model(tables: &ConformityTables, measure: PW
             title: "Public − private conformity (ΔAUC)".into(),
             x_label: "model · task".into(),
             y_label: "ΔAUC, public − private (probability)".into(),
-            legend_title: "95% interval over paraphrases".into(),
+            legend_title: "95% t-interval over paraphrases (normal from 30 on)".into(),
             categories,
             series: vec![BarSeries {
                 label: "public − private".into(),
@@ -521,18 +586,18 @@ pub fn p_wrong_by_source_strength(trials: &ConformityTable, measure: PWrong) -> 
     const PAPER: &str = "conformity paper, fig. 4a";
     let order = levels_in_order(family(trials, "source_strength"));
     let several = models(trials) > 1;
-    let series = curves_by(
+    let curves = curves_by(
         family(trials, "source_strength"),
         measure,
         |t| if several { format!("{} · {}", t.model, t.level) } else { t.level.clone() },
         if several { None } else { Some(&order) },
     );
-    if series.is_empty() {
+    if curves.0.is_empty() {
         return Err(absent(NAME, PAPER, "the run has no source_strength trials"));
     }
     let last = |s: &LineSeries| s.points.last().map_or(f64::NAN, |p| p.y);
-    let highest = series.iter().max_by(|a, b| last(a).total_cmp(&last(b)));
-    let lowest = series.iter().min_by(|a, b| last(a).total_cmp(&last(b)));
+    let highest = curves.0.iter().max_by(|a, b| last(a).total_cmp(&last(b)));
+    let lowest = curves.0.iter().min_by(|a, b| last(a).total_cmp(&last(b)));
     let reading = match (highest, lowest) {
         (Some(h), Some(l)) => format!(
             "At the largest N, {} draws the most conformity ({}) and {} the least ({}).",
@@ -548,7 +613,7 @@ pub fn p_wrong_by_source_strength(trials: &ConformityTable, measure: PWrong) -> 
         paper_figure: PAPER,
         title: "Conformity by source strength".into(),
         reading,
-        chart: curve_chart("Conformity by source strength", "source named before replies", series, measure),
+        chart: curve_chart("Conformity by source strength", "source named before replies", curves, measure),
     })
 }
 
@@ -575,7 +640,7 @@ fn paired_curves(
     let PairedCurves { families, name, paper, title, legend, neutral } = *spec;
     let several = models(trials) > 1;
     let rows: Vec<&ConformityTrial> = trials.rows.iter().filter(|t| families.contains(&t.family.as_str())).collect();
-    let mut series = curves_by(
+    let mut curves = curves_by(
         rows.iter().copied(),
         measure,
         |t| {
@@ -587,7 +652,7 @@ fn paired_curves(
         },
         None,
     );
-    if series.is_empty() {
+    if curves.0.is_empty() {
         return Err(absent(name, paper, format!("the run has no {} trials", families.join(" or "))));
     }
     if neutral {
@@ -596,21 +661,16 @@ fn paired_curves(
         let baseline = family(trials, "group_size").filter(|t| shown.contains(&(t.model.as_str(), t.task.as_str())));
         let label =
             |t: &ConformityTrial| if several { format!("{} · {NEUTRAL}", t.model) } else { NEUTRAL.to_owned() };
-        series.extend(curves_by(baseline, measure, label, None));
+        let (more, counts) = curves_by(baseline, measure, label, None);
+        curves.0.extend(more);
+        curves.1.extend(counts);
     }
     let deltas = contrasts(tables, families, measure);
     let reading = format!(
         "ΔAUC {}.",
         deltas
             .iter()
-            .map(|c| format!(
-                "{} {} − {}: {} (p = {})",
-                c.family,
-                c.level_a,
-                c.level_b,
-                signed(c.delta),
-                p_value(c.z_p)
-            ))
+            .map(|c| format!("{} {} − {}: {} ({})", c.family, c.level_a, c.level_b, signed(c.delta), c.test()))
             .collect::<Vec<_>>()
             .join("; ")
     );
@@ -619,7 +679,7 @@ fn paired_curves(
         paper_figure: paper,
         title: title.to_owned(),
         reading,
-        chart: curve_chart(title, legend, series, measure),
+        chart: curve_chart(title, legend, curves, measure),
     })
 }
 
@@ -681,12 +741,15 @@ pub fn auc_by_source_strength_per_task(tables: &ConformityTables, measure: PWron
             series_names.push(s);
         }
     }
-    // The neutral source first, then by AUC averaged over series, highest first.
     let mean_auc = |level: &str| {
         let v: Vec<f64> = aucs.iter().filter(|a| a.2 == level).map(|a| a.3).collect();
         v.iter().sum::<f64>() / v.len() as f64
     };
-    levels.sort_by(|a, b| (b == "participants").cmp(&(a == "participants")).then(mean_auc(b).total_cmp(&mean_auc(a))));
+    // The paper's fixed order of source strength (the neutral `participants` first, low-authority
+    // sources, then authorities), never the bars' own values: sorting by AUC draws a monotone
+    // "trend" from any data. Roles the list lacks follow in the order the trials name them.
+    let rank = |level: &str| SOURCE_ORDER.iter().position(|r| *r == level).unwrap_or(SOURCE_ORDER.len());
+    levels.sort_by_key(|l| rank(l));
     let series = series_names
         .iter()
         .map(|s| BarSeries {
@@ -704,7 +767,7 @@ pub fn auc_by_source_strength_per_task(tables: &ConformityTables, measure: PWron
         })
         .collect();
     let reading = format!(
-        "Mean AUC by source, highest first after the neutral `participants`: {}.",
+        "Mean AUC by source, in the paper's order of source strength (neutral `participants` first): {}.",
         levels.iter().map(|l| format!("{l} {}", num(mean_auc(l)))).collect::<Vec<_>>().join(", ")
     );
     Ok(Figure {
@@ -757,15 +820,7 @@ pub fn proximity_auc_differences(tables: &ConformityTables, measure: PWrong) -> 
     let reading = format!(
         "ΔAUC closer − farther source ({SOCIAL_MEAN}: same − different averaged over the social families, as fig. 4d / S6): {}.",
         rows.iter()
-            .map(|c| format!(
-                "{} · {} {} {} (z = {:.2}, p = {})",
-                c.model,
-                c.task,
-                c.family,
-                signed(c.delta),
-                c.z,
-                p_value(c.z_p)
-            ))
+            .map(|c| format!("{} · {} {} {} ({})", c.model, c.task, c.family, signed(c.delta), c.test()))
             .collect::<Vec<_>>()
             .join(", ")
     );
@@ -778,7 +833,7 @@ pub fn proximity_auc_differences(tables: &ConformityTables, measure: PWrong) -> 
             title: "Proximity effects (ΔAUC, same − different / near − far)".into(),
             x_label: "proximity family".into(),
             y_label: "ΔAUC (probability)".into(),
-            legend_title: "model · task (95% interval)".into(),
+            legend_title: "model · task (95% t-interval over the paired units; normal from 30 on)".into(),
             categories,
             series,
         }),

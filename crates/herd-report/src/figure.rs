@@ -1,8 +1,8 @@
 //! A figure as data (a chart specification and a one-line reading of it), and the summary
-//! arithmetic figures share: means with normal 95% intervals over independent units.
+//! arithmetic figures share: means with 95% t-intervals over independent units.
 
 use herd_analysis::ResultTable;
-use herd_stats::sample_std;
+use herd_stats::{sample_std, students_t_cdf};
 
 use crate::chart::{Chart, render};
 use crate::error::ReportError;
@@ -40,8 +40,9 @@ pub struct AbsentFigure {
 
 pub type FigureResult = Result<Figure, AbsentFigure>;
 
-/// Mean and 95% interval (mean ± z·SE, SE from the sample sd) of independent values; no interval
-/// for fewer than two.
+/// Mean and 95% t-interval (mean ± t₀.₉₇₅(n − 1)·SE, SE from the sample sd) of independent values;
+/// no interval for fewer than two. On few units (two trials, four seeds) the normal ±1.96·SE would
+/// claim far more than the data give (t₀.₉₇₅(1) = 12.7).
 pub fn mean_interval(values: &[f64]) -> (f64, Option<(f64, f64)>) {
     let mean = values.iter().sum::<f64>() / values.len() as f64;
     if values.len() < 2 {
@@ -49,11 +50,31 @@ pub fn mean_interval(values: &[f64]) -> (f64, Option<(f64, f64)>) {
     }
     match sample_std(values) {
         Ok(sd) => {
-            let half = Z95 * sd / (values.len() as f64).sqrt();
+            let half = t_quantile(0.975, (values.len() - 1) as f64) * sd / (values.len() as f64).sqrt();
             (mean, Some((mean - half, mean + half)))
         }
         Err(_) => (mean, None),
     }
+}
+
+/// Student's t quantile (lower-tail probability `q`) by bisection on herd-stats' CDF.
+pub fn t_quantile(q: f64, df: f64) -> f64 {
+    let (mut lo, mut hi) = (-1e7, 1e7);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if students_t_cdf(mid, df) < q { lo = mid } else { hi = mid }
+    }
+    0.5 * (lo + hi)
+}
+
+/// `95% t-interval over 8 trials` (or `over 6–8 trials` where the counts differ): what a band is.
+pub fn band_name(counts: impl Iterator<Item = usize>, unit: &str) -> String {
+    let (lo, hi) = counts.fold((usize::MAX, 0), |(lo, hi), n| (lo.min(n), hi.max(n)));
+    if hi == 0 {
+        return "no interval".into();
+    }
+    let n = if lo == hi { lo.to_string() } else { format!("{lo}–{hi}") };
+    format!("95% t-interval over {n} {unit}")
 }
 
 /// Row indices of `table` where every `(column, value)` matches (text columns).

@@ -10,6 +10,8 @@
 mod conformity;
 mod evidence;
 mod minimal_group;
+mod population;
+mod societies;
 
 use serde::{Deserialize, Serialize};
 
@@ -55,6 +57,10 @@ pub enum Verdict {
     Inconclusive,
     /// The run lacks the study, family or condition.
     NotInRun,
+    /// The rows rest on models outside the paper's population: the conformity paper's claims are
+    /// about images a model solves alone (its baseline filter), and a model at or near chance at
+    /// N = 0 follows a crowd from chance, a different estimand.
+    NotPaperPopulation,
 }
 
 impl Verdict {
@@ -64,6 +70,7 @@ impl Verdict {
             Self::DoesNotReplicate => "does not replicate",
             Self::Inconclusive => "inconclusive",
             Self::NotInRun => "not in this run",
+            Self::NotPaperPopulation => "not the paper's population",
         }
     }
 }
@@ -127,6 +134,9 @@ fn measure_of(id: &str) -> Option<Measure> {
         "near_far" => Conformity(conformity::near_far),
         "favouritism_visible" => MinimalGroup(minimal_group::favouritism_visible),
         "hidden_floor" => MinimalGroup(minimal_group::hidden_floor),
+        "hidden_floor_paraphrase" => MinimalGroup(minimal_group::hidden_floor_paraphrase),
+        "favouritism_per_pass" => MinimalGroup(minimal_group::favouritism_per_pass),
+        "favouritism_paraphrase" => MinimalGroup(minimal_group::favouritism_paraphrase),
         "minority_gap" => MinimalGroup(minimal_group::minority_gap),
         "prevalence" => MinimalGroup(minimal_group::prevalence),
         "extreme_allocations" => MinimalGroup(minimal_group::extreme_allocations),
@@ -144,6 +154,7 @@ fn outcome(headline: &PaperHeadline, measure: Measure, results: &Results) -> Opt
         Measure::Conformity(f) => {
             let lead = results.conformity.as_ref()?.measure;
             let mut outcome = f(headline, results, lead)?;
+            population::mark(&mut outcome, results);
             let other = f(headline, results, lead.other()).map(|o| o.rows).unwrap_or_default();
             for row in &mut outcome.rows {
                 let twin = other.iter().find(|r| r.label == row.label && !r.value.is_empty());
@@ -205,6 +216,9 @@ mod tests {
             "near_far",
             "favouritism_visible",
             "hidden_floor",
+            "hidden_floor_paraphrase",
+            "favouritism_per_pass",
+            "favouritism_paraphrase",
             "minority_gap",
             "prevalence",
             "extreme_allocations",

@@ -62,4 +62,6 @@ pub use figure::{AbsentFigure, Figure, FigureResult};
 pub use headline::{HeadlineComparison, PaperHeadline, Verdict, compare_headlines, paper_headlines};
 pub use minimal_group::minimal_group_figures;
 pub use report::{WrittenReport, markdown_cell, write_report};
-pub use results::{ConformityResults, MinimalGroupResults, Results, RunFolder, find_run_folders, load_results};
+pub use results::{
+    ConformityResults, MinimalGroupResults, Results, RunFolder, find_run_folders, load_results, load_results_with,
+};

@@ -78,12 +78,24 @@ fn levels(deciders: &[Decider], column: usize) -> BTreeSet<String> {
     deciders.iter().filter_map(|d| d.design.0[column].clone()).collect()
 }
 
-/// The paper's main condition: the base instrument and the original pass, where the run has them.
-fn is_main(d: &Decider, instruments: &BTreeSet<String>, passes: &BTreeSet<String>) -> bool {
+/// The paper's main condition, the headlines' selection: the base instrument where the run has it,
+/// with both swap passes of a society pooled (a seed's deciders of both passes averaged together,
+/// as herd-analysis's main rows and the headline rows do).
+fn is_main(d: &Decider, instruments: &BTreeSet<String>) -> bool {
     let main_instrument = instruments.contains("base").then_some("base");
-    let main_pass = passes.contains("original").then_some("original");
     main_instrument.is_none_or(|i| d.design.0[INSTRUMENT].as_deref() == Some(i))
-        && main_pass.is_none_or(|p| d.design.0[SWAP_PASS].as_deref() == Some(p))
+}
+
+/// What the main-condition figures show, for their readings.
+fn main_selection(context: &Context) -> String {
+    let mut parts = Vec::new();
+    if context.instruments.contains("base") {
+        parts.push("the base instrument");
+    }
+    if context.passes.len() > 1 {
+        parts.push("both swap passes pooled");
+    }
+    if parts.is_empty() { String::new() } else { format!(" ({})", parts.join(", ")) }
 }
 
 /// Model, with the reasoning mode when the run has several.
@@ -157,7 +169,7 @@ impl Context {
     }
 
     fn main(&self) -> impl Iterator<Item = &Decider> {
-        self.deciders.iter().filter(|d| is_main(d, &self.instruments, &self.passes))
+        self.deciders.iter().filter(|d| is_main(d, &self.instruments))
     }
 
     fn conditions(&self) -> Vec<String> {
@@ -245,7 +257,8 @@ fn favouritism_by_minority_size(context: &Context, tables: &MinimalGroupTables) 
     }
     let tests = seed_test(context, tables, "visible", "all", "favouritism");
     let reading = format!(
-        "Visible labels, all deciders (seed-level Wilcoxon): {}.",
+        "Visible labels, all deciders{} (seed-level Wilcoxon): {}.",
+        main_selection(context),
         tests
             .iter()
             .map(|(cell, mean, p)| format!("{cell}: {} points/target (p = {})", signed(*mean), p_value(*p)))
@@ -321,7 +334,8 @@ fn favouritism_visible_vs_hidden(context: &Context, tables: &MinimalGroupTables)
     let visible = seed_test(context, tables, "visible", "all", "favouritism");
     let hidden = seed_test(context, tables, "hidden", "all", "favouritism");
     let reading = format!(
-        "All deciders, visible vs hidden labels: {}.",
+        "All deciders, visible vs hidden labels{}: {}.",
+        main_selection(context),
         hidden
             .iter()
             .map(|(cell, mean, p)| {
@@ -530,18 +544,29 @@ fn favouritism_by_reasoning_mode(context: &Context, tables: &MinimalGroupTables)
             .into_iter()
             .filter(|&r| is_main_row(gee, r))
             .map(|r| {
+                let (coef, se) =
+                    (gee.number("coef", r).unwrap_or(f64::NAN), gee.number("se_robust", r).unwrap_or(f64::NAN));
+                let clusters = gee.number("n_clusters", r).unwrap_or(0.0) as usize;
+                // The headline's test: the robust-SE t on societies − 1 df (a normal p on few
+                // clusters would claim more than the societies give).
+                let p = if clusters >= 2 {
+                    2.0 * herd_stats::students_t_cdf(-(coef / se).abs(), (clusters - 1) as f64)
+                } else {
+                    f64::NAN
+                };
                 format!(
-                    "same_group × reasoning = {} (robust SE {}, p = {})",
-                    num(gee.number("coef", r).unwrap_or(f64::NAN)),
-                    num(gee.number("se_robust", r).unwrap_or(f64::NAN)),
-                    p_value(gee.number("p", r).unwrap_or(f64::NAN))
+                    "same_group × reasoning = {} (robust SE {}, t({}) p = {}, {clusters} societies)",
+                    num(coef),
+                    num(se),
+                    clusters.saturating_sub(1),
+                    p_value(p)
                 )
             })
             .collect();
     let reading = if interaction.is_empty() {
         "No pooled reasoning GEE in the analysis (it needs reasoning modes `on` and `off`).".to_owned()
     } else {
-        format!("GEE, visible labels: {}.", interaction.join("; "))
+        format!("GEE, visible labels{}: {}.", main_selection(context), interaction.join("; "))
     };
     Ok(Figure {
         name: NAME,

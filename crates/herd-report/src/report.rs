@@ -147,7 +147,9 @@ rests on. Replicates: the test reaches p < 0.05 in the paper's direction and its
 replicate: significant the other way, or the interval stops short of the paper's smallest reported effect. \
 Inconclusive: a statistic is undefined, the test cannot reach p < 0.05 with this many units (a signed-rank test on n \
 seeds can give no p below 2/2^n, so fewer than 6 seeds decide nothing), or the interval holds both zero and the \
-paper's effect.";
+paper's effect. Not the paper's population: the conformity rows rest on a model at or near chance at N = 0, while the \
+paper's claims are about images a model solves alone (its baseline accuracy is given, and the crowd-following reading \
+beside it).";
 
 #[derive(Serialize)]
 struct Page {

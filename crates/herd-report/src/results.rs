@@ -8,13 +8,16 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use herd_analysis::io::{Columns, DataFrame, conformity_from_frame, dyads_from_frame, plain_table_file, read_frame};
+use herd_analysis::io::{
+    Columns, DataFrame, ReadOptions, conformity_from_frame, dyads_from_frame, plain_table_file,
+    plain_without_duplicates, read_frame,
+};
 use herd_analysis::{
     BootstrapPlan, ConformityOptions, ConformityTable, ConformityTables, DyadTable, MinimalGroupOptions,
     MinimalGroupTables, PWrong, ResultTable, TableBuilder, Value, analyze_conformity,
     analyze_minimal_group_with_progress,
 };
-use herd_store::{Manifest, Table, committed_parts, read_run_manifest, read_table};
+use herd_store::{Manifest, Table, committed_parts, read_run_manifest, read_table_with};
 
 use crate::error::ReportError;
 
@@ -138,10 +141,20 @@ fn origin(dirs: &[PathBuf], table: Table) -> String {
 /// Reads every study found under `dir` (run folders, or plain tables) and analyses it; `progress`
 /// hears what is being done.
 pub fn load_results(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<Results, ReportError> {
+    load_results_with(dir, ReadOptions::default(), progress)
+}
+
+/// [`load_results`]; with `options.dedupe`, a unit stored twice keeps its first copy instead of
+/// refusing the read (`herd report --dedupe`).
+pub fn load_results_with(
+    dir: &Path,
+    options: ReadOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Results, ReportError> {
     if dir.exists() {
         let plain = plain_tables(dir)?;
         if !plain.is_empty() {
-            return load_plain(dir, plain, progress);
+            return load_plain(dir, plain, options, progress);
         }
     }
     let folders = find_run_folders(dir)?;
@@ -170,14 +183,14 @@ pub fn load_results(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<Result
     let conformity = match by_table.remove(&Table::ConformityTrials) {
         Some(runs) => {
             progress("conformity: reading trials and analysing");
-            Some(load_conformity(runs)?)
+            Some(load_conformity(runs, options)?)
         }
         None => None,
     };
     let minimal_group = match by_table.remove(&Table::AllocationDyads) {
         Some(runs) => {
             progress("minimal groups: reading allocations and analysing");
-            Some(load_minimal_group(runs)?)
+            Some(load_minimal_group(runs, options)?)
         }
         None => None,
     };
@@ -189,8 +202,14 @@ pub fn load_results(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<Result
 fn load_plain(
     source: &Path,
     tables: Vec<(Table, PathBuf)>,
+    options: ReadOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Results, ReportError> {
+    // Each unit once: a table with a unit in two rows is refused (or, with dedupe, keeps the first).
+    let read_as = |path: &Path, table: Table| -> Result<DataFrame, ReportError> {
+        let (frame, _) = plain_without_duplicates(read_frame(path)?, table, &path.display().to_string(), options)?;
+        Ok(frame)
+    };
     let read = |path: &Path| read_frame(path).map_err(ReportError::from);
     let beside = |file: &Path, table: Table| file.parent().and_then(|dir| plain_table_file(dir, table));
     let (mut conformity, mut minimal_group) = (None, None);
@@ -201,26 +220,28 @@ fn load_plain(
             let baseline = beside(file, Table::BaselineCandidates)
                 .map(|f| read(&f).map(|frame| (frame, f.display().to_string())))
                 .transpose()?;
-            conformity = Some(analyse_conformity(Vec::new(), read(file)?, origin, baseline)?);
+            conformity = Some(analyse_conformity(Vec::new(), read_as(file, *table)?, origin, baseline)?);
         } else {
             progress("minimal groups: reading allocations and analysing");
             let deciders = beside(file, Table::AllocationDeciders)
                 .map(|f| read(&f).map(|frame| (frame, f.display().to_string())))
                 .transpose()?;
-            minimal_group = Some(analyse_minimal_group(Vec::new(), read(file)?, origin, deciders)?);
+            minimal_group = Some(analyse_minimal_group(Vec::new(), read_as(file, *table)?, origin, deciders)?);
         }
     }
     let plain_tables = tables.into_iter().map(|(_, f)| f).collect();
     Ok(Results { source: source.to_path_buf(), conformity, minimal_group, empty_runs: Vec::new(), plain_tables })
 }
 
-fn load_conformity(runs: Vec<RunFolder>) -> Result<ConformityResults, ReportError> {
+fn load_conformity(runs: Vec<RunFolder>, options: ReadOptions) -> Result<ConformityResults, ReportError> {
     let dirs: Vec<PathBuf> = runs.iter().map(|r| r.path.clone()).collect();
-    let frame = read_table(&dirs, Table::ConformityTrials)
+    let frame = read_table_with(&dirs, Table::ConformityTrials, options)
         .map_err(|e| store_error(&dirs[0], e))?
+        .frame
         .ok_or_else(|| not_found(&dirs[0], "no conformity_trials rows"))?;
-    let baseline = read_table(&dirs, Table::BaselineCandidates)
+    let baseline = read_table_with(&dirs, Table::BaselineCandidates, options)
         .map_err(|e| store_error(&dirs[0], e))?
+        .frame
         .map(|frame| (frame, origin(&dirs, Table::BaselineCandidates)));
     analyse_conformity(runs, frame, origin(&dirs, Table::ConformityTrials), baseline)
 }
@@ -355,13 +376,15 @@ fn lead_measure(runs: &[RunFolder], tables: &ConformityTables) -> Result<(PWrong
     Ok((measure, None))
 }
 
-fn load_minimal_group(runs: Vec<RunFolder>) -> Result<MinimalGroupResults, ReportError> {
+fn load_minimal_group(runs: Vec<RunFolder>, options: ReadOptions) -> Result<MinimalGroupResults, ReportError> {
     let dirs: Vec<PathBuf> = runs.iter().map(|r| r.path.clone()).collect();
-    let frame = read_table(&dirs, Table::AllocationDyads)
+    let frame = read_table_with(&dirs, Table::AllocationDyads, options)
         .map_err(|e| store_error(&dirs[0], e))?
+        .frame
         .ok_or_else(|| not_found(&dirs[0], "no allocation_dyads rows"))?;
-    let deciders = read_table(&dirs, Table::AllocationDeciders)
+    let deciders = read_table_with(&dirs, Table::AllocationDeciders, options)
         .map_err(|e| store_error(&dirs[0], e))?
+        .frame
         .map(|frame| (frame, origin(&dirs, Table::AllocationDeciders)));
     analyse_minimal_group(runs, frame, origin(&dirs, Table::AllocationDyads), deciders)
 }
@@ -373,7 +396,24 @@ fn analyse_minimal_group(
     deciders: Option<(DataFrame, String)>,
 ) -> Result<MinimalGroupResults, ReportError> {
     let dyads = dyads_from_frame(&frame, source)?;
+    // Every decider's points sum to the pool its run recorded (plain tables: the paper's 100).
+    let mut pool: Option<(f64, &PathBuf)> = None;
+    for run in &runs {
+        let Some(recorded) = herd_analysis::io::manifest_pool(&run.manifest) else { continue };
+        match pool {
+            Some((first, path)) if first != recorded => {
+                return Err(ReportError::Results {
+                    path: run.path.display().to_string(),
+                    problem: format!("its society.pool is {recorded}, but {} has {first}", path.display()),
+                    fix: "report runs with different pools separately".into(),
+                });
+            }
+            Some(_) => {}
+            None => pool = Some((recorded, &run.path)),
+        }
+    }
     let options = MinimalGroupOptions {
+        pool: pool.map_or(MinimalGroupOptions::default().pool, |(p, _)| p),
         bootstrap: BootstrapPlan::Seeded { resamples: BOOTSTRAP_RESAMPLES, seed: BOOTSTRAP_SEED },
         ..MinimalGroupOptions::default()
     };

@@ -154,8 +154,60 @@ fn conformity_figures_read_with_either_measure() {
         proximity
             .series
             .iter()
-            .all(|s| s.bars[0].as_ref().is_some_and(|b| b.note.as_deref().is_some_and(|n| n.starts_with("z = "))))
+            .all(|s| s.bars[0].as_ref().is_some_and(|b| b.note.as_deref().is_some_and(|n| n.starts_with("t(3) = "))))
     );
+}
+
+#[test]
+fn few_units_get_t_tests_and_named_t_bands_and_fig_4c_keeps_the_papers_order() {
+    let full = rendered(Variant::Planted);
+    // Four seeds per contrast: no reading prints a normal z or its p; each names its t-test and df.
+    for (name, (figure, _, _)) in &full {
+        assert!(!figure.reading.contains("z = "), "{name}: {}", figure.reading);
+    }
+    let near_far = &full["p_wrong_near_vs_far"].0.reading;
+    assert!(near_far.contains("(t(3) = "), "{near_far}");
+    // Curve bands say what they are.
+    for name in ["p_wrong_by_group_size_per_model", "p_wrong_by_unanimity", "p_wrong_same_vs_different_group"] {
+        let herd_report::Chart::Line(chart) = &full[name].0.chart else { panic!("a line chart") };
+        assert!(chart.legend_title.contains("band: 95% t-interval over "), "{name}: {}", chart.legend_title);
+    }
+    // A band over four trials is a t-interval: ±t₀.₉₇₅(3)·SE = ±3.18·SE, not ±1.96·SE.
+    let herd_report::Chart::Line(per_model) = &full["p_wrong_by_group_size_per_model_color"].0.chart else {
+        panic!("a line chart")
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let results = load_results(&stored_results(dir.path(), Variant::Planted), &mut |_| {}).unwrap();
+    let c = results.conformity.as_ref().unwrap();
+    let curves = &c.tables.curves;
+    let point = &per_model.series[0].points.last().unwrap();
+    let row = (0..curves.n_rows())
+        .find(|&r| {
+            curves.text("family", r) == Some("group_size")
+                && curves.text("task", r) == Some("color")
+                && curves.text("model", r) == Some(per_model.series[0].label.as_str())
+                && curves.text("measure", r) == Some("p_wrong_full")
+                && curves.number("n", r) == Some(point.x)
+        })
+        .unwrap();
+    let (trials, se) = (curves.number("trials", row).unwrap(), curves.number("se", row).unwrap());
+    let (lo, hi) = point.interval.unwrap();
+    // scipy.stats.t.ppf(0.975, df) for the trial count at that N (df 3: 3.182446305).
+    let t975 = [(3.0, 3.182_446_305), (7.0, 2.364_624_252), (11.0, 2.200_985_160)]
+        .iter()
+        .find(|(df, _)| *df == trials - 1.0)
+        .map(|(_, q)| *q);
+    if let Some(q) = t975 {
+        assert!(((hi - lo) / 2.0 - q * se).abs() < 1e-6 * se.max(1e-12) + 1e-9, "{lo} {hi} {se} {trials}");
+    } else {
+        panic!("no tabulated t quantile for {trials} trials");
+    }
+    // Fig. 4c: the sources in the paper's order of strength, not sorted by their own AUC (the fixture's
+    // chatbots sit above kids, and experts above judges).
+    let herd_report::Chart::Bar(sources) = &full["auc_by_source_strength_per_task"].0.chart else {
+        panic!("a bar chart")
+    };
+    assert_eq!(sources.categories, ["participants", "chatbots", "kids", "experts", "judges"]);
 }
 
 #[test]

@@ -147,7 +147,7 @@ fn the_lead_measure_decides_and_the_other_is_shown_beside_it() {
     let mut rows = Vec::new();
     for seed in 0..8 {
         let jitter = 0.001 * (seed % 3) as f64 - 0.001;
-        for (n, ab) in [(0, 0.5), (10, 0.8)] {
+        for (n, ab) in [(0, 0.05), (10, 0.35)] {
             let mut t = trial("group_size", "", n, seed, 0.5 + jitter * f64::from(n));
             t.p_wrong_ab = Some(ab + 0.01 * seed as f64);
             rows.push(t);
@@ -157,7 +157,7 @@ fn the_lead_measure_decides_and_the_other_is_shown_beside_it() {
     let h = headline(&full, "group_size_rise");
     assert_ne!(h.verdict, Verdict::Replicates, "{h:?}");
     assert!(
-        h.this_run.contains("m: p_wrong_full: 0.500 → 0.499") && h.this_run.contains("(with p_wrong_ab: 0.535 → 0.835"),
+        h.this_run.contains("m: p_wrong_full: 0.500 → 0.499") && h.this_run.contains("(with p_wrong_ab: 0.085 → 0.385"),
         "{}",
         h.this_run
     );
@@ -165,7 +165,7 @@ fn the_lead_measure_decides_and_the_other_is_shown_beside_it() {
     let h = headline(&ab, "group_size_rise");
     assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
     assert!(
-        h.this_run.contains("m: p_wrong_ab: 0.535 → 0.835") && h.this_run.contains("(with p_wrong_full: 0.500 → 0.499"),
+        h.this_run.contains("m: p_wrong_ab: 0.085 → 0.385") && h.this_run.contains("(with p_wrong_full: 0.500 → 0.499"),
         "{}",
         h.this_run
     );
@@ -414,22 +414,24 @@ fn societies(seeds: i64) -> Results {
 fn minimal_group_verdicts_rest_on_societies() {
     // Eight societies: the planted effects replicate, each verdict naming its test and n.
     let all = compare_headlines(&societies(8)).unwrap();
-    for id in ["favouritism_visible", "minority_gap", "extreme_allocations"] {
+    for (id, unit) in
+        [("favouritism_visible", "societies"), ("minority_gap", "societies"), ("extreme_allocations", "seeds")]
+    {
         let h = headline(&all, id);
         assert_eq!(h.verdict, Verdict::Replicates, "{id}: {h:?}");
-        assert!(h.this_run.contains("8 seeds, p = 0.008"), "{id}: {}", h.this_run);
+        assert!(h.this_run.contains(&format!("8 {unit}, p = 0.008")), "{id}: {}", h.this_run);
     }
     let prevalence = headline(&all, "prevalence");
     assert!(
         prevalence
             .this_run
-            .contains("visible · m = 5: 100.0% of minority deciders; Wilcoxon signed-rank of share − 0.5, 8 seeds"),
+            .contains("model · visible: 100.0% of minority deciders; Wilcoxon signed-rank of share − 0.5 over societies, 8 societies"),
         "{}",
         prevalence.this_run
     );
     // Hidden labels are noise around zero: the share of deciders above zero is not shown below 50%.
     assert_eq!(prevalence.verdict, Verdict::Inconclusive, "{prevalence:?}");
-    assert!(prevalence.basis.starts_with("hidden · m = 5: "), "{}", prevalence.basis);
+    assert!(prevalence.basis.starts_with("model · hidden: "), "{}", prevalence.basis);
     assert_eq!(headline(&all, "bh_survivors").verdict, Verdict::Replicates);
     // No reasoning modes in this run.
     assert_eq!(headline(&all, "reasoning_interaction").verdict, Verdict::NotInRun);
@@ -457,12 +459,162 @@ fn the_report_states_verdicts_with_their_basis_and_links_the_deviations() {
     assert!(html.contains("<a href=\"deviations.md\">deviations.md</a>"));
     let md = std::fs::read_to_string(&written.markdown).unwrap();
     assert!(md.contains("[deviations.md](deviations.md)"));
-    // The fixture has four societies per cell: a seed-level test cannot reach 0.05, so visible favouritism
-    // is inconclusive and says why, in both pages.
+    // The fixture has four societies per cell: a seed-level test cannot reach 0.05, so the per-cell BH
+    // count is inconclusive and says why, in both pages.
     let all = compare_headlines(&results).unwrap();
-    let h = headline(&all, "favouritism_visible");
+    let h = headline(&all, "bh_survivors");
     assert_eq!(h.verdict, Verdict::Inconclusive);
     assert!(h.basis.contains("with 4 seeds the smallest attainable p is 0.125"), "{}", h.basis);
     assert!(md.contains("**inconclusive**: ") && html.contains("class=\"inconclusive\""));
     assert!(md.contains(&h.basis.replace('|', "\\|").replace('<', "&lt;").replace('>', "&gt;")));
+}
+
+/// Societies of 10 agents, m = 3, 4, 5, two models × two instruments × two swap passes × both label
+/// conditions, 8 seeds, written as a plain `allocation_dyads.csv`. In-group weight bias per
+/// (model, instrument, labels, m, seed): model `a`'s base m = 3 cell barely favours (≈ 0.5 points,
+/// below the paper's 0.84) while its m = 4 and 5 cells favour strongly; model `b`'s paraphrase hidden
+/// cells favour by ≈ 1 point (a floor violation) while every base hidden cell is symmetric noise.
+fn two_model_dyads_csv(path: &std::path::Path) {
+    use std::fmt::Write as _;
+    let mut csv = String::from(
+        "model,instrument,swap_pass,labels,m,seed,decider,target,minority_decider,minority_target,same_group,points\n",
+    );
+    // Hidden-label noise: a seed-level bias symmetric in sign, so no floor statistic moves.
+    let symmetric = [1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 4.0, -4.0];
+    for (mi, model) in ["a", "b"].into_iter().enumerate() {
+        for (ii, instrument) in ["base", "paraphrase"].into_iter().enumerate() {
+            for (pi, pass) in ["original", "swapped"].into_iter().enumerate() {
+                for labels in ["visible", "hidden"] {
+                    for m in [3_i64, 4, 5] {
+                        for seed in 0..8_i64 {
+                            let jitter = 1.0 + 0.1 * noise(&[mi as i64, ii as i64, pi as i64, m, seed]);
+                            let bias = match (labels, model, instrument, m) {
+                                ("visible", "a", "base", 3) => 0.05 * jitter,
+                                ("visible", "a", _, _) => 0.8 * jitter,
+                                ("visible", _, _, _) => 0.5 * jitter,
+                                ("hidden", "b", "paraphrase", _) => 0.1 * jitter,
+                                _ => 0.004 * symmetric[seed as usize],
+                            };
+                            let minority = |agent: i64| (agent * 7 + seed * 3) % 10 < m;
+                            for decider in 0..10_i64 {
+                                let targets: Vec<i64> = (0..10).filter(|&t| t != decider).collect();
+                                let weights: Vec<f64> = targets
+                                    .iter()
+                                    .map(|&t| 1.0 + if minority(t) == minority(decider) { bias } else { 0.0 })
+                                    .collect();
+                                let total: f64 = weights.iter().sum();
+                                for (&target, w) in targets.iter().zip(&weights) {
+                                    let same = minority(target) == minority(decider);
+                                    writeln!(
+                                        csv,
+                                        "{model},{instrument},{pass},{labels},{m},{seed},{decider},{target},{},{},{},{}",
+                                        u8::from(minority(decider)),
+                                        u8::from(minority(target)),
+                                        u8::from(same),
+                                        100.0 * w / total
+                                    )
+                                    .unwrap();
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    std::fs::write(path, csv).unwrap();
+}
+
+#[test]
+fn per_model_claims_are_judged_per_model_on_the_base_instrument() {
+    let work = tempfile::tempdir().unwrap();
+    let csv = work.path().join("allocation_dyads.csv");
+    two_model_dyads_csv(&csv);
+    // What `herd report --results TABLES` reads and writes.
+    let results = load_results(&csv, &mut |_| {}).unwrap();
+    let tables = &results.minimal_group.as_ref().unwrap().tables;
+    // The fixture is what it says: model a's base m = 3 visible cell (both passes) sits below +0.84
+    // with an interval that excludes it, the cell-level rule's "does not replicate".
+    let t = &tables.seed_tests;
+    let cell = (0..t.n_rows())
+        .find(|&r| {
+            [("model", "a"), ("instrument", "base"), ("swap_pass", "both"), ("labels", "visible")]
+                .iter()
+                .all(|(c, v)| t.text(c, r) == Some(*v))
+                && t.number("m", r) == Some(3.0)
+                && t.text("deciders", r) == Some("all")
+                && t.text("measure", r) == Some("favouritism")
+        })
+        .unwrap();
+    let cell_mean = t.number("mean", cell).unwrap();
+    assert!(cell_mean > 0.0 && cell_mean < 0.84, "m = 3 cell mean {cell_mean}");
+
+    let all = compare_headlines(&results).unwrap();
+    let h = headline(&all, "favouritism_visible");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    // The estimand is stated, per model, with the seed-level test beside it, on 24 societies (3 m × 8).
+    assert!(h.this_run.starts_with("Per model: the dyad-level GEE same_group coefficient"), "{}", h.this_run);
+    assert!(h.this_run.contains("the base instrument") && h.this_run.contains("both swap passes"), "{}", h.this_run);
+    assert!(h.this_run.contains("a: GEE same_group +"), "{}", h.this_run);
+    assert!(h.this_run.contains("Wilcoxon signed-rank over societies, 24 societies, p = 1.2e-7"), "{}", h.this_run);
+    // A GEE on 24 clusters prints no normal-theory p.
+    assert!(!h.this_run.contains("GEE robust z"), "{}", h.this_run);
+
+    // The hidden floor on the base cells holds; model b's paraphrase violation is its own row.
+    let floor = headline(&all, "hidden_floor");
+    assert_eq!(floor.verdict, Verdict::Replicates, "{floor:?}");
+    assert!(!floor.this_run.contains("paraphrase"), "{}", floor.this_run);
+    let paraphrase = headline(&all, "hidden_floor_paraphrase");
+    assert_eq!(paraphrase.verdict, Verdict::Replicates, "{paraphrase:?}");
+    assert!(
+        paraphrase.basis.starts_with(
+            "b · paraphrase: the base floor holds and the paraphrase floor fails (b · paraphrase · both · m = 3: p = "
+        ),
+        "{}",
+        paraphrase.basis
+    );
+    assert!(paraphrase.this_run.contains("a · paraphrase: "), "{}", paraphrase.this_run);
+    // Each pass alone is a robustness row of its own; the paraphrase favouritism too.
+    let per_pass = headline(&all, "favouritism_per_pass");
+    assert!(per_pass.this_run.contains("a · original pass: ") && per_pass.this_run.contains("b · swapped pass: "));
+    assert_eq!(headline(&all, "favouritism_paraphrase").verdict, Verdict::Replicates);
+
+    // And the written report says so.
+    let written = write_report(&results, &work.path().join("report"), &mut |_| {}).unwrap();
+    let md = std::fs::read_to_string(&written.markdown).unwrap();
+    assert!(md.contains("hidden_floor_paraphrase") || md.contains("R1-Distill-Llama-8B rose to 0.74–1.31"), "{md}");
+}
+
+#[test]
+fn a_model_at_chance_is_not_the_papers_population() {
+    // Two models whose p_wrong rises from N = 0 to 10 on eight trial pairs: `solver` is right 96% of
+    // the time alone, `chance` only half the time (the quick model's 0.58 on A whatever is correct).
+    let mut rows = Vec::new();
+    for (model, baseline) in [("solver", 0.04), ("chance", 0.5)] {
+        for seed in 0..8 {
+            for (n, p) in [(0, baseline + 0.002 * seed as f64), (10, baseline + 0.3 + 0.01 * seed as f64)] {
+                let mut t = trial("group_size", "", n, seed, p);
+                t.model = model.into();
+                rows.push(t);
+            }
+        }
+    }
+    let all = compare_headlines(&conformity_results(rows.clone())).unwrap();
+    let h = headline(&all, "group_size_rise");
+    // The solver decides; the chance model's row is not the paper's claim, with its baseline accuracy,
+    // and keeps the crowd-following reading beside it.
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.basis.contains("outside the paper's population: chance: baseline accuracy lines 0.493"), "{}", h.basis);
+    assert!(h.basis.contains("as crowd-following from that baseline (herd's descriptive reading) the row replicates"));
+    assert!(
+        h.this_run.starts_with("Population: the paper's claim is on images a model solves alone"),
+        "{}",
+        h.this_run
+    );
+    // The chance model alone: the headline itself is outside the population, never "replicates".
+    let alone: Vec<ConformityTrial> = rows.into_iter().filter(|t| t.model == "chance").collect();
+    let all = compare_headlines(&conformity_results(alone)).unwrap();
+    let h = headline(&all, "group_size_rise");
+    assert_eq!(h.verdict, Verdict::NotPaperPopulation, "{h:?}");
+    assert_eq!(h.verdict.text(), "not the paper's population");
 }

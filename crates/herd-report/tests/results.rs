@@ -50,11 +50,9 @@ fn bad_folders_are_named_with_a_fix() {
 
     let out = stored_results(&work.path().join("newer"), Variant::Planted);
     let manifest = out.join("runs/conformity/manifest.json");
-    let text = std::fs::read_to_string(&manifest)
-        .unwrap()
-        .replace("\"store_format\":1", "\"store_format\":99")
-        .replace("\"store_format\": 1", "\"store_format\": 99");
-    std::fs::write(&manifest, text).unwrap();
+    let mut value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    value["store_format"] = serde_json::json!(99);
+    std::fs::write(&manifest, serde_json::to_string_pretty(&value).unwrap()).unwrap();
     let message = error_of(&out);
     assert!(message.contains("runs/conformity") && message.contains("upgrade herd"), "{message}");
 }
@@ -92,6 +90,11 @@ fn the_experiment_files_measure_leads_and_runs_that_disagree_are_refused() {
 
     let second = out.join("runs/conformity-second");
     copy_dir(&conformity, &second);
+    // Another model's run (a copy under the same identity would be refused as the same run twice).
+    let path = second.join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    manifest["identity"]["model"] = serde_json::json!("model-second");
+    std::fs::write(&path, serde_json::to_string_pretty(&manifest).unwrap()).unwrap();
     set_measure(&second, "p_wrong_full");
     let message = error_of(&out);
     assert!(message.contains("analysis.measure is p_wrong_full") && message.contains("p_wrong_ab"), "{message}");

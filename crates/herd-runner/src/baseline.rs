@@ -39,7 +39,7 @@ fn pool_name(pool: Pool) -> String {
 }
 
 fn candidate_unit(task: Task, pool: Pool, index: u32) -> String {
-    format!("baseline/task={task}/pool={}#{index}", pool_name(pool))
+    format!("{}task={task}/pool={}#{index}", herd_store::SHARED_BY_SHARDS_PREFIX, pool_name(pool))
 }
 
 /// How many accepted images a pool needs: per correct answer for the general pool (trials ask for a

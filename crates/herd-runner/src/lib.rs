@@ -27,6 +27,7 @@
 mod baseline;
 mod conformity;
 mod error;
+mod inputs;
 mod minimal_group;
 mod progress;
 
@@ -40,6 +41,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub use baseline::BaselineRule;
 pub use error::{Result, RunnerError};
+pub use inputs::{Fingerprint, experiment_inputs, file_sha256, json_sha256, model_folder_sha256, sha256_hex};
 pub use progress::Progress;
 
 /// The rows of one batch (or of a whole run, in memory).

@@ -12,6 +12,12 @@ use std::sync::OnceLock;
 
 static FONT_BYTES: &[u8] = include_bytes!("../../../data/fonts/DejaVuSans-Bold.ttf");
 
+/// The bytes of the bundled label font, which every rendered image depends on (a run's input
+/// fingerprint hashes them).
+pub fn font_bytes() -> &'static [u8] {
+    FONT_BYTES
+}
+
 fn font() -> &'static FontRef<'static> {
     static FONT: OnceLock<FontRef<'static>> = OnceLock::new();
     FONT.get_or_init(|| FontRef::try_from_slice(FONT_BYTES).expect("the bundled font is a valid TrueType file"))

@@ -23,7 +23,7 @@ mod params;
 mod pool;
 mod text;
 
-pub use draw::{render, render_png};
+pub use draw::{font_bytes, render, render_png};
 pub use params::{DotCentres, Pool, Rect, Stimulus, StimulusError, TaskParams, generate, stimulus_key};
 pub use pool::{ImagePools, build_pool, candidate, render_each};
 pub use text::text_rendering;

@@ -31,6 +31,34 @@ pub enum StoreError {
     AlreadyStored(String),
     #[error("table {table}: {problem}")]
     Polars { table: &'static str, problem: String },
+    #[error("{path}: the disk is full (no space left on device while writing this file)\n  fix: free space on the disk, or give --out a folder on another disk; the batches committed so far are intact and rerunning the same command resumes after them", path = .path.display())]
+    DiskFull { path: PathBuf },
+    #[error("{part}: damaged: {problem} (committed by {record})\n  fix: rerun `herd run` with the same arguments and --out to recompute that batch's units, or run `herd verify {dir}` to list every damaged file", part = .part.display(), record = .record.display(), dir = .part.parent().and_then(std::path::Path::parent).unwrap_or(std::path::Path::new(".")).display())]
+    Damaged { part: PathBuf, record: PathBuf, problem: String },
+    /// `sources` are the two records holding the unit; boxed to keep the error small.
+    #[error("unit {unit} is stored twice: in {first} and in {second}{detail}", first = .sources[0].display(), second = .sources[1].display())]
+    DuplicateUnit { unit: String, sources: Box<[PathBuf; 2]>, detail: String },
+    #[error("{dir}: {problem}\n  fix: rerun `herd run` with the same arguments and --out (units without a commit record are run again), or run `herd verify {dir}` for the details", dir = .dir.display())]
+    Counts { dir: PathBuf, problem: String },
+    #[error("{first} and {second} hold the same units: {why}\n  fix: read one of them, or shards of one split that do not overlap (k/n with the same n)", first = .first.display(), second = .second.display())]
+    Overlap { first: PathBuf, second: PathBuf, why: String },
+}
+
+impl StoreError {
+    /// An I/O error at `path`; a full disk says so in words (polars and serde report it as a failed
+    /// transport or write).
+    pub fn io(path: &std::path::Path, action: &'static str, source: std::io::Error) -> Self {
+        if is_disk_full(&source) {
+            return StoreError::DiskFull { path: path.to_path_buf() };
+        }
+        StoreError::Io { path: path.to_path_buf(), action, source }
+    }
+}
+
+/// ENOSPC or EDQUOT: no room left for the file.
+pub(crate) fn is_disk_full(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
+        || matches!(e.raw_os_error(), Some(28 | 122))
 }
 
 fn describe(id: &RunIdentity) -> String {

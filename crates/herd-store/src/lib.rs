@@ -5,6 +5,12 @@
 //! of Parquet parts, so polars, pandas or R read it with a glob (`conformity_trials/*.parquet`), and
 //! shards merge by concatenation ([`read_table`] over several directories).
 //!
+//! What a run folder guarantees: every committed part's SHA-256, size and row count are in its commit
+//! record and checked whenever the part is read or a session resumes (a damaged batch is run again);
+//! the manifest's totals follow every commit, so a deleted or copied record is an error when the run
+//! is read; each unit is stored once, and runs read together may not share units; [`verify_run`]
+//! makes every check at once.
+//!
 //! ```no_run
 //! use herd_store::{Batch, ConformityTrialRow, RunStore, Table, read_table};
 //! # fn rows() -> Vec<ConformityTrialRow> { Vec::new() }
@@ -22,12 +28,21 @@
 
 mod error;
 mod manifest;
+mod read;
+mod records;
 mod schema;
 mod store;
+mod verify;
 
 pub use error::StoreError;
 pub use manifest::{
-    FileRecord, Manifest, RunIdentity, STORE_FORMAT, Session, Skipped, compute_differences, git_commit, now,
+    FileRecord, Manifest, RunIdentity, STORE_FORMAT, Session, Skipped, compute_differences, git_commit,
+    input_differences, now,
 };
-pub use schema::{AllocationDeciderRow, AllocationDyadRow, BaselineCandidateRow, ConformityTrialRow, Table, TableRow};
-pub use store::{Batch, RunStore, committed_parts, read_run_manifest, read_table};
+pub use read::{ReadOptions, SHARED_BY_SHARDS_PREFIX, TableRead, committed_parts, read_table, read_table_with};
+pub use schema::{
+    AllocationDeciderRow, AllocationDyadRow, BaselineCandidateRow, ConformityTrialRow, DECIDERS_COUNT, FILLED_COUNT,
+    Table, TableRow,
+};
+pub use store::{Batch, RunStore, read_run_manifest};
+pub use verify::{Verification, verify_run};

@@ -4,8 +4,10 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Version of the run-directory layout; a directory written by a newer herd is refused.
-pub const STORE_FORMAT: u32 = 1;
+/// Version of the run-directory layout; a directory written by a newer herd is refused. Format 2 added
+/// each part's SHA-256 to its commit record and keeps the manifest's totals current at every commit
+/// (so a deleted record is visible); format 1 folders are still read and resumed.
+pub const STORE_FORMAT: u32 = 2;
 
 /// What makes two sessions parts of the same run: a resumed session must match on every field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,6 +61,8 @@ pub struct Session {
     pub compute: Option<serde_json::Value>,
     /// Units found already stored when the session began.
     pub units_already_stored: u64,
+    /// Units this session committed, kept current as its batches commit (a killed session shows what
+    /// it stored).
     pub units_run: u64,
     /// `running`, `complete`, `incomplete` (units failed or were skipped) or `failed: …`.
     pub status: String,
@@ -88,9 +92,19 @@ pub struct Manifest {
     /// Of those, how many are stored (set by the runner's caller at the end of a session).
     #[serde(default)]
     pub experiment_units_stored: u64,
-    /// Every committed unit, baseline candidates included (the resume index's size).
+    /// Every committed unit, baseline candidates included (the resume index's size). Kept current at
+    /// every commit from store format 2 on.
     pub units_stored: u64,
     pub rows: BTreeMap<String, u64>,
+    /// Commit records in `committed/` (store format 2; `None` in format 1 folders, whose totals were
+    /// written only at a session's start and end). With `units_stored` and `rows` it makes a deleted
+    /// or copied record visible when the run is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batches: Option<u64>,
+    /// Counts summed over every committed batch of every session (e.g. `allocation/deciders` and
+    /// `allocation/filled`), so a resumed run's totals cover the units of all its sessions.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counts: BTreeMap<String, u64>,
     pub skipped: Vec<Skipped>,
     /// Units whose request failed in the last session; they are retried on resume.
     pub failed: Vec<String>,
@@ -101,6 +115,12 @@ pub struct Manifest {
     /// version aside (each session records its own).
     #[serde(default)]
     pub compute: Option<serde_json::Value>,
+    /// Every input a unit's rows depend on (experiment, bank files, font, sim parameters, model file,
+    /// chat template, resolved generation settings), by name, as a SHA-256 (of the file's bytes, or of
+    /// a parameter set's canonical JSON). A resumed session must have the same (see
+    /// [`input_differences`]); folders written before herd recorded it take the session's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inputs: BTreeMap<String, String>,
     pub sessions: Vec<Session>,
 }
 
@@ -119,10 +139,13 @@ impl Manifest {
             experiment_units_stored: 0,
             units_stored: 0,
             rows: BTreeMap::new(),
+            batches: None,
+            counts: BTreeMap::new(),
             skipped: Vec::new(),
             failed: Vec::new(),
             notes: BTreeMap::new(),
             compute: None,
+            inputs: BTreeMap::new(),
             sessions: Vec::new(),
         }
     }
@@ -146,6 +169,24 @@ pub fn compute_differences(stored: &serde_json::Value, requested: &serde_json::V
         .into_iter()
         .filter(|k| k.as_str() != "herd_version" && a.get(*k) != b.get(*k))
         .map(|k| format!("{k}: {} → {}", show(a.get(k)), show(b.get(k))))
+        .collect()
+}
+
+/// The inputs in which a session's fingerprint differs from the run's (`name: sha256 a… → b…`, `absent`
+/// where one side lacks it); none where the run recorded no fingerprint (folders from before herd
+/// recorded one take the session's).
+pub fn input_differences(stored: &BTreeMap<String, String>, requested: &BTreeMap<String, String>) -> Vec<String> {
+    if stored.is_empty() {
+        return Vec::new();
+    }
+    let short = |v: Option<&String>| v.map_or_else(|| "absent".to_owned(), |h| format!("{}…", &h[..h.len().min(12)]));
+    stored
+        .keys()
+        .chain(requested.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|k| stored.get(*k) != requested.get(*k))
+        .map(|k| format!("{k}: sha256 {} → {}", short(stored.get(k)), short(requested.get(k))))
         .collect()
 }
 

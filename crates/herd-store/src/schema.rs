@@ -188,6 +188,11 @@ pub trait TableRow: Sized {
     const TABLE: Table;
     fn frame(rows: &[Self]) -> PolarsResult<DataFrame>;
     fn unit_id(&self) -> &str;
+    /// Counts of these rows that the manifest sums over every batch of every session (its `counts`):
+    /// kept in the commit records, so a killed session's share is not lost.
+    fn counts(_rows: &[Self]) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 impl TableRow for ConformityTrialRow {
@@ -270,7 +275,16 @@ impl TableRow for AllocationDeciderRow {
     fn unit_id(&self) -> &str {
         &self.unit_id
     }
+    fn counts(rows: &[Self]) -> Vec<(&'static str, u64)> {
+        let filled = rows.iter().filter(|r| r.filled).count() as u64;
+        vec![(DECIDERS_COUNT, rows.len() as u64), (FILLED_COUNT, filled)]
+    }
 }
+
+/// The manifest count of deciders whose output was parsed (usable or filled), over all sessions.
+pub const DECIDERS_COUNT: &str = "allocation/deciders";
+/// The manifest count of deciders given a uniform fill after an unusable output, over all sessions.
+pub const FILLED_COUNT: &str = "allocation/filled";
 
 impl TableRow for AllocationDyadRow {
     const TABLE: Table = Table::AllocationDyads;

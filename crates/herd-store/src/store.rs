@@ -4,38 +4,42 @@
 //! ```text
 //! DIR/manifest.json
 //! DIR/conformity_trials/<batch>.parquet        (one folder per table; read them with a glob)
-//! DIR/committed/<batch>.json                   (the units of the batch and its row counts)
+//! DIR/committed/<batch>.json                   (the units of the batch, its row counts and digests)
 //! ```
 //!
-//! A batch is committed by writing each of its parts (temporary name, fsync, rename) and then its commit
-//! record the same way. A batch is stored if and only if its record exists: parts without a record are
-//! what a kill left behind, and opening the directory removes them. So a kill at any moment loses at most
-//! the batch in flight and never leaves a half-written file or a unit stored twice.
+//! A batch is committed by writing each of its parts (temporary name, fsync, rename), then its commit
+//! record the same way, then the manifest with the run's new totals. A batch is stored if and only if
+//! its record exists and its parts match the record's digests: parts without a record are what a kill
+//! left behind, and opening the directory removes them; a batch whose parts were damaged after the
+//! commit is run again. So a kill at any moment loses at most the batch in flight and never leaves a
+//! half-written file or a unit stored twice.
 
 use crate::error::StoreError;
 use crate::manifest::{Manifest, STORE_FORMAT, Session, compute_differences, git_commit, now};
+use crate::records::{
+    COMMITTED, CommitRecord, HashingWriter, MANIFEST, PartDigest, StoredRecord, check_part, io, is_batch_id,
+    is_herd_temporary, read_records,
+};
 use crate::schema::{BaselineCandidateRow, Table, TableRow};
 use polars::prelude::*;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-const COMMITTED: &str = "committed";
-const MANIFEST: &str = "manifest.json";
-
 /// The units of one batch and their rows, ready to commit.
 #[derive(Default)]
 pub struct Batch {
     units: Vec<String>,
     frames: Vec<(Table, DataFrame)>,
+    counts: BTreeMap<String, u64>,
 }
 
 impl Batch {
     pub fn new(units: Vec<String>) -> Self {
-        Batch { units, frames: Vec::new() }
+        Batch { units, frames: Vec::new(), counts: BTreeMap::new() }
     }
 
     /// Adds rows of one table (nothing when `rows` is empty).
@@ -46,6 +50,9 @@ impl Batch {
         let frame =
             R::frame(rows).map_err(|e| StoreError::Polars { table: R::TABLE.name(), problem: e.to_string() })?;
         self.frames.push((R::TABLE, frame));
+        for (name, n) in R::counts(rows) {
+            *self.counts.entry(name.to_owned()).or_default() += n;
+        }
         Ok(())
     }
 
@@ -53,23 +60,19 @@ impl Batch {
         &self.units
     }
 
-    /// Content-derived, so recomputing the same units after a kill overwrites rather than duplicates.
     fn id(&self) -> String {
-        let mut hash = Sha256::new();
-        for unit in &self.units {
-            hash.update((unit.len() as u64).to_le_bytes());
-            hash.update(unit.as_bytes());
-        }
-        format!("b{}", &hex::encode(hash.finalize())[..20])
+        batch_id(&self.units)
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-struct CommitRecord {
-    batch: String,
-    units: Vec<String>,
-    rows: BTreeMap<Table, u64>,
-    committed: u64,
+/// Content-derived, so recomputing the same units after a kill overwrites rather than duplicates.
+pub(crate) fn batch_id(units: &[String]) -> String {
+    let mut hash = Sha256::new();
+    for unit in units {
+        hash.update((unit.len() as u64).to_le_bytes());
+        hash.update(unit.as_bytes());
+    }
+    format!("b{}", &hex::encode(hash.finalize())[..20])
 }
 
 /// An open run directory: at most one process writes it at a time (an OS file lock, released on exit or
@@ -79,28 +82,30 @@ pub struct RunStore {
     manifest: Manifest,
     done: BTreeSet<String>,
     rows: BTreeMap<Table, u64>,
+    counts: BTreeMap<String, u64>,
+    batches: u64,
+    next_seq: u64,
     orphans_removed: usize,
+    repairs: Vec<String>,
+    foreign: Vec<PathBuf>,
     _lock: File,
 }
 
-fn io<'p>(path: &'p Path, action: &'static str) -> impl FnOnce(std::io::Error) -> StoreError + 'p {
-    move |source| StoreError::Io { path: path.to_path_buf(), action, source }
-}
-
-/// Writes `bytes` to `path` so that `path` is either absent, its old content, or the full new content.
-fn write_atomic(path: &Path, write: impl FnOnce(&mut File) -> Result<(), StoreError>) -> Result<(), StoreError> {
+/// Writes `path` so that it is either absent, its old content, or the full new content; `write`
+/// fills the temporary file and returns what the caller wants to keep (a part's digest).
+fn write_atomic<T>(path: &Path, write: impl FnOnce(&mut File) -> Result<T, StoreError>) -> Result<T, StoreError> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = path.with_file_name(format!(".{name}.tmp"));
     let result = (|| {
         let mut file = File::create(&tmp).map_err(io(&tmp, "create"))?;
-        write(&mut file)?;
+        let kept = write(&mut file)?;
         file.sync_all().map_err(io(&tmp, "sync"))?;
         std::fs::rename(&tmp, path).map_err(io(path, "rename into place"))?;
         if let Some(parent) = path.parent() {
             // The rename is durable once the directory entry is.
             File::open(parent).and_then(|d| d.sync_all()).map_err(io(parent, "sync"))?;
         }
-        Ok(())
+        Ok(kept)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -110,16 +115,27 @@ fn write_atomic(path: &Path, write: impl FnOnce(&mut File) -> Result<(), StoreEr
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<(), StoreError> {
     write_atomic(path, |file| {
-        serde_json::to_writer_pretty(&mut *file, value).map_err(|e| StoreError::Io {
-            path: path.to_path_buf(),
-            action: "write",
-            source: std::io::Error::other(e),
-        })?;
-        file.write_all(b"\n").map_err(io(path, "write"))
+        let mut buffer = serde_json::to_vec_pretty(value).map_err(|e| StoreError::io(path, "write", e.into()))?;
+        buffer.push(b'\n');
+        file.write_all(&buffer).map_err(io(path, "write"))
     })
 }
 
-fn read_manifest(path: &Path) -> Result<Manifest, StoreError> {
+/// Writes one part, hashing the bytes on their way to disk.
+fn write_part(path: &Path, table: Table, frame: &mut DataFrame) -> Result<PartDigest, StoreError> {
+    write_atomic(path, |file| {
+        let mut writer = HashingWriter::new(&mut *file);
+        let written = ParquetWriter::new(&mut writer).finish(frame);
+        if let Some(cause) = writer.error.take() {
+            // What failed was the disk, whatever polars calls it.
+            return Err(StoreError::io(path, "write", cause));
+        }
+        written.map_err(|e| StoreError::Polars { table: table.name(), problem: e.to_string() })?;
+        Ok(writer.digest())
+    })
+}
+
+pub(crate) fn read_manifest(path: &Path) -> Result<Manifest, StoreError> {
     let text = std::fs::read_to_string(path).map_err(io(path, "read"))?;
     // Read the format first: a newer layout may not deserialise into this version's types.
     let format = serde_json::from_str::<serde_json::Value>(&text)
@@ -131,35 +147,51 @@ fn read_manifest(path: &Path) -> Result<Manifest, StoreError> {
     serde_json::from_str(&text).map_err(|e| StoreError::Corrupt { path: path.to_path_buf(), problem: e.to_string() })
 }
 
-fn read_records(dir: &Path) -> Result<Vec<CommitRecord>, StoreError> {
-    let committed = dir.join(COMMITTED);
-    if !committed.exists() {
-        return Ok(Vec::new());
+/// Two records holding one unit: a copied record (or a part of another run's committed/ copied in),
+/// named by both files. `None` when every unit is in one record only.
+pub(crate) fn duplicate_in_records(records: &[StoredRecord]) -> Option<StoreError> {
+    let mut seen: BTreeMap<&str, &Path> = BTreeMap::new();
+    let mut first_duplicate: Option<(String, PathBuf, PathBuf)> = None;
+    let mut more = 0usize;
+    for stored in records {
+        for unit in &stored.record.units {
+            if let Some(first) = seen.insert(unit, &stored.path) {
+                if first_duplicate.is_none() {
+                    first_duplicate = Some((unit.clone(), first.to_path_buf(), stored.path.clone()));
+                } else {
+                    more += 1;
+                }
+                seen.insert(unit, first);
+            }
+        }
     }
-    let mut records = Vec::new();
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&committed)
-        .map_err(io(&committed, "list"))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "json") && !is_temporary(p))
-        .collect();
-    paths.sort();
-    for path in paths {
-        let text = std::fs::read_to_string(&path).map_err(io(&path, "read"))?;
-        let record: CommitRecord = serde_json::from_str(&text)
-            .map_err(|e| StoreError::Corrupt { path: path.clone(), problem: e.to_string() })?;
-        records.push(record);
-    }
-    Ok(records)
-}
-
-fn is_temporary(path: &Path) -> bool {
-    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.') && n.ends_with(".tmp"))
+    let (unit, first, second) = first_duplicate?;
+    let copy = [&first, &second]
+        .into_iter()
+        .find(|p| {
+            let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+            records.iter().any(|r| &r.path == *p && r.record.batch != stem)
+        })
+        .unwrap_or(&second)
+        .clone();
+    Some(StoreError::DuplicateUnit {
+        unit,
+        sources: Box::new([first, second]),
+        detail: format!(
+            "{}\n  fix: a commit record was copied: remove {} (herd names each record after its batch), then read the \
+             run again",
+            if more > 0 { format!(" (and {more} more units)") } else { String::new() },
+            copy.display()
+        ),
+    })
 }
 
 impl RunStore {
     /// Opens (creating if needed) a run directory for `manifest.identity`. An existing directory must hold
-    /// the same run (experiment bytes, model, backend, shard); its stored units become the resume index and
-    /// whatever a killed session left half-done is removed.
+    /// the same run (experiment bytes, model, backend, shard); its stored units become the resume index,
+    /// batches whose parts fail their digests are dropped to be run again, and whatever a killed
+    /// session left half-done is removed (only herd's own names: other files stay, listed by
+    /// [`RunStore::foreign_files`]).
     pub fn open(dir: &Path, mut manifest: Manifest, device: &str) -> Result<Self, StoreError> {
         if dir.exists() && !dir.is_dir() {
             return Err(StoreError::NotADirectory(dir.to_path_buf()));
@@ -175,6 +207,7 @@ impl RunStore {
 
         let manifest_path = dir.join(MANIFEST);
         let mut previous_sessions = Vec::new();
+        let mut previous_totals = None;
         if manifest_path.exists() {
             let previous = read_manifest(&manifest_path)?;
             if previous.identity != manifest.identity {
@@ -194,31 +227,67 @@ impl RunStore {
                     });
                 }
             }
+            // Format 1 wrote its totals only at a session's start and end: nothing to compare.
+            previous_totals = previous.batches.map(|_| previous.units_stored);
             previous_sessions = previous.sessions;
-            for session in &mut previous_sessions {
-                if session.status == "running" {
-                    session.status = "interrupted".into();
-                }
-            }
-        } else if read_records(dir)?.iter().any(|r| !r.units.is_empty()) {
+        } else if read_records(dir)?.iter().any(|r| !r.record.units.is_empty()) {
             return Err(StoreError::Corrupt {
                 path: manifest_path,
                 problem: "stored batches but no manifest; the directory was not written by `herd run`".into(),
             });
         }
 
-        let records = read_records(dir)?;
+        let mut records = read_records(dir)?;
+        if let Some(duplicate) = duplicate_in_records(&records) {
+            return Err(duplicate);
+        }
+        let mut repairs = Vec::new();
+        let mut units_dropped = 0;
+        records.retain(|stored| match verify_for_resume(dir, stored) {
+            Ok(()) => true,
+            Err(problem) => {
+                repairs.push(problem);
+                units_dropped += stored.record.units.len() as u64;
+                false
+            }
+        });
+        let mut store_rows: BTreeMap<Table, u64> = BTreeMap::new();
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
         let mut done = BTreeSet::new();
-        let mut rows: BTreeMap<Table, u64> = BTreeMap::new();
         let mut batches = BTreeSet::new();
-        for record in records {
+        let mut last_seq = 0;
+        for StoredRecord { record, .. } in &records {
             done.extend(record.units.iter().cloned());
             for (table, n) in &record.rows {
-                *rows.entry(*table).or_default() += n;
+                *store_rows.entry(*table).or_default() += n;
             }
-            batches.insert(record.batch);
+            for (name, n) in &record.counts {
+                *counts.entry(name.clone()).or_default() += n;
+            }
+            batches.insert(record.batch.clone());
+            last_seq = last_seq.max(record.seq.unwrap_or(0));
         }
-        let orphans_removed = remove_orphans(dir, &batches)?;
+        let stored_now = done.len() as u64;
+        if let Some(promised) = previous_totals.filter(|&n| n > stored_now + units_dropped) {
+            repairs.push(format!(
+                "{}: the manifest counted {promised} committed units, the commit records hold {stored_now}: a record \
+                 was removed, so its units are run again",
+                dir.join(COMMITTED).display()
+            ));
+        }
+        for session in &mut previous_sessions {
+            if session.status == "running" {
+                session.status = "interrupted".into();
+            }
+        }
+        // A kill between a batch's record and the manifest's update leaves that batch uncounted; it
+        // belongs to the session that was killed.
+        if let (Some(counted), Some(last)) = (previous_totals, previous_sessions.last_mut())
+            && last.status == "interrupted"
+        {
+            last.units_run += stored_now.saturating_sub(counted);
+        }
+        let (orphans_removed, foreign) = remove_orphans(dir, &batches)?;
 
         previous_sessions.push(Session {
             started: now(),
@@ -227,14 +296,27 @@ impl RunStore {
             git_commit: git_commit().into(),
             device: device.into(),
             compute: manifest.compute.clone(),
-            units_already_stored: done.len() as u64,
+            units_already_stored: stored_now,
             units_run: 0,
             status: "running".into(),
         });
         manifest.sessions = previous_sessions;
         manifest.store_format = STORE_FORMAT;
         manifest.run_id = manifest.identity.run_id();
-        let mut store = RunStore { dir: dir.to_path_buf(), manifest, done, rows, orphans_removed, _lock: lock };
+        let n_records = records.len() as u64;
+        let mut store = RunStore {
+            dir: dir.to_path_buf(),
+            manifest,
+            done,
+            rows: store_rows,
+            counts,
+            batches: n_records,
+            next_seq: last_seq.max(n_records) + 1,
+            orphans_removed,
+            repairs,
+            foreign,
+            _lock: lock,
+        };
         store.update_counts();
         write_json(&manifest_path, &store.manifest)?;
         Ok(store)
@@ -256,9 +338,22 @@ impl RunStore {
         self.done.len()
     }
 
-    /// Parts of batches a killed session did not commit, removed when the directory was opened.
+    /// Parts of batches a killed session did not commit, and herd's temporary files, removed when the
+    /// directory was opened.
     pub fn orphans_removed(&self) -> usize {
         self.orphans_removed
+    }
+
+    /// Batches dropped when the directory was opened because their files failed verification (each
+    /// line names the file, the record and what was wrong); their units are run again.
+    pub fn repairs(&self) -> &[String] {
+        &self.repairs
+    }
+
+    /// Files in the table folders and `committed/` that herd did not write: left in place (herd reads
+    /// only committed parts), worth a warning since a glob over the folder reads them too.
+    pub fn foreign_files(&self) -> &[PathBuf] {
+        &self.foreign
     }
 
     pub fn manifest(&self) -> &Manifest {
@@ -279,37 +374,51 @@ impl RunStore {
         }
         let id = batch.id();
         let mut rows = BTreeMap::new();
+        let mut parts = BTreeMap::new();
         for (table, frame) in &batch.frames {
             let folder = self.dir.join(table.name());
             std::fs::create_dir_all(&folder).map_err(io(&folder, "create"))?;
             let path = folder.join(format!("{id}.parquet"));
             let mut frame = frame.clone();
-            write_atomic(&path, |file| {
-                ParquetWriter::new(file)
-                    .finish(&mut frame)
-                    .map(|_| ())
-                    .map_err(|e| StoreError::Polars { table: table.name(), problem: e.to_string() })
-            })?;
+            parts.insert(*table, write_part(&path, *table, &mut frame)?);
             *rows.entry(*table).or_insert(0) += frame.height() as u64;
         }
         let committed = self.dir.join(COMMITTED);
         std::fs::create_dir_all(&committed).map_err(io(&committed, "create"))?;
-        let record = CommitRecord { batch: id.clone(), units: batch.units, rows, committed: now() };
+        let record = CommitRecord {
+            batch: id.clone(),
+            units: batch.units,
+            rows,
+            committed: now(),
+            parts,
+            seq: Some(self.next_seq),
+            counts: batch.counts,
+        };
         write_json(&committed.join(format!("{id}.json")), &record)?;
+        self.next_seq += 1;
+        self.batches += 1;
         for (table, n) in &record.rows {
             *self.rows.entry(*table).or_default() += n;
+        }
+        for (name, n) in &record.counts {
+            *self.counts.entry(name.clone()).or_default() += n;
         }
         let n_units = record.units.len() as u64;
         self.done.extend(record.units);
         if let Some(session) = self.manifest.sessions.last_mut() {
             session.units_run += n_units;
         }
-        Ok(())
+        // The totals follow every commit, so that a record deleted later is visible (and a killed
+        // session shows what it stored).
+        self.update_counts();
+        write_json(&self.dir.join(MANIFEST), &self.manifest)
     }
 
     fn update_counts(&mut self) {
         self.manifest.units_stored = self.done.len() as u64;
         self.manifest.rows = self.rows.iter().map(|(t, n)| (t.name().to_owned(), *n)).collect();
+        self.manifest.batches = Some(self.batches);
+        self.manifest.counts = self.counts.clone();
     }
 
     /// Ends the session: records its status and the final counts in the manifest.
@@ -324,7 +433,7 @@ impl RunStore {
 
     /// The baseline candidates stored so far (to resume a pool without rescoring).
     pub fn baseline_candidates(&self) -> Result<Vec<BaselineCandidateRow>, StoreError> {
-        let Some(frame) = read_table(std::slice::from_ref(&self.dir), Table::BaselineCandidates)? else {
+        let Some(frame) = crate::read::read_table(std::slice::from_ref(&self.dir), Table::BaselineCandidates)? else {
             return Ok(Vec::new());
         };
         baseline_rows(&frame)
@@ -332,81 +441,62 @@ impl RunStore {
     }
 }
 
-fn remove_orphans(dir: &Path, committed: &BTreeSet<String>) -> Result<usize, StoreError> {
+/// Checks a record's parts before a session trusts them; a failing batch's record is removed (its
+/// parts then go as orphans) and the returned line says what was wrong. Records of format 1 carry no
+/// digests: their parts need only exist, as before.
+fn verify_for_resume(dir: &Path, stored: &StoredRecord) -> Result<(), String> {
+    let record = &stored.record;
+    for (table, &n) in &record.rows {
+        if n == 0 {
+            continue;
+        }
+        let fault = if record.parts.is_empty() {
+            (!record.part_path(dir, *table).exists()).then_some(crate::records::PartFault::Missing)
+        } else {
+            check_part(dir, record, *table).err()
+        };
+        if let Some(fault) = fault {
+            let removed = std::fs::remove_file(&stored.path);
+            return Err(format!(
+                "{}: {fault} (committed by {}); {}",
+                record.part_path(dir, *table).display(),
+                stored.path.display(),
+                match removed {
+                    Ok(()) => format!("its {} units are run again", record.units.len()),
+                    Err(e) => format!("could not remove the record ({e}); remove it by hand to run its units again"),
+                }
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Removes what a killed session left: herd's temporary files, and parts named like herd's batches
+/// that have no commit record. Every other file in a table folder or `committed/` is left in place and
+/// returned, for a warning.
+fn remove_orphans(dir: &Path, committed: &BTreeSet<String>) -> Result<(usize, Vec<PathBuf>), StoreError> {
     let mut removed = 0;
+    let mut foreign = Vec::new();
     let table_folders = Table::ALL.iter().map(|t| (dir.join(t.name()), true));
     for (folder, holds_parts) in table_folders.chain([(dir.join(COMMITTED), false), (dir.to_path_buf(), false)]) {
         let Ok(entries) = std::fs::read_dir(&folder) else { continue };
-        for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+        let in_root = folder == dir;
+        let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        paths.sort();
+        for path in paths {
             let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-            let orphan = holds_parts && path.extension().is_some_and(|e| e == "parquet") && !committed.contains(stem);
-            if is_temporary(&path) || orphan {
+            let parquet = path.extension().is_some_and(|e| e == "parquet");
+            let json = path.extension().is_some_and(|e| e == "json");
+            let herd_part = holds_parts && parquet && is_batch_id(stem);
+            if is_herd_temporary(&path) || (herd_part && !committed.contains(stem)) {
                 std::fs::remove_file(&path).map_err(io(&path, "remove"))?;
                 removed += 1;
+            } else if !in_root && !herd_part && (!json || holds_parts) {
+                foreign.push(path);
             }
         }
     }
-    Ok(removed)
-}
-
-/// The committed parts of `table` in a run directory, in batch order.
-pub fn committed_parts(dir: &Path, table: Table) -> Result<Vec<PathBuf>, StoreError> {
-    let mut parts: Vec<PathBuf> = read_records(dir)?
-        .into_iter()
-        .filter(|r| r.rows.get(&table).is_some_and(|&n| n > 0))
-        .map(|r| dir.join(table.name()).join(format!("{}.parquet", r.batch)))
-        .collect();
-    parts.sort();
-    Ok(parts)
-}
-
-/// `table` of one or more run directories (shards merge by concatenation), committed parts only;
-/// `None` when no directory has rows of it.
-pub fn read_table(dirs: &[PathBuf], table: Table) -> Result<Option<DataFrame>, StoreError> {
-    let mut frame: Option<DataFrame> = None;
-    for dir in dirs {
-        if !dir.join(MANIFEST).exists() {
-            return Err(StoreError::NotARun(dir.clone()));
-        }
-        for part in committed_parts(dir, table)? {
-            let file = File::open(&part).map_err(io(&part, "open"))?;
-            let next = ParquetReader::new(file)
-                .finish()
-                .map_err(|e| StoreError::Corrupt { path: part.clone(), problem: e.to_string() })?;
-            match &mut frame {
-                None => frame = Some(next),
-                Some(acc) => {
-                    let corrupt = |e: PolarsError| StoreError::Corrupt { path: part.clone(), problem: e.to_string() };
-                    let next = align_columns(acc, next).map_err(corrupt)?;
-                    acc.vstack_mut(&next).map_err(corrupt)?;
-                }
-            }
-        }
-    }
-    if let Some(frame) = &mut frame {
-        frame.align_chunks();
-    }
-    Ok(frame)
-}
-
-/// Gives `acc` and `next` the same columns in `acc`'s order, a column one lacks being all null: tables
-/// may gain columns (schema.rs), so a run resumed by a newer herd, or shards of two versions, hold
-/// parts with and without them.
-fn align_columns(acc: &mut DataFrame, mut next: DataFrame) -> PolarsResult<DataFrame> {
-    if acc.get_column_names() == next.get_column_names() {
-        return Ok(next);
-    }
-    for column in next.columns().to_vec() {
-        if acc.column(column.name()).is_err() {
-            acc.with_column(Column::full_null(column.name().clone(), acc.height(), column.dtype()))?;
-        }
-    }
-    for column in acc.columns().to_vec() {
-        if next.column(column.name()).is_err() {
-            next.with_column(Column::full_null(column.name().clone(), next.height(), column.dtype()))?;
-        }
-    }
-    next.select(acc.get_column_names_owned())
+    Ok((removed, foreign))
 }
 
 /// The manifest of a run directory.

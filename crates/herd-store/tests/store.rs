@@ -49,8 +49,8 @@ fn committed_batches_survive_reopening_and_uncommitted_parts_are_removed() {
         commit(&mut store, &["u1", "u2"]);
         assert!(store.is_stored("u1") && !store.is_stored("u3"));
         // What a kill between writing a part and its commit record leaves behind.
-        std::fs::write(out.join("baseline_candidates/bdeadbeef.parquet"), b"half").unwrap();
-        std::fs::write(out.join("committed/.bdeadbeef.json.tmp"), b"{").unwrap();
+        std::fs::write(out.join("baseline_candidates/bdeadbeefdeadbeef0123.parquet"), b"half").unwrap();
+        std::fs::write(out.join("committed/.bdeadbeefdeadbeef0123.json.tmp"), b"{").unwrap();
     }
     let mut store = RunStore::open(&out, manifest("m"), "cpu").unwrap();
     assert_eq!(store.orphans_removed(), 2);
@@ -82,7 +82,7 @@ fn another_run_a_newer_format_and_a_second_writer_are_refused() {
     assert!(other.to_string().contains("holds another run") && other.to_string().contains("other-model"), "{other}");
 
     let text = std::fs::read_to_string(out.join("manifest.json")).unwrap();
-    std::fs::write(out.join("manifest.json"), text.replace("\"store_format\": 1", "\"store_format\": 9")).unwrap();
+    std::fs::write(out.join("manifest.json"), text.replace("\"store_format\": 2", "\"store_format\": 9")).unwrap();
     let newer = RunStore::open(&out, manifest("m"), "cpu").err().unwrap();
     assert!(newer.to_string().contains("newer herd") && newer.to_string().contains("upgrade"), "{newer}");
 
@@ -108,7 +108,7 @@ fn a_committed_part_truncated_or_overwritten_is_named_as_corrupt() {
     for damaged in [bytes[..bytes.len() / 2].to_vec(), vec![0u8; bytes.len()], Vec::new()] {
         std::fs::write(&part, &damaged).unwrap();
         let err = read_table(std::slice::from_ref(&out), Table::BaselineCandidates).unwrap_err();
-        assert!(matches!(&err, StoreError::Corrupt { path, .. } if *path == part), "{err}");
+        assert!(matches!(&err, StoreError::Damaged { part: p, .. } if *p == part), "{err}");
         let text = err.to_string();
         assert!(text.contains(&part.display().to_string()) && text.contains("fix:"), "{text}");
     }

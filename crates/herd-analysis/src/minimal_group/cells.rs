@@ -265,8 +265,12 @@ fn summarise_deciders(
                 origin: origin.clone(),
                 cell: format!("decider {decider} of seed {seed} in {}", key.describe()),
                 what: if n_in == 0 { "in-group target" } else { "out-group target" }.into(),
-                fix: "favouritism needs targets of both groups: use m ≥ 2 and check that no target rows are missing"
-                    .into(),
+                fix: format!(
+                    "favouritism needs targets of both groups: use m from {} to half the society (a minority of one \
+                     has no in-group target; experiment files are held to the same range) and check that no target \
+                     rows are missing",
+                    herd_design::MIN_MINORITY_SIZE
+                ),
             });
         }
         let n_targets = (n_in + n_out) as f64;

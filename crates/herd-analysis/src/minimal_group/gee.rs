@@ -24,6 +24,7 @@ pub(super) const CELL: &str = "cell";
 pub(super) const LABELS_POOLED: &str = "labels_pooled";
 pub(super) const REASONING_CONTROL: &str = "reasoning_control";
 pub(super) const REASONING_THREE_WAY: &str = "reasoning_three_way";
+pub(super) const M_POOLED: &str = "m_pooled";
 
 /// One GEE fit: table rows, formula, cluster id and an optional extra numeric column.
 pub(super) struct FitJob<'a> {
@@ -332,6 +333,7 @@ pub(super) fn plan_gee<'a>(
         }
     }
     plan_pooled_visible(design_columns, cells, plan, cells.len(), &mut entries);
+    plan_pooled_m(design_columns, cells, plan, cells.len(), &mut entries);
     plan_pooled_reasoning(table, design_columns, cells, plan, cells.len() + 1, &mut entries);
     entries
 }
@@ -416,6 +418,44 @@ fn plan_pooled_visible<'a>(
                 fit: Ok(plan.push(job, Some(unit))),
             });
         }
+    }
+}
+
+/// `points ~ same_group` pooled over m per design combination, pass role and label condition
+/// (m = `pooled`): the paper's per-model favouritism ("0.84–4.06 points/target across the four
+/// models", every p < 10⁻²⁵, which only a dyad-level fit over a model's societies can give), so
+/// that a model is judged on its own estimate, not on its weakest minority size. Clusters are
+/// societies (m, seed).
+fn plan_pooled_m<'a>(
+    design_columns: &[&str],
+    cells: &'a [Cell],
+    plan: &mut FitPlan<'a>,
+    unit: usize,
+    entries: &mut Vec<GeeEntry>,
+) {
+    let mut by_design: BTreeMap<(&DesignKey, Passes, Labels), Vec<&Cell>> = BTreeMap::new();
+    for cell in cells {
+        by_design.entry((&cell.key.design, cell.key.passes, cell.key.labels)).or_default().push(cell);
+    }
+    let formula = CELL_FORMULAS[0];
+    for ((design, passes, labels), members) in by_design {
+        let job = FitJob {
+            rows: Cow::Owned(rows_of(&members)),
+            formula,
+            cluster: ClusterBy::Society,
+            extra: None,
+            bootstrap: false,
+            context: format!("{formula} pooled over m ({}, {:?})", labels.as_str(), design.0),
+        };
+        entries.push(GeeEntry {
+            design: design_values(design, design_columns),
+            passes,
+            analysis: M_POOLED,
+            labels: labels.as_str().into(),
+            m: "pooled".into(),
+            formula,
+            fit: Ok(plan.push(job, Some(unit))),
+        });
     }
 }
 

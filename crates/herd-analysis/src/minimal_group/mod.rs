@@ -26,6 +26,8 @@
 //! - `gee`: exchangeable Gaussian GEE clustered by society, robust SEs. `analysis` = `cell`: per cell
 //!   `points ~ same_group` and `points ~ same_group * minority_decider` (clusters: seeds);
 //!   `labels_pooled`: `* visible` over the cells of a design combination (labels = m = `pooled`);
+//!   `m_pooled`: `points ~ same_group` per design combination and label condition pooled over m
+//!   (m = `pooled`), the paper's per-model favouritism, which the headlines judge;
 //!   `reasoning_control`: the paper's control, per model (and instrument, pass role) on visible
 //!   labels pooled over m, `points ~ same_group * reasoning` (reasoning = 1 for `on`, 0 for `off`;
 //!   reasoning = m = `pooled`), whose `same_group:reasoning` is the paper's −1.50;

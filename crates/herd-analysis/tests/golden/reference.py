@@ -256,6 +256,12 @@ def minimal_group(df, indices=None, resamples=2000, seed=0, gee_bootstrap=True):
             for r in gee(dd, formula, society(dd)):
                 gee_rows.append({**key_dict(design + ["passes"], dkey), "labels": "pooled", "m": "pooled",
                                  "analysis": "labels_pooled", "formula": formula, **r})
+    # The paper's per-model favouritism: `points ~ same_group` per design combination and label
+    # condition pooled over m, clustered by society.
+    for dkey, dd in df.groupby(design + ["passes", "labels"], sort=True):
+        for r in gee(dd, CELL_FORMULAS[0], society(dd)):
+            gee_rows.append({**key_dict(design + ["passes", "labels"], dkey), "m": "pooled",
+                             "analysis": "m_pooled", "formula": CELL_FORMULAS[0], **r})
     if "reasoning" in design:
         others = [c for c in design if c != "reasoning"] + ["passes"]
         pooled = []
@@ -361,8 +367,10 @@ def conformity(df):
                                "mean": m, "sd": sd, "se": se, "ci_low": m - z975 * se, "ci_high": m + z975 * se})
             a = auc_of(g, measure)
             c = g.groupby("n")[measure].mean().sort_index()
-            # Saturation: the first N whose mean reaches 90% of the largest N's, for a rising curve.
-            sat = int(c.index[(c >= 0.9 * c.iloc[-1]).values][0]) if c.iloc[-1] > c.iloc[0] else None
+            # Saturation: the first N whose rise from the curve's first N reaches 90% of the rise at the
+            # largest N, for a rising curve.
+            first, last = c.iloc[0], c.iloc[-1]
+            sat = int(c.index[(c >= first + 0.9 * (last - first)).values][0]) if last > first else None
             aucs.append({**dict(zip(keys, key)), "measure": measure, "n_points": int(g.n.nunique()), "auc": a,
                          "saturation_n": sat})
             level_auc[(measure,) + key] = a

@@ -2,9 +2,10 @@
 //! into one of three verdicts. A verdict never rests on an undefined statistic, and a test that
 //! cannot reach significance at its n (an exact test on too few units) decides nothing.
 
-use herd_stats::{Alternative, WilcoxonOptions, students_t_cdf, wilcoxon_one_sample};
+use herd_stats::{Alternative, WilcoxonOptions, wilcoxon_one_sample};
 
 use super::Verdict;
+pub(crate) use crate::figure::t_quantile;
 use crate::figure::{Z95, num, p_value, signed};
 
 /// Significance level of every headline test.
@@ -103,6 +104,7 @@ pub(crate) fn singular(unit: &'static str) -> &'static str {
         "difficulty levels" => "difficulty level",
         "model × difficulty level points" => "model × difficulty level point",
         "societies per mode" => "society per mode",
+        "societies" => "society",
         other => other,
     }
 }
@@ -255,10 +257,25 @@ pub(crate) enum Combine {
     All,
     /// More than half of the rows must replicate; inconclusive rows could still make it.
     Most,
+    /// One row replicating is enough (a model-specific finding, e.g. the paper's paraphrase floor
+    /// violation in one of four models); it does not replicate when every row does not.
+    Any,
 }
 
 /// The headline's verdict from its rows, and the rows or count it rests on.
 pub(crate) fn combine(rows: &[Row], how: Combine) -> (Verdict, String) {
+    // Rows outside the paper's population say nothing about its claim: the rest decide, and with
+    // none left the headline is itself outside the population.
+    let outside: Vec<&Row> = rows.iter().filter(|r| r.verdict == Verdict::NotPaperPopulation).collect();
+    if !outside.is_empty() {
+        let note = outside.iter().map(|r| format!("{}: {}", r.label, r.reason)).collect::<Vec<_>>().join("; ");
+        let inside: Vec<Row> = rows.iter().filter(|r| r.verdict != Verdict::NotPaperPopulation).cloned().collect();
+        if inside.is_empty() {
+            return (Verdict::NotPaperPopulation, note);
+        }
+        let (verdict, basis) = combine(&inside, how);
+        return (verdict, format!("{basis}; outside the paper's population: {note}"));
+    }
     let with = |v: Verdict| rows.iter().filter(|r| r.verdict == v).collect::<Vec<_>>();
     let (replicate, inconclusive, fail) =
         (with(Verdict::Replicates), with(Verdict::Inconclusive), with(Verdict::DoesNotReplicate));
@@ -299,6 +316,15 @@ pub(crate) fn combine(rows: &[Row], how: Combine) -> (Verdict, String) {
                 (Verdict::Replicates, format!("{all} ({})", tests()))
             }
         }
+        Combine::Any => {
+            if !replicate.is_empty() {
+                (Verdict::Replicates, list(&replicate))
+            } else if !inconclusive.is_empty() {
+                (Verdict::Inconclusive, list(&inconclusive))
+            } else {
+                (Verdict::DoesNotReplicate, list(&fail))
+            }
+        }
         Combine::Most => {
             let k = rows.len();
             let counts = format!(
@@ -330,16 +356,6 @@ pub(crate) fn wilcoxon_min_p(n: usize, two_sided: bool) -> f64 {
 pub(crate) fn spearman_min_p(n: usize) -> f64 {
     let factorial: f64 = (1..=n).map(|k| k as f64).product();
     (2.0 / factorial).min(1.0)
-}
-
-/// Student's t quantile (lower-tail probability `q`) by bisection on herd-stats' CDF.
-pub(crate) fn t_quantile(q: f64, df: f64) -> f64 {
-    let (mut lo, mut hi) = (-1e7, 1e7);
-    for _ in 0..200 {
-        let mid = 0.5 * (lo + hi);
-        if students_t_cdf(mid, df) < q { lo = mid } else { hi = mid }
-    }
-    0.5 * (lo + hi)
 }
 
 /// Mean and two-sided t-interval of `values` at `level`; `None` for fewer than two values.
@@ -380,11 +396,6 @@ pub(crate) fn wilcoxon_evidence(differences: &[f64], alternative: Alternative, u
     }
     e.interval_name = if two_sided { "95% t-interval" } else { "90% t-interval" };
     e
-}
-
-/// A normal-theory interval from an estimate and its standard error (GEE robust SEs).
-pub(crate) fn z_interval(estimate: f64, se: f64) -> Option<(f64, f64)> {
-    (estimate.is_finite() && se.is_finite()).then_some((estimate - Z95 * se, estimate + Z95 * se))
 }
 
 /// Fisher-z interval of a Spearman ρ on `n` points (SE √(1.06 / (n − 3)), Fieller, Hartley and
@@ -518,5 +529,9 @@ mod tests {
         assert_eq!(most(&[R, I, D]), I);
         assert_eq!(most(&[R, D, D]), D);
         assert_eq!(most(&[R, D]), D);
+        let any = |vs: &[Verdict]| combine(&vs.iter().map(|&v| row(v)).collect::<Vec<_>>(), Combine::Any).0;
+        assert_eq!(any(&[D, R, D]), R);
+        assert_eq!(any(&[D, I]), I);
+        assert_eq!(any(&[D, D]), D);
     }
 }

@@ -1,16 +1,25 @@
-//! The minimal-group paper's headlines. The society (seed) is the unit of every test, as in the
-//! paper: seed-level Wilcoxon tests and bootstrap intervals from the analysis tables, and per-society
-//! shares computed here from the dyads for prevalence and extreme allocations.
+//! The minimal-group paper's headlines, each on the paper's unit and selection. Every headline uses
+//! the base instrument, each model's default reasoning mode and both swap passes of a society pooled
+//! ([`Selection`]); the paraphrase instrument and each pass alone have their own robustness rows.
+//! The paper's per-model claims (favouritism, the minority gap, prevalence) are judged per model on
+//! the model's societies pooled over m; its per-cell claims (the hidden floor, extreme allocations,
+//! the BH count) per cell. The society is the unit of every test, as in the paper: seed-level
+//! Wilcoxon tests over societies, with the dyad-level GEE coefficient as the per-model estimate.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use herd_analysis::{Dyad, DyadTable, Labels, MinimalGroupTables, ResultTable};
-use herd_stats::Alternative;
+use herd_stats::{Alternative, students_t_cdf};
 
-use super::evidence::{ALPHA, Claim, Combine, Evidence, Row, wilcoxon_evidence, wilcoxon_min_p, z_interval};
+use super::evidence::{ALPHA, Claim, Combine, Evidence, Row, t_quantile, wilcoxon_evidence, wilcoxon_min_p};
+use super::societies::{Selection, Society, deciders_by_model, model_name, society_means};
 use super::{Outcome, PaperHeadline, Verdict};
 use crate::figure::{is_main_row, num, p_value, rows_where, signed};
 use crate::results::Results;
+
+/// Fewest units on which a normal-theory (z) p-value is printed: below it the report shows the
+/// seed-level test's p alone.
+pub(crate) const Z_MIN_UNITS: usize = 30;
 
 /// The paper's hidden-label floor (section 2.1): every hidden cell's raw seed-level p above this…
 const FLOOR_P: f64 = 0.13;
@@ -21,10 +30,6 @@ const DESIGN: [&str; 4] = ["model", "reasoning", "instrument", "swap_pass"];
 /// `1 seed`, `4 seeds`.
 fn seeds(n: usize) -> String {
     if n == 1 { "1 seed".into() } else { format!("{n} seeds") }
-}
-
-fn minimal_group(results: &Results) -> Option<&MinimalGroupTables> {
-    results.minimal_group.as_ref().map(|m| &m.tables)
 }
 
 /// A cell of a result table: the design columns present, labels and m (text or integer columns).
@@ -51,185 +56,333 @@ fn cell_name(key: &CellKey) -> String {
     parts.join(" · ")
 }
 
-/// The main rows (both passes of a society together, not each alone) of one label arm and decider set.
-fn seed_rows(tables: &MinimalGroupTables, labels: &str, deciders: &str) -> Vec<usize> {
+/// The rows of one label arm and decider set in `selection` (main rows: both passes of a society
+/// together; or one pass alone where the selection says so).
+fn seed_rows(tables: &MinimalGroupTables, selection: &Selection, labels: &str, deciders: &str) -> Vec<usize> {
     let t = &tables.seed_tests;
     rows_where(t, &[("labels", labels), ("deciders", deciders), ("measure", "favouritism")])
         .into_iter()
-        .filter(|&r| is_main_row(t, r))
+        .filter(|&r| selection.takes_row(t, r))
         .collect()
 }
 
-/// The seed-level test of one `seed_tests` row, with the bootstrap interval of `quantity` for its cell.
-fn seed_evidence(tables: &MinimalGroupTables, r: usize, quantity: &str) -> Evidence {
-    let t = &tables.seed_tests;
-    let n = t.number("n_seeds", r).unwrap_or(0.0) as usize;
-    let mut e = Evidence::new("Wilcoxon signed-rank", n, "seeds");
-    e.estimate = t.number("mean", r);
-    e.p = t.number("wilcoxon_p", r);
-    e.min_p = Some(wilcoxon_min_p(n, true));
-    let key = cell_key(t, r);
-    let b = &tables.bootstrap;
-    e.interval = rows_where(b, &[("quantity", quantity)])
+/// A model's dyad-level favouritism: `points ~ same_group` over its cells of one label condition
+/// pooled over m (herd-analysis's `m_pooled` GEE rows), clustered by society.
+struct ModelFit {
+    coef: f64,
+    se: f64,
+    clusters: usize,
+    z: f64,
+    p: f64,
+}
+
+fn model_fit(gee: &ResultTable, selection: &Selection, model: &Option<String>, labels: Labels) -> Option<ModelFit> {
+    let conditions = [
+        ("analysis", "m_pooled"),
+        ("labels", labels.as_str()),
+        ("formula", "points ~ same_group"),
+        ("term", "same_group"),
+    ];
+    rows_where(gee, &conditions)
         .into_iter()
-        .find(|&i| is_main_row(b, i) && cell_key(b, i) == key)
-        .and_then(|i| Some((b.number("ci_low", i)?, b.number("ci_high", i)?)));
-    e.interval_name = "95% bootstrap interval";
-    e
+        .find(|&r| selection.takes_row(gee, r) && gee.text("model", r).map(str::to_owned) == *model)
+        .and_then(|r| {
+            Some(ModelFit {
+                coef: gee.number("coef", r)?,
+                se: gee.number("se_robust", r)?,
+                clusters: gee.number("n_clusters", r)? as usize,
+                z: gee.number("z", r).unwrap_or(f64::NAN),
+                p: gee.number("p", r).unwrap_or(f64::NAN),
+            })
+        })
+}
+
+/// The 95% interval of a cluster-robust estimate on `clusters` clusters with Student's t on
+/// clusters − 1 degrees of freedom (the usual small-sample correction of a sandwich SE; on 30
+/// societies it is 4% wider than the normal interval, on 8 it is 21% wider).
+pub(super) fn cluster_t_interval(estimate: f64, se: f64, clusters: usize) -> Option<(f64, f64)> {
+    if clusters < 2 || !(estimate.is_finite() && se.is_finite()) {
+        return None;
+    }
+    let half = t_quantile(0.975, (clusters - 1) as f64) * se;
+    Some((estimate - half, estimate + half))
+}
+
+/// `GEE same_group +2.410 (robust SE 0.210, 24 societies)`, with the GEE's own z-test only on 30 or
+/// more societies (a normal-theory p on fewer is not printed).
+fn describe_fit(f: &ModelFit) -> String {
+    let z = if f.clusters >= Z_MIN_UNITS {
+        format!("; GEE robust z = {}, p = {}", num(f.z), p_value(f.p))
+    } else {
+        String::new()
+    };
+    format!("GEE same_group {} (robust SE {}, {} societies{z})", signed(f.coef), num(f.se), f.clusters)
+}
+
+/// The paper's per-model favouritism on `selection`: each model's GEE `same_group` coefficient over
+/// its visible cells pooled over m, judged with the seed-level Wilcoxon signed-rank test over the
+/// model's societies (m × seed) and the coefficient's 95% t-interval.
+fn per_model_favouritism(h: &PaperHeadline, results: &Results, selection: &Selection, label: &str) -> Option<Outcome> {
+    let m = results.minimal_group.as_ref()?;
+    if !selection.instrument_in(&m.dyads) {
+        return None;
+    }
+    let rows = deciders_by_model(&m.dyads, selection)
+        .iter()
+        .filter(|((_, labels), _)| *labels == Labels::Visible)
+        .map(|((model, _), societies)| {
+            let means: Vec<f64> = society_means(societies, |_| true, |d| d.favouritism).into_values().collect();
+            let seed = wilcoxon_evidence(&means, Alternative::TwoSided, "societies");
+            let fit = model_fit(&m.tables.gee, selection, model, Labels::Visible);
+            let mut e = Evidence::new(
+                "GEE same_group with its 95% t-interval (robust SE, societies − 1 df); p: seed-level Wilcoxon signed-rank over societies",
+                means.len(),
+                "societies",
+            );
+            e.estimate = fit.as_ref().map(|f| f.coef);
+            e.p = seed.p;
+            e.min_p = seed.min_p;
+            e.nonzero = seed.nonzero;
+            e.interval = fit.as_ref().and_then(|f| cluster_t_interval(f.coef, f.se, f.clusters));
+            e.interval_name = "95% t-interval";
+            let value = format!(
+                "{}; mean over societies {}",
+                fit.as_ref().map_or("no per-model GEE row (`m_pooled`) in the tables".into(), describe_fit),
+                seed.estimate.map_or("n/a".into(), signed)
+            );
+            let name = if label.is_empty() { model_name(model) } else { format!("{} · {label}", model_name(model)) };
+            Row::judged(name, value, e, Claim::positive(h.effect))
+        })
+        .collect();
+    let summary = format!(
+        "Per model: the dyad-level GEE same_group coefficient (points ~ same_group over the model's visible cells \
+         pooled over m, clustered by society) on {}; the per-cell values are in the seed_tests table",
+        selection.describe()
+    );
+    Some(Outcome { summary, rows, combine: Combine::All })
 }
 
 pub(super) fn favouritism_visible(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
-    let tables = minimal_group(results)?;
-    let rows = seed_rows(tables, "visible", "all")
-        .into_iter()
-        .map(|r| {
-            let e = seed_evidence(tables, r, "favouritism");
-            let value = e.estimate.map_or("n/a".into(), signed);
-            Row::judged(cell_name(&cell_key(&tables.seed_tests, r)), value, e, Claim::positive(h.effect))
-        })
-        .collect();
-    Some(Outcome { summary: String::new(), rows, combine: Combine::All })
+    let m = results.minimal_group.as_ref()?;
+    per_model_favouritism(h, results, &Selection::new(&m.dyads, None), "")
+}
+
+/// Robustness: each swap pass alone, per model (the headline pools both).
+pub(super) fn favouritism_per_pass(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+    let m = results.minimal_group.as_ref()?;
+    let mut rows = Vec::new();
+    let mut summary = String::new();
+    for pass in Selection::passes(&m.dyads) {
+        let selection = Selection::new(&m.dyads, None).on_pass(&pass);
+        if let Some(o) = per_model_favouritism(h, results, &selection, &format!("{pass} pass")) {
+            rows.extend(o.rows);
+            summary = o.summary.replace(&format!("the {pass} swap pass alone"), "each swap pass alone");
+        }
+    }
+    Some(Outcome { summary, rows, combine: Combine::All })
+}
+
+/// Robustness: the paraphrase instrument's favouritism, per model (the paper: direction kept, the
+/// magnitude changed, so only the sign is judged).
+pub(super) fn favouritism_paraphrase(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+    let m = results.minimal_group.as_ref()?;
+    let mut rows = Vec::new();
+    let mut summary = String::new();
+    let sign_only = PaperHeadline { effect: None, ..h.clone() };
+    for instrument in Selection::other_instruments(&m.dyads) {
+        let selection = Selection::new(&m.dyads, Some(instrument.as_str()));
+        if let Some(o) = per_model_favouritism(&sign_only, results, &selection, &instrument) {
+            rows.extend(o.rows);
+            summary = o.summary;
+        }
+    }
+    Some(Outcome { summary, rows, combine: Combine::All })
+}
+
+/// Agents per society, from the dyads (each decider rates every other member).
+fn society_size(dyads: &DyadTable) -> Option<usize> {
+    let first = dyads.rows.first()?;
+    Some(
+        dyads
+            .rows
+            .iter()
+            .filter(|d| dyad_key(d) == dyad_key(first) && d.seed == first.seed && d.decider == first.decider)
+            .count()
+            + 1,
+    )
+}
+
+/// The minority sizes below half the society, as `m = 3, 5`.
+fn unequal(societies: &BTreeMap<Society, Vec<super::societies::Decider>>, size: usize) -> Vec<u32> {
+    let ms: BTreeSet<u32> = societies.keys().map(|s| s.0).filter(|&m| 2 * (m as usize) < size).collect();
+    ms.into_iter().collect()
+}
+
+fn ms_text(ms: &[u32]) -> String {
+    format!("m = {}", ms.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))
 }
 
 pub(super) fn minority_gap(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
     let m = results.minimal_group.as_ref()?;
-    let t = &m.tables.seed_tests;
-    // Society size from the dyads: each decider rates every other member.
-    let first = m.dyads.rows.first()?;
-    let society = m
-        .dyads
-        .rows
-        .iter()
-        .filter(|d| dyad_key(d) == dyad_key(first) && d.seed == first.seed && d.decider == first.decider)
-        .count()
-        + 1;
-    let rows = seed_rows(&m.tables, "visible", "minority_minus_majority")
+    let size = society_size(&m.dyads)?;
+    let selection = Selection::new(&m.dyads, None);
+    let rows = deciders_by_model(&m.dyads, &selection)
         .into_iter()
-        .filter(|&r| t.number("m", r).is_some_and(|minority| 2.0 * minority < society as f64))
-        .map(|r| {
-            let e = seed_evidence(&m.tables, r, "minority_minus_majority");
-            let value = e.estimate.map_or("n/a".into(), signed);
-            Row::judged(cell_name(&cell_key(t, r)), value, e, Claim::positive(h.effect))
+        .filter(|((_, labels), _)| *labels == Labels::Visible)
+        .filter_map(|((model, _), societies)| {
+            let ms = unequal(&societies, size);
+            if ms.is_empty() {
+                return None;
+            }
+            let kept: BTreeMap<Society, Vec<_>> = societies.into_iter().filter(|(s, _)| ms.contains(&s.0)).collect();
+            let minority = society_means(&kept, |d| d.minority, |d| d.favouritism);
+            let majority = society_means(&kept, |d| !d.minority, |d| d.favouritism);
+            let gaps: Vec<f64> = minority.iter().filter_map(|(s, v)| majority.get(s).map(|w| v - w)).collect();
+            let mut e = wilcoxon_evidence(&gaps, Alternative::TwoSided, "societies");
+            e.test = "seed-level Wilcoxon signed-rank over societies".into();
+            let value = format!("{} ({} pooled)", e.estimate.map_or("n/a".into(), signed), ms_text(&ms));
+            Some(Row::judged(model_name(&model), value, e, Claim::positive(h.effect)))
         })
         .collect();
-    Some(Outcome { summary: String::new(), rows, combine: Combine::All })
+    let summary = format!(
+        "Per model: minority − majority deciders' mean favouritism within each society, over the model's visible \
+         societies with unequal groups, on {}; per-cell gaps (the paper's R1-Distill-Llama-8B m = 3 exception) \
+         are in the seed_tests table",
+        selection.describe()
+    );
+    Some(Outcome { summary, rows, combine: Combine::All })
 }
 
 /// The GEE z of `same_group` in `points ~ same_group` for a cell (its main fit, both passes pooled).
 fn floor_z(gee: &ResultTable, key: &CellKey) -> Option<f64> {
     rows_where(gee, &[("formula", "points ~ same_group"), ("term", "same_group")])
         .into_iter()
-        .find(|&r| {
-            gee.text("analysis", r).is_none_or(|a| a == "cell") && is_main_row(gee, r) && cell_key(gee, r) == *key
-        })
+        .find(|&r| gee.text("analysis", r).is_none_or(|a| a == "cell") && cell_key(gee, r) == *key)
         .and_then(|r| gee.number("z", r))
 }
 
-pub(super) fn hidden_floor(_: &PaperHeadline, results: &Results) -> Option<Outcome> {
-    let tables = minimal_group(results)?;
+/// One hidden cell judged by the paper's floor rule: the raw (not BH-adjusted) seed-level p > 0.13
+/// and the GEE |z| < 1.5. With too few seeds the Wilcoxon cannot fail it, and a GEE on as few
+/// clusters gives no usable z (one society gives |z| ≈ 10¹⁵), so such a cell decides nothing.
+fn floor_row(tables: &MinimalGroupTables, r: usize) -> Row {
     let t = &tables.seed_tests;
-    let rows = seed_rows(tables, "hidden", "all")
-        .into_iter()
-        .map(|r| {
-            let key = cell_key(t, r);
-            let n = t.number("n_seeds", r).unwrap_or(0.0) as usize;
-            let mut e = Evidence::new("Wilcoxon signed-rank and GEE z", n, "seeds");
-            e.estimate = t.number("mean", r).filter(|v| v.is_finite());
-            e.p = t.number("wilcoxon_p", r).filter(|v| v.is_finite());
-            e.min_p = Some(wilcoxon_min_p(n, true));
-            let z = floor_z(&tables.gee, &key).filter(|v| v.is_finite());
-            // The paper's rule, on the raw (not BH-adjusted) p: p > 0.13 and |z| < 1.5 in every cell. With
-            // too few seeds the Wilcoxon cannot fail it, and a GEE on as few clusters gives no usable z
-            // (one society gives |z| ≈ 10¹⁵), so such a cell decides nothing either way.
-            let (verdict, reason) = match (e.estimate, e.p, z) {
-                (None, _, _) | (_, None, _) | (_, _, None) => {
-                    (Verdict::Inconclusive, "the mean, p or z is undefined: no floor can rest on it".to_owned())
-                }
-                _ if wilcoxon_min_p(n, true) > FLOOR_P => (
+    let key = cell_key(t, r);
+    let n = t.number("n_seeds", r).unwrap_or(0.0) as usize;
+    let mut e = Evidence::new("Wilcoxon signed-rank and GEE z", n, "seeds");
+    e.estimate = t.number("mean", r).filter(|v| v.is_finite());
+    e.p = t.number("wilcoxon_p", r).filter(|v| v.is_finite());
+    e.min_p = Some(wilcoxon_min_p(n, true));
+    let z = floor_z(&tables.gee, &key).filter(|v| v.is_finite());
+    let (verdict, reason) = match (e.estimate, e.p, z) {
+        (None, _, _) | (_, None, _) | (_, _, None) => {
+            (Verdict::Inconclusive, "the mean, p or z is undefined: no floor can rest on it".to_owned())
+        }
+        _ if wilcoxon_min_p(n, true) > FLOOR_P => (
+            Verdict::Inconclusive,
+            format!(
+                "with {} the smallest attainable p is {} > {FLOOR_P}: the floor test cannot fail",
+                seeds(n),
+                p_value(wilcoxon_min_p(n, true))
+            ),
+        ),
+        (_, Some(p), Some(z)) if p <= FLOOR_P || z.abs() >= FLOOR_Z => (
+            Verdict::DoesNotReplicate,
+            format!("p = {} (floor needs > {FLOOR_P}), |z| = {} (needs < {FLOOR_Z})", p_value(p), num(z.abs())),
+        ),
+        (_, Some(p), Some(z)) => {
+            (Verdict::Replicates, format!("p = {} > {FLOOR_P} and |z| = {} < {FLOOR_Z}", p_value(p), num(z.abs())))
+        }
+    };
+    // The GEE z is the floor rule's statistic (a threshold, as the paper states it), not a test whose
+    // normal p the report prints.
+    let value = format!("{}, GEE z = {}", e.estimate.map_or("n/a".into(), signed), z.map_or("n/a".into(), num));
+    Row { label: cell_name(&key), value, evidence: e, verdict, reason }
+}
+
+pub(super) fn hidden_floor(_: &PaperHeadline, results: &Results) -> Option<Outcome> {
+    let m = results.minimal_group.as_ref()?;
+    let selection = Selection::new(&m.dyads, None);
+    let rows = seed_rows(&m.tables, &selection, "hidden", "all").into_iter().map(|r| floor_row(&m.tables, r)).collect();
+    let summary = format!("Every hidden cell (model × m) on {}", selection.describe());
+    Some(Outcome { summary, rows, combine: Combine::All })
+}
+
+/// The paper's robustness finding: under the paraphrase, one model (R1-Distill-Llama-8B) breaks the
+/// hidden floor that holds on the base instrument. A row per model and paraphrase instrument:
+/// "replicates" where the paraphrase floor fails in some cell while the base floor holds.
+pub(super) fn hidden_floor_paraphrase(_: &PaperHeadline, results: &Results) -> Option<Outcome> {
+    let m = results.minimal_group.as_ref()?;
+    let tables = &m.tables;
+    let t = &tables.seed_tests;
+    let others = Selection::other_instruments(&m.dyads);
+    if others.is_empty() {
+        return None;
+    }
+    let model_of = |r: usize| t.text("model", r).map(str::to_owned);
+    let by_model = |selection: &Selection| {
+        let mut out: BTreeMap<Option<String>, Vec<Row>> = BTreeMap::new();
+        for r in seed_rows(tables, selection, "hidden", "all") {
+            out.entry(model_of(r)).or_default().push(floor_row(tables, r));
+        }
+        out
+    };
+    let base = by_model(&Selection::new(&m.dyads, None));
+    let mut rows = Vec::new();
+    for instrument in &others {
+        let selection = Selection::new(&m.dyads, Some(instrument.as_str()));
+        for (model, cells) in by_model(&selection) {
+            let failing: Vec<&Row> = cells.iter().filter(|c| c.verdict == Verdict::DoesNotReplicate).collect();
+            let base_cells = base.get(&model).map(Vec::as_slice).unwrap_or_default();
+            let base_holds = !base_cells.is_empty() && base_cells.iter().all(|c| c.verdict == Verdict::Replicates);
+            let listed =
+                |rs: &[&Row]| rs.iter().map(|c| format!("{}: {}", c.label, c.reason)).collect::<Vec<_>>().join("; ");
+            let (verdict, reason) = if !failing.is_empty() && base_holds {
+                (
+                    Verdict::Replicates,
+                    format!("the base floor holds and the {instrument} floor fails ({})", listed(&failing)),
+                )
+            } else if !failing.is_empty() {
+                (
                     Verdict::Inconclusive,
                     format!(
-                        "with {} the smallest attainable p is {} > {FLOOR_P}: the floor test cannot fail",
-                        seeds(n),
-                        p_value(wilcoxon_min_p(n, true))
+                        "the {instrument} floor fails ({}), but the base floor does not hold: not a wording effect alone",
+                        listed(&failing)
                     ),
-                ),
-                (_, Some(p), Some(z)) if p <= FLOOR_P || z.abs() >= FLOOR_Z => (
-                    Verdict::DoesNotReplicate,
-                    format!("p = {} (floor needs > {FLOOR_P}), |z| = {} (needs < {FLOOR_Z})", p_value(p), num(z.abs())),
-                ),
-                (_, Some(p), Some(z)) => (
-                    Verdict::Replicates,
-                    format!("p = {} > {FLOOR_P} and |z| = {} < {FLOOR_Z}", p_value(p), num(z.abs())),
-                ),
+                )
+            } else if cells.iter().all(|c| c.verdict == Verdict::Replicates) {
+                (Verdict::DoesNotReplicate, format!("the {instrument} floor holds in every cell"))
+            } else {
+                let open: Vec<&Row> = cells.iter().filter(|c| c.verdict == Verdict::Inconclusive).collect();
+                (Verdict::Inconclusive, listed(&open))
             };
-            let value = format!("{}, GEE z = {}", e.estimate.map_or("n/a".into(), signed), z.map_or("n/a".into(), num));
-            Row { label: cell_name(&key), value, evidence: e, verdict, reason }
-        })
-        .collect();
-    Some(Outcome { summary: String::new(), rows, combine: Combine::All })
-}
-
-/// One decider's favouritism and whether it gave every out-group target zero.
-struct Decider {
-    minority: bool,
-    favouritism: f64,
-    extreme: bool,
-}
-
-/// One decider's points so far: in-group and out-group sums and counts.
-#[derive(Default)]
-struct Tally {
-    minority: bool,
-    in_sum: f64,
-    n_in: usize,
-    out_sum: f64,
-    n_out: usize,
-    out_nonzero: bool,
-}
-
-/// Deciders per cell and society (seed), from the dyads.
-fn deciders(dyads: &DyadTable) -> BTreeMap<CellKey, BTreeMap<i64, Vec<Decider>>> {
-    let mut tallies: BTreeMap<(CellKey, i64, i64), Tally> = BTreeMap::new();
-    for d in &dyads.rows {
-        let t = tallies.entry((dyad_key(d), d.seed, d.decider)).or_default();
-        t.minority = d.minority_decider;
-        if d.same_group {
-            t.in_sum += d.points;
-            t.n_in += 1;
-        } else {
-            t.out_sum += d.points;
-            t.n_out += 1;
-            t.out_nonzero |= d.points != 0.0;
+            let n = cells.iter().map(|c| c.evidence.n).min().unwrap_or(0);
+            let value = cells.iter().map(|c| format!("{}: {}", c.label, c.value)).collect::<Vec<_>>().join(", ");
+            let evidence = Evidence::new("the hidden floor rule per cell (Wilcoxon signed-rank and GEE z)", n, "seeds");
+            rows.push(Row {
+                label: format!("{} · {instrument}", model_name(&model)),
+                value,
+                evidence,
+                verdict,
+                reason,
+            });
         }
     }
-    let mut out: BTreeMap<CellKey, BTreeMap<i64, Vec<Decider>>> = BTreeMap::new();
-    for ((cell, seed, _), t) in tallies {
-        if t.n_in == 0 || t.n_out == 0 {
-            continue;
-        }
-        let favouritism = t.in_sum / t.n_in as f64 - t.out_sum / t.n_out as f64;
-        out.entry(cell).or_default().entry(seed).or_default().push(Decider {
-            minority: t.minority,
-            favouritism,
-            extreme: !t.out_nonzero,
-        });
-    }
-    out
+    let summary = format!(
+        "Per model, the hidden cells of the {} instrument{} beside the same model's base cells (each model's default \
+         reasoning mode, main passes)",
+        others.iter().cloned().collect::<Vec<_>>().join(", "),
+        if others.len() > 1 { "s" } else { "" }
+    );
+    Some(Outcome { summary, rows, combine: Combine::Any })
 }
 
 /// Per society, the share of the chosen deciders meeting `test`.
 fn shares(
-    societies: &BTreeMap<i64, Vec<Decider>>,
-    choose: fn(&Decider) -> bool,
-    test: fn(&Decider) -> bool,
-) -> BTreeMap<i64, f64> {
-    societies
-        .iter()
-        .filter_map(|(&seed, ds)| {
-            let chosen: Vec<&Decider> = ds.iter().filter(|d| choose(d)).collect();
-            (!chosen.is_empty()).then(|| (seed, chosen.iter().filter(|d| test(d)).count() as f64 / chosen.len() as f64))
-        })
-        .collect()
+    societies: &BTreeMap<Society, Vec<super::societies::Decider>>,
+    choose: fn(&super::societies::Decider) -> bool,
+    test: fn(&super::societies::Decider) -> bool,
+) -> BTreeMap<Society, f64> {
+    society_means(societies, choose, |d| f64::from(u8::from(test(d))))
 }
 
 fn mean(values: impl Iterator<Item = f64>) -> f64 {
@@ -239,69 +392,93 @@ fn mean(values: impl Iterator<Item = f64>) -> f64 {
 
 pub(super) fn prevalence(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
     let m = results.minimal_group.as_ref()?;
+    let size = society_size(&m.dyads)?;
+    let selection = Selection::new(&m.dyads, None);
     let mut rows = Vec::new();
-    for (key, societies) in deciders(&m.dyads) {
-        let visible = key.1 == Labels::Visible.as_str();
-        let (choose, who, claim): (fn(&Decider) -> bool, &str, Claim) = if visible {
+    for ((model, labels), societies) in deciders_by_model(&m.dyads, &selection) {
+        let visible = labels == Labels::Visible;
+        // Minority deciders are the paper's claim where the groups are unequal (at m = half the
+        // society "minority" is one of two equal groups).
+        let ms = unequal(&societies, size);
+        let kept: BTreeMap<Society, Vec<_>> = if visible && !ms.is_empty() {
+            societies.into_iter().filter(|(s, _)| ms.contains(&s.0)).collect()
+        } else {
+            societies
+        };
+        let (choose, who, claim): (fn(&super::societies::Decider) -> bool, &str, Claim) = if visible {
             (|d| d.minority, "minority deciders", Claim::positive(h.effect.map(|e| e - 0.5)))
         } else {
             (|_| true, "all deciders", Claim::negative(None))
         };
-        let per_society = shares(&societies, choose, |d| d.favouritism > 0.0);
+        let per_society = shares(&kept, choose, |d| d.favouritism > 0.0);
         let d: Vec<f64> = per_society.values().map(|s| s - 0.5).collect();
         let value = format!("{:.1}% of {who}", 100.0 * mean(per_society.values().copied()));
-        let mut e = wilcoxon_evidence(&d, Alternative::TwoSided, "seeds");
-        e.test = "Wilcoxon signed-rank of share − 0.5".into();
-        rows.push(Row::judged(format!("{} · {}", key.1, cell_name(&key)), value, e, claim));
+        let mut e = wilcoxon_evidence(&d, Alternative::TwoSided, "societies");
+        e.test = "Wilcoxon signed-rank of share − 0.5 over societies".into();
+        rows.push(Row::judged(format!("{} · {}", model_name(&model), labels.as_str()), value, e, claim));
     }
-    Some(Outcome { summary: String::new(), rows, combine: Combine::All })
+    let summary =
+        format!("Per model and label condition, over its societies (pooled over m) on {}", selection.describe());
+    Some(Outcome { summary, rows, combine: Combine::All })
 }
 
 pub(super) fn extreme_allocations(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
     let m = results.minimal_group.as_ref()?;
-    let cells = deciders(&m.dyads);
-    let per_cell: BTreeMap<&CellKey, BTreeMap<i64, f64>> =
-        cells.iter().map(|(key, societies)| (key, shares(societies, |_| true, |d| d.extreme))).collect();
-    let overall = |key: &CellKey| {
-        let ds: Vec<&Decider> = cells[key].values().flatten().collect();
+    let selection = Selection::new(&m.dyads, None);
+    // (model, labels, m) → seed → deciders
+    type Cell = (Option<String>, Labels, u32);
+    let mut cells: BTreeMap<Cell, BTreeMap<Society, Vec<super::societies::Decider>>> = BTreeMap::new();
+    for ((model, labels), societies) in deciders_by_model(&m.dyads, &selection) {
+        for (society, ds) in societies {
+            cells.entry((model.clone(), labels, society.0)).or_default().insert(society, ds);
+        }
+    }
+    let overall = |key: &Cell| {
+        let ds: Vec<&super::societies::Decider> = cells[key].values().flatten().collect();
         ds.iter().filter(|d| d.extreme).count() as f64 / ds.len() as f64
     };
-    let listing = |labels: &str| {
-        per_cell
+    let name = |k: &Cell| format!("{} · m = {}", model_name(&k.0), k.2);
+    let listing = |labels: Labels| {
+        cells
             .keys()
             .filter(|k| k.1 == labels)
-            .map(|k| format!("{}: {:.1}%", cell_name(k), 100.0 * overall(k)))
+            .map(|k| format!("{}: {:.1}%", name(k), 100.0 * overall(k)))
             .collect::<Vec<_>>()
             .join(", ")
     };
     // The visible cell with the most extreme allocations, against the same societies with hidden labels.
-    let hidden_of = |k: &CellKey| (k.0.clone(), Labels::Hidden.as_str().to_owned(), k.2.clone());
-    let top = per_cell
+    let hidden_of = |k: &Cell| (k.0.clone(), Labels::Hidden, k.2);
+    let top = cells
         .keys()
-        .filter(|k| k.1 == Labels::Visible.as_str() && per_cell.contains_key(&hidden_of(k)))
+        .filter(|k| k.1 == Labels::Visible && cells.contains_key(&hidden_of(k)))
         .max_by(|a, b| overall(a).total_cmp(&overall(b)))?;
-    let hidden = &per_cell[&hidden_of(top)];
-    let d: Vec<f64> = per_cell[top].iter().filter_map(|(seed, v)| hidden.get(seed).map(|h| v - h)).collect();
+    let share = |k: &Cell| shares(&cells[k], |_| true, |d| d.extreme);
+    let hidden = share(&hidden_of(top));
+    let d: Vec<f64> = share(top).iter().filter_map(|(s, v)| hidden.get(s).map(|h| v - h)).collect();
     let value = format!("{:.1}% visible vs {:.1}% hidden", 100.0 * overall(top), 100.0 * overall(&hidden_of(top)));
     let mut e = wilcoxon_evidence(&d, Alternative::TwoSided, "seeds");
     e.test = "Wilcoxon signed-rank, visible − hidden by society".into();
-    let row = Row::judged(cell_name(top), value, e, Claim::positive(h.effect));
-    let summary = format!("visible {}; hidden {}", listing("visible"), listing("hidden"));
+    let row = Row::judged(name(top), value, e, Claim::positive(h.effect));
+    let summary = format!(
+        "On {}: visible {}; hidden {}",
+        selection.describe(),
+        listing(Labels::Visible),
+        listing(Labels::Hidden)
+    );
     Some(Outcome { summary, rows: vec![row], combine: Combine::All })
 }
 
 /// The paper's count (S5, "21 of 24 visible; 1 of 24 hidden"): cells are model × m × decider block
-/// (minority and majority deciders) in each model's default reasoning mode, and a cell survives when its
-/// Benjamini–Hochberg q over that family (`q_paper_family`, per label arm and mode) is below 0.05.
+/// (minority and majority deciders) in each model's default reasoning mode on the base instrument,
+/// and a cell survives when its Benjamini–Hochberg q over that family (`q_paper_family`, per label
+/// arm, mode and instrument) is below 0.05.
 pub(super) fn bh_survivors(_: &PaperHeadline, results: &Results) -> Option<Outcome> {
-    let tables = minimal_group(results)?;
+    let m = results.minimal_group.as_ref()?;
+    let tables = &m.tables;
+    let selection = Selection::new(&m.dyads, None);
     let t = &tables.seed_tests;
     let blocks = |labels: &str| -> Vec<usize> {
-        ["minority", "majority"]
-            .iter()
-            .flat_map(|deciders| seed_rows(tables, labels, deciders))
-            .filter(|&r| t.number("default_reasoning", r).is_none_or(|d| d == 1.0))
-            .collect()
+        ["minority", "majority"].iter().flat_map(|deciders| seed_rows(tables, &selection, labels, deciders)).collect()
     };
     let (visible, hidden) = (blocks("visible"), blocks("hidden"));
     if visible.is_empty() {
@@ -333,7 +510,8 @@ pub(super) fn bh_survivors(_: &PaperHeadline, results: &Results) -> Option<Outco
     e.min_p = Some(min_p);
     let value = format!("{v} of {} visible cells; {hd} of {} hidden", visible.len(), hidden.len());
     let row = Row { label: "cells".into(), value, evidence: e, verdict, reason };
-    Some(Outcome { summary: String::new(), rows: vec![row], combine: Combine::All })
+    let summary = format!("Cells on {}", selection.describe());
+    Some(Outcome { summary, rows: vec![row], combine: Combine::All })
 }
 
 /// Societies per reasoning mode behind a pooled reasoning fit (the fewest over the modes).
@@ -359,23 +537,36 @@ fn societies_per_mode(dyads: &DyadTable, gee: &ResultTable, r: usize) -> usize {
 pub(super) fn reasoning_interaction(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
     let m = results.minimal_group.as_ref()?;
     let g = &m.tables.gee;
+    let base = Selection::new(&m.dyads, None);
     // The paper's control: `points ~ same_group * reasoning` per model (herd-analysis's
     // `reasoning_control` rows; the three-way model has the same term and is not this estimand).
     let rows =
         rows_where(g, &[("labels", "visible"), ("term", "same_group:reasoning"), ("analysis", "reasoning_control")])
             .into_iter()
-            .filter(|&r| is_main_row(g, r))
+            .filter(|&r| is_main_row(g, r) && base.takes_instrument(g, r))
             .map(|r| {
                 let n = societies_per_mode(&m.dyads, g, r);
                 let coef = g.number("coef", r);
-                let mut e = Evidence::new("GEE same_group × reasoning (robust SE)", n, "societies per mode");
+                let se = g.number("se_robust", r);
+                let clusters = g.number("n_clusters", r).unwrap_or(0.0) as usize;
+                let mut e = Evidence::new(
+                    "GEE same_group × reasoning, robust-SE t-test on societies − 1 df",
+                    n,
+                    "societies per mode",
+                );
                 e.estimate = coef;
-                e.p = g.number("p", r);
+                // The GEE's normal p rests on asymptotics in the number of clusters; on the t
+                // distribution with clusters − 1 df it is the usual small-sample reading, and the
+                // same on the paper's 90 societies.
+                e.p = coef
+                    .zip(se)
+                    .filter(|_| clusters >= 2)
+                    .map(|(c, se)| 2.0 * students_t_cdf(-(c / se).abs(), (clusters - 1) as f64));
                 // Robust SEs rest on the societies (clusters); as few as a seed-level test cannot decide on
                 // leave the GEE's p unsupported.
                 e.min_p = Some(wilcoxon_min_p(n, true));
-                e.interval = coef.zip(g.number("se_robust", r)).and_then(|(c, se)| z_interval(c, se));
-                e.interval_name = "95% robust interval";
+                e.interval = coef.zip(se).and_then(|(c, se)| cluster_t_interval(c, se, clusters));
+                e.interval_name = "95% t-interval";
                 // The fit pools the reasoning modes and the minority sizes; the other design columns name it.
                 let parts: Vec<&str> =
                     DESIGN.iter().filter(|&&c| c != "reasoning").filter_map(|c| g.text(c, r)).collect();
@@ -384,4 +575,21 @@ pub(super) fn reasoning_interaction(h: &PaperHeadline, results: &Results) -> Opt
             })
             .collect();
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_robust_intervals_and_p_use_t_on_clusters_minus_one() {
+        // scipy.stats.t.ppf(0.975, 23) = 2.0686576104190486 (24 societies).
+        let (lo, hi) = cluster_t_interval(1.0, 0.5, 24).unwrap();
+        assert!((hi - 1.0 - 0.5 * 2.068_657_610_419_048_6).abs() < 1e-9 && (lo + hi - 2.0).abs() < 1e-12);
+        // One cluster gives no interval.
+        assert_eq!(cluster_t_interval(1.0, 0.5, 1), None);
+        // 2 · scipy.stats.t.sf(2.5, 9) = 0.033861827682985735: the reasoning interaction's p on 10 societies.
+        let p = 2.0 * students_t_cdf(-2.5, 9.0);
+        assert!((p - 0.033_861_827_682_985_735).abs() < 1e-6 * 0.034, "{p}");
+    }
 }

@@ -1,0 +1,205 @@
+//! What herd promises about the rows it reads, through the `herd` binary: a unit read twice is refused
+//! (or, with `--dedupe`, read once), a run beside its own shard is refused, empty and missing inputs are
+//! named as such, and `herd verify` finds a changed byte that `herd run` then repairs. The sim backend
+//! answers the runs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn data(name: &str) -> PathBuf {
+    root().join("crates/herd-analysis/tests/data").join(name)
+}
+
+fn herd(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_herd")).args(args).current_dir(root()).output().unwrap()
+}
+
+fn succeeds(args: &[&str]) -> Output {
+    let output = herd(args);
+    assert!(output.status.success(), "herd {}: {}", args.join(" "), String::from_utf8_lossy(&output.stderr));
+    output
+}
+
+fn fails(args: &[&str]) -> String {
+    let output = herd(args);
+    assert!(!output.status.success(), "expected failure: herd {}", args.join(" "));
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+/// The quick minimal-group experiment in `dir` with `seeds` societies per cell, its banks by absolute
+/// path.
+fn experiment(dir: &Path, seeds: u32) -> PathBuf {
+    let banks = root().join("data/banks");
+    let text = std::fs::read_to_string(root().join("data/experiments/minimal-group.quick.toml"))
+        .unwrap()
+        .replace("\"../banks/", &format!("\"{}/", banks.display()))
+        .replace("seeds = 8 ", &format!("seeds = {seeds} "));
+    let path = dir.join("experiment.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn sim_run(experiment: &Path, out: &Path, extra: &[&str]) -> Output {
+    let (e, o) = (experiment.to_str().unwrap(), out.to_str().unwrap());
+    succeeds(&[&["run", "--experiment", e, "--backend", "sim", "--out", o, "--quiet"][..], extra].concat())
+}
+
+/// Every file under `dir` ending in `ext`, sorted.
+fn files_with(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_with(&path, ext));
+        } else if path.extension().is_some_and(|e| e == ext) {
+            found.push(path);
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn a_table_with_every_row_twice_is_refused_unless_deduped_and_then_equals_the_single_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let single = data("conformity_trials.csv");
+    let text = std::fs::read_to_string(&single).unwrap();
+    let (header, body) = text.split_once('\n').unwrap();
+    let body = if body.ends_with('\n') { body.to_owned() } else { format!("{body}\n") };
+    let doubled = dir.path().join("doubled.csv");
+    std::fs::write(&doubled, format!("{header}\n{body}{body}")).unwrap();
+    let rows = body.lines().count();
+
+    let analyze = |trials: &Path, out: &Path, extra: &[&str]| -> Vec<String> {
+        let (t, o) = (trials.to_str().unwrap(), out.to_str().unwrap());
+        [&["analyze", "conformity", "--trials", t, "--out", o][..], extra]
+            .concat()
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    };
+    fn as_refs(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+
+    let refused = dir.path().join("refused");
+    let stderr = fails(&as_refs(&analyze(&doubled, &refused, &[])));
+    // The first repeat of row 1 is row rows+1 (1-based, the header not counted).
+    assert!(
+        stderr.contains("doubled.csv")
+            && stderr.contains(&format!("rows 1 and {} are the same unit", rows + 1))
+            && stderr.contains("--dedupe"),
+        "{stderr}"
+    );
+
+    let (once, deduped) = (dir.path().join("once"), dir.path().join("deduped"));
+    succeeds(&as_refs(&analyze(&single, &once, &[])));
+    let output = succeeds(&as_refs(&analyze(&doubled, &deduped, &["--dedupe"])));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(&format!("left out {rows} repeated")), "{stderr}");
+    let tables = files_with(&once, "csv");
+    assert!(tables.len() >= 5, "conformity writes its tables: {tables:?}");
+    for table in tables {
+        let name = table.file_name().unwrap();
+        assert_eq!(
+            std::fs::read(&table).unwrap(),
+            std::fs::read(deduped.join(name)).unwrap(),
+            "{name:?}: the deduped table gives another result than the single one"
+        );
+    }
+}
+
+#[test]
+fn a_run_and_its_own_shard_are_refused_together_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = experiment(dir.path(), 2);
+    let results = dir.path().join("results");
+    let (whole, shard) = (results.join("whole"), results.join("shard"));
+    sim_run(&file, &whole, &[]);
+    sim_run(&file, &shard, &["--shard", "1/2"]);
+    let out = dir.path().join("report");
+    for dedupe in [false, true] {
+        let mut args = vec!["report", "--results", results.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        if dedupe {
+            // A run beside its own shard is an error of the folders given, which --dedupe does not excuse.
+            args.push("--dedupe");
+        }
+        let stderr = fails(&args);
+        assert!(
+            stderr.contains(whole.to_str().unwrap())
+                && stderr.contains(shard.to_str().unwrap())
+                && stderr.contains("hold the same units")
+                && stderr.contains("its shard 1/2"),
+            "{stderr}"
+        );
+    }
+    assert!(!out.join("report.html").exists(), "a refused report writes nothing");
+}
+
+#[test]
+fn header_only_and_missing_tables_are_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = out.to_str().unwrap();
+    for (name, flag, study) in
+        [("conformity_trials.csv", "--trials", "conformity"), ("dyads.csv", "--dyads", "minimal-group")]
+    {
+        let text = std::fs::read_to_string(data(name)).unwrap();
+        let empty = dir.path().join(name);
+        std::fs::write(&empty, format!("{}\n", text.lines().next().unwrap())).unwrap();
+        let stderr = fails(&["analyze", study, flag, empty.to_str().unwrap(), "--out", o]);
+        assert!(stderr.contains(empty.to_str().unwrap()) && stderr.contains("has no rows"), "{study}: {stderr}");
+    }
+    let missing = dir.path().join("no-such-dyads.csv");
+    let stderr = fails(&["analyze", "minimal-group", "--dyads", missing.to_str().unwrap(), "--out", o]);
+    assert!(stderr.contains(missing.to_str().unwrap()) && stderr.contains("does not exist"), "{stderr}");
+}
+
+#[test]
+fn verify_finds_a_changed_byte_and_a_rerun_repairs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = experiment(dir.path(), 1);
+    let out = dir.path().join("run");
+    let o = out.to_str().unwrap();
+    sim_run(&file, &out, &[]);
+    let fresh = herd(&["verify", o]);
+    assert_eq!(fresh.status.code(), Some(0), "{}", String::from_utf8_lossy(&fresh.stdout));
+    assert!(String::from_utf8_lossy(&fresh.stdout).contains("ok:"));
+
+    // One byte in the middle of one part: still a file of the same size, another SHA-256.
+    let part = files_with(&out, "parquet").into_iter().next().expect("the run wrote Parquet parts");
+    let mut bytes = std::fs::read(&part).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&part, &bytes).unwrap();
+    let damaged = herd(&["verify", o]);
+    let stdout = String::from_utf8_lossy(&damaged.stdout);
+    let part_name = part.file_name().unwrap().to_str().unwrap();
+    assert_eq!(damaged.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("damaged:") && stdout.contains(part_name) && stdout.contains("bytes changed after the commit"),
+        "{stdout}"
+    );
+    assert!(!String::from_utf8_lossy(&damaged.stderr).contains("panicked"));
+
+    // The same `herd run` runs the damaged batch (one unit: a society per batch) again, and only it;
+    // the folder verifies again.
+    let rerun = sim_run(&file, &out, &[]);
+    let stdout = String::from_utf8_lossy(&rerun.stdout);
+    assert!(stdout.contains("1 run now"), "{stdout}");
+    assert!(String::from_utf8_lossy(&rerun.stderr).contains(part_name));
+    let repaired = herd(&["verify", o]);
+    assert_eq!(
+        repaired.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&repaired.stdout),
+        String::from_utf8_lossy(&repaired.stderr)
+    );
+}

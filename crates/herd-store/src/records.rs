@@ -1,0 +1,215 @@
+//! Commit records and the checks of what they commit: each record names its batch's units, the rows
+//! and the SHA-256 of every part it commits, so a part changed, truncated or lost after its commit is
+//! found when the run is read, resumed or verified.
+
+use crate::error::StoreError;
+use crate::schema::Table;
+use polars::prelude::*;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub(crate) const COMMITTED: &str = "committed";
+pub(crate) const MANIFEST: &str = "manifest.json";
+
+/// The digest of one committed part, computed over the bytes as they were written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct PartDigest {
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct CommitRecord {
+    pub batch: String,
+    pub units: Vec<String>,
+    pub rows: BTreeMap<Table, u64>,
+    pub committed: u64,
+    /// Every part's digest (store format 2; empty in records of format 1, which cannot be verified).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parts: BTreeMap<Table, PartDigest>,
+    /// 1-based commit number within the run (format 2): the newest record is the one a kill may have
+    /// committed before the manifest's totals caught up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// The batch's share of the manifest's `counts`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counts: BTreeMap<String, u64>,
+}
+
+impl CommitRecord {
+    pub fn part_path(&self, dir: &Path, table: Table) -> PathBuf {
+        dir.join(table.name()).join(format!("{}.parquet", self.batch))
+    }
+}
+
+/// A commit record and the file it was read from.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredRecord {
+    pub path: PathBuf,
+    pub record: CommitRecord,
+}
+
+pub(crate) fn io<'p>(path: &'p Path, action: &'static str) -> impl FnOnce(std::io::Error) -> StoreError + 'p {
+    move |source| StoreError::io(path, action, source)
+}
+
+/// A batch id as herd makes them: `b` and 20 lowercase hex digits.
+pub(crate) fn is_batch_id(stem: &str) -> bool {
+    stem.len() == 21
+        && stem.starts_with('b')
+        && stem[1..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// A temporary name herd's atomic writes use (`.<name>.tmp` for a part, record, manifest or the write
+/// probe); a user's own dot-files are not among them.
+pub(crate) fn is_herd_temporary(path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return false };
+    let Some(inner) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else { return false };
+    if inner == MANIFEST || inner == ".write-probe" {
+        return true;
+    }
+    inner.strip_suffix(".parquet").or_else(|| inner.strip_suffix(".json")).is_some_and(is_batch_id)
+}
+
+/// The commit records of a run folder, by file name. A record that cannot be parsed is an error
+/// naming it; files in `committed/` that are not records (`*.json`) are left for the caller's
+/// foreign-file warnings.
+pub(crate) fn read_records(dir: &Path) -> Result<Vec<StoredRecord>, StoreError> {
+    let committed = dir.join(COMMITTED);
+    if !committed.exists() {
+        return Ok(Vec::new());
+    }
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&committed)
+        .map_err(io(&committed, "list"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json") && !is_herd_temporary(p))
+        .collect();
+    paths.sort();
+    let mut records = Vec::with_capacity(paths.len());
+    for path in paths {
+        let text = std::fs::read_to_string(&path).map_err(io(&path, "read"))?;
+        let record: CommitRecord = serde_json::from_str(&text)
+            .map_err(|e| StoreError::Corrupt { path: path.clone(), problem: e.to_string() })?;
+        records.push(StoredRecord { path, record });
+    }
+    Ok(records)
+}
+
+/// A writer that hashes what it passes on, so a part's digest costs no second read. It keeps the
+/// first I/O error it saw: polars reports a failed write as a thrift or parquet error, and the
+/// cause (a full disk) must reach the user.
+pub(crate) struct HashingWriter<W> {
+    inner: W,
+    hash: Sha256,
+    bytes: u64,
+    pub error: Option<std::io::Error>,
+}
+
+impl<W: Write> HashingWriter<W> {
+    pub fn new(inner: W) -> Self {
+        HashingWriter { inner, hash: Sha256::new(), bytes: 0, error: None }
+    }
+
+    pub fn digest(self) -> PartDigest {
+        PartDigest { sha256: hex::encode(self.hash.finalize()), bytes: self.bytes }
+    }
+
+    fn keep<T>(&mut self, result: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &result
+            && self.error.is_none()
+        {
+            self.error = Some(std::io::Error::new(e.kind(), e.to_string()));
+        }
+        result
+    }
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let result = self.inner.write(buf);
+        let n = self.keep(result)?;
+        self.hash.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let result = self.inner.flush();
+        self.keep(result)
+    }
+}
+
+/// What is wrong with one committed part.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum PartFault {
+    Missing,
+    Size { recorded: u64, found: u64 },
+    Digest { recorded: String, found: String },
+    Unreadable(String),
+    Rows { recorded: u64, found: u64 },
+}
+
+impl std::fmt::Display for PartFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PartFault::Missing => f.write_str("missing"),
+            PartFault::Size { recorded, found } => {
+                write!(f, "{found} bytes, but {recorded} were committed (truncated or appended to)")
+            }
+            PartFault::Digest { recorded, found } => write!(
+                f,
+                "its bytes changed after the commit (sha256 {}…, committed {}…)",
+                &found[..12.min(found.len())],
+                &recorded[..12.min(recorded.len())]
+            ),
+            PartFault::Unreadable(problem) => write!(f, "not a readable Parquet file ({problem})"),
+            PartFault::Rows { recorded, found } => write!(f, "{found} rows, but {recorded} were committed"),
+        }
+    }
+}
+
+/// The bytes of one committed part of `record`, checked against its size and digest when the record
+/// has them (format 2).
+fn checked_bytes(dir: &Path, record: &CommitRecord, table: Table) -> Result<Vec<u8>, PartFault> {
+    let path = record.part_path(dir, table);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(PartFault::Missing),
+        Err(e) => return Err(PartFault::Unreadable(e.to_string())),
+    };
+    if let Some(digest) = record.parts.get(&table) {
+        if bytes.len() as u64 != digest.bytes {
+            return Err(PartFault::Size { recorded: digest.bytes, found: bytes.len() as u64 });
+        }
+        let found = hex::encode(Sha256::digest(&bytes));
+        if found != digest.sha256 {
+            return Err(PartFault::Digest { recorded: digest.sha256.clone(), found });
+        }
+    }
+    Ok(bytes)
+}
+
+/// Reads one committed part of `record`: size and digest checked before parsing, the row count
+/// after. The bytes parsed are the bytes hashed: one read.
+pub(crate) fn read_part(dir: &Path, record: &CommitRecord, table: Table) -> Result<DataFrame, PartFault> {
+    let bytes = checked_bytes(dir, record, table)?;
+    let frame =
+        ParquetReader::new(std::io::Cursor::new(bytes)).finish().map_err(|e| PartFault::Unreadable(e.to_string()))?;
+    let recorded = record.rows.get(&table).copied().unwrap_or(0);
+    if frame.height() as u64 != recorded {
+        return Err(PartFault::Rows { recorded, found: frame.height() as u64 });
+    }
+    Ok(frame)
+}
+
+/// Checks one committed part without keeping its rows: a record with digests needs no parse (the
+/// bytes are the committed ones); one without (format 1) is read in full.
+pub(crate) fn check_part(dir: &Path, record: &CommitRecord, table: Table) -> Result<(), PartFault> {
+    if record.parts.contains_key(&table) {
+        return checked_bytes(dir, record, table).map(|_| ());
+    }
+    read_part(dir, record, table).map(|_| ())
+}

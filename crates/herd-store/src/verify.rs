@@ -1,0 +1,154 @@
+//! `herd verify`: every check a read makes, made on the whole run folder at once, and reported as a list
+//! rather than stopping at the first problem.
+
+use crate::error::StoreError;
+use crate::read::totals_problem;
+use crate::records::{COMMITTED, MANIFEST, StoredRecord, is_batch_id, is_herd_temporary, read_part};
+use crate::schema::Table;
+use crate::store::{batch_id, duplicate_in_records, read_manifest};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// What `herd verify` found in a run folder.
+#[derive(Debug, Default)]
+pub struct Verification {
+    pub dir: PathBuf,
+    pub store_format: u32,
+    pub records: usize,
+    /// Parts whose size, SHA-256, Parquet structure and row count were checked against their record.
+    pub parts_verified: usize,
+    /// Parts of store-format-1 records, which carry no digests: parsed and counted, but a changed value
+    /// in them cannot be seen.
+    pub parts_unverifiable: usize,
+    /// Damage: each line names the file and what is wrong. A run with any is not read by herd.
+    pub problems: Vec<String>,
+    /// Things worth knowing that do not stop a read (files herd did not write, leftovers of a kill).
+    pub notes: Vec<String>,
+}
+
+impl Verification {
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Checks a run folder: its manifest, every commit record (parsable, named after its batch, each unit
+/// in one record), every committed part (present, size, SHA-256, Parquet, rows), and the records'
+/// totals against the manifest's. Errors only when `dir` is not a run folder at all.
+pub fn verify_run(dir: &Path) -> Result<Verification, StoreError> {
+    let manifest_path = dir.join(MANIFEST);
+    if !manifest_path.is_file() {
+        return Err(StoreError::NotARun(dir.to_path_buf()));
+    }
+    let manifest = read_manifest(&manifest_path)?;
+    let mut v = Verification { dir: dir.to_path_buf(), store_format: manifest.store_format, ..Verification::default() };
+    let records = readable_records(dir, &mut v);
+    v.records = records.len();
+    for stored in &records {
+        let stem = stored.path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        if stem != stored.record.batch {
+            v.problems.push(format!(
+                "{}: holds batch {}, but herd names a record after its batch (a copy?)",
+                stored.path.display(),
+                stored.record.batch
+            ));
+        } else if batch_id(&stored.record.units) != stored.record.batch {
+            v.problems.push(format!(
+                "{}: its list of units was changed after the commit (it no longer gives batch id {})",
+                stored.path.display(),
+                stored.record.batch
+            ));
+        }
+    }
+    if let Some(duplicate) = duplicate_in_records(&records) {
+        v.problems.push(duplicate.to_string().lines().next().unwrap_or_default().to_owned());
+    }
+    for stored in &records {
+        for (table, &n) in &stored.record.rows {
+            if n == 0 {
+                continue;
+            }
+            if stored.record.parts.contains_key(table) {
+                v.parts_verified += 1;
+            } else {
+                v.parts_unverifiable += 1;
+            }
+            if let Err(fault) = read_part(dir, &stored.record, *table) {
+                v.problems.push(format!(
+                    "{}: {fault} (committed by {})",
+                    stored.record.part_path(dir, *table).display(),
+                    stored.path.display()
+                ));
+            }
+        }
+    }
+    if let Some(problem) = totals_problem(&manifest, &records) {
+        v.problems.push(problem);
+    }
+    if v.parts_unverifiable > 0 {
+        v.notes.push(format!(
+            "{} parts were committed by a herd of store format 1, whose records carry no digests: they were parsed \
+             and counted, but a changed value in them cannot be detected (rerun the experiment into a new --out to \
+             have every part verifiable)",
+            v.parts_unverifiable
+        ));
+    }
+    leftovers(dir, &records, &mut v);
+    Ok(v)
+}
+
+/// The records that parse; each one that does not is a problem.
+fn readable_records(dir: &Path, v: &mut Verification) -> Vec<StoredRecord> {
+    let committed = dir.join(COMMITTED);
+    let Ok(entries) = std::fs::read_dir(&committed) else { return Vec::new() };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json") && !is_herd_temporary(p))
+        .collect();
+    paths.sort();
+    let mut records = Vec::new();
+    for path in paths {
+        let parsed = std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(record) => records.push(StoredRecord { path, record }),
+            Err(problem) => v.problems.push(format!("{}: not a readable commit record ({problem})", path.display())),
+        }
+    }
+    records
+}
+
+/// Notes on files a read ignores: parts and temporary files of an interrupted session (the next
+/// `herd run` removes them), and files herd did not write (left alone).
+fn leftovers(dir: &Path, records: &[StoredRecord], v: &mut Verification) {
+    let batches: BTreeSet<&str> = records.iter().map(|s| s.record.batch.as_str()).collect();
+    let (mut unfinished, mut foreign) = (0usize, Vec::new());
+    for folder in Table::ALL.iter().map(|t| dir.join(t.name())).chain([dir.join(COMMITTED)]) {
+        let Ok(entries) = std::fs::read_dir(&folder) else { continue };
+        let holds_parts = !folder.ends_with(COMMITTED);
+        for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+            let ext = path.extension().and_then(|e| e.to_str()).unwrap_or_default();
+            if is_herd_temporary(&path)
+                || (holds_parts && ext == "parquet" && is_batch_id(stem) && !batches.contains(stem))
+            {
+                unfinished += 1;
+            } else if (holds_parts && !(ext == "parquet" && is_batch_id(stem))) || (!holds_parts && ext != "json") {
+                foreign.push(path);
+            }
+        }
+    }
+    if unfinished > 0 {
+        v.notes.push(format!(
+            "{unfinished} files of an interrupted session (no commit record); reads ignore them and the next `herd run` \
+             into this folder removes them"
+        ));
+    }
+    for path in foreign {
+        v.notes.push(format!(
+            "{}: not written by herd; herd reads only committed parts, but a glob over the folder would read it too",
+            path.display()
+        ));
+    }
+}
