@@ -24,6 +24,8 @@ Commands:
                    the report shows the models side by side
   bench stimuli    images per second for each task: a 500-image difficulty pool, rendered and PNG-encoded
   bench parse      allocation parses per second on the fixture corpus, against serde_json on the same inputs
+  bench read RUN   a run folder's tables read verified (digests, records, units once) against polars
+                   reading the same parts unchecked, and the ratio
   bench stats [--venv PATH]
                    the full minimal-group analysis in herd and in statsmodels (python from PATH,
                    $HERD_STATS_VENV or /tmp/herd-golden), and the speed ratio
@@ -56,6 +58,7 @@ fn main() -> Result<()> {
     match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["bench", "stimuli"] => example("herd-stimuli", "bench_stimuli", &[]),
         ["bench", "parse"] => bench_parse::run(),
+        ["bench", "read", run] => example("herd-store", "bench_read", &[run]),
         ["bench", "stats"] => example("herd-analysis", "bench_stats", &[]),
         ["bench", "stats", "--venv", venv] => example("herd-analysis", "bench_stats", &["--venv", venv]),
         ["bench"] => example("herd-stimuli", "bench_stimuli", &[]).and_then(|()| bench_parse::run()),
