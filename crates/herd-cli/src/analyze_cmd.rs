@@ -1,7 +1,9 @@
 //! `herd analyze`: the two papers' analyses over trial tables (CSV or Parquet), written as tidy CSV
 //! and Parquet tables.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
@@ -103,13 +105,37 @@ fn minimal_group(args: MinimalGroupArgs) -> Result<()> {
         gee_bootstrap: !args.no_gee_bootstrap,
         ..MinimalGroupOptions::default()
     };
-    let bar = ProgressBar::new(0).with_style(
-        ProgressStyle::with_template("{spinner} analysing {pos}/{len} steps [{elapsed}] {wide_bar}")
-            .expect("valid progress template"),
-    );
+    let started = Instant::now();
+    // On a terminal a bar; elsewhere (a log, CI, a pipe) a line at each tenth of the steps, so that
+    // minutes of GEE bootstrap refits on millions of dyads do not look like a hang.
+    let on_terminal = std::io::stderr().is_terminal();
+    let bar = if on_terminal {
+        ProgressBar::new(0).with_style(
+            ProgressStyle::with_template("{spinner} analysing {pos}/{len} steps [{elapsed}] {wide_bar}")
+                .expect("valid progress template"),
+        )
+    } else {
+        eprintln!(
+            "[{:>6.1} s] read {} dyads from {}",
+            started.elapsed().as_secs_f64(),
+            table.rows.len(),
+            args.dyads.display()
+        );
+        ProgressBar::hidden()
+    };
+    let mut tenths_said = 0;
     let tables = analyze_minimal_group_with_progress(&table, &options, &mut |done, total| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
+        let tenths = (done * 10).checked_div(total).unwrap_or(0);
+        if !on_terminal && tenths > tenths_said {
+            tenths_said = tenths;
+            eprintln!(
+                "[{:>6.1} s] analysing: {done}/{total} steps ({}%)",
+                started.elapsed().as_secs_f64(),
+                tenths * 10
+            );
+        }
     })?;
     bar.finish_and_clear();
     report(&args.out, &tables.all(), table.rows.len(), "dyads")

@@ -66,6 +66,11 @@ fn minimal_group_writes_csv_and_parquet_that_agree() {
     }
     let stdout = String::from_utf8_lossy(&result.stdout);
     assert!(stdout.contains("seed_tests") && stdout.contains("wrote 8 files"), "{stdout}");
+    // Off a terminal (here, a pipe) the long work says how far it is, a line per tenth of its steps.
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(stderr.contains("read ") && stderr.contains(" dyads from "), "{stderr}");
+    assert!(stderr.contains("analysing: ") && stderr.contains("(100%)"), "{stderr}");
+    assert!(stderr.matches("analysing: ").count() <= 10, "{stderr}");
 }
 
 #[test]

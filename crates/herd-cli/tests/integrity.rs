@@ -203,3 +203,32 @@ fn verify_finds_a_changed_byte_and_a_rerun_repairs_it() {
         String::from_utf8_lossy(&repaired.stderr)
     );
 }
+
+#[test]
+fn verify_says_when_an_input_file_changed_since_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = experiment(dir.path(), 1);
+    // The group-name bank as the user's own copy beside the experiment file.
+    let names = dir.path().join("names.toml");
+    std::fs::copy(root().join("data/banks/nonce-group-names.toml"), &names).unwrap();
+    let banks = root().join("data/banks");
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace(&format!("{}/nonce-group-names.toml", banks.display()), names.to_str().unwrap());
+    assert!(text.contains(names.to_str().unwrap()), "the quick file names its group-name bank");
+    std::fs::write(&file, text).unwrap();
+    let out = dir.path().join("run");
+    sim_run(&file, &out, &[]);
+    let clean = herd(&["verify", out.to_str().unwrap()]);
+    assert!(!String::from_utf8_lossy(&clean.stdout).contains("changed since the run"));
+
+    let mut edited = std::fs::read_to_string(&names).unwrap();
+    edited.push_str("\n# edited after the run\n");
+    std::fs::write(&names, edited).unwrap();
+    let after = herd(&["verify", out.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&after.stdout);
+    // The stored data is intact (exit 0); the note names the file and what a resume will do.
+    assert_eq!(after.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("names.toml") && stdout.contains("changed since the run"), "{stdout}");
+    assert!(stdout.contains("refuse to resume"), "{stdout}");
+}

@@ -93,8 +93,39 @@ pub fn verify_run(dir: &Path) -> Result<Verification, StoreError> {
             v.parts_unverifiable
         ));
     }
+    inputs(&manifest, &mut v);
     leftovers(dir, &records, &mut v);
     Ok(v)
+}
+
+/// What a resume would find of the run's inputs. The input fingerprint itself is recomputed by
+/// `herd run` (it needs the run's arguments: the sim file, the model); here the files the manifest
+/// names are hashed again where they still exist, so an edited bank is reported before a resume is
+/// refused for it.
+fn inputs(manifest: &crate::manifest::Manifest, v: &mut Verification) {
+    use sha2::{Digest, Sha256};
+    if manifest.inputs.is_empty() {
+        v.notes.push(
+            "manifest.json has no input fingerprint (written before herd recorded one): a resume cannot tell              whether banks, sentence files or sim parameters changed"
+                .into(),
+        );
+    }
+    for file in &manifest.files {
+        let Some(recorded) = &file.sha256 else { continue };
+        let path = Path::new(&file.path);
+        // Model weights are gigabytes and checked by every load; the small files are hashed here.
+        if !path.is_file() || std::fs::metadata(path).is_ok_and(|m| m.len() > 64 << 20) {
+            continue;
+        }
+        if let Ok(bytes) = std::fs::read(path)
+            && hex::encode(Sha256::digest(&bytes)) != *recorded
+        {
+            v.notes.push(format!(
+                "{} ({}) changed since the run recorded it: the stored units were computed from the old file, and                  `herd run` into this folder will refuse to resume with the new one (restore it, or run into a new --out)",
+                file.path, file.role
+            ));
+        }
+    }
 }
 
 /// The records that parse; each one that does not is a problem.
