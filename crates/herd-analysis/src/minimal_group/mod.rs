@@ -59,6 +59,7 @@ use self::bootstrap::{BOOTSTRAP_KINDS, Resamples, bootstrap_rows};
 use self::cells::{Cell, build_cells, seed_means_of};
 use self::gee::{FitPlan, GEE_KINDS, gee_rows, plan_gee};
 use self::robustness::{plan_position_fits, robustness_table};
+pub use self::seed_tests::default_reasoning;
 use self::seed_tests::seed_tests_table;
 use crate::error::AnalysisError;
 use crate::table::{ResultTable, TableBuilder, Value};

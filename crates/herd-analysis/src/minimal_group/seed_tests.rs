@@ -147,8 +147,9 @@ fn bh_by_family<K: Ord + std::fmt::Debug>(
 }
 
 /// Each model's default reasoning mode (`None` without a `reasoning` column): thinking `on` where
-/// the model has it, else its only mode; undetermined (`None`) for several modes without `on`.
-fn default_reasoning(table: &DyadTable) -> Option<BTreeMap<Option<String>, Option<String>>> {
+/// the model has it, else its only mode; undetermined (`None`) for several modes without `on`. The
+/// paper's headline mode, shared by the `default_reasoning` column and the report's headline selection.
+pub fn default_reasoning(table: &DyadTable) -> Option<BTreeMap<Option<String>, Option<String>>> {
     if !table.design_columns().contains(&"reasoning") {
         return None;
     }

@@ -40,25 +40,7 @@ impl Selection {
             None if instruments.contains(BASE) || instruments.len() != 1 => BASE.to_owned(),
             None => instruments.first().map(|i| (*i).to_owned()).unwrap_or_default(),
         });
-        let defaults = columns.contains(&"reasoning").then(|| {
-            let mut modes: BTreeMap<Option<String>, BTreeSet<&str>> = BTreeMap::new();
-            for d in &dyads.rows {
-                modes.entry(d.design.0[MODEL].clone()).or_default().extend(d.design.0[REASONING].as_deref());
-            }
-            modes
-                .into_iter()
-                .map(|(model, modes)| {
-                    let default = if modes.contains("on") {
-                        Some("on".to_owned())
-                    } else if modes.len() == 1 {
-                        modes.first().map(|m| (*m).to_owned())
-                    } else {
-                        None
-                    };
-                    (model, default)
-                })
-                .collect()
-        });
+        let defaults = herd_analysis::minimal_group::default_reasoning(dyads);
         let passes: BTreeSet<&str> = dyads.rows.iter().filter_map(|d| d.design.0[SWAP_PASS].as_deref()).collect();
         Self { instrument, defaults, two_passes: passes.len() > 1, pass: None }
     }
