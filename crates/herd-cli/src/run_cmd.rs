@@ -281,10 +281,6 @@ pub fn run_loaded(
         bytes: std::fs::metadata(&file.path).map(|m| m.len()).unwrap_or(0),
         sha256: Some(file.sha256.clone()),
     }];
-    for (role, written) in bank_files(&file.experiment) {
-        files.push(file_record(role, &file.resolve(&written), true)?);
-    }
-    files.extend(model_files);
     let defaults = RunOptions::for_model(entry.as_ref(), info.vision);
     let options = RunOptions {
         shard: (shard.count > 1).then_some(shard),
@@ -295,6 +291,14 @@ pub fn run_loaded(
     };
     let mut inputs = experiment_inputs(file, &options)?;
     inputs.extend(backend_inputs);
+    // The bank files' records take the digests the fingerprint just computed: one read of each file,
+    // and the manifest's two accounts of a bank cannot disagree.
+    for (role, written) in bank_files(&file.experiment) {
+        let mut record = file_record(role, &file.resolve(&written), false)?;
+        record.sha256 = inputs.get(role).cloned();
+        files.push(record);
+    }
+    files.extend(model_files);
     let manifest = Manifest {
         experiment_file: file.path.display().to_string(),
         parameters: parameters(file),

@@ -8,6 +8,9 @@ use herd_design::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+mod common;
+use common::MINIMAL_GROUP;
+
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/experiments").join(name)
 }
@@ -212,27 +215,6 @@ trials_per_n = 4
 levels = [{ name = "wrong_80", wrong_share = 0.8 }]
 [families.minimal_group]
 letters = "CDEF"
-"#;
-
-const MINIMAL_GROUP: &str = r#"
-[experiment]
-name = "t"
-study = "minimal_group"
-seed = 1
-[prompts]
-bank = "../banks/minimal-group-prompts.toml"
-[society]
-size = 20
-minority_sizes = [3, 5, 10]
-pool = 100
-group_names = "../banks/nonce-group-names.toml"
-[design]
-labels = ["visible", "hidden"]
-seeds = 30
-swap_pass = true
-reasoning = ["on"]
-[[instruments]]
-name = "base"
 "#;
 
 #[test]

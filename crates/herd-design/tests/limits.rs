@@ -8,6 +8,9 @@ use herd_design::{
 };
 use std::path::Path;
 
+mod common;
+use common::MINIMAL_GROUP;
+
 const CONFORMITY: &str = r#"
 [experiment]
 name = "t"
@@ -21,27 +24,6 @@ tasks = ["lines", "color", "dots"]
 n_values = [0, 1, 2]
 trials_per_n = 4
 [families.group_size]
-"#;
-
-const MINIMAL_GROUP: &str = r#"
-[experiment]
-name = "t"
-study = "minimal_group"
-seed = 1
-[prompts]
-bank = "../banks/minimal-group-prompts.toml"
-[society]
-size = 20
-minority_sizes = [3, 5, 10]
-pool = 100
-group_names = "../banks/nonce-group-names.toml"
-[design]
-labels = ["visible", "hidden"]
-seeds = 30
-swap_pass = true
-reasoning = ["on"]
-[[instruments]]
-name = "base"
 "#;
 
 fn errors(text: &str) -> DesignErrors {
