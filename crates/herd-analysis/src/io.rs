@@ -1,22 +1,20 @@
-//! Reading trial tables and writing result tables, CSV or Parquet (polars). The only module of
-//! herd-analysis that touches files or polars; the analyses themselves take and return plain
-//! structs.
+//! Reading trial tables and writing result tables, CSV or Parquet (polars). With [`crate::study`] and
+//! [`crate::quality`], the only code of herd-analysis that touches files or polars; the analyses
+//! themselves take and return plain structs, and no polars type is public.
 
 use std::path::{Path, PathBuf};
 
-use herd_store::{AllocationDyadRow, ConformityTrialRow, Table, read_table_with};
+use herd_store::{AllocationDyadRow, ConformityTrialRow, Table};
 use polars::prelude::*;
 
 /// How a trial table is read: with [`ReadOptions::dedupe`], the second copy of a unit is left out
 /// instead of refusing the table.
 pub use herd_store::ReadOptions;
 
-/// The frame type of every reader here, so callers need no polars dependency of their own.
-pub use polars::prelude::DataFrame;
-
 use crate::conformity::{ConformityTable, ConformityTrial};
 use crate::error::AnalysisError;
 use crate::minimal_group::{DESIGN_COLUMNS, DesignKey, Dyad, DyadTable, Labels};
+use crate::study::{TrialSource, read_conformity, read_minimal_group};
 use crate::table::{ColumnValues, ResultTable};
 
 /// File formats herd reads and writes, chosen by extension.
@@ -39,12 +37,12 @@ impl TableFormat {
     }
 }
 
-fn io_error(path: &Path, e: impl std::fmt::Display) -> AnalysisError {
+pub(crate) fn io_error(path: &Path, e: impl std::fmt::Display) -> AnalysisError {
     AnalysisError::Io { file: path.display().to_string(), problem: e.to_string() }
 }
 
 /// Reads a CSV (header row; types inferred from every row) or Parquet file.
-pub fn read_frame(path: &Path) -> Result<DataFrame, AnalysisError> {
+pub(crate) fn read_frame(path: &Path) -> Result<DataFrame, AnalysisError> {
     if !path.exists() {
         return Err(does_not_exist(path));
     }
@@ -81,7 +79,7 @@ pub fn plain_table_file(dir: &Path, table: Table) -> Option<PathBuf> {
     ["parquet", "csv"].iter().map(|ext| dir.join(format!("{}.{ext}", table.name()))).find(|p| p.is_file())
 }
 
-fn does_not_exist(path: &Path) -> AnalysisError {
+pub(crate) fn does_not_exist(path: &Path) -> AnalysisError {
     AnalysisError::Io {
         file: path.display().to_string(),
         problem: "does not exist\n  fix: check the path: give the table file (.csv or .parquet), a folder holding \
@@ -90,55 +88,15 @@ fn does_not_exist(path: &Path) -> AnalysisError {
     }
 }
 
-/// A trial table from a file (CSV or Parquet), a folder of plain tables (`DIR/<table>.parquet` or
-/// `.csv`), or a `herd run` folder (its committed Parquet parts of `table`, verified); a unit in
-/// two rows is an error.
-pub fn read_trial_table(path: &Path, table: Table) -> Result<DataFrame, AnalysisError> {
-    read_trial_table_with(path, table, ReadOptions::default()).map(|(frame, _)| frame)
-}
-
-/// [`read_trial_table`], with the number of duplicate units left out under `options.dedupe`.
-pub fn read_trial_table_with(
-    path: &Path,
-    table: Table,
-    options: ReadOptions,
-) -> Result<(DataFrame, u64), AnalysisError> {
-    if !path.exists() {
-        return Err(does_not_exist(path));
-    }
-    if !path.is_dir() {
-        return plain_without_duplicates(read_frame(path)?, table, &path.display().to_string(), options);
-    }
-    if let Some(file) = plain_table_file(path, table) {
-        return plain_without_duplicates(read_frame(&file)?, table, &file.display().to_string(), options);
-    }
-    if !path.join("manifest.json").is_file() {
-        return Err(AnalysisError::Io {
-            file: path.display().to_string(),
-            problem: format!(
-                "neither a run folder (no manifest.json) nor a folder of plain tables (no {0}.parquet or {0}.csv)\n  \
-                 fix: pass a `herd run` folder, the table file itself, or a folder holding {0}.parquet",
-                table.name()
-            ),
-        });
-    }
-    let read = read_table_with(&[path.to_path_buf()], table, options).map_err(|e| io_error(path, e))?;
-    let frame = read.frame.ok_or_else(|| AnalysisError::Io {
-        file: path.display().to_string(),
-        problem: format!(
-            "the run has no {table} rows yet\n  fix: run the experiment first (`herd run … --out {}`)",
-            path.display()
-        ),
-    })?;
-    Ok((frame, read.duplicate_units_dropped))
-}
-
 /// The columns that identify one row of `table` (one trial, decider or dyad of one unit): the design
 /// of the row, and its experiment and unit id where the table has them. The run id is left out, so
 /// that the rows of a run and of its own shard (another run id) are the same units.
-fn unit_key(table: Table) -> &'static [&'static str] {
+fn unit_key(table: Table) -> Vec<&'static str> {
+    /// One decider of one society; a dyad is one of its targets.
+    const DECIDER: &[&str] =
+        &["experiment", "unit_id", "model", "reasoning", "instrument", "swap_pass", "labels", "m", "seed", "decider"];
     match table {
-        Table::ConformityTrials => &[
+        Table::ConformityTrials => vec![
             "experiment",
             "unit_id",
             "model",
@@ -151,38 +109,15 @@ fn unit_key(table: Table) -> &'static [&'static str] {
             "paraphrase",
             "image_id",
         ],
-        Table::AllocationDeciders => &[
-            "experiment",
-            "unit_id",
-            "model",
-            "reasoning",
-            "instrument",
-            "swap_pass",
-            "labels",
-            "m",
-            "seed",
-            "decider",
-        ],
-        Table::AllocationDyads => &[
-            "experiment",
-            "unit_id",
-            "model",
-            "reasoning",
-            "instrument",
-            "swap_pass",
-            "labels",
-            "m",
-            "seed",
-            "decider",
-            "target",
-        ],
-        Table::BaselineCandidates => &["unit_id", "model", "task", "pool", "candidate", "image_id"],
+        Table::AllocationDeciders => DECIDER.to_vec(),
+        Table::AllocationDyads => [DECIDER, &["target"]].concat(),
+        Table::BaselineCandidates => vec!["unit_id", "model", "task", "pool", "candidate", "image_id"],
     }
 }
 
 /// A plain table with every unit once: a row whose key ([`unit_key`]) an earlier row has is an error
 /// naming both rows, or, with `options.dedupe`, left out (their number is returned).
-pub fn plain_without_duplicates(
+pub(crate) fn plain_without_duplicates(
     frame: DataFrame,
     table: Table,
     origin: &str,
@@ -248,7 +183,7 @@ pub fn plain_without_duplicates(
 
 /// Typed access to the columns of a frame read from `origin`, with errors naming file, column and
 /// fix.
-pub struct Columns<'a> {
+pub(crate) struct Columns<'a> {
     frame: &'a DataFrame,
     origin: String,
 }
@@ -434,19 +369,8 @@ fn probabilities(
     }
 }
 
-/// The pool the run at `path` recorded (`society.pool` of the experiment it ran), or `None` where
-/// `path` is not a run folder (a plain table states its pool with `herd analyze --pool`) or the run
-/// is not a minimal-group run.
-pub fn recorded_pool(path: &Path) -> Result<Option<f64>, AnalysisError> {
-    if !(path.is_dir() && path.join("manifest.json").is_file()) {
-        return Ok(None);
-    }
-    let manifest = herd_store::read_run_manifest(path).map_err(|e| io_error(path, e))?;
-    Ok(manifest_pool(&manifest))
-}
-
 /// `society.pool` of the experiment a run manifest records.
-pub fn manifest_pool(manifest: &herd_store::Manifest) -> Option<f64> {
+pub(crate) fn manifest_pool(manifest: &herd_store::Manifest) -> Option<f64> {
     manifest.parameters.get("society").and_then(|s| s.get("pool")).and_then(|p| p.as_f64())
 }
 
@@ -457,8 +381,8 @@ pub fn read_dyads(path: &Path) -> Result<DyadTable, AnalysisError> {
 
 /// [`read_dyads`], with the number of duplicate units left out under `options.dedupe`.
 pub fn read_dyads_with(path: &Path, options: ReadOptions) -> Result<(DyadTable, u64), AnalysisError> {
-    let (frame, dropped) = read_trial_table_with(path, Table::AllocationDyads, options)?;
-    Ok((dyads_from_frame(&frame, path.display().to_string())?, dropped))
+    let input = read_minimal_group(TrialSource::at(path, Table::AllocationDyads)?, options)?;
+    Ok((input.dyads, input.dropped))
 }
 
 /// The dyads of a run held in memory (a power analysis's replications), as [`read_dyads`] would read
@@ -505,7 +429,7 @@ fn labels(origin: &str, i: usize, text: &str) -> Result<Labels, AnalysisError> {
 }
 
 /// Converts a frame with the `allocation_dyads` columns.
-pub fn dyads_from_frame(frame: &DataFrame, origin: String) -> Result<DyadTable, AnalysisError> {
+pub(crate) fn dyads_from_frame(frame: &DataFrame, origin: String) -> Result<DyadTable, AnalysisError> {
     let c = Columns::new(frame, origin);
     let labels_text = c.text("labels", "visible or hidden")?;
     let m = c.integer("m", "minority size")?;
@@ -589,7 +513,7 @@ fn target_groups(c: &Columns<'_>) -> Result<Option<Vec<String>>, AnalysisError> 
 }
 
 /// Converts a result table to a polars frame.
-pub fn to_frame(table: &ResultTable) -> Result<DataFrame, AnalysisError> {
+fn to_frame(table: &ResultTable) -> Result<DataFrame, AnalysisError> {
     let columns: Vec<Column> = table
         .columns
         .iter()
@@ -631,8 +555,8 @@ pub fn read_conformity_trials(path: &Path) -> Result<ConformityTable, AnalysisEr
 
 /// [`read_conformity_trials`], with the number of duplicate units left out under `options.dedupe`.
 pub fn read_conformity_trials_with(path: &Path, options: ReadOptions) -> Result<(ConformityTable, u64), AnalysisError> {
-    let (frame, dropped) = read_trial_table_with(path, Table::ConformityTrials, options)?;
-    Ok((conformity_from_frame(&frame, path.display().to_string())?, dropped))
+    let input = read_conformity(TrialSource::at(path, Table::ConformityTrials)?, options)?;
+    Ok((input.trials, input.dropped))
 }
 
 /// The trials of a run held in memory (a power analysis's replications), as [`read_conformity_trials`]
@@ -674,7 +598,7 @@ pub fn conformity_from_rows(origin: &str, rows: &[ConformityTrialRow]) -> Result
 }
 
 /// Converts a frame with the `conformity_trials` columns.
-pub fn conformity_from_frame(frame: &DataFrame, origin: String) -> Result<ConformityTable, AnalysisError> {
+pub(crate) fn conformity_from_frame(frame: &DataFrame, origin: String) -> Result<ConformityTable, AnalysisError> {
     let c = Columns::new(frame, origin);
     let model = c.text("model", "model name")?;
     let task = c.text("task", "lines, color or dots")?;

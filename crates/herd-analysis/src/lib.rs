@@ -5,7 +5,9 @@
 //! Every statistic comes from [`herd_stats`], so the numbers match scipy and statsmodels (the
 //! tests compare them with `tests/golden/generate.py`'s output). The analyses are pure functions
 //! from typed rows ([`DyadTable`], [`ConformityTable`]) to tidy [`ResultTable`]s; [`io`] reads
-//! CSV/Parquet into those rows and writes the results (polars lives only there).
+//! CSV/Parquet into those rows and writes the results, and [`study`] is the one path from where a
+//! study's rows are kept (a plain table, run folders) to those rows and their quality table, which
+//! `herd analyze` and `herd report` both take. polars lives only there: no polars type is public.
 //!
 //! ```
 //! use herd_analysis::{BootstrapPlan, DesignKey, Dyad, DyadTable, Labels, MinimalGroupOptions,
@@ -55,6 +57,8 @@ pub mod conformity;
 mod error;
 pub mod io;
 pub mod minimal_group;
+mod quality;
+pub mod study;
 pub mod table;
 
 pub use conformity::{

@@ -1,5 +1,6 @@
 //! `herd analyze`: the two papers' analyses over trial tables (CSV or Parquet), written as tidy CSV
-//! and Parquet tables.
+//! and Parquet tables. The tables are read through herd-analysis's `study`, the path `herd report`
+//! reads through too.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -7,7 +8,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use herd_analysis::io::{ReadOptions, read_conformity_trials_with, read_dyads_with, write_tables};
+use herd_analysis::io::{ReadOptions, write_tables};
+use herd_analysis::study::{BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, TrialSource, read_conformity, read_minimal_group};
 use herd_analysis::{
     BootstrapPlan, ConformityOptions, MinimalGroupOptions, ResultTable, analyze_conformity,
     analyze_minimal_group_with_progress,
@@ -33,10 +35,10 @@ pub struct MinimalGroupArgs {
     #[arg(long)]
     out: PathBuf,
     /// Bootstrap resamples of the seeds per cell
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = BOOTSTRAP_RESAMPLES)]
     resamples: usize,
     /// Seed of the bootstrap resampling stream
-    #[arg(long, default_value_t = 20_240_501)]
+    #[arg(long, default_value_t = BOOTSTRAP_SEED)]
     bootstrap_seed: u64,
     /// Points each decider distributes. A `herd run` folder records its pool (the experiment's
     /// society.pool), which is used, and a --pool that disagrees is an error; a plain table states it
@@ -75,9 +77,9 @@ fn say_dropped(dropped: u64) {
     }
 }
 
-/// The pool every decider's points must sum to: the run's own, else `--pool`, else the paper's 100.
-fn pool(args: &MinimalGroupArgs) -> Result<f64> {
-    let recorded = herd_analysis::io::recorded_pool(&args.dyads)?;
+/// The pool every decider's points must sum to: the run's own (`recorded`), else `--pool`, else the
+/// paper's 100.
+fn pool(args: &MinimalGroupArgs, recorded: Option<f64>) -> Result<f64> {
     match (recorded, args.pool) {
         (Some(run), Some(given)) if run != given => anyhow::bail!(
             "--pool {given}: {} records a pool of {run} points (its experiment's society.pool)\n  fix: leave out \
@@ -97,10 +99,12 @@ pub fn run(cmd: AnalyzeCommand) -> Result<()> {
 }
 
 fn minimal_group(args: MinimalGroupArgs) -> Result<()> {
-    let (table, dropped) = read_dyads_with(&args.dyads, ReadOptions { dedupe: args.dedupe })?;
-    say_dropped(dropped);
+    let source = TrialSource::at(&args.dyads, herd_store::Table::AllocationDyads)?;
+    let input = read_minimal_group(source, ReadOptions { dedupe: args.dedupe })?;
+    say_dropped(input.dropped);
+    let table = input.dyads;
     let options = MinimalGroupOptions {
-        pool: pool(&args)?,
+        pool: pool(&args, input.pool)?,
         bootstrap: BootstrapPlan::Seeded { resamples: args.resamples, seed: args.bootstrap_seed },
         gee_bootstrap: !args.no_gee_bootstrap,
         ..MinimalGroupOptions::default()
@@ -142,8 +146,10 @@ fn minimal_group(args: MinimalGroupArgs) -> Result<()> {
 }
 
 fn conformity(args: ConformityArgs) -> Result<()> {
-    let (table, dropped) = read_conformity_trials_with(&args.trials, ReadOptions { dedupe: args.dedupe })?;
-    say_dropped(dropped);
+    let source = TrialSource::at(&args.trials, herd_store::Table::ConformityTrials)?;
+    let input = read_conformity(source, ReadOptions { dedupe: args.dedupe })?;
+    say_dropped(input.dropped);
+    let table = input.trials;
     let tables = analyze_conformity(&table, &ConformityOptions::default())?;
     report(&args.out, &tables.all(), table.rows.len(), "trials")
 }

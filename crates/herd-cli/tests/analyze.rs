@@ -3,7 +3,21 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use herd_analysis::io::read_frame;
+use polars::prelude::{CsvReadOptions, DataFrame, ParquetReader, SerReader};
+
+/// A written result table as polars reads it (CSV with every row's types inferred, or Parquet): what
+/// a user reading herd's output with polars sees.
+fn read_frame(path: &Path) -> polars::prelude::PolarsResult<DataFrame> {
+    if path.extension().is_some_and(|e| e == "csv") {
+        CsvReadOptions::default()
+            .with_has_header(true)
+            .with_infer_schema_length(None)
+            .try_into_reader_with_file_path(Some(path.to_path_buf()))?
+            .finish()
+    } else {
+        ParquetReader::new(std::fs::File::open(path)?).finish()
+    }
+}
 
 fn data(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../herd-analysis/tests/data").join(name)

@@ -4,26 +4,25 @@
 //! `herd analyze`'s defaults. Plain tables are read too: a `conformity_trials` or `allocation_dyads`
 //! file (Parquet or CSV, e.g. filtered with polars), or a folder of `<table>.parquet|csv` files; with
 //! no manifest the report says what it cannot know (model file, device, experiment parameters).
+//!
+//! The rows are read through herd-analysis's [`herd_analysis::study`], the path `herd analyze` reads
+//! through too, so the report sees herd's own tables, never a polars frame.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use herd_analysis::io::{
-    Columns, DataFrame, ReadOptions, conformity_from_frame, dyads_from_frame, plain_table_file,
-    plain_without_duplicates, read_frame,
+use herd_analysis::io::{ReadOptions, plain_table_file};
+use herd_analysis::study::{
+    BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, ConformityInput, MinimalGroupInput, TrialSource, read_conformity,
+    read_minimal_group,
 };
 use herd_analysis::{
     BootstrapPlan, ConformityOptions, ConformityTable, ConformityTables, DyadTable, MinimalGroupOptions,
-    MinimalGroupTables, PWrong, ResultTable, TableBuilder, Value, analyze_conformity,
-    analyze_minimal_group_with_progress,
+    MinimalGroupTables, PWrong, ResultTable, analyze_conformity, analyze_minimal_group_with_progress,
 };
-use herd_store::{Manifest, Table, committed_parts, read_run_manifest, read_table_with};
+use herd_store::{Manifest, Table, committed_parts, read_run_manifest};
 
 use crate::error::ReportError;
-
-/// Bootstrap resamples and seed `herd analyze minimal-group` uses by default.
-const BOOTSTRAP_RESAMPLES: usize = 2000;
-const BOOTSTRAP_SEED: u64 = 20_240_501;
 
 /// One run folder and its manifest.
 #[derive(Debug, Clone)]
@@ -134,10 +133,6 @@ fn store_error(dir: &Path, e: herd_store::StoreError) -> ReportError {
     ReportError::Store { path: dir.display().to_string(), source: e }
 }
 
-fn origin(dirs: &[PathBuf], table: Table) -> String {
-    dirs.iter().map(|d| d.join(table.name()).display().to_string()).collect::<Vec<_>>().join(" + ")
-}
-
 /// Reads every study found under `dir` (run folders, or plain tables) and analyses it; `progress`
 /// hears what is being done.
 pub fn load_results(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<Results, ReportError> {
@@ -206,27 +201,19 @@ fn load_plain(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Results, ReportError> {
     // Each unit once: a table with a unit in two rows is refused (or, with dedupe, keeps the first).
-    let read_as = |path: &Path, table: Table| -> Result<DataFrame, ReportError> {
-        let (frame, _) = plain_without_duplicates(read_frame(path)?, table, &path.display().to_string(), options)?;
-        Ok(frame)
-    };
-    let read = |path: &Path| read_frame(path).map_err(ReportError::from);
-    let beside = |file: &Path, table: Table| file.parent().and_then(|dir| plain_table_file(dir, table));
     let (mut conformity, mut minimal_group) = (None, None);
     for (table, file) in &tables {
-        let origin = file.display().to_string();
         if *table == Table::ConformityTrials {
             progress("conformity: reading trials and analysing");
-            let baseline = beside(file, Table::BaselineCandidates)
-                .map(|f| read(&f).map(|frame| (frame, f.display().to_string())))
-                .transpose()?;
-            conformity = Some(analyse_conformity(Vec::new(), read_as(file, *table)?, origin, baseline)?);
+            conformity =
+                Some(analyse_conformity(Vec::new(), read_conformity(TrialSource::file(file), options)?, options)?);
         } else {
             progress("minimal groups: reading allocations and analysing");
-            let deciders = beside(file, Table::AllocationDeciders)
-                .map(|f| read(&f).map(|frame| (frame, f.display().to_string())))
-                .transpose()?;
-            minimal_group = Some(analyse_minimal_group(Vec::new(), read_as(file, *table)?, origin, deciders)?);
+            minimal_group = Some(analyse_minimal_group(
+                Vec::new(),
+                read_minimal_group(TrialSource::file(file), options)?,
+                options,
+            )?);
         }
     }
     let plain_tables = tables.into_iter().map(|(_, f)| f).collect();
@@ -235,100 +222,20 @@ fn load_plain(
 
 fn load_conformity(runs: Vec<RunFolder>, options: ReadOptions) -> Result<ConformityResults, ReportError> {
     let dirs: Vec<PathBuf> = runs.iter().map(|r| r.path.clone()).collect();
-    let frame = read_table_with(&dirs, Table::ConformityTrials, options)
-        .map_err(|e| store_error(&dirs[0], e))?
-        .frame
-        .ok_or_else(|| not_found(&dirs[0], "no conformity_trials rows"))?;
-    let baseline = read_table_with(&dirs, Table::BaselineCandidates, options)
-        .map_err(|e| store_error(&dirs[0], e))?
-        .frame
-        .map(|frame| (frame, origin(&dirs, Table::BaselineCandidates)));
-    analyse_conformity(runs, frame, origin(&dirs, Table::ConformityTrials), baseline)
+    let input = read_conformity(TrialSource::runs(dirs, Table::ConformityTrials), options)?;
+    analyse_conformity(runs, input, options)
 }
 
-/// The conformity analyses and quality table of `frame`. Columns the quality table reads but a plain
-/// table may lack (`mass_ab`, `p_bound`, `modality`) leave their cells empty.
+/// The conformity analyses of `input`, the measure they lead with and its quality table.
 fn analyse_conformity(
     runs: Vec<RunFolder>,
-    frame: DataFrame,
-    source: String,
-    baseline: Option<(DataFrame, String)>,
+    input: ConformityInput,
+    options: ReadOptions,
 ) -> Result<ConformityResults, ReportError> {
-    let trials = conformity_from_frame(&frame, source.clone())?;
-    let tables = analyze_conformity(&trials, &ConformityOptions::default())?;
+    let tables = analyze_conformity(&input.trials, &ConformityOptions::default())?;
     let (measure, measure_note) = lead_measure(&runs, &tables)?;
-
-    let c = Columns::new(&frame, source);
-    let (model, task) = (c.text("model", "model name")?, c.text("task", "task")?);
-    let mass = c.optional("mass_ab", |c| c.float("mass_ab", "P(A) + P(B)"))?;
-    let bound = c
-        .optional("p_bound", |c| c.flag("p_bound", "1 if a probability is only a bound"))?
-        .unwrap_or_else(|| vec![false; c.height()]);
-    // Tables written before lower bounds were told apart have no kind: their bounds are upper ones.
-    let bound_kind = c.optional("p_bound_kind", |c| c.text("p_bound_kind", "upper, lower or empty"))?;
-    let modality = c.optional("modality", |c| c.text("modality", "vision or text"))?;
-    /// Trials, mass sum, bounded, lower-bounded, text-modality trials, and whether the modality is unknown.
-    type Counts = (usize, f64, usize, usize, usize, bool);
-    let mut groups: BTreeMap<(String, String), Counts> = BTreeMap::new();
-    for i in 0..c.height() {
-        let g = groups.entry((model[i].clone(), task[i].clone())).or_default();
-        g.0 += 1;
-        g.1 += mass.as_ref().map_or(f64::NAN, |m| m[i]);
-        g.2 += usize::from(bound[i]);
-        g.3 += usize::from(bound[i] && bound_kind.as_ref().is_some_and(|k| k[i] == "lower"));
-        g.4 += usize::from(modality.as_ref().is_some_and(|m| m[i] == "text"));
-        g.5 |= modality.is_none();
-    }
-    // (model, task) → (candidates, accepted)
-    let mut accepted_by: BTreeMap<(String, String), (usize, usize)> = BTreeMap::new();
-    if let Some((frame, baseline_origin)) = baseline {
-        let b = Columns::new(&frame, baseline_origin);
-        let (bm, bt, accepted) =
-            (b.text("model", "model")?, b.text("task", "task")?, b.flag("accepted", "1 if accepted")?);
-        for i in 0..b.height() {
-            let e = accepted_by.entry((bm[i].clone(), bt[i].clone())).or_default();
-            e.0 += 1;
-            e.1 += usize::from(accepted[i]);
-        }
-    }
-    let mut q = quality_table(
-        "conformity_quality",
-        &["model", "task", "modality"],
-        &[
-            "trials",
-            "mean_mass_ab",
-            "bounded_share",
-            "bounded_excluded",
-            "lower_bounded_excluded",
-            "baseline_candidates",
-            "baseline_accepted_share",
-        ],
-    );
-    for ((m, t), (n, mass_sum, bounded, lower, text, unknown)) in groups {
-        let (candidates, accepted) = accepted_by.get(&(m.clone(), t.clone())).copied().unwrap_or((0, 0));
-        let modality = if unknown {
-            "unknown"
-        } else if text == n {
-            "text"
-        } else if text == 0 {
-            "vision"
-        } else {
-            "mixed"
-        };
-        q.push(quality_row(
-            vec![m, t, modality.into()],
-            vec![
-                Some(n as f64),
-                Some(mass_sum / n as f64),
-                Some(bounded as f64 / n as f64),
-                Some(bounded as f64),
-                Some(lower as f64),
-                Some(candidates as f64),
-                (candidates > 0).then(|| accepted as f64 / candidates as f64),
-            ],
-        ));
-    }
-    Ok(ConformityResults { runs, trials, tables, quality: q.finish(), measure, measure_note })
+    let quality = input.quality(options)?;
+    Ok(ConformityResults { runs, trials: input.trials, tables, quality, measure, measure_note })
 }
 
 /// The runs' `analysis.measure` (manifests of runs made before it existed read as the default);
@@ -378,90 +285,23 @@ fn lead_measure(runs: &[RunFolder], tables: &ConformityTables) -> Result<(PWrong
 
 fn load_minimal_group(runs: Vec<RunFolder>, options: ReadOptions) -> Result<MinimalGroupResults, ReportError> {
     let dirs: Vec<PathBuf> = runs.iter().map(|r| r.path.clone()).collect();
-    let frame = read_table_with(&dirs, Table::AllocationDyads, options)
-        .map_err(|e| store_error(&dirs[0], e))?
-        .frame
-        .ok_or_else(|| not_found(&dirs[0], "no allocation_dyads rows"))?;
-    let deciders = read_table_with(&dirs, Table::AllocationDeciders, options)
-        .map_err(|e| store_error(&dirs[0], e))?
-        .frame
-        .map(|frame| (frame, origin(&dirs, Table::AllocationDeciders)));
-    analyse_minimal_group(runs, frame, origin(&dirs, Table::AllocationDyads), deciders)
+    let input = read_minimal_group(TrialSource::runs(dirs, Table::AllocationDyads), options)?;
+    analyse_minimal_group(runs, input, options)
 }
 
+/// The minimal-group analyses of `input` with `herd analyze`'s defaults (the pool its runs recorded,
+/// else the paper's 100) and its quality table.
 fn analyse_minimal_group(
     runs: Vec<RunFolder>,
-    frame: DataFrame,
-    source: String,
-    deciders: Option<(DataFrame, String)>,
+    input: MinimalGroupInput,
+    options: ReadOptions,
 ) -> Result<MinimalGroupResults, ReportError> {
-    let dyads = dyads_from_frame(&frame, source)?;
-    // Every decider's points sum to the pool its run recorded (plain tables: the paper's 100).
-    let mut pool: Option<(f64, &PathBuf)> = None;
-    for run in &runs {
-        let Some(recorded) = herd_analysis::io::manifest_pool(&run.manifest) else { continue };
-        match pool {
-            Some((first, path)) if first != recorded => {
-                return Err(ReportError::Results {
-                    path: run.path.display().to_string(),
-                    problem: format!("its society.pool is {recorded}, but {} has {first}", path.display()),
-                    fix: "report runs with different pools separately".into(),
-                });
-            }
-            Some(_) => {}
-            None => pool = Some((recorded, &run.path)),
-        }
-    }
-    let options = MinimalGroupOptions {
-        pool: pool.map_or(MinimalGroupOptions::default().pool, |(p, _)| p),
+    let analysis = MinimalGroupOptions {
+        pool: input.pool.unwrap_or(MinimalGroupOptions::default().pool),
         bootstrap: BootstrapPlan::Seeded { resamples: BOOTSTRAP_RESAMPLES, seed: BOOTSTRAP_SEED },
         ..MinimalGroupOptions::default()
     };
-    let tables = analyze_minimal_group_with_progress(&dyads, &options, &mut |_, _| {})?;
-
-    let mut q = quality_table(
-        "allocation_quality",
-        &["model", "reasoning", "instrument"],
-        &["deciders", "parsed_share", "filled_share", "qc_flagged_share", "mean_tokens_generated"],
-    );
-    if let Some((frame, deciders_origin)) = deciders {
-        let c = Columns::new(&frame, deciders_origin);
-        let (model, reasoning, instrument) =
-            (c.text("model", "model")?, c.text("reasoning", "on or off")?, c.text("instrument", "instrument name")?);
-        let status = c.text("parse_status", "ok or the failure")?;
-        let filled = c.flag("filled", "1 if uniformly filled")?;
-        let flags = c.text("qc_flags", "comma-separated QC flags")?;
-        let tokens = c.float("tokens_generated", "tokens generated")?;
-        /// Deciders, parsed, filled, flagged, tokens.
-        type Counts = (usize, usize, usize, usize, f64);
-        let mut groups: BTreeMap<(String, String, String), Counts> = BTreeMap::new();
-        for i in 0..c.height() {
-            let g = groups.entry((model[i].clone(), reasoning[i].clone(), instrument[i].clone())).or_default();
-            g.0 += 1;
-            g.1 += usize::from(status[i] == "ok");
-            g.2 += usize::from(filled[i]);
-            g.3 += usize::from(!flags[i].is_empty());
-            g.4 += tokens[i];
-        }
-        for ((m, r, i), (n, parsed, fills, flagged, tokens)) in groups {
-            let share = |k: usize| Some(k as f64 / n as f64);
-            q.push(quality_row(
-                vec![m, r, i],
-                vec![Some(n as f64), share(parsed), share(fills), share(flagged), Some(tokens / n as f64)],
-            ));
-        }
-    }
-    Ok(MinimalGroupResults { runs, dyads, tables, quality: q.finish() })
-}
-
-/// A quality table: text key columns, then number columns, written through herd-analysis's
-/// [`TableBuilder`] like every result table.
-fn quality_table(name: &str, keys: &[&str], numbers: &[&str]) -> TableBuilder {
-    let schema: Vec<(&str, char)> = keys.iter().map(|&k| (k, 't')).chain(numbers.iter().map(|&n| (n, 'f'))).collect();
-    TableBuilder::new(name, &schema)
-}
-
-/// A quality row: the keys, then the numbers (`None` and NaN are nulls).
-fn quality_row(keys: Vec<String>, numbers: Vec<Option<f64>>) -> Vec<Value> {
-    keys.into_iter().map(Value::from).chain(numbers.into_iter().map(Value::from)).collect()
+    let tables = analyze_minimal_group_with_progress(&input.dyads, &analysis, &mut |_, _| {})?;
+    let quality = input.quality(options)?;
+    Ok(MinimalGroupResults { runs, dyads: input.dyads, tables, quality })
 }
