@@ -34,6 +34,7 @@
 //! assert!(units.iter().all(|u| first.contains(u) != second.contains(u)));
 //! ```
 
+mod digest;
 mod error;
 mod expand;
 mod experiment;
@@ -43,6 +44,7 @@ mod rng;
 mod shard;
 mod validate;
 
+pub use digest::sha256_hex;
 pub use error::{DesignError, DesignErrors};
 pub use expand::{
     Cell, ConformityTrial, Family, ImageSelection, SocietyRun, Unit, UnitKey, UnitPlan, difficulty_images_per_level,

@@ -1,9 +1,9 @@
 //! Reading experiment files: TOML → typed schema → validated [`Experiment`].
 
+use crate::digest::sha256_hex;
 use crate::error::{DesignError, DesignErrors};
 use crate::experiment::*;
 use crate::validate;
-use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 /// An experiment read from disk, with what a run manifest needs to identify it.
@@ -54,11 +54,7 @@ pub fn load_experiment(path: &Path) -> Result<ExperimentFile, DesignErrors> {
     if !missing.is_empty() {
         return Err(DesignErrors(missing));
     }
-    Ok(ExperimentFile { path: path.to_path_buf(), experiment, sha256: hex_sha256(&bytes) })
-}
-
-fn hex_sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Ok(ExperimentFile { path: path.to_path_buf(), experiment, sha256: sha256_hex(&bytes) })
 }
 
 /// Every bank file an experiment refers to, with the key that names it.

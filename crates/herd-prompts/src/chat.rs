@@ -1,7 +1,6 @@
 //! Chat messages as the backends receive them.
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -85,7 +84,7 @@ impl ChatPrompt {
     /// SHA-256 of the canonical JSON of the messages: equal prompts, equal hashes, on every machine.
     pub fn hash(&self) -> String {
         let json = serde_json::to_vec(&self.messages).unwrap_or_default();
-        Sha256::digest(&json).iter().map(|b| format!("{b:02x}")).collect()
+        herd_design::sha256_hex(&json)
     }
 
     /// The prompt as a person reads it: one block per message, `<image …>` where an image goes.

@@ -15,7 +15,7 @@ use std::path::Path;
 pub type Fingerprint = BTreeMap<String, String>;
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
+    herd_design::sha256_hex(bytes)
 }
 
 /// The SHA-256 of a file's bytes; an error names the file and the input it is.
