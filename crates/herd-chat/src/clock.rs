@@ -1,6 +1,11 @@
 //! The date and time `strftime_now` formats, and a `strftime` for the directives chat templates use.
+//! The calendar and the formatting are chrono's; this module only says which directives a template
+//! may use, so that any other is an error naming it rather than a date formatted by other rules
+//! than Python's.
 
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use chrono::{Datelike, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
 
 /// A calendar date and wall-clock time (proleptic Gregorian, no time zone).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,106 +31,51 @@ impl DateTime {
         Self::from_unix(i64::try_from(secs).unwrap_or(i64::MAX))
     }
 
-    /// The UTC date and time `secs` seconds after 1970-01-01T00:00:00.
+    /// The UTC date and time `secs` seconds after 1970-01-01T00:00:00 (clamped to chrono's range,
+    /// about ±262,000 years).
     #[must_use]
     pub fn from_unix(secs: i64) -> Self {
-        let days = secs.div_euclid(86_400);
-        let rem = secs.rem_euclid(86_400);
-        let (year, month, day) = civil_from_days(days);
-        // rem < 86 400, so these fit.
-        let rem = u32::try_from(rem).unwrap_or(0);
-        Self { year, month, day, hour: rem / 3600, minute: rem / 60 % 60, second: rem % 60 }
+        let t = chrono::DateTime::from_timestamp(secs, 0).map(|t| t.naive_utc()).unwrap_or(if secs < 0 {
+            NaiveDateTime::MIN
+        } else {
+            NaiveDateTime::MAX
+        });
+        Self { year: t.year(), month: t.month(), day: t.day(), hour: t.hour(), minute: t.minute(), second: t.second() }
     }
 
-    fn is_valid(&self) -> bool {
-        (1..=12).contains(&self.month)
-            && self.day >= 1
-            && self.day <= days_in_month(self.year, self.month)
-            && self.hour < 24
-            && self.minute < 60
-            && self.second <= 60
-    }
-
-    /// 0 = Monday … 6 = Sunday.
-    fn weekday(&self) -> u32 {
-        let days = days_from_civil(self.year, self.month, self.day);
-        // 1970-01-01 was a Thursday (3).
-        u32::try_from((days + 3).rem_euclid(7)).unwrap_or(0)
-    }
-
-    fn day_of_year(&self) -> u32 {
-        let days = days_from_civil(self.year, self.month, self.day) - days_from_civil(self.year, 1, 1);
-        u32::try_from(days).unwrap_or(0) + 1
+    /// The same instant as chrono's, `None` where it is no date (a 30 February, hour 24); second 60
+    /// is a leap second.
+    fn to_chrono(self) -> Option<NaiveDateTime> {
+        let date = NaiveDate::from_ymd_opt(self.year, self.month, self.day)?;
+        let time = if self.second == 60 {
+            NaiveTime::from_hms_milli_opt(self.hour, self.minute, 59, 1_000)?
+        } else {
+            NaiveTime::from_hms_opt(self.hour, self.minute, self.second)?
+        };
+        Some(date.and_time(time))
     }
 }
 
-fn is_leap(y: i32) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-}
-
-fn days_in_month(y: i32, m: u32) -> u32 {
-    match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if is_leap(y) => 29,
-        2 => 28,
-        _ => 0,
-    }
-}
-
-/// Days since 1970-01-01 (Howard Hinnant's algorithm).
-fn days_from_civil(y: i32, m: u32, d: u32) -> i64 {
-    let y = i64::from(y) - i64::from(m <= 2);
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn civil_from_days(z: i64) -> (i32, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    (i32::try_from(y).unwrap_or(i32::MAX), u32::try_from(m).unwrap_or(1), u32::try_from(d).unwrap_or(1))
-}
-
-const MONTHS: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
-const WEEKDAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+/// The directives a chat template may use: those whose output in Python's C locale (glibc) chrono
+/// gives byte for byte (with the rewrites in [`strftime`]).
+const DIRECTIVES: &str = "YymdeHIMSpbhBaAjwuFTDR%";
+/// Those of [`DIRECTIVES`] that are numbers, which glibc's `-` flag (and chrono's) leaves unpadded.
+const NUMERIC: &str = "YymdeHIMSjwu";
 
 /// Python's `datetime.strftime` in the C locale (glibc), for the directives
 /// `%Y %y %m %d %e %H %I %M %S %p %b %h %B %a %A %j %w %u %F %T %D %R %%`, with glibc's `-` flag
 /// (no padding). Any other directive is an error naming it, rather than a silently wrong date.
 pub(crate) fn strftime(t: &DateTime, format: &str) -> Result<String, String> {
-    if !t.is_valid() {
+    let Some(time) = t.to_chrono() else {
         return Err(format!("strftime_now: invalid date {t:?}"));
-    }
-    let mut out = String::new();
+    };
+    // chrono's spelling of the same format: glibc ignores `-` on a directive that is no number, where
+    // chrono refuses it, and glibc's %Y is the year unpadded (999), chrono's zero-padded (0999).
+    let mut chrono_format = String::with_capacity(format.len() + 4);
     let mut chars = format.chars();
     while let Some(c) = chars.next() {
+        chrono_format.push(c);
         if c != '%' {
-            out.push(c);
             continue;
         }
         let mut spec = chars.next().ok_or("strftime_now: format ends with a lone '%'")?;
@@ -133,47 +83,17 @@ pub(crate) fn strftime(t: &DateTime, format: &str) -> Result<String, String> {
         if no_pad {
             spec = chars.next().ok_or("strftime_now: format ends with '%-'")?;
         }
-        let num = |v: u32, width: usize| {
-            if no_pad { v.to_string() } else { format!("{v:0width$}") }
-        };
-        let month_name = MONTHS[(t.month - 1) as usize];
-        let weekday_name = WEEKDAYS[t.weekday() as usize];
-        let hour12 = if t.hour.is_multiple_of(12) { 12 } else { t.hour % 12 };
-        let piece = match spec {
-            'Y' => t.year.to_string(),
-            'y' => num(u32::try_from(t.year.rem_euclid(100)).unwrap_or(0), 2),
-            'm' => num(t.month, 2),
-            'd' => num(t.day, 2),
-            'e' => {
-                if no_pad {
-                    t.day.to_string()
-                } else {
-                    format!("{:>2}", t.day)
-                }
-            }
-            'H' => num(t.hour, 2),
-            'I' => num(hour12, 2),
-            'M' => num(t.minute, 2),
-            'S' => num(t.second, 2),
-            'p' => if t.hour < 12 { "AM" } else { "PM" }.to_owned(),
-            'b' | 'h' => month_name[..3].to_owned(),
-            'B' => month_name.to_owned(),
-            'a' => weekday_name[..3].to_owned(),
-            'A' => weekday_name.to_owned(),
-            'j' => num(t.day_of_year(), 3),
-            'w' => ((t.weekday() + 1) % 7).to_string(),
-            'u' => (t.weekday() + 1).to_string(),
-            'F' => format!("{}-{:02}-{:02}", t.year, t.month, t.day),
-            'T' => format!("{:02}:{:02}:{:02}", t.hour, t.minute, t.second),
-            'R' => format!("{:02}:{:02}", t.hour, t.minute),
-            'D' => format!("{:02}/{:02}/{:02}", t.month, t.day, t.year.rem_euclid(100)),
-            '%' => "%".to_owned(),
-            other => {
-                return Err(format!("strftime_now: unsupported directive %{other} in {format:?}"));
-            }
-        };
-        out.push_str(&piece);
+        if !DIRECTIVES.contains(spec) {
+            return Err(format!("strftime_now: unsupported directive %{spec} in {format:?}"));
+        }
+        if (no_pad && NUMERIC.contains(spec)) || spec == 'Y' {
+            chrono_format.push('-');
+        }
+        chrono_format.push(spec);
     }
+    let mut out = String::new();
+    std::fmt::Write::write_fmt(&mut out, format_args!("{}", time.format(&chrono_format)))
+        .map_err(|_| format!("strftime_now: chrono cannot format {format:?}"))?;
     Ok(out)
 }
 
@@ -186,7 +106,7 @@ mod tests {
         // 2025-03-14T09:26:53Z
         let t = DateTime::from_unix(1_741_944_413);
         assert_eq!(t, DateTime { year: 2025, month: 3, day: 14, hour: 9, minute: 26, second: 53 });
-        assert_eq!(DateTime::from_unix(0).weekday(), 3);
+        assert_eq!(strftime(&DateTime::from_unix(0), "%A %u").unwrap(), "Thursday 4");
         assert_eq!(
             DateTime::from_unix(951_782_400),
             DateTime { year: 2000, month: 2, day: 29, hour: 0, minute: 0, second: 0 }
@@ -200,5 +120,11 @@ mod tests {
         assert_eq!(strftime(&t, "%B %-d, %Y %A %a").unwrap(), "July 5, 2024 Friday Fri");
         assert_eq!(strftime(&t, "%I:%M:%S %p %j %e|%w%u %%").unwrap(), "03:04:09 PM 187  5|55 %");
         assert!(strftime(&t, "%Q").unwrap_err().contains("%Q"));
+        // glibc ignores `-` on names; its %Y is unpadded; %F %T %D %R are the composites.
+        assert_eq!(strftime(&t, "%-p %-b|%F %T|%D %R").unwrap(), "PM Jul|2024-07-05 15:04:09|07/05/24 15:04");
+        let early = DateTime { year: 999, month: 1, day: 2, hour: 0, minute: 0, second: 60 };
+        assert_eq!(strftime(&early, "%Y %-j %-e %S").unwrap(), "999 2 2 60");
+        let no_day = DateTime { year: 2023, month: 2, day: 29, hour: 0, minute: 0, second: 0 };
+        assert!(strftime(&no_day, "%d").unwrap_err().contains("invalid date"));
     }
 }
