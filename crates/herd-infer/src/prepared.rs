@@ -34,9 +34,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MAGIC: &[u8; 8] = b"HERDPREP";
-/// The container's version (header fields, alignment); the matrices' own layout is
+/// The container's version (header fields, alignment, checksum: 2 is XXH3-64); the matrices' own layout is
 /// [`herd_kernels::INT8_LAYOUT_VERSION`].
-pub(crate) const FILE_VERSION: u32 = 1;
+pub(crate) const FILE_VERSION: u32 = 2;
 const PREAMBLE: usize = 24;
 /// The payload starts at a page boundary.
 const PAGE: u64 = 4096;
