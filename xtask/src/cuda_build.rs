@@ -284,13 +284,9 @@ pub fn check_size(dir: &Path, bytes: u64) -> Result<()> {
 
 const TARGET_DIR: &str = "target/cuda";
 
-/// `cargo xtask cuda-build [--out DIR]`.
-pub fn build(args: &[&str]) -> Result<()> {
-    let out = match args {
-        [] => PathBuf::from(TARGET_DIR).join("gpu-check"),
-        ["--out", dir] => PathBuf::from(dir),
-        _ => bail!("usage: cargo xtask cuda-build [--out DIR]"),
-    };
+/// `cargo xtask cuda-build [--out DIR]`: builds and packs the GPU check into `out` (default `target/cuda/gpu-check`).
+pub fn build(out: Option<PathBuf>) -> Result<()> {
+    let out = out.unwrap_or_else(|| PathBuf::from(TARGET_DIR).join("gpu-check"));
     let start = Instant::now();
     let env = cuda_env()?;
     let root = PathBuf::from(env.iter().find(|(k, _)| k == "CUDA_HOME").map(|(_, v)| v.as_str()).unwrap_or_default());

@@ -7,7 +7,31 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
-pub const USAGE: &str = "cargo xtask replicate [--profile quick|full] [--model ALIAS]… [--backend candle|openai|sim] [--endpoint URL]… [--device DEVICE] [--out DIR]";
+/// `cargo xtask replicate`'s flags.
+#[derive(clap::Args)]
+pub struct ReplicateArgs {
+    /// quick (every family, minutes on a laptop) or full (the papers' grids)
+    #[arg(long, value_name = "quick|full", default_value = "quick")]
+    profile: String,
+    /// Registry alias of a model; repeat it to run each model on both studies, side by side in the
+    /// report (default: each study on the model that shows it)
+    #[arg(long = "model", value_name = "ALIAS")]
+    models: Vec<String>,
+    /// The backend the agents run on
+    #[arg(long, value_name = "candle|openai|sim", default_value = "candle")]
+    backend: String,
+    /// Server URL for the openai backend; repeat it for several servers
+    #[arg(long = "endpoint", value_name = "URL")]
+    endpoints: Vec<String>,
+    /// Device of the candle backend
+    #[arg(long, value_name = "DEVICE", default_value = "cpu")]
+    device: String,
+    /// Folder for runs, analysis and report (default: out/replicate-<profile>-<model>)
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+const USAGE: &str = "cargo xtask replicate [--profile quick|full] [--model ALIAS]… [--backend candle|openai|sim] [--endpoint URL]… [--device DEVICE] [--out DIR]";
 
 struct Options {
     profile: String,
@@ -20,29 +44,9 @@ struct Options {
     out: PathBuf,
 }
 
-fn parse(args: &[String]) -> Result<Options> {
-    let mut options = Options {
-        profile: "quick".into(),
-        models: Vec::new(),
-        backend: "candle".into(),
-        endpoints: Vec::new(),
-        device: "cpu".into(),
-        out: PathBuf::new(),
-    };
-    let mut out = None;
-    let mut rest = args.iter();
-    while let Some(flag) = rest.next() {
-        let mut value = || rest.next().with_context(|| format!("{flag} needs a value\n\nusage: {USAGE}"));
-        match flag.as_str() {
-            "--profile" => options.profile = value()?.clone(),
-            "--model" => options.models.push(value()?.clone()),
-            "--backend" => options.backend = value()?.clone(),
-            "--endpoint" => options.endpoints.push(value()?.clone()),
-            "--device" => options.device = value()?.clone(),
-            "--out" => out = Some(PathBuf::from(value()?)),
-            other => bail!("unknown option `{other}`\n\nusage: {USAGE}"),
-        }
-    }
+fn parse(args: ReplicateArgs) -> Result<Options> {
+    let ReplicateArgs { profile, models, backend, endpoints, device, out } = args;
+    let mut options = Options { profile, models, backend, endpoints, device, out: PathBuf::new() };
     if !["quick", "full"].contains(&options.profile.as_str()) {
         bail!(
             "--profile {}: use quick (every family, minutes on a laptop) or full (the papers' grids)",
@@ -142,7 +146,7 @@ fn check_report(dir: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-pub fn replicate(args: &[String]) -> Result<()> {
+pub fn replicate(args: ReplicateArgs) -> Result<()> {
     let o = parse(args)?;
     let started = Instant::now();
     println!("== building herd (optimised{})", if o.device.starts_with("cuda") { ", with CUDA" } else { "" });
