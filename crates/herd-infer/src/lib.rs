@@ -32,7 +32,6 @@ mod sampler;
 mod tokenizer;
 mod vision;
 
-pub use constraint::{ConstraintEngine, SequenceConstraint};
 pub use error::{InferError, Result};
 pub use local::{DeviceChoice, LoadOptions, LocalModel, PromptRenderer, common_prefix_len};
 pub use model::WeightFormat;
@@ -40,11 +39,8 @@ pub use model::WeightFormat;
 /// against references and malformed files; not an API (the engines above are).
 #[doc(hidden)]
 pub use model::{Decoder, KvCache, causal_mask, gguf_decoder_config, load_hf_folder, read_gguf};
-pub use openai::{
-    OpenAiBackend, OpenAiOptions, RetryPolicy, ScoreApi, ServedModel, StructuredOutput, endpoint_base,
-    score_from_top_logprobs,
-};
+pub use openai::{OpenAiBackend, OpenAiOptions, RetryPolicy, ScoreApi, ServedModel, StructuredOutput};
 pub use prepared::{LoadReport, PreparedCache, PreparedStatus};
-pub use sampler::{RepetitionPenalty, sample_token, sequence_rng};
+pub use sampler::{sample_token, sequence_rng};
 pub use tokenizer::TextTokenizer;
 pub use vision::VisionModel;
