@@ -2,10 +2,11 @@
 
 use crate::server_args::ServerArgs;
 use anyhow::{Context, Result, bail};
-use herd_infer::{
-    Backend, DeviceChoice, GenerateRequest, LoadOptions, LocalModel, ModelEntry, ModelRegistry, SamplingParams,
-    ScoreBound, ScoreRequest, VisionModel, WeightChoice, locate_model,
+use herd_backend::{
+    Backend, GenerateRequest, ModelEntry, ModelRegistry, SamplingParams, ScoreBound, ScoreRequest, WeightChoice,
+    locate_model,
 };
+use herd_infer::{DeviceChoice, LoadOptions, LocalModel, VisionModel};
 use herd_prompts::{ChatPrompt, Part};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -52,10 +53,10 @@ pub fn models(args: ModelsArgs) -> Result<()> {
         let entry = registry.get(&alias)?;
         // Only PyPI models are fetched by herd; others are found where their tools put them.
         let path = match entry.source {
-            herd_infer::ModelSource::Pypi { .. } => {
+            herd_backend::ModelSource::Pypi { .. } => {
                 let say = |line: &str| eprintln!("{line}");
-                let options = herd_infer::FetchOptions { progress: Some(&say), ..Default::default() };
-                herd_infer::fetch_model_with(entry, &herd_infer::herd_cache_dir(), &options)?
+                let options = herd_backend::FetchOptions { progress: Some(&say), ..Default::default() };
+                herd_backend::fetch_model_with(entry, &herd_backend::herd_cache_dir(), &options)?
             }
             _ => locate_model(entry)?.path().to_path_buf(),
         };
@@ -72,24 +73,24 @@ pub fn models(args: ModelsArgs) -> Result<()> {
                 ("yes", format!("{:.1} MB", files.size_bytes() as f64 / 1e6), files.path().display().to_string())
             }
             // What is wrong with the file (absent, empty, not a model) and the fix.
-            Err(herd_infer::InferError::ModelMissing { problem, fix, .. }) => {
+            Err(herd_backend::BackendError::ModelMissing { problem, fix, .. }) => {
                 ("no", "-".into(), format!("{problem}; {fix}"))
             }
             Err(e) => ("no", "-".into(), e.to_string().lines().last().unwrap_or("").trim().to_string()),
         };
-        if let herd_infer::ModelSource::HuggingFace { repo, gated } = &entry.source {
+        if let herd_backend::ModelSource::HuggingFace { repo, gated } = &entry.source {
             note = if present == "yes" {
                 format!("HF {repo}; {note}")
             } else {
                 format!(
                     "HF {repo}; {}fetch with the HF tools: `{}` (into {})",
-                    if *gated { herd_infer::gated_note(repo) } else { String::new() },
-                    herd_infer::hf_download_command(repo),
-                    herd_infer::hf_hub_cache_dir().display()
+                    if *gated { herd_backend::gated_note(repo) } else { String::new() },
+                    herd_backend::hf_download_command(repo),
+                    herd_backend::hf_hub_cache_dir().display()
                 )
             };
         }
-        if let herd_infer::ModelSource::Pypi { parts, .. } = &entry.source {
+        if let herd_backend::ModelSource::Pypi { parts, .. } = &entry.source {
             let from = match parts.as_slice() {
                 [one] => format!("PyPI {}", one.requirement()),
                 [first, .., last] => {
@@ -123,7 +124,7 @@ pub fn models(args: ModelsArgs) -> Result<()> {
 #[derive(clap::Args)]
 pub struct ModelArgs {
     /// Model alias from the registry (see `herd models`).
-    #[arg(long, default_value = "smollm2-135m")]
+    #[arg(long, default_value = herd_backend::DEFAULT_MODEL)]
     model: String,
     /// Model registry file (default: $HERD_MODELS, else data/models.toml, else the built-in copy).
     #[arg(long)]

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result, bail};
 use herd_analysis::io::{conformity_from_rows, dyads_from_rows};
 use herd_analysis::{MinimalGroupOptions, group_size_rises, minimal_group_seed_tests};
+use herd_backend::{SimAgent, SimParams};
 use herd_design::{ConformityFamilies, Experiment, ExperimentFile, MAX_GRID_COUNT, load_experiment};
-use herd_infer::{SimAgent, SimParams};
-use herd_runner::{MemorySink, RunOptions, run_experiment};
+use herd_runner::{MemorySink, Respondent, RunOptions, run_experiment};
 use herd_stats::StatsError;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -124,7 +124,7 @@ fn test_name(file: &ExperimentFile) -> &'static str {
 /// The p-values of one replication's tests, labelled by the cell they test.
 fn replication_tests(file: &ExperimentFile, params: SimParams) -> Result<Vec<(String, f64)>> {
     let mut sink = MemorySink::default();
-    run_experiment(file, &mut SimAgent::new(params), &mut sink, &RunOptions::default())?;
+    run_experiment(file, Respondent::Sim(&mut SimAgent::new(params)), &mut sink, &RunOptions::default())?;
     match &file.experiment {
         Experiment::MinimalGroup(_) => {
             let dyads = dyads_from_rows("simulation", &sink.rows.dyads)?;
@@ -260,7 +260,8 @@ mod tests {
         // The quick file sets `families.group_size.trials_per_n = 8`; --seeds overrides it.
         let file = with_seeds(&quick_conformity(), 4).unwrap();
         let mut sink = MemorySink::default();
-        run_experiment(&file, &mut SimAgent::new(sim(1.0)), &mut sink, &RunOptions::default()).unwrap();
+        run_experiment(&file, Respondent::Sim(&mut SimAgent::new(sim(1.0))), &mut sink, &RunOptions::default())
+            .unwrap();
         let rows = &sink.rows.conformity;
         assert!(rows.iter().all(|r| r.family == "group_size"), "only the tested family runs");
         // 3 tasks × N ∈ {0, 2, 5, 10} × 4 trials.

@@ -4,14 +4,15 @@
 use crate::model_cmd::load_registry;
 use crate::server_args::ServerArgs;
 use anyhow::{Context, Result, bail};
-use herd_design::{Experiment, ExperimentFile, Shard, bank_files, load_experiment};
-use herd_infer::{
-    Backend, DeviceChoice, LoadOptions, LocalModel, ModelEntry, ModelFiles, ModelSampling, ModelSource,
-    SamplingFallback, SimAgent, SimParams, VisionModel, WeightChoice, locate_model, model_sampling,
+use herd_backend::{
+    Backend, BackendInfo, ModelEntry, ModelFiles, ModelSampling, ModelSource, SamplingFallback, SimAgent, SimParams,
+    WeightChoice, locate_model, model_sampling,
 };
+use herd_design::{Experiment, ExperimentFile, Shard, bank_files, load_experiment};
+use herd_infer::{DeviceChoice, LoadOptions, LocalModel, VisionModel};
 use herd_runner::{
-    Fingerprint, RunOptions, RunSummary, experiment_inputs, json_sha256, model_folder_sha256, run_experiment,
-    shard_units,
+    Fingerprint, Respondent, RunOptions, RunSummary, experiment_inputs, json_sha256, model_folder_sha256,
+    run_experiment, shard_units,
 };
 use herd_store::{FileRecord, Manifest, RunIdentity, RunStore, input_differences, read_run_manifest};
 use std::path::{Path, PathBuf};
@@ -42,7 +43,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub experiment: PathBuf,
     /// Model alias from the registry (see `herd models`); ignored by the sim backend.
-    #[arg(long, default_value = "smollm2-135m")]
+    #[arg(long, default_value = herd_backend::DEFAULT_MODEL)]
     pub model: String,
     /// Who answers: candle (a model on this machine), openai (a model on inference servers) or sim (a
     /// simulated agent).
@@ -76,9 +77,31 @@ pub struct RunArgs {
     pub server: ServerArgs,
 }
 
+/// What answers a run: a model (herd-infer's engines, behind the backend contract) or the simulated agent.
+pub enum Engine {
+    Model(Box<dyn Backend>),
+    Sim(SimAgent),
+}
+
+impl Engine {
+    pub fn info(&self) -> BackendInfo {
+        match self {
+            Engine::Model(backend) => backend.info(),
+            Engine::Sim(agent) => herd_backend::SimBackend::info(agent),
+        }
+    }
+
+    pub fn respondent(&mut self) -> Respondent<'_> {
+        match self {
+            Engine::Model(backend) => Respondent::Model(backend.as_mut()),
+            Engine::Sim(agent) => Respondent::Sim(agent),
+        }
+    }
+}
+
 /// The backend a run uses, with what the manifest records about it.
 pub struct LoadedBackend {
-    pub backend: Box<dyn Backend>,
+    pub backend: Engine,
     pub entry: Option<ModelEntry>,
     pub files: Vec<FileRecord>,
     pub model_record: serde_json::Value,
@@ -130,7 +153,7 @@ pub fn load_backend(
             // A server applies its own defaults to whatever is not sent (the run manifest says which).
             Ok(LoadedBackend {
                 inputs,
-                backend: Box::new(backend),
+                backend: Engine::Model(Box::new(backend)),
                 entry: Some(entry),
                 files: Vec::new(),
                 model_record,
@@ -146,7 +169,7 @@ pub fn load_backend(
             let inputs = Fingerprint::from([("sim parameters".to_owned(), json_sha256(&params))]);
             Ok(LoadedBackend {
                 inputs,
-                backend: Box::new(SimAgent::new(params)),
+                backend: Engine::Sim(SimAgent::new(params)),
                 entry: None,
                 files,
                 model_record,
@@ -160,11 +183,11 @@ pub fn load_backend(
             let files = locate_model(&entry)?;
             let options = LoadOptions { device, weights, ..Default::default() };
             let context = || format!("loading `{model}` from {}", files.path().display());
-            let backend: Box<dyn Backend> = if entry.vision {
+            let backend = Engine::Model(if entry.vision {
                 Box::new(VisionModel::load(&entry, &files, &options).with_context(context)?)
             } else {
                 Box::new(LocalModel::load(&entry, &files, &options).with_context(context)?)
-            };
+            });
             let model_files = match (&files, &entry.source) {
                 // A PyPI model's SHA-256 is checked at every load, so the registry's digest is the file's.
                 (ModelFiles::Gguf(path), ModelSource::Pypi { sha256, .. }) => vec![FileRecord {
@@ -185,7 +208,7 @@ pub fn load_backend(
             let model_hash = match (&model_files[..], &files) {
                 ([FileRecord { sha256: Some(sha), .. }], _) => sha.clone(),
                 (_, ModelFiles::HfFolder(dir)) => model_folder_sha256(dir)?,
-                (_, ModelFiles::Gguf(path)) => herd_infer::sha256_file(path)?,
+                (_, ModelFiles::Gguf(path)) => herd_backend::sha256_file(path)?,
             };
             // The chat template comes from the GGUF's metadata or the folder's template files (both in
             // `model`); the registry adds its template options (e.g. enable_thinking).
@@ -212,7 +235,7 @@ pub fn load_backend(
 
 fn file_record(role: &str, path: &Path, hash: bool) -> Result<FileRecord> {
     let bytes = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?.len();
-    let sha256 = if hash { Some(herd_infer::sha256_file(path)?) } else { None };
+    let sha256 = if hash { Some(herd_backend::sha256_file(path)?) } else { None };
     Ok(FileRecord { role: role.into(), path: path.display().to_string(), bytes, sha256 })
 }
 
@@ -328,7 +351,7 @@ pub fn run_loaded(
             file.display()
         );
     }
-    let result = run_experiment(file, backend.as_mut(), &mut store, &options);
+    let result = run_experiment(file, backend.respondent(), &mut store, &options);
     let status = match &result {
         Ok(s) if s.complete() => "complete".to_owned(),
         Ok(_) => "incomplete".to_owned(),

@@ -1,10 +1,8 @@
 //! The options of the `openai` backend, shared by `herd run`, `herd score` and `herd generate`.
 
 use anyhow::{Context, Result, bail};
-use herd_infer::{
-    ModelEntry, OpenAiBackend, OpenAiOptions, PromptRenderer, RetryPolicy, ScoreApi, ServedModel, StructuredOutput,
-    locate_model,
-};
+use herd_backend::{ModelEntry, locate_model};
+use herd_infer::{OpenAiBackend, OpenAiOptions, PromptRenderer, RetryPolicy, ScoreApi, ServedModel, StructuredOutput};
 use std::time::Duration;
 
 #[derive(clap::Args, Clone, Debug)]

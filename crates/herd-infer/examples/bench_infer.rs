@@ -5,9 +5,8 @@
 //!
 //! cargo run --release -p herd-infer --example bench_infer -- GGUF SCORING.jsonl SOCIETY.jsonl MAX_TOKENS
 
-use herd_infer::{
-    Backend, GenerateRequest, LoadOptions, LocalModel, ModelFiles, ModelRegistry, PreparedStatus, SamplingParams,
-};
+use herd_backend::{Backend, GenerateRequest, ModelFiles, ModelRegistry, SamplingParams};
+use herd_infer::{LoadOptions, LocalModel, PreparedStatus};
 use herd_kernels::{KernelStats, kernel_stats};
 use herd_prompts::{ChatPrompt, Message, Part, Role};
 use rayon::prelude::*;

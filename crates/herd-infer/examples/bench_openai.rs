@@ -10,10 +10,8 @@
 mod llama_server;
 
 use anyhow::{Context, Result};
-use herd_infer::{
-    Backend, LoadOptions, LocalModel, ModelFiles, ModelRegistry, OpenAiBackend, OpenAiOptions, ScoreRequest,
-    ServedModel, fetch_model,
-};
+use herd_backend::{Backend, ModelFiles, ModelRegistry, ScoreRequest, fetch_model};
+use herd_infer::{LoadOptions, LocalModel, OpenAiBackend, OpenAiOptions, ServedModel};
 use herd_prompts::{ChatPrompt, Part};
 use serde_json::Value;
 use std::time::Instant;

@@ -22,11 +22,9 @@
 mod tiny;
 
 use candle_core::{DType, Device, Tensor};
-use herd_infer::model::{WeightFormat, causal_mask, load_hf_folder};
-use herd_infer::{
-    Backend, DeviceChoice, GenerateRequest, LoadOptions, LocalModel, ModelFiles, ModelRegistry, SamplingParams,
-    WeightChoice,
-};
+use herd_backend::{Backend, GenerateRequest, ModelFiles, ModelRegistry, SamplingParams, WeightChoice};
+use herd_infer::{DeviceChoice, LoadOptions, LocalModel};
+use herd_infer::{WeightFormat, causal_mask, load_hf_folder};
 use herd_prompts::{ChatPrompt, Message, Part, Role};
 use herd_vision::VlFamily;
 use serde_json::{Value, json};
@@ -355,7 +353,7 @@ fn check(o: &Options) -> AnyResult<ExitCode> {
         let files = match file {
             Some(f) if f.is_file() => Ok(ModelFiles::Gguf(f.clone())),
             Some(f) => Err(format!("{} does not exist", f.display())),
-            None => herd_infer::locate_model(entry).map_err(|e| e.to_string()),
+            None => herd_backend::locate_model(entry).map_err(|e| e.to_string()),
         };
         let files = match files {
             Ok(files) => files,
@@ -426,7 +424,7 @@ fn compare_rows(a: &[Vec<f32>], b: &[Vec<f32>]) -> (f32, f32) {
 fn text_logits(dir: &Path, device: &Device, dtype: DType) -> AnyResult<Vec<Vec<f32>>> {
     let dec = load_hf_folder(dir, device, dtype, WeightFormat::Dense)?;
     let tokens = &tiny::FULL;
-    let run = |toks: &[u32], past: usize, cache: &mut herd_infer::model::KvCache| -> AnyResult<Vec<Vec<f32>>> {
+    let run = |toks: &[u32], past: usize, cache: &mut herd_infer::KvCache| -> AnyResult<Vec<Vec<f32>>> {
         let t = toks.len();
         let input = Tensor::new(toks, device)?.reshape((1, t))?;
         let positions = Tensor::arange(past as u32, (past + t) as u32, device)?.reshape((1, t))?;
@@ -457,7 +455,7 @@ fn vl_logits(dir: &Path, family: VlFamily, device: &Device, dtype: DType) -> Any
 }
 
 /// A registry entry for a tiny checkpoint folder, so LocalModel loads it as it loads a real model.
-fn tiny_entry(alias: &str, family: &str, dir: &Path) -> AnyResult<herd_infer::ModelEntry> {
+fn tiny_entry(alias: &str, family: &str, dir: &Path) -> AnyResult<herd_backend::ModelEntry> {
     let text = format!(
         "default = \"{alias}\"\n[models.{alias}]\ndescription = \"tiny random checkpoint\"\nfamily = \"{family}\"\n\
          modality = \"text\"\ndtype = \"f32\"\nsource = {{ path = {} }}\n",
@@ -562,7 +560,7 @@ fn score_groups(model: &LocalModel, groups: &[Vec<Vec<u32>>]) -> AnyResult<(Vec<
 /// A real model: answer probabilities on the device against the CPU on the first prompts (f32 weights on
 /// both), then scoring and society generation throughput on the device.
 fn real_model(
-    entry: &herd_infer::ModelEntry,
+    entry: &herd_backend::ModelEntry,
     files: &ModelFiles,
     device: DeviceChoice,
     scoring: &[(Option<String>, ChatPrompt)],

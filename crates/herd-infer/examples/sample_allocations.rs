@@ -4,7 +4,8 @@
 //! herd prompts --experiment data/experiments/minimal-group.quick.toml --limit 2000 --jsonl > prompts.jsonl
 //! cargo run -p herd-infer --example sample_allocations -- prompts.jsonl 0,1,2,100 300
 
-use herd_infer::{Backend, GenerateRequest, LoadOptions, LocalModel, ModelRegistry, SamplingParams, fetch_model};
+use herd_backend::{Backend, GenerateRequest, ModelRegistry, SamplingParams, fetch_model};
+use herd_infer::{LoadOptions, LocalModel};
 use herd_prompts::{ChatPrompt, Part};
 use serde_json::Value;
 use std::path::Path;
@@ -26,7 +27,7 @@ fn main() {
     let entry = registry.get("smollm2-135m").expect("default alias");
     let path = fetch_model(entry).expect("default model");
     let mut model =
-        LocalModel::load(entry, &herd_infer::ModelFiles::Gguf(path), &LoadOptions::default()).expect("model loads");
+        LocalModel::load(entry, &herd_backend::ModelFiles::Gguf(path), &LoadOptions::default()).expect("model loads");
     let requests: Vec<GenerateRequest> = picks
         .iter()
         .map(|&i| {

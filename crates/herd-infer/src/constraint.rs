@@ -61,9 +61,4 @@ impl SequenceConstraint {
     pub fn accept(&mut self, token: u32) -> Result<()> {
         self.matcher.consume_token(token).map_err(|e| InferError::Constraint(e.to_string()))
     }
-
-    /// The grammar has finished: the next token must be EOS.
-    pub fn is_stopped(&self) -> bool {
-        self.matcher.is_stopped()
-    }
 }

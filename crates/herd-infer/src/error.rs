@@ -1,17 +1,16 @@
 use std::path::PathBuf;
 
-/// Everything that can go wrong loading or running a model. Messages name the file or alias and say
-/// how to fix it, because they are shown to users as they are.
+/// Everything that can go wrong loading or running a model with herd's engines. Messages name the file
+/// or alias and say how to fix it, because they are shown to users as they are. Through the
+/// [`Backend`](herd_backend::Backend) contract an engine's error reaches the caller boxed
+/// ([`herd_backend::BackendError::Engine`]); the contract's own errors pass through unboxed.
 #[derive(Debug, thiserror::Error)]
 pub enum InferError {
-    #[error("{file}: {problem}\n  fix: {fix}")]
-    Registry { file: PathBuf, problem: String, fix: String },
-    #[error("model `{alias}` is not available: {problem}\n  fix: {fix}")]
-    ModelMissing { alias: String, problem: String, fix: String },
+    /// The registry, a model's files on disk, a checksum: the contract's errors.
+    #[error(transparent)]
+    Backend(#[from] herd_backend::BackendError),
     #[error("{file}: {problem}")]
     ModelFile { file: PathBuf, problem: String },
-    #[error("fetching `{alias}` failed: {problem}\n  fix: {fix}")]
-    Fetch { alias: String, problem: String, fix: String },
     #[error("tokenizer: {0}")]
     Tokenizer(String),
     #[error("chat template: {0}")]
@@ -22,10 +21,6 @@ pub enum InferError {
     Constraint(String),
     #[error("sampling: {0}")]
     Sampling(String),
-    #[error(
-        "the backend returned {returned} results for {requested} requests; the batch is marked failed (rerun to retry it)"
-    )]
-    Incomplete { requested: usize, returned: usize },
     #[error("vision model: {0}")]
     Vision(#[from] herd_vision::VisionError),
     #[error("candle: {0}")]
@@ -37,6 +32,18 @@ pub enum InferError {
 }
 
 pub type Result<T, E = InferError> = std::result::Result<T, E>;
+
+/// An engine error as the contract carries it: the contract's own errors as they were, the engine's
+/// boxed.
+impl From<InferError> for herd_backend::BackendError {
+    fn from(error: InferError) -> Self {
+        match error {
+            InferError::Backend(inner) => inner,
+            InferError::Request(problem) => herd_backend::BackendError::Request(problem),
+            other => herd_backend::BackendError::Engine(Box::new(other)),
+        }
+    }
+}
 
 pub(crate) fn io_error(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> InferError {
     let path = path.into();

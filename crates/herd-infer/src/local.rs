@@ -1,18 +1,16 @@
 //! The candle backend: a model loaded into this process, scored and sampled on CPU, CUDA or Metal.
 
-use crate::backend::{
-    AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreBound, ScoreRequest,
-    ScoreResult, TopToken,
-};
-use crate::compute::{ComputePath, WeightChoice};
 use crate::constraint::{ConstraintEngine, SequenceConstraint};
 use crate::error::{InferError, Result, io_error, model_file};
 use crate::model::{Decoder, KvCache, WeightFormat, causal_mask, load_gguf_cached, load_hf_folder};
 use crate::prepared::{LoadReport, PreparedCache};
-use crate::registry::{Family, ModelEntry, ModelFiles, WeightDType};
-use crate::sampling::{RepetitionPenalty, sample_token, sequence_rng};
+use crate::sampler::{RepetitionPenalty, sample_token, sequence_rng};
 use crate::tokenizer::TextTokenizer;
 use candle_core::{DType, Device, Tensor};
+use herd_backend::{
+    AnswerScore, Backend, BackendInfo, ComputePath, Family, FinishReason, GenerateRequest, Generation, ModelEntry,
+    ModelFiles, ScoreBound, ScoreRequest, ScoreResult, TopToken, WeightChoice, WeightDType,
+};
 use herd_chat::{ChatTemplate, SpecialTokens, TemplateMessage};
 use herd_prompts::{ChatPrompt, Part};
 use std::collections::BTreeMap;
@@ -735,8 +733,8 @@ pub fn common_prefix_len(sequences: &[Vec<u32>]) -> usize {
     n
 }
 
-impl Backend for LocalModel {
-    fn score(&mut self, group: &[ScoreRequest]) -> Result<Vec<ScoreResult>> {
+impl LocalModel {
+    fn score_requests(&mut self, group: &[ScoreRequest]) -> Result<Vec<ScoreResult>> {
         if group.iter().any(|r| r.image.is_some()) {
             return Err(InferError::Request(format!(
                 "`{}` is a text model; requests with images need a vision model",
@@ -748,7 +746,7 @@ impl Backend for LocalModel {
         self.score_tokens(&sequences, &answers)
     }
 
-    fn generate(&mut self, batch: &[GenerateRequest]) -> Result<Vec<Generation>> {
+    fn generate_requests(&mut self, batch: &[GenerateRequest]) -> Result<Vec<Generation>> {
         if batch.iter().any(|r| r.image.is_some()) {
             return Err(InferError::Request(format!(
                 "`{}` is a text model; requests with images need a vision model",
@@ -762,7 +760,7 @@ impl Backend for LocalModel {
         self.generate_tokens(&prompts, batch)
     }
 
-    fn info(&self) -> BackendInfo {
+    fn backend_info(&self) -> BackendInfo {
         BackendInfo {
             backend: "candle".into(),
             model: self.alias.clone(),
@@ -771,5 +769,19 @@ impl Backend for LocalModel {
             vision: false,
             compute: self.compute.clone(),
         }
+    }
+}
+
+impl Backend for LocalModel {
+    fn score(&mut self, group: &[ScoreRequest]) -> herd_backend::Result<Vec<ScoreResult>> {
+        Ok(self.score_requests(group)?)
+    }
+
+    fn generate(&mut self, batch: &[GenerateRequest]) -> herd_backend::Result<Vec<Generation>> {
+        Ok(self.generate_requests(batch)?)
+    }
+
+    fn info(&self) -> BackendInfo {
+        self.backend_info()
     }
 }

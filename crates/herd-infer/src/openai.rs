@@ -9,14 +9,13 @@
 //! request that still fails fails its whole group, which the runner records as failed units and retries on
 //! the next run.
 
-use crate::backend::SamplingParams;
-use crate::backend::{
-    AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, LOWER_BOUND_MIN, ScoreBound,
-    ScoreRequest, ScoreResult, TopToken,
-};
 use crate::error::{InferError, Result};
 use crate::local::PromptRenderer;
 use base64::Engine as _;
+use herd_backend::{
+    AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, LOWER_BOUND_MIN, SamplingParams,
+    ScoreBound, ScoreRequest, ScoreResult, TopToken,
+};
 use herd_prompts::{ChatPrompt, Part};
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -652,12 +651,12 @@ fn read_generation(reply: &Value) -> std::result::Result<Generation, String> {
 }
 
 impl Backend for OpenAiBackend {
-    fn score(&mut self, group: &[ScoreRequest]) -> Result<Vec<ScoreResult>> {
-        self.in_flight(group, |r| self.score_one(r))
+    fn score(&mut self, group: &[ScoreRequest]) -> herd_backend::Result<Vec<ScoreResult>> {
+        Ok(self.in_flight(group, |r| self.score_one(r))?)
     }
 
-    fn generate(&mut self, batch: &[GenerateRequest]) -> Result<Vec<Generation>> {
-        self.in_flight(batch, |r| self.generate_one(r))
+    fn generate(&mut self, batch: &[GenerateRequest]) -> herd_backend::Result<Vec<Generation>> {
+        Ok(self.in_flight(batch, |r| self.generate_one(r))?)
     }
 
     fn info(&self) -> BackendInfo {
@@ -668,7 +667,7 @@ impl Backend for OpenAiBackend {
             device: format!("remote: {}", self.bases.join(", ")),
             vision: self.model.vision,
             // The server's hardware, kernels and weights are its own (and its /v1/models says little).
-            compute: crate::ComputePath::elsewhere("server", "the server's"),
+            compute: herd_backend::ComputePath::elsewhere("server", "the server's"),
         }
     }
 }

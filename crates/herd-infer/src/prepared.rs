@@ -22,7 +22,7 @@
 //! (written under a temporary name and renamed, so readers never see a partial file and a mapping
 //! keeps the file it opened).
 
-use crate::fetch::recorded_sha256;
+use herd_backend::recorded_sha256;
 use herd_kernels::{INT8_LAYOUT_VERSION, Int8Matrix, MappedFile, checksum};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -45,7 +45,7 @@ const PART_ALIGN: u64 = 64;
 /// Where prepared weights are kept between loads.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum PreparedCache {
-    /// `prepared/` in herd's cache folder ([`crate::herd_cache_dir`]).
+    /// `prepared/` in herd's cache folder ([`herd_backend::herd_cache_dir`]).
     #[default]
     Herd,
     /// Prepare the weights at every load and keep nothing.
@@ -57,7 +57,7 @@ pub enum PreparedCache {
 impl PreparedCache {
     fn dir(&self) -> Option<PathBuf> {
         match self {
-            PreparedCache::Herd => Some(crate::registry::herd_cache_dir().join("prepared")),
+            PreparedCache::Herd => Some(herd_backend::herd_cache_dir().join("prepared")),
             PreparedCache::Off => None,
             PreparedCache::In(dir) => Some(dir.clone()),
         }

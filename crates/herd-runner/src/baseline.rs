@@ -4,11 +4,11 @@
 //! with the same pool. A pool takes the first accepted images in candidate order; it stops at the
 //! experiment's `max_candidates` with what it has, and reports its acceptance rate.
 
-use crate::conformity::{answers, conformity_facts, score_prompt};
-use crate::{Progress, Result, RunOptions, RunSummary, RunnerError, TrialRows, TrialSink};
+use crate::trial::{answers, conformity_facts, score_prompt};
+use crate::{Result, RunContext, RunnerError, TrialRows};
+use herd_backend::ScoreRequest;
 use herd_design::{Answer, Cell, ConformityExperiment, ConformityTrial, Family, ImageSelection, Task, UnitKey};
 use herd_design::{difficulty_images_per_level, difficulty_levels};
-use herd_infer::{Backend, ScoreRequest};
 use herd_prompts::ConformityPrompter;
 use herd_stimuli::{ImagePools, Pool, Stimulus, candidate};
 use herd_store::BaselineCandidateRow;
@@ -97,20 +97,27 @@ fn baseline_trial(task: Task, index: u32, correct: Answer) -> ConformityTrial {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One chunk of a pool's candidates, scored in one request group.
+struct Chunk<'c> {
+    task: Task,
+    pool: Pool,
+    /// The task's difficulty levels (facts normalise the image's level by it).
+    levels: u32,
+    indices: &'c [u32],
+    stimuli: &'c [Stimulus],
+    units: &'c [String],
+}
+
 pub(crate) fn filtered_pools(
+    run: &mut RunContext<'_, '_>,
     exp: &ConformityExperiment,
     task: Task,
     rule: &BaselineRule,
     prompter: &ConformityPrompter,
-    backend: &mut dyn Backend,
-    sink: &mut dyn TrialSink,
-    options: &RunOptions,
-    progress: &Progress,
-    summary: &mut RunSummary,
 ) -> Result<ImagePools> {
+    let progress = run.progress;
     let stored: BTreeMap<String, BaselineCandidateRow> =
-        sink.stored_baseline()?.into_iter().map(|r| (r.unit_id.clone(), r)).collect();
+        run.sink.stored_baseline()?.into_iter().map(|r| (r.unit_id.clone(), r)).collect();
     let levels = difficulty_levels(exp, task);
     let mut pools: Vec<(Pool, Need)> =
         vec![(Pool::General, Need::PerAnswer(exp.stimuli.general_pool_size.div_ceil(2) as usize))];
@@ -125,7 +132,7 @@ pub(crate) fn filtered_pools(
         progress.message(format!("building {name} pool"));
         let mut accepted: Vec<Stimulus> = Vec::new();
         let mut scored = 0u32;
-        let chunk = options.baseline_chunk.max(1) as u32;
+        let chunk = run.options.baseline_chunk.max(1) as u32;
         let limit = exp.baseline_filter.max_candidates;
         let mut start = 0;
         while start < limit && !need.met(&accepted) {
@@ -139,10 +146,9 @@ pub(crate) fn filtered_pools(
             let rows = if units.iter().all(|u| stored.contains_key(u)) {
                 units.iter().map(|u| stored[u].clone()).collect()
             } else {
-                let rows = score_candidates(
-                    exp, task, pool, levels, &indices, &stimuli, &units, rule, prompter, backend, sink,
-                )?;
-                sink.store(units.clone(), TrialRows { baseline: rows.clone(), ..TrialRows::default() })?;
+                let candidates = Chunk { task, pool, levels, indices: &indices, stimuli: &stimuli, units: &units };
+                let rows = score_candidates(run, exp, &candidates, rule, prompter)?;
+                run.sink.store(units.clone(), TrialRows { baseline: rows.clone(), ..TrialRows::default() })?;
                 rows
             };
             for (stimulus, row) in stimuli.into_iter().zip(rows) {
@@ -171,7 +177,7 @@ pub(crate) fn filtered_pools(
             need.wanted(),
             if need.met(&chosen) { "" } else { " — stopped at max_candidates" }
         ));
-        summary.notes.insert(format!("baseline/{task}/{}", pool_name(pool)), report);
+        run.summary.notes.insert(format!("baseline/{task}/{}", pool_name(pool)), report);
         match pool {
             Pool::General => general = chosen,
             Pool::Difficulty(_) => difficulty.push(chosen),
@@ -180,23 +186,19 @@ pub(crate) fn filtered_pools(
     Ok(ImagePools { task, general, difficulty })
 }
 
-#[allow(clippy::too_many_arguments)]
 fn score_candidates(
+    run: &mut RunContext<'_, '_>,
     exp: &ConformityExperiment,
-    task: Task,
-    pool: Pool,
-    levels: u32,
-    indices: &[u32],
-    stimuli: &[Stimulus],
-    units: &[String],
+    chunk: &Chunk<'_>,
     rule: &BaselineRule,
     prompter: &ConformityPrompter,
-    backend: &mut dyn Backend,
-    sink: &dyn TrialSink,
 ) -> Result<Vec<BaselineCandidateRow>> {
-    let model = backend.info().model;
-    let modality = if backend.info().vision { herd_prompts::Modality::Vision } else { herd_prompts::Modality::Text };
+    let Chunk { task, pool, levels, indices, stimuli, units } = *chunk;
+    let info = run.respondent.info();
+    let model = info.model;
+    let modality = if info.vision { herd_prompts::Modality::Vision } else { herd_prompts::Modality::Text };
     let mut requests = Vec::with_capacity(stimuli.len());
+    let mut facts = Vec::with_capacity(stimuli.len());
     for ((stimulus, &index), unit) in stimuli.iter().zip(indices).zip(units) {
         let trial = baseline_trial(task, index, stimulus.correct);
         let key = UnitKey {
@@ -211,15 +213,12 @@ fn score_candidates(
         };
         let plan = prompter.plan(&key, &trial, stimulus.correct)?;
         let (prompt, image) = score_prompt(prompter, &trial, &plan, stimulus, modality)?;
-        requests.push(ScoreRequest {
-            image,
-            facts: Some(conformity_facts(unit, &plan, stimulus, levels, None)),
-            ..ScoreRequest::new(prompt, answers())
-        });
+        requests.push(ScoreRequest { image, ..ScoreRequest::new(prompt, answers()) });
+        facts.push(conformity_facts(unit, &plan, stimulus, levels, None));
     }
-    let results = crate::all_results(requests.len(), backend.score(&requests))
+    let results = crate::all_results(requests.len(), run.respondent.score(&requests, &facts))
         .map_err(|source| RunnerError::Backend { unit: units[0].clone(), source: Box::new(source) })?;
-    let run_id = sink.run_id();
+    let run_id = run.sink.run_id();
     Ok(stimuli
         .iter()
         .zip(indices)

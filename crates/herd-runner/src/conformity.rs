@@ -1,52 +1,15 @@
 //! The conformity study: baseline pools per task, then every trial scored at the answer position.
 
 use crate::baseline::{BaselineRule, filtered_pools};
-use crate::{FailureGuard, Progress, Result, RunOptions, RunSummary, RunnerError, TrialRows, TrialSink};
-use herd_design::{ConformityExperiment, ConformityTrial, ExperimentFile, Family, Task, Unit, UnitPlan};
-use herd_infer::{Backend, ConformityFacts, ScoreBound, ScoreRequest, ScoreResult, TrialFacts};
-use herd_prompts::{ChatPrompt, ConformityPlan, ConformityPrompter, Modality};
+use crate::trial::{answers, conformity_facts, score_prompt};
+use crate::{FailureGuard, Result, RunContext, RunnerError, TrialRows};
+use herd_backend::{ConformityFacts, ScoreBound, ScoreRequest, ScoreResult};
+use herd_design::{ConformityExperiment, ConformityTrial, Family, Task, Unit, UnitPlan};
+use herd_prompts::{ConformityPlan, ConformityPrompter, Modality};
 use herd_stimuli::{ImagePools, Stimulus};
 use herd_store::ConformityTrialRow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::Instant;
-
-pub(crate) fn answers() -> Vec<String> {
-    vec!["A".into(), "B".into()]
-}
-
-/// The prompt of a planned trial and, for vision models, the pixels of its image.
-pub(crate) fn score_prompt(
-    prompter: &ConformityPrompter,
-    trial: &ConformityTrial,
-    plan: &ConformityPlan,
-    stimulus: &Stimulus,
-    modality: Modality,
-) -> Result<(ChatPrompt, Option<Arc<image::RgbImage>>)> {
-    let prompt = prompter.render_plan(trial, plan, stimulus, modality)?;
-    let image = (modality == Modality::Vision).then(|| Arc::new(herd_stimuli::render(stimulus).to_rgb8()));
-    Ok((prompt, image))
-}
-
-/// What a simulated agent needs to know about a trial.
-pub(crate) fn conformity_facts(
-    unit: &str,
-    plan: &ConformityPlan,
-    stimulus: &Stimulus,
-    levels: u32,
-    level: Option<String>,
-) -> TrialFacts {
-    let wrong_replies = plan.replies.iter().filter(|r| r.answer != plan.correct).count() as u32;
-    TrialFacts::Conformity(ConformityFacts {
-        key: unit.to_owned(),
-        correct: plan.correct.as_str().to_owned(),
-        wrong: plan.correct.other().as_str().to_owned(),
-        wrong_replies,
-        right_replies: plan.replies.len() as u32 - wrong_replies,
-        difficulty: stimulus.difficulty_level.map_or(0.0, |l| f64::from(l) / f64::from(levels.max(1))),
-        level,
-    })
-}
 
 fn trial_of(unit: &Unit) -> &ConformityTrial {
     match &unit.plan {
@@ -75,22 +38,23 @@ struct Prepared<'a> {
     stimulus: &'a Stimulus,
     plan: ConformityPlan,
     request: ScoreRequest,
+    facts: ConformityFacts,
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn run(
-    file: &ExperimentFile,
-    exp: &ConformityExperiment,
-    units: Vec<Unit>,
-    backend: &mut dyn Backend,
-    sink: &mut dyn TrialSink,
-    options: &RunOptions,
-    progress: &Progress,
-    summary: &mut RunSummary,
-) -> Result<()> {
-    let prompter = ConformityPrompter::load(file, exp)?;
-    let modality = if backend.info().vision { Modality::Vision } else { options.modality };
-    let pending: Vec<Unit> = units.into_iter().filter(|u| !sink.is_stored(&u.key.id())).collect();
+/// What every row of a run shares.
+struct RowLabels<'a> {
+    run_id: &'a str,
+    experiment: &'a str,
+    model: &'a str,
+    backend: &'a str,
+    modality: Modality,
+}
+
+pub(crate) fn run(run: &mut RunContext<'_, '_>, exp: &ConformityExperiment, units: Vec<Unit>) -> Result<()> {
+    let prompter = ConformityPrompter::load(run.file, exp)?;
+    let modality = if run.respondent.info().vision { Modality::Vision } else { run.options.modality };
+    let progress = run.progress;
+    let pending: Vec<Unit> = units.into_iter().filter(|u| !run.sink.is_stored(&u.key.id())).collect();
     progress.set_total(pending.len() as u64);
     let mut per_family: BTreeMap<String, u64> = BTreeMap::new();
     for unit in &pending {
@@ -101,7 +65,7 @@ pub(crate) fn run(
     }
 
     let tasks: BTreeSet<Task> = pending.iter().map(|u| trial_of(u).task).collect();
-    let rule = options.baseline_override.clone().unwrap_or(BaselineRule {
+    let rule = run.options.baseline_override.clone().unwrap_or(BaselineRule {
         enabled: true,
         min_p_correct: exp.baseline_filter.min_p_correct,
         two_way: false,
@@ -109,7 +73,7 @@ pub(crate) fn run(
     let mut pools: BTreeMap<Task, ImagePools> = BTreeMap::new();
     for task in tasks {
         let pool = if exp.baseline_filter.enabled && rule.enabled {
-            filtered_pools(exp, task, &rule, &prompter, backend, sink, options, progress, summary)?
+            filtered_pools(run, exp, task, &rule, &prompter)?
         } else {
             ImagePools::preview(exp, task)?
         };
@@ -117,10 +81,16 @@ pub(crate) fn run(
     }
     progress.message("");
 
-    let model = backend.info().model;
-    let backend_name = backend.info().backend;
-    let run_id = sink.run_id();
-    let mut guard = FailureGuard::new(options.max_consecutive_failures);
+    let info = run.respondent.info();
+    let run_id = run.sink.run_id();
+    let labels = RowLabels {
+        run_id: &run_id,
+        experiment: &exp.experiment.name,
+        model: &info.model,
+        backend: &info.backend,
+        modality,
+    };
+    let mut guard = FailureGuard::new(run.options.max_consecutive_failures);
     for batch in batches(pending) {
         let mut prepared = Vec::with_capacity(batch.len());
         for unit in &batch {
@@ -130,7 +100,7 @@ pub(crate) fn run(
             let Some(stimulus) = pool.select(&unit.key, trial) else {
                 let reason =
                     format!("no {} image with the needed correct answer passed the baseline filter", trial.task);
-                summary.skip(reason, &id);
+                run.summary.skip(reason, &id);
                 progress.advance(&unit.key.cell.family, 1);
                 continue;
             };
@@ -138,8 +108,8 @@ pub(crate) fn run(
             let (prompt, image) = score_prompt(&prompter, trial, &plan, stimulus, modality)?;
             let levels = pool.difficulty.len() as u32;
             let facts = conformity_facts(&id, &plan, stimulus, levels, trial.level.clone());
-            let request = ScoreRequest { image, facts: Some(facts), ..ScoreRequest::new(prompt, answers()) };
-            prepared.push(Prepared { unit, stimulus, plan, request });
+            let request = ScoreRequest { image, ..ScoreRequest::new(prompt, answers()) };
+            prepared.push(Prepared { unit, stimulus, plan, request, facts });
         }
         if prepared.is_empty() {
             continue;
@@ -153,8 +123,9 @@ pub(crate) fn run(
         let mut failure = None;
         for indices in by_image.values() {
             let requests: Vec<ScoreRequest> = indices.iter().map(|&i| prepared[i].request.clone()).collect();
+            let facts: Vec<ConformityFacts> = indices.iter().map(|&i| prepared[i].facts.clone()).collect();
             let started = Instant::now();
-            match crate::all_results(requests.len(), backend.score(&requests)) {
+            match crate::all_results(requests.len(), run.respondent.score(&requests, &facts)) {
                 Ok(scores) => {
                     let latency = started.elapsed().as_secs_f64() / indices.len() as f64;
                     for (&i, score) in indices.iter().zip(scores) {
@@ -169,7 +140,7 @@ pub(crate) fn run(
         }
         let units: Vec<String> = prepared.iter().map(|p| p.unit.key.id()).collect();
         if let Some(error) = failure {
-            guard.record(&units, error, summary)?;
+            guard.record(&units, error, run.summary)?;
             continue;
         }
         guard.success();
@@ -178,12 +149,12 @@ pub(crate) fn run(
             .zip(results)
             .map(|(p, result)| {
                 let (score, latency) = result.expect("every request scored");
-                trial_row(p, &score, latency, &run_id, &exp.experiment.name, &model, &backend_name, modality)
+                trial_row(p, &score, latency, &labels)
             })
             .collect::<Result<_>>()?;
         let counts: Vec<String> = prepared.iter().map(|p| p.unit.key.cell.family.clone()).collect();
-        sink.store(units, TrialRows { conformity: rows, ..TrialRows::default() })?;
-        summary.units_run += counts.len() as u64;
+        run.sink.store(units, TrialRows { conformity: rows, ..TrialRows::default() })?;
+        run.summary.units_run += counts.len() as u64;
         for family in counts {
             progress.advance(&family, 1);
         }
@@ -191,17 +162,13 @@ pub(crate) fn run(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 fn trial_row(
     p: &Prepared<'_>,
     score: &ScoreResult,
     latency: f64,
-    run_id: &str,
-    experiment: &str,
-    model: &str,
-    backend: &str,
-    modality: Modality,
+    labels: &RowLabels<'_>,
 ) -> Result<ConformityTrialRow> {
+    let RowLabels { run_id, experiment, model, backend, modality } = *labels;
     let trial = trial_of(p.unit);
     let correct = p.plan.correct;
     let wrong = correct.other();

@@ -14,7 +14,7 @@ pub enum RunnerError {
         "{unit}: {source}\n  the backend failed several times in a row, so the run stopped; stored units are kept: fix the model or server, then rerun the same command to resume"
     )]
     // Boxed: an inference error is large, and every runner result carries this enum.
-    Backend { unit: String, source: Box<herd_infer::InferError> },
+    Backend { unit: String, source: Box<herd_backend::BackendError> },
     #[error("{0}")]
     Plan(String),
     /// The run stopped early; `summary` says what it had run, skipped and failed by then.

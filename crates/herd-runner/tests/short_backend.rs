@@ -2,8 +2,11 @@
 //! the batch is listed as failed (a rerun retries it), and five such batches in a row stop the run with
 //! an error that says what happened. Nothing is paired with the wrong request or silently dropped.
 
-use herd_infer::{Backend, BackendInfo, GenerateRequest, Generation, ScoreRequest, ScoreResult, SimAgent, SimParams};
-use herd_runner::{MemorySink, RunOptions, run_experiment};
+use herd_backend::{
+    AllocationFacts, BackendInfo, ConformityFacts, GenerateRequest, Generation, ScoreRequest, ScoreResult, SimAgent,
+    SimBackend, SimParams,
+};
+use herd_runner::{MemorySink, Respondent, RunOptions, run_experiment};
 use std::path::Path;
 
 /// The sim agent, with the last result of the chosen calls dropped.
@@ -24,14 +27,22 @@ impl Short {
     }
 }
 
-impl Backend for Short {
-    fn score(&mut self, group: &[ScoreRequest]) -> herd_infer::Result<Vec<ScoreResult>> {
-        let results = self.inner.score(group)?;
+impl SimBackend for Short {
+    fn score_trials(
+        &mut self,
+        group: &[ScoreRequest],
+        facts: &[ConformityFacts],
+    ) -> herd_backend::Result<Vec<ScoreResult>> {
+        let results = self.inner.score_trials(group, facts)?;
         Ok(self.shorten(results))
     }
 
-    fn generate(&mut self, batch: &[GenerateRequest]) -> herd_infer::Result<Vec<Generation>> {
-        let results = self.inner.generate(batch)?;
+    fn generate_trials(
+        &mut self,
+        batch: &[GenerateRequest],
+        facts: &[AllocationFacts],
+    ) -> herd_backend::Result<Vec<Generation>> {
+        let results = self.inner.generate_trials(batch, facts)?;
         Ok(self.shorten(results))
     }
 
@@ -50,7 +61,7 @@ fn a_short_batch_is_failed_whole_and_the_rest_is_stored() {
     let file = experiment("minimal-group.quick.toml");
     let mut backend = Short { inner: SimAgent::new(SimParams::default()), calls: 0, short_on: |call| call == 1 };
     let mut sink = MemorySink::default();
-    let summary = run_experiment(&file, &mut backend, &mut sink, &RunOptions::default()).unwrap();
+    let summary = run_experiment(&file, Respondent::Sim(&mut backend), &mut sink, &RunOptions::default()).unwrap();
     assert_eq!(summary.failed.len(), 1, "{summary:?}");
     assert!(!sink.stored.contains(&summary.failed[0]), "the short society was stored");
     assert!(
@@ -70,7 +81,7 @@ fn short_batches_in_a_row_stop_the_run_with_the_reason() {
     let file = experiment("minimal-group.quick.toml");
     let mut backend = Short { inner: SimAgent::new(SimParams::default()), calls: 0, short_on: |_| true };
     let mut sink = MemorySink::default();
-    let err = run_experiment(&file, &mut backend, &mut sink, &RunOptions::default()).unwrap_err();
+    let err = run_experiment(&file, Respondent::Sim(&mut backend), &mut sink, &RunOptions::default()).unwrap_err();
     // What the run did before it stopped is kept for the manifest: here, the failed units.
     let summary = err.partial_summary().expect("a stopped run keeps its summary");
     assert_eq!((summary.failed.len(), summary.units_run), (5, 0), "{summary:?}");

@@ -8,8 +8,8 @@
 
 use herd_analysis::io::{read_conformity_trials, read_dyads};
 use herd_analysis::{BootstrapPlan, MinimalGroupOptions, ResultTable, analyze_minimal_group};
-use herd_infer::{AllocationFacts, SimAgent, SimParams};
-use herd_runner::{RunOptions, run_experiment};
+use herd_backend::{AllocationFacts, SimAgent, SimParams};
+use herd_runner::{Respondent, RunOptions, run_experiment};
 use herd_stats::{Formula, ols};
 use herd_store::{Manifest, RunIdentity, RunStore};
 use std::path::{Path, PathBuf};
@@ -38,7 +38,9 @@ fn run_sim(dir: &Path, toml: &str, params: SimParams) -> PathBuf {
     let experiment = herd_design::load_experiment(&file).unwrap();
     let out = dir.join("run");
     let mut store = RunStore::open(&out, manifest(&experiment.experiment.meta().name), "none").unwrap();
-    let summary = run_experiment(&experiment, &mut SimAgent::new(params), &mut store, &RunOptions::default()).unwrap();
+    let summary =
+        run_experiment(&experiment, Respondent::Sim(&mut SimAgent::new(params)), &mut store, &RunOptions::default())
+            .unwrap();
     assert!(summary.complete(), "{summary:?}");
     store.finish("complete").unwrap();
     out

@@ -8,11 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use herd_analysis::io::read_conformity_trials;
-use herd_infer::{
-    Backend, GenerateRequest, LoadOptions, ModelFiles, ModelRegistry, SamplingParams, ScoreRequest, VisionModel,
-};
+use herd_backend::{Backend, GenerateRequest, ModelFiles, ModelRegistry, SamplingParams, ScoreRequest};
+use herd_infer::{LoadOptions, VisionModel};
 use herd_prompts::{ChatPrompt, Part};
-use herd_runner::{RunOptions, run_experiment};
+use herd_runner::{Respondent, RunOptions, run_experiment};
 use herd_store::{Manifest, RunIdentity, RunStore, Table, read_table};
 use herd_vision::VlFamily;
 use herd_vision::tiny::{self, DEFAULT, SEED};
@@ -90,7 +89,7 @@ fn each_vl_family_runs_a_conformity_grid_into_conformity_trials() {
         let out = dir.path().join(format!("run-{}", family.model_type()));
         let mut store = RunStore::open(&out, Manifest::new(identity), &model.info().device).unwrap();
         let options = RunOptions::for_model(Some(entry), true);
-        let summary = run_experiment(&experiment, &mut model, &mut store, &options).unwrap();
+        let summary = run_experiment(&experiment, Respondent::Model(&mut model), &mut store, &options).unwrap();
         store.finish("complete").unwrap();
         assert!(summary.failed.is_empty(), "{family:?}: {summary:?}");
         // 3 tasks × (N = 0, N = 3) × 2 trials, each with an image of the answer it needs.

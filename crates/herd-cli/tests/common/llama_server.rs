@@ -14,7 +14,7 @@ pub fn server_python() -> PathBuf {
     if let Some(p) = std::env::var_os("HERD_LLAMA_SERVER_PYTHON") {
         return PathBuf::from(p);
     }
-    let python = herd_infer::herd_cache_dir().join("venvs/llama-server/bin/python");
+    let python = herd_backend::herd_cache_dir().join("venvs/llama-server/bin/python");
     assert!(
         python.is_file(),
         "llama.cpp's server is not installed at {}: run `cargo xtask llama-server` once (it builds llama-cpp-python[server] into the herd cache; .ci/run does this)",

@@ -1,7 +1,8 @@
 //! Checks of a GGUF model against llama.cpp's golden values (`tests/golden/generate_llamacpp.py`), shared
 //! by the tests of each real model. Included with `#[path]` so each test binary compiles only this file.
 
-use herd_infer::{Backend, LocalModel, ScoreRequest};
+use herd_backend::{Backend, ScoreRequest};
+use herd_infer::LocalModel;
 use herd_prompts::{ChatPrompt, Part};
 use serde_json::Value;
 use std::path::Path;

@@ -1,6 +1,8 @@
-//! A simulated agent with stated parameters: the `sim` backend. It answers from the [`TrialFacts`] a
-//! request carries rather than from the prompt, so its effects are known exactly. It serves power analysis
+//! A simulated agent with stated parameters: the `sim` backend. It answers from what each trial is (its
+//! [`ConformityFacts`] or [`AllocationFacts`], which the runner hands it beside the requests through
+//! [`SimBackend`]) rather than from the prompt, so its effects are known exactly. It serves power analysis
 //! and the end-to-end tests that must recover planted effects (and find none where none was planted).
+//! The [`Backend`](crate::Backend) contract knows nothing of it.
 //!
 //! Conformity: `logit P(wrong) = intercept + per_log_wrong·ln(1 + wrong replies) + per_log_right·ln(1 +
 //! right replies) + difficulty·d + level_shift[level] + ε`, ε ~ N(0, noise_sd²) per trial, d ∈ [0, 1] the
@@ -9,23 +11,16 @@
 //! pool split in proportion, rounded to integers by largest remainder and written as a JSON object.
 
 use crate::backend::{
-    AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreBound, ScoreRequest, ScoreResult,
+    AnswerScore, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreBound, ScoreRequest, ScoreResult,
 };
-use crate::error::{InferError, Result};
+use crate::error::{BackendError, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
-/// What a trial is, stated for simulated agents; real models read only the prompt and ignore this.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum TrialFacts {
-    Conformity(ConformityFacts),
-    Allocation(AllocationFacts),
-}
-
+/// What a conformity trial is, stated for simulated agents (real models read only the prompt).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ConformityFacts {
     /// Identifies the trial; the agent's noise is drawn from a stream keyed by it.
@@ -39,6 +34,7 @@ pub struct ConformityFacts {
     pub level: Option<String>,
 }
 
+/// What one decider's allocation is, stated for simulated agents.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AllocationFacts {
     pub key: String,
@@ -236,6 +232,16 @@ fn largest_remainder(shares: &[f64], pool: u32) -> Vec<u32> {
     points
 }
 
+/// What answers from each trial's facts rather than from its prompt: the simulated agent, and test
+/// doubles that wrap it. The runner hands every request's facts beside it: `facts[i]` is `group[i]`'s.
+pub trait SimBackend {
+    /// Scores conformity trials (P(wrong) from the planted curve).
+    fn score_trials(&mut self, group: &[ScoreRequest], facts: &[ConformityFacts]) -> Result<Vec<ScoreResult>>;
+    /// Writes one allocation per decider (points from the planted in-group bias).
+    fn generate_trials(&mut self, batch: &[GenerateRequest], facts: &[AllocationFacts]) -> Result<Vec<Generation>>;
+    fn info(&self) -> BackendInfo;
+}
+
 /// The `sim` backend.
 pub struct SimAgent {
     pub params: SimParams,
@@ -247,23 +253,28 @@ impl SimAgent {
     }
 }
 
-fn missing_facts(what: &str) -> InferError {
-    InferError::Request(format!(
-        "the sim backend needs the trial's facts to {what}; requests built by herd's runner carry them"
-    ))
+/// Every request needs its trial's facts: a request without them has nothing to answer from.
+fn check_facts(what: &str, requests: usize, facts: usize) -> Result<()> {
+    if requests == facts {
+        return Ok(());
+    }
+    Err(BackendError::Request(format!(
+        "the sim backend was asked to {what} {requests} requests with the facts of {facts} trials; it answers from each trial's facts, which herd's runner hands it beside the requests"
+    )))
 }
 
 fn checked(params: &SimParams) -> Result<()> {
-    params.validate().map_err(|e| InferError::Request(format!("{e}; fix the --sim parameters")))
+    params.validate().map_err(|e| BackendError::Request(format!("{e}; fix the --sim parameters")))
 }
 
-impl Backend for SimAgent {
-    fn score(&mut self, group: &[ScoreRequest]) -> Result<Vec<ScoreResult>> {
+impl SimBackend for SimAgent {
+    fn score_trials(&mut self, group: &[ScoreRequest], facts: &[ConformityFacts]) -> Result<Vec<ScoreResult>> {
         checked(&self.params)?;
+        check_facts("score", group.len(), facts.len())?;
         group
             .iter()
-            .map(|request| {
-                let Some(TrialFacts::Conformity(facts)) = &request.facts else { return Err(missing_facts("score")) };
+            .zip(facts)
+            .map(|(request, facts)| {
                 let noise =
                     self.params.conformity.noise_sd * standard_normal(&mut self.params.rng(&facts.key, "conformity"));
                 let logit = self.params.conformity_logit(facts) + noise;
@@ -289,12 +300,12 @@ impl Backend for SimAgent {
             .collect()
     }
 
-    fn generate(&mut self, batch: &[GenerateRequest]) -> Result<Vec<Generation>> {
+    fn generate_trials(&mut self, batch: &[GenerateRequest], facts: &[AllocationFacts]) -> Result<Vec<Generation>> {
         checked(&self.params)?;
-        batch
+        check_facts("generate", batch.len(), facts.len())?;
+        facts
             .iter()
-            .map(|request| {
-                let Some(TrialFacts::Allocation(facts)) = &request.facts else { return Err(missing_facts("generate")) };
+            .map(|facts| {
                 let points = largest_remainder(&self.params.allocation_shares(facts), facts.pool);
                 let object: serde_json::Map<String, serde_json::Value> =
                     facts.roster.iter().zip(points).map(|(id, p)| (id.clone(), p.into())).collect();
@@ -370,11 +381,8 @@ mod tests {
             pool: 100,
         };
         let prompt = herd_prompts::ChatPrompt::user(vec![herd_prompts::Part::Text { text: "x".into() }]);
-        let request = GenerateRequest {
-            facts: Some(TrialFacts::Allocation(facts)),
-            ..GenerateRequest::new(prompt, crate::backend::SamplingParams::default())
-        };
-        let e = SimAgent::new(params).generate(&[request]).unwrap_err().to_string();
+        let request = GenerateRequest::new(prompt, crate::backend::SamplingParams::default());
+        let e = SimAgent::new(params).generate_trials(&[request], &[facts]).unwrap_err().to_string();
         assert!(e.contains("allocation.ingroup_minority") && e.contains("1000"), "{e}");
     }
 

@@ -1,6 +1,5 @@
-//! What the runner asks of a model, whatever runs it.
+//! What the runner asks of a model, whatever runs it: the [`Backend`] trait and its requests and results.
 
-use crate::sim::TrialFacts;
 use herd_prompts::ChatPrompt;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -14,13 +13,11 @@ pub struct ScoreRequest {
     pub answers: Vec<String>,
     /// The pixels of the prompt's image part, for vision models.
     pub image: Option<Arc<image::RgbImage>>,
-    /// What the trial is, for simulated agents.
-    pub facts: Option<TrialFacts>,
 }
 
 impl ScoreRequest {
     pub fn new(prompt: ChatPrompt, answers: Vec<String>) -> Self {
-        ScoreRequest { prompt, answers, image: None, facts: None }
+        ScoreRequest { prompt, answers, image: None }
     }
 }
 
@@ -96,7 +93,8 @@ pub struct ScoreResult {
 }
 
 /// How one sequence is sampled. A knob left `None` takes the backend's default: HF `generate`'s for the
-/// local backends (temperature 1, top_p 1, top_k 50, repetition penalty 1; see `sampling::HF_DEFAULTS`),
+/// local backends (temperature 1, top_p 1, top_k 50, repetition penalty 1; see [`crate::HF_DEFAULT_TOP_K`] and its
+/// siblings),
 /// the server's own for the openai backend (nothing is sent). Callers that want a model's
 /// generation_config.json resolve it first (`resolve_sampling`).
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
@@ -142,13 +140,11 @@ pub struct GenerateRequest {
     /// Thinking on or off for models whose chat template has the switch (`enable_thinking`); `None`
     /// keeps the registry entry's setting.
     pub thinking: Option<bool>,
-    /// What the trial is, for simulated agents.
-    pub facts: Option<TrialFacts>,
 }
 
 impl GenerateRequest {
     pub fn new(prompt: ChatPrompt, sampling: SamplingParams) -> Self {
-        GenerateRequest { prompt, sampling, schema: None, image: None, thinking: None, facts: None }
+        GenerateRequest { prompt, sampling, schema: None, image: None, thinking: None }
     }
 }
 
@@ -187,7 +183,9 @@ pub struct BackendInfo {
     pub compute: crate::ComputePath,
 }
 
-/// A model that can be scored and sampled.
+/// A model that can be scored and sampled. Implemented by herd-infer's engines (local candle models,
+/// vision models, OpenAI-compatible servers); an engine's own errors come back boxed in
+/// [`crate::BackendError::Engine`].
 pub trait Backend {
     /// Scores a group of requests. Requests that share a leading part of their rendered prompt (the same
     /// image and question with different confederate replies) should share its computation.

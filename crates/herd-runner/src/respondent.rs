@@ -1,0 +1,49 @@
+//! What answers the runner's requests: a model behind herd-backend's [`Backend`] contract, which reads
+//! the prompts, or the simulated agent, which reads what each trial is. The runner states every
+//! request's facts; only the simulated agent is handed them.
+
+use herd_backend::{
+    AllocationFacts, Backend, BackendInfo, ConformityFacts, GenerateRequest, Generation, ScoreRequest, ScoreResult,
+    SimBackend,
+};
+
+/// The model or agent a run asks.
+pub enum Respondent<'a> {
+    /// A model (local, vision or a server): it answers from the prompts.
+    Model(&'a mut dyn Backend),
+    /// The simulated agent (or a test double that wraps it): it answers from each trial's facts.
+    Sim(&'a mut dyn SimBackend),
+}
+
+impl Respondent<'_> {
+    pub fn info(&self) -> BackendInfo {
+        match self {
+            Respondent::Model(backend) => backend.info(),
+            Respondent::Sim(agent) => agent.info(),
+        }
+    }
+
+    /// Scores `group`; `facts[i]` is what `group[i]`'s trial is.
+    pub(crate) fn score(
+        &mut self,
+        group: &[ScoreRequest],
+        facts: &[ConformityFacts],
+    ) -> herd_backend::Result<Vec<ScoreResult>> {
+        match self {
+            Respondent::Model(backend) => backend.score(group),
+            Respondent::Sim(agent) => agent.score_trials(group, facts),
+        }
+    }
+
+    /// Samples one completion per request; `facts[i]` is what `batch[i]`'s decider is.
+    pub(crate) fn generate(
+        &mut self,
+        batch: &[GenerateRequest],
+        facts: &[AllocationFacts],
+    ) -> herd_backend::Result<Vec<Generation>> {
+        match self {
+            Respondent::Model(backend) => backend.generate(batch),
+            Respondent::Sim(agent) => agent.generate_trials(batch, facts),
+        }
+    }
+}
