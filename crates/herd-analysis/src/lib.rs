@@ -58,8 +58,8 @@ pub mod minimal_group;
 pub mod table;
 
 pub use conformity::{
-    ConformityOptions, ConformityTable, ConformityTables, ConformityTrial, GroupSizeRise, PWrong, SOCIAL_MEAN,
-    analyze_conformity, group_size_rises,
+    ConformityOptions, ConformityTable, ConformityTables, ConformityTrial, DIFFICULTY_HEXBIN_GRIDSIZE, GroupSizeRise,
+    PWrong, SOCIAL_MEAN, analyze_conformity, group_size_rises,
 };
 pub use error::AnalysisError;
 pub use minimal_group::{
