@@ -18,9 +18,13 @@
 //! - `difficulty_spearman`: Spearman ρ between difficulty level and AUC per model × task.
 //! - `difficulty_ols`: per task, pooled over models, OLS of min-max normalised (within model) AUC
 //!   on normalised difficulty index and normalised performance (logit of the correct answer at
-//!   N = 0), one point per model and difficulty level (the paper's unit: its ≈ 117 degrees of
-//!   freedom per task are 12 models × 10 levels). Empty when the table lacks `difficulty_level`,
-//!   `difficulty_index`, `correct_label`, `logit_a` or `logit_b`.
+//!   N = 0), one point per occupied hexagon of fig. 3b: each image's AUC, difficulty and
+//!   performance are min-max normalised within its model, the images of all models are binned on
+//!   matplotlib's hexagon grid of (performance, difficulty) ([`DIFFICULTY_HEXBIN_GRIDSIZE`]
+//!   columns), and a hexagon's point is the mean of its images (the paper's unit: S4's 97–129
+//!   residual degrees of freedom per task are its occupied hexagons, not models × levels). Empty
+//!   when the table lacks `difficulty_level`, `difficulty_index`, `image_id`, `correct_label`,
+//!   `logit_a` or `logit_b`.
 //!
 //! Besides the tables, [`group_size_rises`] is the test of "p_wrong rises with N" that the report's
 //! headline and `herd power` share.
@@ -602,6 +606,40 @@ fn min_max(values: &mut [f64]) -> bool {
     true
 }
 
+/// Columns of the matplotlib hexagon grid fig. 3b's regression bins the images in (`gridsize`; its rows
+/// are `gridsize / √3`, truncated, as matplotlib's `hexbin` makes them). S4's residual degrees of freedom
+/// (111 lines, 129 colour, 97 dots: 114, 132 and 100 occupied hexagons) exceed what a 10-column grid holds
+/// (116 hexagons) in the colour task; 11 is the smallest grid that can hold all three. docs/deviations.md,
+/// "Difficulty regression unit", and crates/herd-analysis/tests/golden/conformity_claims.py.
+pub const DIFFICULTY_HEXBIN_GRIDSIZE: u32 = 11;
+
+/// The hexagon of matplotlib's `Axes.hexbin` (matplotlib 3.x, `extent` = the data's range, which the
+/// min-max normalisation makes [0, 1] on both axes) that holds the point (x, y): the nearer centre of
+/// the two interleaved lattices, as (lattice, column, row). `np.round` rounds half to even, hence
+/// `round_ties_even`.
+fn hexagon(x: f64, y: f64, gridsize: u32) -> (u8, i64, i64) {
+    let nx = f64::from(gridsize);
+    let ny = (nx / 3f64.sqrt()).trunc();
+    let padding = 1e-9;
+    let (xmin, xmax, ymin, ymax) = (-padding, 1.0 + padding, 0.0, 1.0);
+    let ix = (x - xmin) / ((xmax - xmin) / nx);
+    let iy = (y - ymin) / ((ymax - ymin) / ny);
+    let (ix1, iy1) = (ix.round_ties_even(), iy.round_ties_even());
+    let (ix2, iy2) = (ix.floor(), iy.floor());
+    let d1 = (ix - ix1).powi(2) + 3.0 * (iy - iy1).powi(2);
+    let d2 = (ix - ix2 - 0.5).powi(2) + 3.0 * (iy - iy2 - 0.5).powi(2);
+    if d1 < d2 { (1, ix1 as i64, iy1 as i64) } else { (2, ix2 as i64, iy2 as i64) }
+}
+
+/// One difficulty-pool image: its p_wrong per N, its difficulty index and the logit of its correct
+/// answer at N = 0.
+#[derive(Default)]
+struct PoolImage {
+    curve: BTreeMap<u32, Vec<f64>>,
+    difficulty_index: Vec<f64>,
+    correct_logit: Vec<f64>,
+}
+
 fn ols_table(table: &ConformityTable, measures: &[PWrong]) -> Result<ResultTable, AnalysisError> {
     let mut out = TableBuilder::new(
         "difficulty_ols",
@@ -621,6 +659,7 @@ fn ols_table(table: &ConformityTable, measures: &[PWrong]) -> Result<ResultTable
     let complete = difficulty.iter().all(|t| {
         t.difficulty_level.is_some()
             && t.difficulty_index.is_some()
+            && t.image_id.is_some()
             && t.correct_label.is_some()
             && t.logit_a.is_some()
             && t.logit_b.is_some()
@@ -632,56 +671,67 @@ fn ols_table(table: &ConformityTable, measures: &[PWrong]) -> Result<ResultTable
         .map_err(stats_context(&table.origin, || "OLS formula".into()))?;
     for &m in measures {
         let (measure, pick) = (m.column(), |t: &ConformityTrial| t.p_wrong(m).unwrap_or(f64::NAN));
-        // The paper's unit (≈ 117 degrees of freedom per task = 12 models × 10 levels): one point per
-        // model and difficulty level, pooling that level's images.
-        // task → model → difficulty level → (N → values, difficulty indices, N=0 correct logits)
-        type Level = (BTreeMap<u32, Vec<f64>>, Vec<f64>, Vec<f64>);
-        let mut tasks: BTreeMap<&str, BTreeMap<&str, BTreeMap<i64, Level>>> = BTreeMap::new();
+        // The paper's unit (S4's degrees of freedom; fig. 3b): images, min-max normalised within their
+        // model, pooled over models and binned in hexagons of (performance, difficulty); one point per
+        // occupied hexagon, the mean of its images.
+        // task → model → image → its trials
+        let mut tasks: BTreeMap<&str, BTreeMap<&str, BTreeMap<&str, PoolImage>>> = BTreeMap::new();
         for t in &difficulty {
             let image = tasks
                 .entry(t.task.as_str())
                 .or_default()
                 .entry(t.model.as_str())
                 .or_default()
-                .entry(t.difficulty_level.unwrap_or_default())
+                .entry(t.image_id.as_deref().unwrap_or_default())
                 .or_default();
-            image.0.entry(t.n).or_default().push(pick(t));
-            image.1.push(t.difficulty_index.unwrap_or(f64::NAN));
+            image.curve.entry(t.n).or_default().push(pick(t));
+            image.difficulty_index.push(t.difficulty_index.unwrap_or(f64::NAN));
             if t.n == 0 {
                 let correct = if t.correct_label.as_deref() == Some("A") { t.logit_a } else { t.logit_b };
-                image.2.push(correct.unwrap_or(f64::NAN));
+                image.correct_logit.push(correct.unwrap_or(f64::NAN));
             }
         }
         for (task, models) in tasks {
-            let (mut conformity, mut difficulty_index, mut performance) = (Vec::new(), Vec::new(), Vec::new());
-            for (model, images) in models {
+            // (normalised conformity, difficulty, performance) of every image of the task
+            let mut images = Vec::new();
+            for (model, pool) in models {
                 let (mut c, mut d, mut p) = (Vec::new(), Vec::new(), Vec::new());
-                for (level, (curve, indices, logits)) in images {
-                    let (Some(area), false) = (curve_auc(&curve), logits.is_empty()) else {
+                for (id, image) in pool {
+                    let (Some(area), false) = (curve_auc(&image.curve), image.correct_logit.is_empty()) else {
                         return Err(AnalysisError::EmptyCell {
                             origin: table.origin.clone(),
-                            cell: format!("difficulty level {level} (model={model}, task={task})"),
+                            cell: format!("difficulty image {id} (model={model}, task={task})"),
                             what: "trials at N = 0 and a second N".into(),
-                            fix: "the regression needs each difficulty level at N = 0 (performance) and over N (conformity)".into(),
+                            fix: "the regression needs each difficulty-pool image at N = 0 (performance) and over N (conformity)".into(),
                         });
                     };
                     c.push(area);
-                    d.push(mean(&indices));
-                    p.push(mean(&logits));
+                    d.push(mean(&image.difficulty_index));
+                    p.push(mean(&image.correct_logit));
                 }
                 // Each model is min-max normalised on its own (the paper's pooling); a model with the same
-                // conformity, difficulty or performance at every level has no scale and cannot enter the
+                // conformity, difficulty or performance on every image has no scale and cannot enter the
                 // pooled fit (the other models still can; with none left the task has no rows).
                 let normalised = [&mut c, &mut d, &mut p].into_iter().all(|values| min_max(values));
                 if !normalised {
                     continue;
                 }
-                conformity.extend(c);
-                difficulty_index.extend(d);
-                performance.extend(p);
+                images.extend((0..c.len()).map(|i| (c[i], d[i], p[i])));
             }
-            // Three coefficients need at least four points (one model at three difficulty levels, as the
-            // quick profile runs, has too few): the fit is undefined and the task has no rows.
+            // hexagon → (conformity, difficulty, performance) of its images
+            let mut hexagons: BTreeMap<(u8, i64, i64), [Vec<f64>; 3]> = BTreeMap::new();
+            for &(c, d, p) in &images {
+                let cell = hexagons.entry(hexagon(p, d, DIFFICULTY_HEXBIN_GRIDSIZE)).or_default();
+                cell[0].push(c);
+                cell[1].push(d);
+                cell[2].push(p);
+            }
+            let (conformity, difficulty_index, performance): (Vec<f64>, Vec<f64>, Vec<f64>) = {
+                let column = |k: usize| hexagons.values().map(|cell| mean(&cell[k])).collect::<Vec<f64>>();
+                (column(0), column(1), column(2))
+            };
+            // Three coefficients need at least four points; fewer occupied hexagons leave the fit
+            // undefined and the task without rows.
             if conformity.len() < 4 {
                 continue;
             }

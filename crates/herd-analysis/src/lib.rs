@@ -62,8 +62,8 @@ pub mod study;
 pub mod table;
 
 pub use conformity::{
-    ConformityOptions, ConformityTable, ConformityTables, ConformityTrial, GroupSizeRise, PWrong, SOCIAL_MEAN,
-    analyze_conformity, group_size_rises,
+    ConformityOptions, ConformityTable, ConformityTables, ConformityTrial, DIFFICULTY_HEXBIN_GRIDSIZE, GroupSizeRise,
+    PWrong, SOCIAL_MEAN, analyze_conformity, group_size_rises,
 };
 pub use error::AnalysisError;
 pub use minimal_group::{

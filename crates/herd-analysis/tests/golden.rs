@@ -5,9 +5,10 @@ use std::path::PathBuf;
 
 use herd_analysis::io::{read_conformity_trials, read_dyads};
 use herd_analysis::{
-    BootstrapPlan, ConformityOptions, MinimalGroupOptions, ResultTable, analyze_conformity, analyze_minimal_group,
-    minimal_group_seed_tests,
+    BootstrapPlan, ConformityOptions, DIFFICULTY_HEXBIN_GRIDSIZE, MinimalGroupOptions, ResultTable, analyze_conformity,
+    analyze_minimal_group, minimal_group_seed_tests,
 };
+use herd_stats::{Alternative, students_t_p_value};
 use serde_json::Value;
 
 const REL_TOL: f64 = 1e-6;
@@ -125,6 +126,50 @@ fn conformity_matches_scipy() {
     compare(&tables.deltas, &golden["deltas"], &["model", "task", "family", "measure", "level_a", "level_b"]);
     compare(&tables.difficulty_spearman, &golden["difficulty_spearman"], &["model", "task", "measure"]);
     compare(&tables.difficulty_ols, &golden["difficulty_ols"], &["task", "measure", "term"]);
+}
+
+/// The difficulty regression's unit (docs/deviations.md, "Difficulty regression unit"): herd's t
+/// distribution gives S4's printed p at the residual df `conformity_claims.py` inverted, per task and
+/// term, and both terms of a task's fit agree on one df (n = df + 3 points, not 12 models × 10 levels).
+#[test]
+fn s4_p_values_fix_the_difficulty_regression_df() {
+    let golden = load("golden/conformity_claims.json");
+    let fits = golden["s4_fits"].as_array().expect("s4_fits");
+    let mut residual = std::collections::BTreeMap::new();
+    for fit in fits {
+        residual.insert(fit["task"].as_str().expect("task").to_owned(), fit["residual_df"].as_f64().expect("df"));
+    }
+    assert_eq!(residual.len(), 3);
+    for row in golden["s4"].as_array().expect("s4") {
+        let (t, p) = (row["t"].as_f64().expect("t"), row["p"].as_f64().expect("p"));
+        let df = residual[row["task"].as_str().expect("task")];
+        let ours = students_t_p_value(t, df, Alternative::TwoSided);
+        // herd's t distribution against scipy's at the inverted df, then against the paper's rounding.
+        let scipy = row["p_at_df_best"].as_f64().expect("p_at_df_best");
+        if row["df_best"].as_f64() == Some(df) {
+            assert!((ours - scipy).abs() <= REL_TOL * scipy, "{row}: {ours} vs scipy {scipy}");
+        }
+        // S4 prints t to three decimals and p to three significant digits.
+        let near = [t.abs() - 0.0005, t.abs(), t.abs() + 0.0005]
+            .iter()
+            .any(|&tt| (students_t_p_value(tt, df, Alternative::TwoSided) - p).abs() <= 0.005 * p);
+        assert!(near, "{row}: S4's p is not reached at df {df}");
+    }
+    // Not models × levels: the three tasks' residual df differ.
+    assert_eq!((residual["lines"], residual["color"], residual["dots"]), (111.0, 129.0, 97.0));
+    // The colour task's 132 points exceed what a gridsize-10 hexagon grid holds; herd's grid holds them.
+    let capacity = |g: u64| {
+        golden["hexbin_capacity"]
+            .as_array()
+            .expect("capacity")
+            .iter()
+            .find(|c| c["gridsize"].as_u64() == Some(g))
+            .and_then(|c| c["hexagons"].as_f64())
+            .expect("gridsize listed")
+    };
+    assert!(capacity(10) < 132.0);
+    assert!(capacity(u64::from(DIFFICULTY_HEXBIN_GRIDSIZE)) >= 132.0);
+    assert_eq!(golden["gridsize"].as_u64(), Some(u64::from(DIFFICULTY_HEXBIN_GRIDSIZE)));
 }
 
 #[test]

@@ -171,8 +171,8 @@ fn designs_too_large_to_hold_are_errors_under_a_memory_limit() {
         ],
     );
     let cases = [
-        (huge(&text, "[100, 50, 10]\nimages_per_level = 2"), "stimuli.color.images_per_level"),
-        (huge(&text, "[200, 100, 20]\nimages_per_level = 2"), "stimuli.dots.images_per_level"),
+        (huge(&text, "[100, 80, 50, 30, 10]\nimages_per_level = 2"), "stimuli.color.images_per_level"),
+        (huge(&text, "[200, 160, 100, 60, 20]\nimages_per_level = 2"), "stimuli.dots.images_per_level"),
         (std::fs::read_to_string(&minimal).unwrap(), "design.seeds"),
     ];
     for (i, (text, key)) in cases.iter().enumerate() {

@@ -341,6 +341,26 @@ def minimal_group(df, indices=None, resamples=2000, seed=0, gee_bootstrap=True):
 
 
 # ------------------------------------------------------------------ conformity
+DIFFICULTY_HEXBIN_GRIDSIZE = 11   # crates/herd-analysis/src/conformity.rs, DIFFICULTY_HEXBIN_GRIDSIZE
+
+
+def hexagons(x, y, gridsize):
+    """The hexagon of matplotlib's Axes.hexbin (lib/matplotlib/axes/_axes.py, matplotlib 3.x) holding each
+    point of data min-max normalised to [0, 1] on both axes, as "lattice:column:row"."""
+    nx = gridsize
+    ny = int(nx / math.sqrt(3))
+    padding = 1.e-9 * (1.0 - 0.0)
+    xmin, xmax, ymin, ymax = 0.0 - padding, 1.0 + padding, 0.0, 1.0
+    ix = (x - xmin) / ((xmax - xmin) / nx)
+    iy = (y - ymin) / ((ymax - ymin) / ny)
+    ix1, iy1 = np.round(ix).astype(int), np.round(iy).astype(int)
+    ix2, iy2 = np.floor(ix).astype(int), np.floor(iy).astype(int)
+    d1 = (ix - ix1) ** 2 + 3.0 * (iy - iy1) ** 2
+    d2 = (ix - ix2 - 0.5) ** 2 + 3.0 * (iy - iy2 - 0.5) ** 2
+    first = d1 < d2
+    return [f"1:{a}:{b}" if f else f"2:{c}:{d}" for f, a, b, c, d in zip(first, ix1, iy1, ix2, iy2)]
+
+
 def conformity(df):
     df = df.copy()
     df["level"] = df["level"].fillna("").astype(str)
@@ -448,16 +468,20 @@ def conformity(df):
             parts = []
             for model, gm in gt.groupby("model", sort=True):
                 rows = []
-                # The paper's unit (≈117 df per task = 12 models × 10 levels): one point per model and
-                # difficulty level, pooling the level's images.
-                for level, gi in gm.groupby("difficulty_level", sort=True):
+                # Per image: its AUC over N, difficulty index and correct logit at N = 0.
+                for image, gi in gm.groupby("image_id", sort=True):
                     z0 = gi[gi.n == 0]
                     perf = np.where(z0.correct_label == "A", z0.logit_a, z0.logit_b).mean()
                     rows.append({"conformity": auc_of(gi, measure), "difficulty": gi.difficulty_index.mean(),
                                  "performance": perf})
                 r = pd.DataFrame(rows)
                 parts.append((r - r.min()) / (r.max() - r.min()))
-            data = pd.concat(parts)
+            images = pd.concat(parts, ignore_index=True)
+            # The paper's unit (S4's df, fig. 3b): occupied hexagons of (performance, difficulty), each the
+            # mean of its images.
+            images["hexagon"] = hexagons(images.performance.to_numpy(), images.difficulty.to_numpy(),
+                                         DIFFICULTY_HEXBIN_GRIDSIZE)
+            data = images.groupby("hexagon", sort=True)[["conformity", "difficulty", "performance"]].mean()
             fit = smf.ols("conformity ~ difficulty + performance", data=data).fit()
             for name in fit.params.index:
                 ols_rows.append({"task": task, "measure": measure, "term": name, "coef": float(fit.params[name]),

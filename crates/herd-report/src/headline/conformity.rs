@@ -192,7 +192,7 @@ pub(super) fn performance_effect(h: &PaperHeadline, results: &Results, measure: 
         .map(|r| {
             let n = o.number("n", r).unwrap_or(0.0) as usize;
             let (coef, se) = (o.number("coef", r), o.number("se", r));
-            let mut e = Evidence::new("OLS on difficulty and performance", n, "model × difficulty level points");
+            let mut e = Evidence::new("OLS on difficulty and performance", n, "fig. 3b hexagons");
             e.estimate = coef;
             e.p = o.number("p", r);
             // Intercept and two slopes leave n − 3 residual degrees of freedom.

@@ -102,7 +102,7 @@ pub(crate) fn singular(unit: &'static str) -> &'static str {
         "trial pairs" => "trial pair",
         "paraphrases" => "paraphrase",
         "difficulty levels" => "difficulty level",
-        "model × difficulty level points" => "model × difficulty level point",
+        "fig. 3b hexagons" => "fig. 3b hexagon",
         "societies per mode" => "society per mode",
         "societies" => "society",
         other => other,
