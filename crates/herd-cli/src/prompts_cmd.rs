@@ -34,7 +34,8 @@ pub fn run(args: PromptsArgs) -> Result<()> {
     if let Some(family) = &args.family
         && !families.contains(&family.as_str())
     {
-        bail!("the experiment has no family `{family}`; it has: {}", families.join(", "));
+        let hint = herd_design::did_you_mean(family, families.iter().copied());
+        bail!("the experiment has no family `{family}`{hint}; it has: {}", families.join(", "));
     }
     let units =
         expand(&file.experiment).into_iter().filter(|u| args.family.as_deref().is_none_or(|f| u.key.cell.family == f));

@@ -130,7 +130,7 @@ pub(crate) fn run(
             let Some(stimulus) = pool.select(&unit.key, trial) else {
                 let reason =
                     format!("no {} image with the needed correct answer passed the baseline filter", trial.task);
-                summary.skip(reason, &id);
+                summary.skip(reason, &id, false);
                 progress.advance(&unit.key.cell.family, 1);
                 continue;
             };
