@@ -473,3 +473,42 @@ fn shell_word(word: &str) -> String {
         format!("'{}'", word.replace('\'', "'\\''"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herd_store::Skipped;
+
+    fn skipped(units: u64, by_design: bool) -> Skipped {
+        let reason =
+            if by_design { "reasoning=on: no thinking mode" } else { "no lines image passed the baseline filter" };
+        Skipped { reason: reason.into(), units, examples: vec!["u".into()], by_design }
+    }
+
+    #[test]
+    fn skips_by_design_leave_a_run_complete_and_any_other_gap_leaves_it_incomplete() {
+        let done = RunSummary { units_total: 32, units_run: 16, ..RunSummary::default() };
+        assert_eq!(session_status(&done), "complete");
+        let by_design = RunSummary { skipped: vec![skipped(16, true)], ..done.clone() };
+        assert!(by_design.complete());
+        assert_eq!(session_status(&by_design), "complete (16 skipped by design: reasoning=on: no thinking mode)");
+        let other = RunSummary { skipped: vec![skipped(16, true), skipped(3, false)], ..done.clone() };
+        assert!(!other.complete());
+        assert!(
+            session_status(&other).starts_with("incomplete (3 skipped; 16 skipped by design"),
+            "{}",
+            session_status(&other)
+        );
+        let failed = RunSummary { failed: vec!["u".into()], ..done.clone() };
+        assert_eq!(session_status(&failed), "incomplete (1 failed)");
+        let limited = RunSummary { left_by_limit: 22, ..done };
+        assert!(!limited.complete());
+        assert_eq!(session_status(&limited), "incomplete (22 units left by --limit)");
+    }
+
+    #[test]
+    fn the_next_command_is_one_shell_word_per_path() {
+        assert_eq!(shell_word("runs/conf-smollm2"), "runs/conf-smollm2");
+        assert_eq!(shell_word("my runs/it's"), "'my runs/it'\\''s'");
+    }
+}
