@@ -53,7 +53,7 @@ fn apply_effects(params: &mut SimParams, effects: &[String]) -> Result<()> {
         // Out of range, the agent's weights overflow (e^710 is infinite) and every allocation comes out
         // uniform, so the power printed would be that of no effect at all.
         if let Err(e) = params.validate() {
-            bail!("--effect {effect}: {e}");
+            bail!("--effect {effect}: {}", crate::sim_file::named_as_in_the_file(&e));
         }
     }
     Ok(())

@@ -110,7 +110,7 @@ pub fn read_sim_params(sim: Option<&Path>) -> Result<SimParams> {
     };
     if let Err(e) = params.validate() {
         let file = sim.map_or_else(|| "the default sim parameters".to_owned(), |p| p.display().to_string());
-        bail!("{file}: {e}");
+        bail!("{file}: {}", crate::sim_file::named_as_in_the_file(&e));
     }
     Ok(params)
 }

@@ -69,6 +69,12 @@ pub fn parse_sim(text: &str) -> Result<SimParams> {
     Ok(params)
 }
 
+/// A range error with the key as the file writes it (`allocation.noise`, not the agent's `noise_sd`).
+pub fn named_as_in_the_file(e: &herd_infer::SimParamError) -> String {
+    let key = e.key.strip_suffix("noise_sd").map_or_else(|| e.key.clone(), |section| format!("{section}noise"));
+    herd_infer::SimParamError { key, ..e.clone() }.to_string()
+}
+
 /// Sets one `--effect NAME=VALUE`: power's shorthands (`ingroup`, `ingroup_minority`, `ingroup_majority`,
 /// `per_log_wrong`, `noise`), or any key of the sim file written with its section
 /// (`conformity.intercept`, `conformity.level_shift.surgeons`, `allocation.noise`).
