@@ -25,12 +25,12 @@ pub fn load_registry(path: Option<&Path>) -> Result<ModelRegistry> {
     Ok(ModelRegistry::parse(Path::new("<built-in data/models.toml>"), include_str!("../../../data/models.toml"))?)
 }
 
-/// The registry's entry for `alias`; a misspelt alias gets the registry's error with the closest alias
-/// first ("did you mean"), before its list of every alias.
+/// The registry's entry for `alias`; a misspelt alias gets the registry's error (with its list of every
+/// alias) and then the closest alias ("did you mean").
 pub fn model_entry<'a>(registry: &'a ModelRegistry, alias: &str) -> Result<&'a ModelEntry> {
     registry.get(alias).map_err(|e| {
         match herd_design::closest(alias, registry.entries.iter().map(|e| e.alias.as_str())) {
-            Some(near) => anyhow::anyhow!("did you mean `{near}`? {e}"),
+            Some(near) => anyhow::anyhow!("{e}\n  did you mean `{near}`?"),
             None => e.into(),
         }
     })

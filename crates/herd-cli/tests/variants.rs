@@ -131,7 +131,7 @@ fn the_variants_walkthrough_runs_from_copied_files_and_reports_the_new_role() {
 }
 
 #[test]
-fn an_unfound_bank_lists_every_place_and_expand_rejects_what_prompts_would() {
+fn an_unfound_bank_lists_every_place_expand_rejects_what_prompts_would_and_misspellings_get_a_guess() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().canonicalize().unwrap();
     let (files, _) = walkthrough();
@@ -171,6 +171,11 @@ fn an_unfound_bank_lists_every_place_and_expand_rejects_what_prompts_would() {
     std::fs::write(dir.join("misspelt.toml"), misspelt).unwrap();
     let stderr = String::from_utf8_lossy(&herd(&["expand", "--experiment", "misspelt.toml"]).stderr).into_owned();
     assert!(stderr.contains("did you mean `authority`?"), "{stderr}");
+    // A misspelt model alias: the registry's list, then the closest alias.
+    std::fs::write(dir.join("ok.toml"), &files["surgeons.toml"]).unwrap();
+    let out = herd(&["run", "--experiment", "ok.toml", "--model", "smollm2-135n", "--out", "runs/x"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("use one of:") && stderr.contains("did you mean `smollm2-135m`?"), "{stderr}");
     let family = files["surgeons.toml"].replace("[families.group_size]", "[families.group_sise]");
     std::fs::write(dir.join("family.toml"), family).unwrap();
     let stderr = String::from_utf8_lossy(&herd(&["expand", "--experiment", "family.toml"]).stderr).into_owned();
