@@ -1,5 +1,9 @@
-use anyhow::Result;
-use herd_design::{Shard, Unit, expand, family_names, load_experiment};
+//! `herd expand`: the validator. It reads the experiment file and its banks and builds every unit's
+//! prompt text as `herd prompts` and `herd run` would, so a file it passes is one they accept.
+
+use anyhow::{Context, Result};
+use herd_design::{Answer, Experiment, ExperimentFile, Shard, Unit, UnitPlan, expand, family_names, load_experiment};
+use herd_prompts::{AllocationBank, ConformityPrompter, GroupNames, allocation_prompts, draw_society};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -18,7 +22,9 @@ pub struct ExpandArgs {
 
 pub fn run(args: ExpandArgs) -> Result<()> {
     let file = load_experiment(&args.experiment)?;
-    let units: Vec<Unit> = expand(&file.experiment).into_iter().filter(|u| args.shard.contains(u)).collect();
+    let all = expand(&file.experiment);
+    let prompts = check_prompts(&file, &all)?;
+    let units: Vec<Unit> = all.into_iter().filter(|u| args.shard.contains(u)).collect();
     if args.jsonl {
         for unit in &units {
             println!("{}", serde_json::json!({ "id": unit.key.id(), "unit": unit }));
@@ -43,5 +49,60 @@ pub fn run(args: ExpandArgs) -> Result<()> {
             None => println!("  {family:<16} no units in this shard"),
         }
     }
+    println!(
+        "prompts: {prompts} built from the banks without an error (every unit, as `herd prompts` and `herd run` build them)"
+    );
+    if let Experiment::Conformity(exp) = &file.experiment
+        && let Some(s) = &exp.families.source_strength
+    {
+        let unclassed: Vec<&str> = s.roles.iter().map(String::as_str).filter(|r| s.class_of(r).is_none()).collect();
+        if !unclassed.is_empty() {
+            println!(
+                "note: source roles without a class ({}): the source-strength headline leaves them out; class them \
+                 with `classes = {{ {} = \"authority\" }}` (or \"low_status\", \"neutral\") in [families.source_strength]",
+                unclassed.join(", "),
+                toml_key(unclassed[0])
+            );
+        }
+    }
     Ok(())
+}
+
+/// A role as a TOML key (quoted when it has spaces or other characters a bare key cannot hold).
+fn toml_key(role: &str) -> String {
+    if role.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        role.to_owned()
+    } else {
+        format!("{role:?}")
+    }
+}
+
+/// Loads the experiment's banks and builds every unit's prompt text, as the runner does before it asks a
+/// model: a bank missing a wording, a group-name pair of one name twice, an instrument the bank lacks
+/// or a template with an unknown placeholder is an error here, not after a model has loaded. Returns
+/// how many prompts were built.
+pub fn check_prompts(file: &ExperimentFile, units: &[Unit]) -> Result<usize> {
+    let mut built = 0;
+    match &file.experiment {
+        Experiment::Conformity(exp) => {
+            let prompter = ConformityPrompter::load(file, exp)?;
+            for unit in units {
+                let UnitPlan::Conformity(trial) = &unit.plan else { continue };
+                // The image's correct answer is drawn at run time; both give the same wording checks.
+                let plan = prompter.plan(&unit.key, trial, Answer::A).with_context(|| unit.key.id())?;
+                prompter.body(trial, &plan).with_context(|| unit.key.id())?;
+                built += 1;
+            }
+        }
+        Experiment::MinimalGroup(exp) => {
+            let bank = AllocationBank::load(&file.resolve(&exp.prompts.bank))?;
+            let names = GroupNames::load(&file.resolve(&exp.society.group_names))?;
+            for unit in units {
+                let UnitPlan::Society(run) = &unit.plan else { continue };
+                let society = draw_society(exp, &unit.key, run, &names);
+                built += allocation_prompts(exp, &bank, &society, &unit.key, run).with_context(|| unit.key.id())?.len();
+            }
+        }
+    }
+    Ok(built)
 }

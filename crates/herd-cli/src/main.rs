@@ -12,6 +12,7 @@ mod prompts_cmd;
 mod report_cmd;
 mod run_cmd;
 mod server_args;
+mod sim_file;
 mod stimuli_cmd;
 mod verify_cmd;
 

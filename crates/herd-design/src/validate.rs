@@ -190,6 +190,18 @@ fn conformity(e: &ConformityExperiment, p: &mut Problems) {
                 "give every role as a plural noun, e.g. \"scientists\"",
             );
         }
+        for role in s.classes.keys() {
+            if *role != s.baseline_role && !s.roles.contains(role) {
+                p.push(
+                    format!("families.source_strength.classes.{role}"),
+                    format!("classes a role `{role}` that is neither the baseline_role nor in roles"),
+                    format!(
+                        "add \"{role}\" to roles, or remove its class{}",
+                        crate::suggest::did_you_mean(role, s.roles.iter().map(String::as_str))
+                    ),
+                );
+            }
+        }
     }
     for (name, family) in [("nationality", &fam.nationality), ("ethnicity", &fam.ethnicity)] {
         if let Some(f) = family {

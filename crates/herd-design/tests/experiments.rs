@@ -2,8 +2,8 @@
 
 use herd_design::rand::Rng;
 use herd_design::{
-    Experiment, PWrong, Shard, UnanimityRule, Unit, UnitPlan, expand, family_names, load_experiment, parse_experiment,
-    wrong_share_count,
+    Experiment, PWrong, Shard, UnanimityRule, Unit, UnitPlan, bank_files, expand, family_names, load_experiment,
+    parse_experiment, wrong_share_count,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -433,10 +433,52 @@ fn missing_bank_file_is_named() {
     let errors = load_experiment(&path).unwrap_err();
     let e = errors.first();
     assert_eq!(e.key, "prompts.bank");
-    assert!(e.problem.contains("nowhere/prompts.toml") && e.problem.contains("does not exist"), "{e}");
+    assert!(e.problem.contains("`nowhere/prompts.toml` was not found"), "{e}");
+    // Every place herd looked, each absolute and without `..`: next to the file, then herd's data/.
+    let data = std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data")).unwrap();
+    for place in [
+        dir.join("nowhere/prompts.toml"),
+        data.join("experiments/nowhere/prompts.toml"),
+        data.join("nowhere/prompts.toml"),
+    ] {
+        assert!(e.problem.contains(&format!("\n    {}", place.display())), "{}: {e}", place.display());
+    }
+    assert!(!e.problem.contains(".."), "{e}");
     let errors = load_experiment(&dir.join("absent.toml")).unwrap_err();
     assert!(errors.first().problem.contains("cannot read"));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_shipped_file_copied_elsewhere_finds_herds_banks_and_a_bank_beside_it_comes_first() {
+    let dir = tempfile_dir("copied");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/experiments");
+    let data = std::fs::canonicalize(root.join("..")).unwrap();
+    for name in ["conformity.quick.toml", "minimal-group.quick.toml"] {
+        let copy = dir.join(name);
+        std::fs::copy(root.join(name), &copy).unwrap();
+        let file = load_experiment(&copy).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (key, written) in bank_files(&file.experiment) {
+            let resolved = file.resolve(&written);
+            assert!(resolved.starts_with(&data) && resolved.is_file(), "{name} {key}: {}", resolved.display());
+        }
+    }
+    // A bank of the user's own next to the file wins over herd's.
+    let own = dir.join("../banks");
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::write(own.join("nonce-group-names.toml"), "pairs = [[\"Wozzle\", \"Tirven\"]]\n").unwrap();
+    let file = load_experiment(&dir.join("minimal-group.quick.toml")).unwrap();
+    let Experiment::MinimalGroup(exp) = &file.experiment else { panic!("a minimal-group file") };
+    let resolved = file.resolve(&exp.society.group_names);
+    assert_eq!(resolved, std::fs::canonicalize(own.join("nonce-group-names.toml")).unwrap());
+    std::fs::remove_dir_all(dir.join("..")).unwrap();
+}
+
+/// A fresh folder two levels down in the temp dir (its parent is the test's own, removed at the end).
+fn tempfile_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("herd-design-{name}-{}", std::process::id())).join("experiments");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::canonicalize(dir).unwrap()
 }
 
 #[test]

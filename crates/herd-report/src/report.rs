@@ -200,8 +200,16 @@ fn run_view(study: &'static str, run: &RunFolder) -> RunView {
         backend: m.identity.backend.clone(),
         shard: m.identity.shard.clone(),
         units: format!(
-            "{} of {} experiment units ({} with baseline candidates)",
-            m.experiment_units_stored, m.units_total, m.units_stored
+            "{} of {} experiment units ({} with baseline candidates){}{}",
+            m.experiment_units_stored,
+            m.units_total,
+            m.units_stored,
+            match m.skipped.iter().filter(|s| s.by_design).map(|s| s.units).sum::<u64>() {
+                0 => String::new(),
+                n => format!("; {n} skipped by design (see skipped)"),
+            },
+            // `herd run --limit` marks the run it left unfinished.
+            if m.notes.contains_key("limited") { "; a --limit trial run, not complete" } else { "" }
         ),
         rows: m.rows.iter().map(|(t, n)| format!("{t} {n}")).collect::<Vec<_>>().join(", "),
         skipped: m

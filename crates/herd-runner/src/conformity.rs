@@ -100,7 +100,7 @@ pub(crate) fn run(run: &mut RunContext<'_, '_>, exp: &ConformityExperiment, unit
             let Some(stimulus) = pool.select(&unit.key, trial) else {
                 let reason =
                     format!("no {} image with the needed correct answer passed the baseline filter", trial.task);
-                run.summary.skip(reason, &id);
+                run.summary.skip(reason, &id, false);
                 progress.advance(&unit.key.cell.family, 1);
                 continue;
             };

@@ -145,6 +145,8 @@ pub struct RunOptions {
     pub sampling_defaults: herd_backend::ModelSampling,
     /// What a knob neither sets becomes: HF's default (local backends) or the server's (not sent).
     pub sampling_fallback: herd_backend::SamplingFallback,
+    /// A trial run (`herd run --limit N`): only the first N units of the plan (of this shard).
+    pub limit: Option<usize>,
 }
 
 impl Default for RunOptions {
@@ -160,6 +162,7 @@ impl Default for RunOptions {
             max_consecutive_failures: 5,
             sampling_defaults: herd_backend::ModelSampling::none("none: no model (simulated agent)"),
             sampling_fallback: herd_backend::SamplingFallback::HfDefaults,
+            limit: None,
         }
     }
 }
@@ -198,14 +201,23 @@ pub struct RunSummary {
     pub failed: Vec<String>,
     /// Baseline acceptance rates, parse rates and other numbers worth a line in the manifest.
     pub notes: BTreeMap<String, serde_json::Value>,
+    /// Units of the plan left unstored because of `RunOptions::limit` (none: the limit was not set, or
+    /// reached no unit that was still to run).
+    pub left_by_limit: u64,
 }
 
 impl RunSummary {
+    /// Every unit of the plan is stored or skipped by design.
     pub fn complete(&self) -> bool {
-        self.skipped.is_empty() && self.failed.is_empty()
+        self.skipped.iter().all(|s| s.by_design) && self.failed.is_empty() && self.left_by_limit == 0
     }
 
-    fn skip(&mut self, reason: String, unit: &str) {
+    /// Units skipped by design (the run is complete without them).
+    pub fn skipped_by_design(&self) -> u64 {
+        self.skipped.iter().filter(|s| s.by_design).map(|s| s.units).sum()
+    }
+
+    fn skip(&mut self, reason: String, unit: &str, by_design: bool) {
         match self.skipped.iter_mut().find(|s| s.reason == reason) {
             Some(s) => {
                 s.units += 1;
@@ -213,7 +225,7 @@ impl RunSummary {
                     s.examples.push(unit.to_owned());
                 }
             }
-            None => self.skipped.push(Skipped { reason, units: 1, examples: vec![unit.to_owned()] }),
+            None => self.skipped.push(Skipped { reason, units: 1, examples: vec![unit.to_owned()], by_design }),
         }
     }
 }
@@ -241,10 +253,15 @@ pub fn run_experiment(
     sink: &mut dyn TrialSink,
     options: &RunOptions,
 ) -> Result<RunSummary> {
-    let units = shard_units(file, options.shard);
+    let mut units = shard_units(file, options.shard);
     let progress = Progress::new(options.progress);
     let mut summary = RunSummary { units_total: units.len() as u64, ..RunSummary::default() };
     summary.units_already_stored = units.iter().filter(|u| sink.is_stored(&u.key.id())).count() as u64;
+    if let Some(limit) = options.limit.filter(|&l| l < units.len()) {
+        // The first units of the plan, as `herd expand --jsonl` lists them; the rest wait for a rerun.
+        summary.left_by_limit = units[limit..].iter().filter(|u| !sink.is_stored(&u.key.id())).count() as u64;
+        units.truncate(limit);
+    }
     let mut run = RunContext { file, respondent, sink, options, progress: &progress, summary: &mut summary };
     let outcome = match &file.experiment {
         Experiment::Conformity(exp) => conformity::run(&mut run, exp, units),

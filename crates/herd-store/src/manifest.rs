@@ -74,6 +74,10 @@ pub struct Skipped {
     pub reason: String,
     pub units: u64,
     pub examples: Vec<String>,
+    /// Skipped because the design asks for what this model cannot do (e.g. reasoning on for a model with
+    /// no thinking mode): the run is complete without them. `false`: the units were meant to run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub by_design: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

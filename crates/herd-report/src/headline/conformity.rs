@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use herd_analysis::{ConformityTable, ConformityTables, GroupSizeRise, PWrong, group_size_rises};
+use herd_design::{SourceClass, SourceStrengthFamily};
 use herd_stats::{Alternative, trapezoid};
 
 use super::evidence::{
@@ -16,8 +17,6 @@ use crate::results::Results;
 
 /// The neutral source of the source-strength family (`herd analyze`'s default).
 const SOURCE_BASE: &str = "participants";
-const AUTHORITIES: [&str; 6] = ["experts", "policemen", "scientists", "doctors", "judges", "military officers"];
-const LOW_SOURCES: [&str; 2] = ["kids", "chatbots"];
 
 /// Every conformity headline is computed once per measure: the lead measure decides the verdict,
 /// the other is shown beside it (`headline::compare_headlines`).
@@ -240,11 +239,16 @@ pub(super) fn public_private(h: &PaperHeadline, results: &Results, measure: PWro
 }
 
 /// Per (model, task, trial index): the mean over `levels` present of AUC(level) − AUC(base).
-fn source_contrast(trials: &ConformityTable, measure: PWrong, levels: &[&str]) -> (BTreeMap<String, f64>, Vec<String>) {
+fn source_contrast(
+    trials: &ConformityTable,
+    measure: PWrong,
+    base_role: &str,
+    levels: &[&str],
+) -> (BTreeMap<String, f64>, Vec<String>) {
     let mut out = BTreeMap::new();
     let mut seen = BTreeSet::new();
     for (model, task) in model_tasks(trials, "source_strength") {
-        let base = unit_aucs(trials, measure, &model, &task, "source_strength", SOURCE_BASE, false);
+        let base = unit_aucs(trials, measure, &model, &task, "source_strength", base_role, false);
         let mut sums: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for level in levels {
             let aucs = unit_aucs(trials, measure, &model, &task, "source_strength", level, false);
@@ -262,19 +266,41 @@ fn source_contrast(trials: &ConformityTable, measure: PWrong, levels: &[&str]) -
     (out, seen.into_iter().collect())
 }
 
+/// The source-strength family's baseline role and each role's class, as the runs' experiment files
+/// state them (`families.source_strength.classes`, else the paper's class); for plain tables without a
+/// manifest, the paper's.
+fn source_classes(results: &Results) -> (String, impl Fn(&str) -> Option<SourceClass>) {
+    let family: Vec<SourceStrengthFamily> = results
+        .conformity
+        .iter()
+        .flat_map(|c| &c.runs)
+        .filter_map(|run| run.manifest.parameters.pointer("/families/source_strength"))
+        .filter_map(|v| serde_json::from_value(v.clone()).ok())
+        .collect();
+    let base = family.first().map_or_else(|| SOURCE_BASE.to_owned(), |f| f.baseline_role.clone());
+    let class_of = move |role: &str| {
+        family.iter().find_map(|f| f.classes.get(role).copied()).or_else(|| herd_design::paper_source_class(role))
+    };
+    (base, class_of)
+}
+
 pub(super) fn source_strength(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
     let (trials, _) = conformity(results)?;
+    let (base, class_of) = source_classes(results);
+    let levels: BTreeSet<&str> =
+        trials.rows.iter().filter(|t| t.family == "source_strength").map(|t| t.level.as_str()).collect();
     let mut rows = Vec::new();
-    for (name, levels, claim) in [
-        ("authorities", &AUTHORITIES[..], Claim::positive(h.effect)),
-        ("kids/chatbots", &LOW_SOURCES[..], Claim::negative(None)),
+    for (name, class, claim) in [
+        ("authorities", SourceClass::Authority, Claim::positive(h.effect)),
+        ("low-status sources", SourceClass::LowStatus, Claim::negative(None)),
     ] {
-        let (d, seen) = source_contrast(trials, measure, levels);
+        let members: Vec<&str> = levels.iter().copied().filter(|l| class_of(l) == Some(class)).collect();
+        let (d, seen) = source_contrast(trials, measure, &base, &members);
         if d.is_empty() {
             continue;
         }
         let mean = d.values().sum::<f64>() / d.len() as f64;
-        let value = format!("mean Δ {} ({} − {SOURCE_BASE})", signed(mean), seen.join(", "));
+        let value = format!("mean Δ {} ({} − {base})", signed(mean), seen.join(", "));
         rows.push(contrast_row(name.to_owned(), value, &d, Alternative::TwoSided, "seeds", claim));
     }
     // The paper's claim has two sides; a run with only one of them cannot judge it.
