@@ -64,6 +64,8 @@ type Society = (u32, i64);
 type Societies = BTreeMap<Society, Vec<Decider>>;
 /// (model, reasoning, labels).
 type Group = (Option<String>, Option<String>, Labels);
+/// One reasoning mode's unequal minority sizes and per-society minority gaps.
+type ModeGaps = (Vec<u32>, BTreeMap<Society, f64>);
 
 /// A Wilcoxon signed-rank test of society values against zero with the 95% t-interval of their mean.
 #[derive(Debug, Clone, PartialEq)]
@@ -239,8 +241,7 @@ pub fn model_claims(dyads: &DyadTable, take: impl Fn(&DesignKey) -> bool) -> Res
         Ok::<(), AnalysisError>(())
     };
     // model → reasoning mode → visible societies with unequal groups and their gaps
-    let mut gaps: BTreeMap<Option<String>, BTreeMap<Option<String>, (Vec<u32>, BTreeMap<Society, f64>)>> =
-        BTreeMap::new();
+    let mut gaps: BTreeMap<Option<String>, BTreeMap<Option<String>, ModeGaps>> = BTreeMap::new();
     for (group, societies) in &groups {
         let all: Vec<u32> = societies.keys().map(|s| s.0).collect::<BTreeSet<_>>().into_iter().collect();
         let unequal: Vec<u32> = all.iter().copied().filter(|&m| 2 * (m as usize) < size).collect();
