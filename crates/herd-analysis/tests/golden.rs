@@ -227,3 +227,28 @@ fn power_analysis_gets_the_main_rows_of_seed_tests() {
         }
     }
 }
+
+/// The minimal-group headlines' per-model claims (`model_claims`: society values, Wilcoxon, t-interval)
+/// against `reference.minimal_group_claims` (golden/minimal_group_claims.json): on the headline
+/// selection (each model's default reasoning mode, both passes) and on every mode (the on − off gap).
+#[test]
+fn minimal_group_claims_match_scipy() {
+    let dyads = read_dyads(&path("data/dyads.csv")).expect("committed dyads read");
+    let golden = load("golden/minimal_group_claims.json");
+    let defaults = herd_analysis::minimal_group::default_reasoning(&dyads).expect("a reasoning column");
+    let headline = herd_analysis::minimal_group::model_claims(&dyads, |k| {
+        defaults.get(&k.0[0]).and_then(Option::as_ref).is_some_and(|d| k.0[1].as_ref() == Some(d))
+    })
+    .expect("headline claims");
+    let keys = ["model", "reasoning", "labels", "quantity"];
+    compare(&headline, &golden["headline"], &keys);
+    let all_modes = herd_analysis::minimal_group::model_claims(&dyads, |_| true).expect("claims of every mode");
+    compare(&all_modes, &golden["all_modes"], &keys);
+    // The reasoning control's paired gap is there, and the per-model minority gap and prevalence are
+    // the quantities the headlines print.
+    let quantities: Vec<&str> = (0..all_modes.n_rows()).filter_map(|r| all_modes.text("quantity", r)).collect();
+    for q in ["minority_gap", "prevalence", "equal_groups_gap", "excess_share_gap", "majority_favouritism_smallest_m"] {
+        assert!(quantities.contains(&q), "{q}");
+    }
+    assert!((0..all_modes.n_rows()).any(|r| all_modes.text("reasoning", r) == Some("on_minus_off")));
+}

@@ -121,3 +121,96 @@ fn missing_and_empty_result_folders_are_clear_errors() {
     assert!(stderr.contains("the folder is empty"), "{stderr}");
     assert!(!out.exists(), "nothing is written on failure");
 }
+
+/// A deterministic value in [−1, 1] from integers (as herd-report's tests draw their noise).
+fn noise(parts: &[i64]) -> f64 {
+    let mut h: u64 = 1_469_598_103_934_665_603;
+    for &p in parts {
+        h ^= p as u64;
+        h = h.wrapping_mul(1_099_511_628_211);
+        h ^= h >> 29;
+    }
+    (h % 2001) as f64 / 1000.0 - 1.0
+}
+
+/// Issue 26's table: societies of 10, m = 3, 4, 5, models `a` and `b` × base and paraphrase × two
+/// swap passes × both label arms, 8 seeds. Model a's base m = 3 visible cell barely favours (below
+/// the paper's 0.84) while its other cells favour strongly; model b's paraphrase hidden cells favour
+/// (a floor violation) while every base hidden cell is symmetric noise.
+fn issue_26_dyads(path: &Path) {
+    use std::fmt::Write as _;
+    let mut csv = String::from(
+        "model,instrument,swap_pass,labels,m,seed,decider,target,minority_decider,minority_target,same_group,points\n",
+    );
+    let symmetric = [1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 4.0, -4.0];
+    for (mi, model) in ["a", "b"].into_iter().enumerate() {
+        for (ii, instrument) in ["base", "paraphrase"].into_iter().enumerate() {
+            for (pi, pass) in ["original", "swapped"].into_iter().enumerate() {
+                for labels in ["visible", "hidden"] {
+                    for m in [3_i64, 4, 5] {
+                        for seed in 0..8_i64 {
+                            let jitter = 1.0 + 0.1 * noise(&[mi as i64, ii as i64, pi as i64, m, seed]);
+                            let bias = match (labels, model, instrument, m) {
+                                ("visible", "a", "base", 3) => 0.05 * jitter,
+                                ("visible", "a", _, _) => 0.8 * jitter,
+                                ("visible", _, _, _) => 0.5 * jitter,
+                                ("hidden", "b", "paraphrase", _) => 0.1 * jitter,
+                                _ => 0.004 * symmetric[seed as usize],
+                            };
+                            let minority = |agent: i64| (agent * 7 + seed * 3) % 10 < m;
+                            for decider in 0..10_i64 {
+                                let targets: Vec<i64> = (0..10).filter(|&t| t != decider).collect();
+                                let weight = |t: i64| 1.0 + if minority(t) == minority(decider) { bias } else { 0.0 };
+                                let total: f64 = targets.iter().map(|&t| weight(t)).sum();
+                                for &target in &targets {
+                                    writeln!(
+                                        csv,
+                                        "{model},{instrument},{pass},{labels},{m},{seed},{decider},{target},{},{},{},{}",
+                                        u8::from(minority(decider)),
+                                        u8::from(minority(target)),
+                                        u8::from(minority(target) == minority(decider)),
+                                        100.0 * weight(target) / total
+                                    )
+                                    .unwrap();
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    std::fs::write(path, csv).unwrap();
+}
+
+/// The headline row of `report.md` whose paper column starts with `paper`.
+fn headline_line<'a>(md: &'a str, paper: &str) -> &'a str {
+    md.lines().find(|l| l.starts_with("| minimal group |") && l.contains(paper)).unwrap_or_else(|| panic!("{paper}"))
+}
+
+#[test]
+fn report_on_a_dyads_table_judges_per_model_claims_on_the_base_instrument() {
+    // Issue 26, "Done when": model a's m = 3 cell below 0.84 with its own estimate well above it, and
+    // model b's paraphrase floor violation beside its clean base floor.
+    let dir = tempfile::tempdir().unwrap();
+    let tables = dir.path().join("tables");
+    std::fs::create_dir_all(&tables).unwrap();
+    issue_26_dyads(&tables.join("allocation_dyads.csv"));
+    let out = dir.path().join("report");
+    let output = herd(&["report", "--results", tables.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(output.status.success(), "herd report failed: {}", String::from_utf8_lossy(&output.stderr));
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+
+    let visible = headline_line(&md, "0.84–4.06 points/target across the four models");
+    assert!(visible.contains("| **replicates**: all 2 rows replicate"), "{visible}");
+    assert!(visible.contains("a: GEE same_group +") && visible.contains("24 societies"), "{visible}");
+    let floor = headline_line(&md, "within ±0.03 points/target of zero");
+    assert!(floor.contains("| **replicates**: "), "{floor}");
+    assert!(!floor.contains("paraphrase ·"), "the headline floor is on the base cells: {floor}");
+    // The paraphrase violation is its own row, and names model b.
+    let paraphrase = headline_line(&md, "three models kept paraphrase hidden-condition favouritism");
+    assert!(
+        paraphrase.contains("| **replicates**: b · paraphrase: the base floor holds and the paraphrase floor fails"),
+        "{paraphrase}"
+    );
+}

@@ -10,6 +10,7 @@
 mod conformity;
 mod evidence;
 mod minimal_group;
+mod minimal_group_claims;
 mod population;
 mod societies;
 
@@ -142,6 +143,11 @@ fn measure_of(id: &str) -> Option<Measure> {
         "extreme_allocations" => MinimalGroup(minimal_group::extreme_allocations),
         "bh_survivors" => MinimalGroup(minimal_group::bh_survivors),
         "reasoning_interaction" => MinimalGroup(minimal_group::reasoning_interaction),
+        "gap_closes_equal_groups" => MinimalGroup(minimal_group_claims::gap_closes_equal_groups),
+        "excess_share_gap" => MinimalGroup(minimal_group_claims::excess_share_gap),
+        "majority_reversal" => MinimalGroup(minimal_group_claims::majority_reversal),
+        "reasoning_gap" => MinimalGroup(minimal_group_claims::reasoning_gap),
+        "bootstrap_se_agreement" => MinimalGroup(minimal_group_claims::bootstrap_se_agreement),
         _ => return None,
     })
 }
@@ -224,6 +230,11 @@ mod tests {
             "extreme_allocations",
             "bh_survivors",
             "reasoning_interaction",
+            "gap_closes_equal_groups",
+            "excess_share_gap",
+            "majority_reversal",
+            "reasoning_gap",
+            "bootstrap_se_agreement",
         ];
         computed.sort_unstable();
         assert!(computed.iter().all(|id| measure_of(id).is_some()));
@@ -236,6 +247,8 @@ mod tests {
         assert_eq!(effect("favouritism_visible"), Some(0.84));
         assert_eq!(effect("minority_gap"), Some(2.38));
         assert_eq!(effect("reasoning_interaction"), Some(1.50));
+        assert_eq!(effect("gap_closes_equal_groups"), Some(2.38));
+        assert_eq!(effect("reasoning_gap"), Some(3.54));
         // "Up to" claims give no smallest effect.
         assert_eq!(effect("same_group"), None);
     }

@@ -618,3 +618,204 @@ fn a_model_at_chance_is_not_the_papers_population() {
     assert_eq!(h.verdict, Verdict::NotPaperPopulation, "{h:?}");
     assert_eq!(h.verdict.text(), "not the paper's population");
 }
+
+/// In-group weight bias of a visible-label decider: (model, reasoning, m, minority decider) → bias.
+type Bias = fn(&str, &str, i64, bool) -> f64;
+
+/// Societies of 10 agents with minority sizes `ms`, `seeds` societies per cell, for each
+/// (model, reasoning mode) of `models`, both label conditions; visible-label deciders weight
+/// in-group targets by 1 + `bias`, plus a little noise; hidden labels are noise alone. The modes of
+/// one model share each society's roster.
+fn planted(models: &[(&str, &str)], ms: &[i64], seeds: i64, bias: Bias, gee_bootstrap: bool) -> Results {
+    let mut rows = Vec::new();
+    for (mi, &(model, reasoning)) in models.iter().enumerate() {
+        for labels in [Labels::Visible, Labels::Hidden] {
+            for &m in ms {
+                for seed in 0..seeds {
+                    let minority = |agent: i64| (agent * 7 + seed * 3) % 10 < m;
+                    for decider in 0..10_i64 {
+                        let visible = labels == Labels::Visible;
+                        let b = if visible { bias(model, reasoning, m, minority(decider)) } else { 0.0 };
+                        let targets: Vec<i64> = (0..10).filter(|&t| t != decider).collect();
+                        let weights: Vec<f64> = targets
+                            .iter()
+                            .map(|&t| {
+                                let same = minority(t) == minority(decider);
+                                let e = 0.1 * noise(&[mi as i64, seed, m, decider, t, visible as i64]);
+                                (1.0 + if same { b } else { 0.0 } + e).max(0.05)
+                            })
+                            .collect();
+                        let total: f64 = weights.iter().sum();
+                        for (&target, w) in targets.iter().zip(&weights) {
+                            rows.push(Dyad {
+                                design: DesignKey([Some(model.into()), Some(reasoning.into()), None, None]),
+                                labels,
+                                m: m as u32,
+                                seed,
+                                decider,
+                                target,
+                                minority_decider: minority(decider),
+                                minority_target: minority(target),
+                                same_group: minority(target) == minority(decider),
+                                points: 100.0 * w / total,
+                                target_position: None,
+                                filled: None,
+                                target_group: None,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let dyads = DyadTable::new("test", rows).unwrap();
+    let options = MinimalGroupOptions {
+        bootstrap: herd_analysis::BootstrapPlan::Seeded { resamples: 400, seed: 7 },
+        gee_bootstrap,
+        ..MinimalGroupOptions::default()
+    };
+    let tables = analyze_minimal_group(&dyads, &options).unwrap();
+    Results {
+        source: PathBuf::from("test"),
+        conformity: None,
+        minimal_group: Some(MinimalGroupResults { runs: Vec::new(), dyads, tables, quality: empty("quality") }),
+        empty_runs: Vec::new(),
+        plain_tables: Vec::new(),
+    }
+}
+
+/// Minority deciders favour strongly and majority deciders mildly at m = 3; at m = 5 (equal groups
+/// of a society of 10) both alike.
+fn closing(_: &str, _: &str, m: i64, minority: bool) -> f64 {
+    match (m, minority) {
+        (5, _) => 0.8,
+        (_, true) => 1.5,
+        _ => 0.4,
+    }
+}
+
+#[test]
+fn the_gap_closes_at_equal_groups_and_excess_share_confirms_it() {
+    let all = compare_headlines(&planted(&[("q", "on")], &[3, 5], 8, closing, false)).unwrap();
+    let h = headline(&all, "gap_closes_equal_groups");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.this_run.contains("q: ") && h.this_run.contains("(m = 5)"), "{}", h.this_run);
+    assert!(h.this_run.contains("seed-level Wilcoxon signed-rank over societies, 8 societies"), "{}", h.this_run);
+    assert!(h.basis.starts_with("the row replicates (seed-level Wilcoxon"), "{}", h.basis);
+    let excess = headline(&all, "excess_share_gap");
+    assert_eq!(excess.verdict, Verdict::Replicates, "{excess:?}");
+    assert!(excess.this_run.contains("(m = 3)") && excess.this_run.contains("8 societies, p = 0.008"));
+
+    // The minority asymmetry still there at equal groups: the gap does not close; majority deciders
+    // favouring more than minority deciders turn the excess-share gap round.
+    let open = |_: &str, _: &str, _: i64, minority: bool| if minority { 0.2 } else { 1.5 };
+    let all = compare_headlines(&planted(&[("q", "on")], &[3, 5], 8, open, false)).unwrap();
+    let h = headline(&all, "gap_closes_equal_groups");
+    assert_eq!(h.verdict, Verdict::DoesNotReplicate, "{h:?}");
+    assert!(h.basis.contains("a significant effect (p = 0.008) where the paper finds none"), "{}", h.basis);
+    let excess = headline(&all, "excess_share_gap");
+    assert_eq!(excess.verdict, Verdict::DoesNotReplicate, "{excess:?}");
+    assert!(excess.basis.contains("significant in the opposite direction"), "{}", excess.basis);
+
+    // Three societies: neither test can decide, however narrow the interval.
+    let all = compare_headlines(&planted(&[("q", "on")], &[3, 5], 3, closing, false)).unwrap();
+    for id in ["gap_closes_equal_groups", "excess_share_gap"] {
+        let h = headline(&all, id);
+        assert_eq!(h.verdict, Verdict::Inconclusive, "{id}: {h:?}");
+        assert!(h.basis.contains("with 3 societies the smallest attainable p is 0.250"), "{id}: {}", h.basis);
+    }
+    // Without equal groups the claim is not in the run.
+    let all = compare_headlines(&planted(&[("q", "on")], &[3], 8, closing, false)).unwrap();
+    assert_eq!(headline(&all, "gap_closes_equal_groups").verdict, Verdict::NotInRun);
+}
+
+#[test]
+fn one_models_majority_reversal_at_the_smallest_m_replicates() {
+    // `r1`'s majority deciders at m = 3 give the small out-group more (the paper's
+    // R1-Distill-Llama-8B); `q` favours everywhere.
+    let reversal = |model: &str, _: &str, m: i64, minority: bool| match (model, m, minority) {
+        ("r1", 3, false) => -0.3,
+        (_, _, true) => 1.5,
+        _ => 0.4,
+    };
+    let all = compare_headlines(&planted(&[("q", "on"), ("r1", "on")], &[3, 4], 8, reversal, false)).unwrap();
+    let h = headline(&all, "majority_reversal");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.basis.starts_with("r1: points/target: p < 0.05 in the paper's direction"), "{}", h.basis);
+    assert!(h.this_run.contains("r1: majority deciders at m = 3: -"), "{}", h.this_run);
+    assert!(h.this_run.contains("excess share -0."), "{}", h.this_run);
+    assert!(h.this_run.contains("q: majority deciders at m = 3: +"), "{}", h.this_run);
+
+    // No model reverses: the exception is not found.
+    let all = compare_headlines(&planted(&[("q", "on"), ("r1", "on")], &[3, 4], 8, closing, false)).unwrap();
+    let h = headline(&all, "majority_reversal");
+    assert_eq!(h.verdict, Verdict::DoesNotReplicate, "{h:?}");
+    // Three societies decide nothing.
+    let all = compare_headlines(&planted(&[("q", "on"), ("r1", "on")], &[3, 4], 3, reversal, false)).unwrap();
+    assert_eq!(headline(&all, "majority_reversal").verdict, Verdict::Inconclusive);
+}
+
+#[test]
+fn the_gap_falls_with_thinking_off_and_stays_above_zero() {
+    // Thinking on: minority 1.5, majority 0.4 (a gap of ≈ 9 points/target at m = 3 of 10);
+    // off: 0.9 and 0.7 (≈ 3).
+    let falls = |_: &str, reasoning: &str, _: i64, minority: bool| match (reasoning, minority) {
+        ("on", true) => 1.5,
+        ("on", false) => 0.4,
+        (_, true) => 0.9,
+        _ => 0.7,
+    };
+    let modes = [("q", "on"), ("q", "off")];
+    let all = compare_headlines(&planted(&modes, &[3, 4], 8, falls, false)).unwrap();
+    let h = headline(&all, "reasoning_gap");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.this_run.contains("both reasoning modes"), "{}", h.this_run);
+    assert!(h.this_run.contains("q · gap on − off: +"), "{}", h.this_run);
+    assert!(h.this_run.contains("(m = 3, 4, paired by society)"), "{}", h.this_run);
+    assert!(h.this_run.contains("q · gap with thinking off: +"), "{}", h.this_run);
+    assert!(h.basis.contains("all 2 rows replicate (seed-level Wilcoxon signed-rank over societies, 16 societies)"));
+
+    // The gap no smaller with thinking off: the paper's fall of 3.54 is ruled out.
+    let same = |_: &str, _: &str, _: i64, minority: bool| if minority { 1.5 } else { 0.4 };
+    let all = compare_headlines(&planted(&modes, &[3, 4], 8, same, false)).unwrap();
+    let h = headline(&all, "reasoning_gap");
+    assert_eq!(h.verdict, Verdict::DoesNotReplicate, "{h:?}");
+    assert!(h.basis.contains("q · gap on − off: "), "{}", h.basis);
+    // Two societies per mode and m decide nothing (4 paired societies).
+    let all = compare_headlines(&planted(&modes, &[3, 4], 2, falls, false)).unwrap();
+    assert_eq!(headline(&all, "reasoning_gap").verdict, Verdict::Inconclusive);
+    // One mode only: not in the run.
+    let all = compare_headlines(&planted(&[("q", "on")], &[3, 4], 8, falls, false)).unwrap();
+    assert_eq!(headline(&all, "reasoning_gap").verdict, Verdict::NotInRun);
+}
+
+#[test]
+fn bootstrap_and_robust_standard_errors_agree() {
+    let mut results = planted(&[("q", "on")], &[3, 4], 8, closing, true);
+    let all = compare_headlines(&results).unwrap();
+    let h = headline(&all, "bootstrap_se_agreement");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.this_run.contains("q · on · m = 3 · same_group: bootstrap SE "), "{}", h.this_run);
+    assert!(h.this_run.contains("q · on · m = 4 · same_group:minority_decider: "), "{}", h.this_run);
+    assert!(h.this_run.contains("from 400 resamples"), "{}", h.this_run);
+
+    // A bootstrap SE half again the robust one is no agreement.
+    let gee = &mut results.minimal_group.as_mut().unwrap().tables.gee;
+    let term = |r: usize| gee.text("term", r) == Some("same_group") && gee.text("analysis", r) == Some("cell");
+    let rows: Vec<usize> = (0..gee.n_rows()).filter(|&r| term(r)).collect();
+    let se: Vec<Option<f64>> = (0..gee.n_rows()).map(|r| gee.number("se_robust", r)).collect();
+    let column = gee.columns.iter_mut().find(|(n, _)| n == "se_bootstrap").unwrap();
+    let ColumnValues::Float(values) = &mut column.1 else { panic!("se_bootstrap is a float column") };
+    for r in rows {
+        values[r] = se[r].map(|s| 1.5 * s);
+    }
+    let all = compare_headlines(&results).unwrap();
+    let h = headline(&all, "bootstrap_se_agreement");
+    assert_eq!(h.verdict, Verdict::DoesNotReplicate, "{h:?}");
+
+    // Five societies: too few to compare; no GEE bootstrap: not in the run.
+    let all = compare_headlines(&planted(&[("q", "on")], &[3, 4], 5, closing, true)).unwrap();
+    assert_eq!(headline(&all, "bootstrap_se_agreement").verdict, Verdict::Inconclusive);
+    let all = compare_headlines(&planted(&[("q", "on")], &[3, 4], 8, closing, false)).unwrap();
+    assert_eq!(headline(&all, "bootstrap_se_agreement").verdict, Verdict::NotInRun);
+}

@@ -46,9 +46,15 @@
 //!   seed, Wilcoxon; `swap_pass` = `difference`), each with uniform fills included and, when a
 //!   `filled` column is present, excluded. The checks and their columns are listed in
 //!   `robustness.rs`'s module docs.
+//!
+//! Beside the four tables, [`model_claims`] writes the paper's per-model claims on the society as
+//! the unit (minority gap, excess-share gap, the gap at equal groups, prevalence, the majority
+//! reversal at the smallest m, the reasoning modes' gaps) for the rows a caller selects: the
+//! report's headline table judges them.
 
 mod bootstrap;
 mod cells;
+mod claims;
 mod gee;
 mod robustness;
 mod seed_tests;
@@ -57,6 +63,9 @@ use herd_stats::GeeOptions;
 
 use self::bootstrap::{BOOTSTRAP_KINDS, Resamples, bootstrap_rows};
 use self::cells::{Cell, build_cells, seed_means_of};
+pub use self::claims::{
+    MODEL_CLAIMS_COLUMNS, ON_MINUS_OFF, SocietyTest, model_claims, society_size, society_test, students_t_quantile,
+};
 use self::gee::{FitPlan, GEE_KINDS, gee_rows, plan_gee};
 use self::robustness::{plan_position_fits, robustness_table};
 pub use self::seed_tests::default_reasoning;

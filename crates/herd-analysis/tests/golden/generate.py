@@ -8,7 +8,8 @@ Regenerate (from the workspace root):
     /tmp/herd-golden/bin/python crates/herd-analysis/tests/golden/generate.py
 
 Writes tests/data/{dyads.csv, conformity_trials.csv, bootstrap_indices.json} and
-tests/golden/{minimal_group.json, conformity.json}. Seeded; reruns give identical files.
+tests/golden/{minimal_group.json, minimal_group_claims.json, conformity.json}. Seeded; reruns give
+identical files.
 """
 
 import json
@@ -138,6 +139,16 @@ def clean(records):
     return out
 
 
+def write_minimal_group_claims():
+    """The minimal-group headlines' per-model claims (reference.minimal_group_claims) on the committed
+    dyads: tests/golden/minimal_group_claims.json."""
+    d = pd.read_csv(DATA / "dyads.csv")
+    claims = reference.minimal_group_claims(d)
+    (HERE / "minimal_group_claims.json").write_text(
+        json.dumps({k: clean(v) for k, v in claims.items()}, separators=(",", ":")) + "\n")
+    return {k: len(v) for k, v in claims.items()}
+
+
 def main():
     DATA.mkdir(exist_ok=True)
     d = dyads()
@@ -157,6 +168,7 @@ def main():
         json.dumps({k: clean(v) for k, v in conf.items()}, separators=(",", ":")) + "\n")
     print("rows:", len(d), "dyads,", len(c), "conformity trials;",
           {k: len(v) for k, v in mg.items()}, {k: len(v) for k, v in conf.items()})
+    print("minimal-group claims:", write_minimal_group_claims())
 
 
 if __name__ == "__main__":

@@ -491,6 +491,97 @@ def conformity(df):
             "difficulty_ols": ols_rows}
 
 
+# ---- The per-model claims of the minimal-group headlines (herd-analysis's `model_claims`) ----
+
+CLAIMS_DESIGN = ["model", "reasoning"]
+
+
+def society_test(values):
+    """Two-sided Wilcoxon signed-rank against zero (scipy's defaults) and the 95% t-interval of the mean."""
+    v = np.asarray(values, dtype=float)
+    n = len(v)
+    nonzero = int(np.sum(~np.isclose(v, 0.0, rtol=0.0, atol=1e-9)))
+    # Shares minus 0.5 tie in value but not always in the last bit (|2/3 − 0.5| vs |1/3 − 0.5|);
+    # herd-stats ranks values within 1e-9 as ties, scipy only equal ones, so the test sees the values
+    # rounded to where float noise ends (as position_balance).
+    stat, p, _ = wilcoxon(np.round(v, 12)) if nonzero else (math.nan, math.nan, math.nan)
+    if n >= 2:
+        half = stats.t.ppf(0.975, n - 1) * np.std(v, ddof=1) / math.sqrt(n)
+        low, high = v.mean() - half, v.mean() + half
+    else:
+        low = high = math.nan
+    return {"n_societies": n, "n_nonzero": nonzero, "mean": float(v.mean()), "wilcoxon_statistic": nan(stat),
+            "wilcoxon_p": nan(p), "ci_low": nan(low), "ci_high": nan(high)}
+
+
+def model_claims(df, take):
+    """Per model, reasoning mode and label condition: one value per society (m, seed) from its
+    deciders (both swap passes, each decider once per pass), tested over the societies; `take`
+    selects the dyad rows (a boolean mask)."""
+    df = prepare(df)[take]
+    design = [c for c in CLAIMS_DESIGN if c in df.columns]
+    size = int(df.groupby(design + ["labels", "m", "seed", "decider"] +
+                          (["swap_pass"] if "swap_pass" in df.columns else [])).size().iloc[0]) + 1
+    df = df.assign(passes="claims", pass_id=df.swap_pass if "swap_pass" in df.columns else "")
+    dec = deciders(df, design + ["labels", "m"])
+    dec["above"] = (dec.favouritism > 0).astype(float)
+    rows = []
+
+    def push(key, quantity, ms, values):
+        if len(values) == 0:
+            return
+        rows.append({**key, "quantity": quantity, "m": ",".join(str(m) for m in ms), **society_test(values)})
+
+    def means(d, ms, column):
+        return d[d.m.isin(ms)].groupby(["m", "seed"])[column].mean()
+
+    def gaps(d, ms, column):
+        minority = means(d[d.minority_decider == 1], ms, column)
+        majority = means(d[d.minority_decider == 0], ms, column)
+        return (minority - majority).dropna()
+
+    visible_gaps = {}
+    for group, d in dec.groupby(design + ["labels"], sort=True):
+        key = key_dict(design + ["labels"], group)
+        all_m = sorted(d.m.unique())
+        unequal = [m for m in all_m if 2 * m < size]
+        equal = [m for m in all_m if 2 * m == size]
+        push(key, "favouritism", all_m, means(d, all_m, "favouritism").values)
+        if key["labels"] == "visible":
+            gap = gaps(d, unequal, "favouritism")
+            push(key, "minority_gap", unequal, gap.values)
+            push(key, "excess_share_gap", unequal, gaps(d, unequal, "excess_share").values)
+            push(key, "equal_groups_gap", equal, gaps(d, equal, "favouritism").values)
+            push(key, "prevalence", unequal, means(d[d.minority_decider == 1], unequal, "above").values - 0.5)
+            smallest = unequal[:1]
+            majority = d[d.minority_decider == 0]
+            push(key, "majority_favouritism_smallest_m", smallest, means(majority, smallest, "favouritism").values)
+            push(key, "majority_excess_share_smallest_m", smallest, means(majority, smallest, "excess_share").values)
+            if "reasoning" in key:
+                visible_gaps.setdefault(key.get("model"), {})[key["reasoning"]] = (unequal, gap)
+        else:
+            push(key, "prevalence", all_m, means(d, all_m, "above").values - 0.5)
+    for model, modes in sorted(visible_gaps.items()):
+        if "on" not in modes or "off" not in modes:
+            continue
+        (ms_on, on), (ms_off, off) = modes["on"], modes["off"]
+        paired = (on - off).dropna()
+        key = {"model": model} if "model" in design else {}
+        push({**key, "reasoning": "on_minus_off", "labels": "visible"}, "minority_gap",
+             [m for m in ms_on if m in ms_off], paired.values)
+    return rows
+
+
+def minimal_group_claims(df):
+    """`model_claims` on the report's headline selection (each model's default reasoning mode, both
+    passes; the base instrument where there is one) and on every mode (the reasoning control)."""
+    d = prepare(df)
+    base = d.instrument == "base" if "instrument" in d.columns else pd.Series(True, index=d.index)
+    defaults = default_modes(d)
+    default = (d.reasoning == d.model.map(defaults)) if defaults is not None else pd.Series(True, index=d.index)
+    return {"headline": model_claims(df, (base & default).values), "all_modes": model_claims(df, base.values)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", metavar="DYADS_CSV", required=True,

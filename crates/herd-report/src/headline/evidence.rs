@@ -79,7 +79,7 @@ impl Evidence {
     }
 
     /// Why the test cannot decide at this n, if it cannot reach `alpha`.
-    fn too_few(&self, alpha: f64) -> Option<String> {
+    pub(crate) fn too_few(&self, alpha: f64) -> Option<String> {
         self.min_p.filter(|&m| m >= alpha).map(|m| {
             let nonzero = match self.nonzero {
                 Some(k) if k < self.n => format!(" ({k} with a nonzero difference)"),

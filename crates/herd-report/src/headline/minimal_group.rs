@@ -12,6 +12,7 @@ use herd_analysis::{Dyad, DyadTable, Labels, MinimalGroupTables, ResultTable};
 use herd_stats::{Alternative, students_t_cdf};
 
 use super::evidence::{ALPHA, Claim, Combine, Evidence, Row, t_quantile, wilcoxon_evidence, wilcoxon_min_p};
+use super::minimal_group_claims::{claim_evidence, claim_model, claim_ms, claim_rows, claims_on};
 use super::societies::{Selection, Society, deciders_by_model, model_name, society_means};
 use super::{Outcome, PaperHeadline, Verdict};
 use crate::figure::{is_main_row, num, p_value, rows_where, signed};
@@ -43,10 +44,6 @@ fn cell_key(t: &ResultTable, r: usize) -> CellKey {
         .or_else(|| t.number("m", r).map(|m| (m as i64).to_string()))
         .unwrap_or_default();
     (design, t.text("labels", r).unwrap_or_default().to_owned(), m)
-}
-
-fn dyad_key(d: &Dyad) -> CellKey {
-    (d.design.0.to_vec(), d.labels.as_str().to_owned(), d.m.to_string())
 }
 
 /// A cell's name from the design columns present, labels and m.
@@ -127,16 +124,17 @@ fn per_model_favouritism(h: &PaperHeadline, results: &Results, selection: &Selec
     if !selection.instrument_in(&m.dyads) {
         return None;
     }
-    let rows = deciders_by_model(&m.dyads, selection)
-        .iter()
-        .filter(|((_, labels), _)| *labels == Labels::Visible)
-        .map(|((model, _), societies)| {
-            let means: Vec<f64> = society_means(societies, |_| true, |d| d.favouritism).into_values().collect();
-            let seed = wilcoxon_evidence(&means, Alternative::TwoSided, "societies");
+    let claims = claims_on(&m.dyads, selection).ok()?;
+    let rows = claim_rows(&claims, "visible", "favouritism")
+        .into_iter()
+        .map(|r| {
+            let model = claims.text("model", r).map(str::to_owned);
+            let model = &model;
+            let seed = claim_evidence(&claims, r, "societies");
             let fit = model_fit(&m.tables.gee, selection, model, Labels::Visible);
             let mut e = Evidence::new(
                 "GEE same_group with its 95% t-interval (robust SE, societies − 1 df); p: seed-level Wilcoxon signed-rank over societies",
-                means.len(),
+                seed.n,
                 "societies",
             );
             e.estimate = fit.as_ref().map(|f| f.coef);
@@ -199,49 +197,16 @@ pub(super) fn favouritism_paraphrase(h: &PaperHeadline, results: &Results) -> Op
     Some(Outcome { summary, rows, combine: Combine::All })
 }
 
-/// Agents per society, from the dyads (each decider rates every other member).
-fn society_size(dyads: &DyadTable) -> Option<usize> {
-    let first = dyads.rows.first()?;
-    Some(
-        dyads
-            .rows
-            .iter()
-            .filter(|d| dyad_key(d) == dyad_key(first) && d.seed == first.seed && d.decider == first.decider)
-            .count()
-            + 1,
-    )
-}
-
-/// The minority sizes below half the society, as `m = 3, 5`.
-fn unequal(societies: &BTreeMap<Society, Vec<super::societies::Decider>>, size: usize) -> Vec<u32> {
-    let ms: BTreeSet<u32> = societies.keys().map(|s| s.0).filter(|&m| 2 * (m as usize) < size).collect();
-    ms.into_iter().collect()
-}
-
-fn ms_text(ms: &[u32]) -> String {
-    format!("m = {}", ms.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))
-}
-
 pub(super) fn minority_gap(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
     let m = results.minimal_group.as_ref()?;
-    let size = society_size(&m.dyads)?;
     let selection = Selection::new(&m.dyads, None);
-    let rows = deciders_by_model(&m.dyads, &selection)
+    let claims = claims_on(&m.dyads, &selection).ok()?;
+    let rows = claim_rows(&claims, "visible", "minority_gap")
         .into_iter()
-        .filter(|((_, labels), _)| *labels == Labels::Visible)
-        .filter_map(|((model, _), societies)| {
-            let ms = unequal(&societies, size);
-            if ms.is_empty() {
-                return None;
-            }
-            let kept: BTreeMap<Society, Vec<_>> = societies.into_iter().filter(|(s, _)| ms.contains(&s.0)).collect();
-            let minority = society_means(&kept, |d| d.minority, |d| d.favouritism);
-            let majority = society_means(&kept, |d| !d.minority, |d| d.favouritism);
-            let gaps: Vec<f64> = minority.iter().filter_map(|(s, v)| majority.get(s).map(|w| v - w)).collect();
-            let mut e = wilcoxon_evidence(&gaps, Alternative::TwoSided, "societies");
-            e.test = "seed-level Wilcoxon signed-rank over societies".into();
-            let value = format!("{} ({} pooled)", e.estimate.map_or("n/a".into(), signed), ms_text(&ms));
-            Some(Row::judged(model_name(&model), value, e, Claim::positive(h.effect)))
+        .map(|r| {
+            let e = claim_evidence(&claims, r, "seed-level Wilcoxon signed-rank over societies");
+            let value = format!("{} ({} pooled)", e.estimate.map_or("n/a".into(), signed), claim_ms(&claims, r));
+            Row::judged(claim_model(&claims, r), value, e, Claim::positive(h.effect))
         })
         .collect();
     let summary = format!(
@@ -385,38 +350,27 @@ fn shares(
     society_means(societies, choose, |d| f64::from(u8::from(test(d))))
 }
 
-fn mean(values: impl Iterator<Item = f64>) -> f64 {
-    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
-    sum / n as f64
-}
-
 pub(super) fn prevalence(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
     let m = results.minimal_group.as_ref()?;
-    let size = society_size(&m.dyads)?;
     let selection = Selection::new(&m.dyads, None);
-    let mut rows = Vec::new();
-    for ((model, labels), societies) in deciders_by_model(&m.dyads, &selection) {
-        let visible = labels == Labels::Visible;
-        // Minority deciders are the paper's claim where the groups are unequal (at m = half the
-        // society "minority" is one of two equal groups).
-        let ms = unequal(&societies, size);
-        let kept: BTreeMap<Society, Vec<_>> = if visible && !ms.is_empty() {
-            societies.into_iter().filter(|(s, _)| ms.contains(&s.0)).collect()
-        } else {
-            societies
-        };
-        let (choose, who, claim): (fn(&super::societies::Decider) -> bool, &str, Claim) = if visible {
-            (|d| d.minority, "minority deciders", Claim::positive(h.effect.map(|e| e - 0.5)))
-        } else {
-            (|_| true, "all deciders", Claim::negative(None))
-        };
-        let per_society = shares(&kept, choose, |d| d.favouritism > 0.0);
-        let d: Vec<f64> = per_society.values().map(|s| s - 0.5).collect();
-        let value = format!("{:.1}% of {who}", 100.0 * mean(per_society.values().copied()));
-        let mut e = wilcoxon_evidence(&d, Alternative::TwoSided, "societies");
-        e.test = "Wilcoxon signed-rank of share − 0.5 over societies".into();
-        rows.push(Row::judged(format!("{} · {}", model_name(&model), labels.as_str()), value, e, claim));
-    }
+    let claims = claims_on(&m.dyads, &selection).ok()?;
+    // Minority deciders of the unequal societies with visible labels (at m = half the society
+    // "minority" is one of two equal groups); all deciders with hidden labels.
+    let rows = rows_where(&claims, &[("quantity", "prevalence")])
+        .into_iter()
+        .filter_map(|r| {
+            let visible = claims.text("labels", r) == Some("visible");
+            let (who, claim) = if visible {
+                ("minority deciders", Claim::positive(h.effect.map(|e| e - 0.5)))
+            } else {
+                ("all deciders", Claim::negative(None))
+            };
+            let e = claim_evidence(&claims, r, "Wilcoxon signed-rank of share − 0.5 over societies");
+            let value = format!("{:.1}% of {who}", 100.0 * (e.estimate? + 0.5));
+            let label = format!("{} · {}", claim_model(&claims, r), claims.text("labels", r).unwrap_or_default());
+            Some(Row::judged(label, value, e, claim))
+        })
+        .collect();
     let summary =
         format!("Per model and label condition, over its societies (pooled over m) on {}", selection.describe());
     Some(Outcome { summary, rows, combine: Combine::All })

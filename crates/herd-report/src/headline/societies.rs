@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use herd_analysis::{DyadTable, Labels, ResultTable};
+use herd_analysis::{DesignKey, DyadTable, Labels, ResultTable};
 
 const MODEL: usize = 0;
 const REASONING: usize = 1;
@@ -28,6 +28,8 @@ pub(super) struct Selection {
     two_passes: bool,
     /// One swap pass alone (a robustness selection), else both pooled.
     pass: Option<String>,
+    /// Every reasoning mode (the reasoning control compares them), not each model's default.
+    every_mode: bool,
 }
 
 impl Selection {
@@ -42,7 +44,20 @@ impl Selection {
         });
         let defaults = herd_analysis::minimal_group::default_reasoning(dyads);
         let passes: BTreeSet<&str> = dyads.rows.iter().filter_map(|d| d.design.0[SWAP_PASS].as_deref()).collect();
-        Self { instrument, defaults, two_passes: passes.len() > 1, pass: None }
+        Self { instrument, defaults, two_passes: passes.len() > 1, pass: None, every_mode: false }
+    }
+
+    /// The same selection over every reasoning mode of each model.
+    pub(super) fn every_mode(mut self) -> Self {
+        self.every_mode = self.defaults.is_some();
+        self.defaults = None;
+        self
+    }
+
+    /// Whether a dyad with these design values is in the selection.
+    pub(super) fn takes_design(&self, design: &DesignKey) -> bool {
+        let d = &design.0;
+        self.takes(d[MODEL].as_deref(), d[REASONING].as_deref(), d[INSTRUMENT].as_deref(), d[SWAP_PASS].as_deref())
     }
 
     /// The same selection on one swap pass alone.
@@ -111,6 +126,9 @@ impl Selection {
         if self.defaults.is_some() {
             parts.push("each model's default reasoning mode (thinking on where it has it)".into());
         }
+        if self.every_mode {
+            parts.push("both reasoning modes".into());
+        }
         match &self.pass {
             Some(p) => parts.push(format!("the {p} swap pass alone")),
             None if self.two_passes => parts.push("both swap passes of a society pooled".into()),
@@ -123,8 +141,6 @@ impl Selection {
 /// One decider in one pass.
 #[derive(Debug, Clone)]
 pub(super) struct Decider {
-    pub(super) minority: bool,
-    pub(super) favouritism: f64,
     /// Every out-group target got zero points.
     pub(super) extreme: bool,
 }
@@ -143,10 +159,7 @@ pub(super) fn deciders_by_model(
 ) -> BTreeMap<ModelKey, BTreeMap<Society, Vec<Decider>>> {
     #[derive(Default)]
     struct Tally {
-        minority: bool,
-        in_sum: f64,
         n_in: usize,
-        out_sum: f64,
         n_out: usize,
         out_nonzero: bool,
     }
@@ -162,12 +175,9 @@ pub(super) fn deciders_by_model(
         }
         let key = (design[MODEL].clone(), d.labels, d.m, d.seed, design[SWAP_PASS].clone(), d.decider);
         let t = tallies.entry(key).or_default();
-        t.minority = d.minority_decider;
         if d.same_group {
-            t.in_sum += d.points;
             t.n_in += 1;
         } else {
-            t.out_sum += d.points;
             t.n_out += 1;
             t.out_nonzero |= d.points != 0.0;
         }
@@ -177,11 +187,7 @@ pub(super) fn deciders_by_model(
         if t.n_in == 0 || t.n_out == 0 {
             continue;
         }
-        out.entry((model, labels)).or_default().entry((m, seed)).or_default().push(Decider {
-            minority: t.minority,
-            favouritism: t.in_sum / t.n_in as f64 - t.out_sum / t.n_out as f64,
-            extreme: !t.out_nonzero,
-        });
+        out.entry((model, labels)).or_default().entry((m, seed)).or_default().push(Decider { extreme: !t.out_nonzero });
     }
     out
 }
@@ -262,13 +268,21 @@ mod tests {
         let by_model = deciders_by_model(&dyads, &selection);
         let societies = &by_model[&(Some("q".into()), Labels::Visible)];
         // Two deciders in each of the two base passes with thinking on; the off mode and paraphrase left out.
-        let means = society_means(societies, |_| true, |d| d.favouritism);
         assert_eq!(societies[&(1, 0)].len(), 4);
-        assert_eq!(means[&(1, 0)], 15.0);
-        let paraphrase = deciders_by_model(&dyads, &Selection::new(&dyads, Some("paraphrase")));
-        assert_eq!(
-            society_means(&paraphrase[&(Some("q".into()), Labels::Visible)], |_| true, |d| d.favouritism)[&(1, 0)],
-            50.0
-        );
+        let favouritism = |selection: &Selection| {
+            let claims = herd_analysis::minimal_group::model_claims(&dyads, |k| selection.takes_design(k)).unwrap();
+            (0..claims.n_rows())
+                .filter(|&r| claims.text("quantity", r) == Some("favouritism"))
+                .map(|r| {
+                    (claims.text("reasoning", r).unwrap_or_default().to_owned(), claims.number("mean", r).unwrap())
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(favouritism(&selection), [("on".to_owned(), 15.0)]);
+        assert_eq!(favouritism(&Selection::new(&dyads, Some("paraphrase"))), [("on".to_owned(), 50.0)]);
+        // The reasoning control's selection takes both modes of the base instrument.
+        let every = Selection::new(&dyads, None).every_mode();
+        assert!(every.describe().contains("both reasoning modes"), "{}", every.describe());
+        assert_eq!(favouritism(&every), [("off".to_owned(), 99.0), ("on".to_owned(), 15.0)]);
     }
 }

@@ -1,0 +1,302 @@
+//! The paper's per-model claims on the society as the unit (sections 2.2–2.4, S5, S6): per model
+//! (and reasoning mode), one value per society (m, seed) from the society's deciders (those of both
+//! swap passes where a society was run twice, each counted once per pass), then a two-sided
+//! one-sample Wilcoxon signed-rank test of the values against zero (scipy's defaults) and the 95%
+//! t-interval of their mean (t on societies − 1 df).
+//!
+//! `model_claims` takes the dyad rows `take` selects (the report's headline selection: the base
+//! instrument, each model's default reasoning mode, both passes) and writes one row per model,
+//! reasoning mode, label condition and `quantity`:
+//! - `favouritism`: mean favouritism of all deciders, every m;
+//! - `minority_gap`: minority − majority deciders' mean favouritism, over the societies with unequal
+//!   groups (2m < society size; the paper's +2.38 to +6.84);
+//! - `excess_share_gap`: the same gap in excess share (the paper's size-robust confirmation);
+//! - `equal_groups_gap`: minority − majority favouritism at m = half the society (the paper's m = 10,
+//!   where "the gap closes"); the minority is then one of two equal groups;
+//! - `prevalence`: share of deciders with favouritism > 0, minus 0.5: minority deciders of the
+//!   unequal societies with visible labels, all deciders of every society with hidden labels;
+//! - `majority_favouritism_smallest_m`, `majority_excess_share_smallest_m`: majority deciders'
+//!   mean favouritism and excess share at the smallest m (the paper's R1-Distill-Llama-8B exception
+//!   at m = 3: −1.45 points/target, −0.037 excess share);
+//! - for a model with both reasoning modes `on` and `off` among the rows taken (reasoning =
+//!   `on_minus_off`, visible labels): `minority_gap`, per society the `on` gap − the `off` gap
+//!   (the paper's +4.08 → +0.54); the modes of one society are paired, as herd runs both on the
+//!   same society.
+//!
+//! Columns: the `model` and `reasoning` design columns present, then [`MODEL_CLAIMS_COLUMNS`];
+//! `m` lists the minority sizes a row pools (`3,5`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use herd_stats::{StatsError, WilcoxonOptions, students_t_cdf, wilcoxon_one_sample};
+
+use super::{DesignKey, DyadTable, Labels, MODEL, REASONING};
+use crate::error::{AnalysisError, stats_context};
+use crate::table::{ResultTable, TableBuilder, Value};
+
+pub const MODEL_CLAIMS_COLUMNS: [&str; 10] = [
+    "labels",
+    "quantity",
+    "m",
+    "n_societies",
+    "n_nonzero",
+    "mean",
+    "wilcoxon_statistic",
+    "wilcoxon_p",
+    "ci_low",
+    "ci_high",
+];
+const MODEL_CLAIMS_KINDS: &str = "tttiifffff";
+
+/// The reasoning value of the paired on − off rows.
+pub const ON_MINUS_OFF: &str = "on_minus_off";
+
+/// One decider in one pass.
+#[derive(Debug, Clone)]
+struct Decider {
+    minority: bool,
+    favouritism: f64,
+    excess_share: f64,
+}
+
+/// A society: (m, seed).
+type Society = (u32, i64);
+type Societies = BTreeMap<Society, Vec<Decider>>;
+/// (model, reasoning, labels).
+type Group = (Option<String>, Option<String>, Labels);
+/// One reasoning mode's unequal minority sizes and per-society minority gaps.
+type ModeGaps = (Vec<u32>, BTreeMap<Society, f64>);
+
+/// A Wilcoxon signed-rank test of society values against zero with the 95% t-interval of their mean.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SocietyTest {
+    pub n: usize,
+    /// Values not (approximately) zero: the ones the signed-rank test ranks.
+    pub nonzero: usize,
+    pub mean: f64,
+    /// `None` where every value is zero (the test is undefined) or there are none.
+    pub statistic: Option<f64>,
+    pub p: Option<f64>,
+    /// `None` for fewer than two values.
+    pub interval: Option<(f64, f64)>,
+}
+
+/// The `q` quantile of Student's t with `df` degrees of freedom (bisection on statrs' cdf, to
+/// within 1e-12 of scipy's `t.ppf` for the levels herd uses).
+pub fn students_t_quantile(q: f64, df: f64) -> f64 {
+    let (mut lo, mut hi) = (-1e7_f64, 1e7_f64);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if students_t_cdf(mid, df) < q { lo = mid } else { hi = mid }
+    }
+    0.5 * (lo + hi)
+}
+
+/// The two-sided Wilcoxon signed-rank test of `values` against zero (scipy's defaults) and the 95%
+/// t-interval of their mean.
+pub fn society_test(values: &[f64]) -> Result<SocietyTest, StatsError> {
+    let n = values.len();
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let nonzero = values.iter().filter(|v| !herd_stats::approx_equal(**v, 0.0)).count();
+    let (statistic, p) = match wilcoxon_one_sample(values, &WilcoxonOptions::default()) {
+        Ok(w) => (Some(w.statistic), Some(w.p_value)),
+        Err(StatsError::AllZeroDifferences | StatsError::EmptyInput) => (None, None),
+        Err(e) => return Err(e),
+    };
+    let interval = (n >= 2).then(|| {
+        let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        let half = students_t_quantile(0.975, (n - 1) as f64) * (var / n as f64).sqrt();
+        (mean - half, mean + half)
+    });
+    Ok(SocietyTest { n, nonzero, mean, statistic, p, interval })
+}
+
+/// Agents per society, from the dyads (each decider rates every other member once).
+pub fn society_size(dyads: &DyadTable) -> Option<usize> {
+    let first = dyads.rows.first()?;
+    let same = |d: &&super::Dyad| {
+        d.design == first.design
+            && d.labels == first.labels
+            && d.m == first.m
+            && d.seed == first.seed
+            && d.decider == first.decider
+    };
+    Some(dyads.rows.iter().filter(same).count() + 1)
+}
+
+/// The taken rows' deciders per (model, reasoning, labels), society by society.
+fn deciders(dyads: &DyadTable, take: &impl Fn(&DesignKey) -> bool) -> BTreeMap<Group, Societies> {
+    #[derive(Default)]
+    struct Tally {
+        minority: bool,
+        in_sum: f64,
+        n_in: usize,
+        out_sum: f64,
+        n_out: usize,
+    }
+    // (model, reasoning, labels, m, seed, design, decider) → tally; the design keeps passes and
+    // instruments apart, so each decider counts once per pass.
+    type Key<'a> = (Option<String>, Option<String>, Labels, u32, i64, &'a DesignKey, i64);
+    let mut tallies: BTreeMap<Key<'_>, Tally> = BTreeMap::new();
+    for d in dyads.rows.iter().filter(|d| take(&d.design)) {
+        let key =
+            (d.design.0[MODEL].clone(), d.design.0[REASONING].clone(), d.labels, d.m, d.seed, &d.design, d.decider);
+        let t = tallies.entry(key).or_default();
+        t.minority = d.minority_decider;
+        if d.same_group {
+            t.in_sum += d.points;
+            t.n_in += 1;
+        } else {
+            t.out_sum += d.points;
+            t.n_out += 1;
+        }
+    }
+    let mut out: BTreeMap<Group, Societies> = BTreeMap::new();
+    for ((model, reasoning, labels, m, seed, _, _), t) in tallies {
+        if t.n_in == 0 || t.n_out == 0 {
+            continue;
+        }
+        let total = t.in_sum + t.out_sum;
+        out.entry((model, reasoning, labels)).or_default().entry((m, seed)).or_default().push(Decider {
+            minority: t.minority,
+            favouritism: t.in_sum / t.n_in as f64 - t.out_sum / t.n_out as f64,
+            excess_share: t.in_sum / total - t.n_in as f64 / (t.n_in + t.n_out) as f64,
+        });
+    }
+    out
+}
+
+/// Mean of `value` over the chosen deciders of each society in `ms` (societies with none are left out).
+fn society_means(
+    societies: &Societies,
+    ms: &[u32],
+    choose: impl Fn(&Decider) -> bool,
+    value: impl Fn(&Decider) -> f64,
+) -> BTreeMap<Society, f64> {
+    societies
+        .iter()
+        .filter(|(s, _)| ms.contains(&s.0))
+        .filter_map(|(&s, ds)| {
+            let chosen: Vec<f64> = ds.iter().filter(|d| choose(d)).map(&value).collect();
+            (!chosen.is_empty()).then(|| (s, chosen.iter().sum::<f64>() / chosen.len() as f64))
+        })
+        .collect()
+}
+
+/// Per society in `ms`: minority − majority deciders' mean `value`.
+fn society_gaps(societies: &Societies, ms: &[u32], value: impl Fn(&Decider) -> f64) -> BTreeMap<Society, f64> {
+    let minority = society_means(societies, ms, |d| d.minority, &value);
+    let majority = society_means(societies, ms, |d| !d.minority, &value);
+    minority.iter().filter_map(|(s, v)| majority.get(s).map(|w| (*s, v - w))).collect()
+}
+
+fn favouritism(d: &Decider) -> f64 {
+    d.favouritism
+}
+
+fn excess_share(d: &Decider) -> f64 {
+    d.excess_share
+}
+
+/// The per-model claims of the rows `take` selects (see the module docs).
+pub fn model_claims(dyads: &DyadTable, take: impl Fn(&DesignKey) -> bool) -> Result<ResultTable, AnalysisError> {
+    let present = dyads.design_columns();
+    let design: Vec<&str> = ["model", "reasoning"].into_iter().filter(|c| present.contains(c)).collect();
+    let schema: Vec<(&str, char)> = design
+        .iter()
+        .map(|&c| (c, 't'))
+        .chain(MODEL_CLAIMS_COLUMNS.iter().copied().zip(MODEL_CLAIMS_KINDS.chars()))
+        .collect();
+    let mut table = TableBuilder::new("model_claims", &schema);
+    let size = society_size(dyads).unwrap_or(0);
+    let groups = deciders(dyads, &take);
+    let mut push = |group: &Group, quantity: &str, ms: &[u32], values: &BTreeMap<Society, f64>| {
+        if values.is_empty() {
+            return Ok(());
+        }
+        let v: Vec<f64> = values.values().copied().collect();
+        let what = || format!("Wilcoxon test of {quantity} over the societies of {:?}", group.0);
+        let test = society_test(&v).map_err(stats_context(&dyads.origin, what))?;
+        let mut row: Vec<Value> = Vec::new();
+        if design.contains(&"model") {
+            row.push(group.0.clone().into());
+        }
+        if design.contains(&"reasoning") {
+            row.push(group.1.clone().into());
+        }
+        let (low, high) = test.interval.unwrap_or((f64::NAN, f64::NAN));
+        row.extend([
+            group.2.as_str().into(),
+            quantity.into(),
+            ms.iter().map(u32::to_string).collect::<Vec<_>>().join(",").into(),
+            test.n.into(),
+            test.nonzero.into(),
+            test.mean.into(),
+            test.statistic.into(),
+            test.p.into(),
+            low.into(),
+            high.into(),
+        ]);
+        table.push(row);
+        Ok::<(), AnalysisError>(())
+    };
+    // model → reasoning mode → visible societies with unequal groups and their gaps
+    let mut gaps: BTreeMap<Option<String>, BTreeMap<Option<String>, ModeGaps>> = BTreeMap::new();
+    for (group, societies) in &groups {
+        let all: Vec<u32> = societies.keys().map(|s| s.0).collect::<BTreeSet<_>>().into_iter().collect();
+        let unequal: Vec<u32> = all.iter().copied().filter(|&m| 2 * (m as usize) < size).collect();
+        let equal: Vec<u32> = all.iter().copied().filter(|&m| 2 * (m as usize) == size).collect();
+        push(group, "favouritism", &all, &society_means(societies, &all, |_| true, favouritism))?;
+        let share_above = |d: &Decider| f64::from(u8::from(d.favouritism > 0.0));
+        if group.2 == Labels::Visible {
+            let gap = society_gaps(societies, &unequal, favouritism);
+            push(group, "minority_gap", &unequal, &gap)?;
+            push(group, "excess_share_gap", &unequal, &society_gaps(societies, &unequal, excess_share))?;
+            push(group, "equal_groups_gap", &equal, &society_gaps(societies, &equal, favouritism))?;
+            let shares = society_means(societies, &unequal, |d| d.minority, share_above);
+            push(group, "prevalence", &unequal, &shares.into_iter().map(|(s, v)| (s, v - 0.5)).collect())?;
+            let smallest: Vec<u32> = unequal.first().copied().into_iter().collect();
+            let majority = |value: fn(&Decider) -> f64| society_means(societies, &smallest, |d| !d.minority, value);
+            push(group, "majority_favouritism_smallest_m", &smallest, &majority(favouritism))?;
+            push(group, "majority_excess_share_smallest_m", &smallest, &majority(excess_share))?;
+            gaps.entry(group.0.clone()).or_default().insert(group.1.clone(), (unequal, gap));
+        } else {
+            let shares = society_means(societies, &all, |_| true, share_above);
+            push(group, "prevalence", &all, &shares.into_iter().map(|(s, v)| (s, v - 0.5)).collect())?;
+        }
+    }
+    for (model, modes) in gaps {
+        let (Some((ms_on, on)), Some((ms_off, off))) =
+            (modes.get(&Some("on".to_owned())), modes.get(&Some("off".to_owned())))
+        else {
+            continue;
+        };
+        let ms: Vec<u32> = ms_on.iter().copied().filter(|m| ms_off.contains(m)).collect();
+        let paired: BTreeMap<Society, f64> = on.iter().filter_map(|(s, a)| off.get(s).map(|b| (*s, a - b))).collect();
+        push(&(model, Some(ON_MINUS_OFF.into()), Labels::Visible), "minority_gap", &ms, &paired)?;
+    }
+    Ok(table.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn t_quantiles_and_intervals_match_scipy() {
+        // scipy.stats.t.ppf(0.975, 5) = 2.5705818366147395; t.ppf(0.975, 29) = 2.045229642132703.
+        assert!((students_t_quantile(0.975, 5.0) - 2.570_581_836_614_739_5).abs() < 1e-9);
+        assert!((students_t_quantile(0.975, 29.0) - 2.045_229_642_132_703).abs() < 1e-9);
+        let t = society_test(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+        assert_eq!((t.n, t.nonzero, t.mean), (6, 6, 3.5));
+        // Exact: every value positive, 2/2⁶.
+        assert_eq!(t.p, Some(0.03125));
+        let half = 2.570_581_836_614_739_5 * (3.5_f64 / 6.0).sqrt();
+        let (lo, hi) = t.interval.unwrap();
+        assert!((lo - (3.5 - half)).abs() < 1e-9 && (hi - (3.5 + half)).abs() < 1e-9);
+        // All zeros: no test; one value: no interval.
+        let zeros = society_test(&[0.0, 0.0, 0.0]).unwrap();
+        assert_eq!((zeros.p, zeros.nonzero), (None, 0));
+        assert_eq!(society_test(&[1.0]).unwrap().interval, None);
+    }
+}
