@@ -12,6 +12,13 @@ mod llama_server;
 mod replicate;
 mod test;
 
+/// herd's default model (`herd_backend::DEFAULT_MODEL`): xtask links no herd crate but herd-parse, so it
+/// spells the alias once here and a test checks that the two agree.
+pub(crate) const DEFAULT_MODEL: &str = "smollm2-135m";
+
+/// The quick profile's conformity model: Qwen2.5-Coder-1.5B follows the confederates.
+pub(crate) const QUICK_CONFORMITY_MODEL: &str = "qwen2.5-coder-1.5b";
+
 /// herd's automation.
 #[derive(Parser)]
 #[command(name = "cargo xtask", bin_name = "cargo xtask", disable_version_flag = true)]
@@ -37,7 +44,7 @@ enum XtaskCommand {
     /// multi-part model and the assembled file SHA-256 checked
     FetchModel {
         /// Registry alias of the model
-        #[arg(value_name = "ALIAS", default_value = "smollm2-135m")]
+        #[arg(value_name = "ALIAS", default_value = DEFAULT_MODEL)]
         alias: String,
     },
     /// Build llama.cpp's OpenAI-compatible server (llama-cpp-python[server]) into the herd cache: the
@@ -90,7 +97,7 @@ enum Bench {
     /// 20-decider society; ratios, where the time goes, load times
     Infer {
         /// Registry alias of the model
-        #[arg(long, value_name = "ALIAS", default_value = "smollm2-135m")]
+        #[arg(long, value_name = "ALIAS", default_value = DEFAULT_MODEL)]
         model: String,
     },
     /// Conformity trials per second through the openai backend against llama.cpp's server on the
@@ -170,4 +177,12 @@ fn demo(out: &str) -> Result<()> {
     }
     println!("stimuli written to {out}/ (PNG files and stimuli.jsonl)");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_default_model_is_herd_backends() {
+        assert_eq!(super::DEFAULT_MODEL, herd_backend::DEFAULT_MODEL);
+    }
 }

@@ -60,7 +60,7 @@ fn parse(args: ReplicateArgs) -> Result<Options> {
         bail!("--backend openai needs --model ALIAS: the model the servers serve\n\nusage: {USAGE}");
     }
     if options.backend == "sim" && options.models.is_empty() {
-        options.models.push("smollm2-135m".into());
+        options.models.push(crate::DEFAULT_MODEL.into());
     }
     let mut seen = std::collections::BTreeSet::new();
     if let Some(twice) = options.models.iter().find(|m| !seen.insert(m.as_str())) {
@@ -84,7 +84,7 @@ fn parse(args: ReplicateArgs) -> Result<Options> {
 /// registry's default model on both.
 fn default_jobs(profile: &str) -> Vec<(&'static str, String)> {
     let (conformity, minimal_group) =
-        if profile == "quick" { ("qwen2.5-coder-1.5b", "smollm2-135m") } else { ("smollm2-135m", "smollm2-135m") };
+        if profile == "quick" { (crate::QUICK_CONFORMITY_MODEL, crate::DEFAULT_MODEL) } else { (crate::DEFAULT_MODEL, crate::DEFAULT_MODEL) };
     vec![("conformity", conformity.to_string()), ("minimal-group", minimal_group.to_string())]
 }
 

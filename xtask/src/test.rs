@@ -11,7 +11,7 @@ use std::time::Instant;
 
 /// The models the tests read: the default model and the two Qwen2.5-Coder GGUFs of
 /// `crates/herd-infer/tests/qwen2_5_coder.rs`.
-const TEST_MODELS: [&str; 3] = ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"];
+const TEST_MODELS: [&str; 3] = [crate::DEFAULT_MODEL, "qwen2.5-coder-0.5b", crate::QUICK_CONFORMITY_MODEL];
 
 /// Name filters of `crates/herd-infer/tests/smollm2.rs` and `crates/herd-cli/tests/openai.rs` rerun on
 /// each other CPU path: agreement with llama.cpp (int8 and exact weights, its golden values and its

@@ -33,7 +33,7 @@ fn main() -> Result<()> {
     let prompts = std::env::args().nth(1).context("usage: bench_openai PROMPTS.jsonl")?;
     let lines = std::fs::read_to_string(&prompts).with_context(|| format!("reading {prompts}"))?;
     let registry = ModelRegistry::load(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/models.toml").as_ref())?;
-    let entry = registry.get("smollm2-135m")?.clone();
+    let entry = registry.get(herd_backend::DEFAULT_MODEL)?.clone();
     let gguf = fetch_model(&entry)?;
     let requests: Vec<ScoreRequest> = lines
         .lines()

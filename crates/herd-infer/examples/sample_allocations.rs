@@ -24,7 +24,7 @@ fn main() {
     let picks: Vec<usize> = picks.split(',').map(|p| p.trim().parse().expect("line numbers")).collect();
     let registry = ModelRegistry::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/models.toml")))
         .expect("registry");
-    let entry = registry.get("smollm2-135m").expect("default alias");
+    let entry = registry.get(herd_backend::DEFAULT_MODEL).expect("default alias");
     let path = fetch_model(entry).expect("default model");
     let mut model =
         LocalModel::load(entry, &herd_backend::ModelFiles::Gguf(path), &LoadOptions::default()).expect("model loads");
