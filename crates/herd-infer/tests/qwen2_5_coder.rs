@@ -8,8 +8,7 @@ use herd_infer::model::WeightFormat;
 use herd_infer::{LoadOptions, LocalModel, ModelFiles, ModelRegistry, fetch_model};
 use std::path::{Path, PathBuf};
 
-#[path = "support/llamacpp.rs"]
-mod llamacpp;
+use herd_test_support::llamacpp;
 
 fn registry() -> ModelRegistry {
     ModelRegistry::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/models.toml")).unwrap()
