@@ -179,7 +179,7 @@ pub struct ImageProcessor {
     /// Whether to normalize with mean and std.
     pub do_normalize: bool,
     /// Pixtral (Mistral3): fit the image within this side instead of smart_resize's pixel bounds (see
-    /// `preprocess_pixtral.rs`); None for the Qwen processors.
+    /// `mistral3::processor`); None for the Qwen processors.
     pub longest_edge: Option<u32>,
 }
 
