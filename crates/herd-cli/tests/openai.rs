@@ -3,19 +3,14 @@
 //! studies run to Parquet, and a run survives a server that is killed and restarted, or that answers
 //! through a proxy injecting 429, 500, hangs, truncated JSON and dropped connections.
 
-#[path = "common/fault_proxy.rs"]
-mod fault_proxy;
-#[path = "common/llama_server.rs"]
-mod llama_server;
-
-use fault_proxy::{Fault, FaultProxy};
 use herd_backend::{
     Backend, DEFAULT_MODEL, ModelEntry, ModelFiles, ModelRegistry, ScoreBound, ScoreRequest, fetch_model,
 };
 use herd_infer::{LoadOptions, LocalModel, OpenAiBackend, OpenAiOptions, PromptRenderer, ScoreApi, ServedModel};
 use herd_prompts::{ChatPrompt, Part};
 use herd_store::{Table, read_table};
-use llama_server::LlamaServer;
+use herd_test_support::fault_proxy::{Fault, FaultProxy};
+use herd_test_support::llama_server::{self, LlamaServer};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -25,7 +20,7 @@ use std::time::{Duration, Instant};
 /// same Q4_1 file and both quantise activations as Q8_1 (herd's int8 path, the CPU default), but the
 /// float operations around the integer products differ, and 8-bit activation rounding magnifies a
 /// last-bit difference: on these prompts the two differ by up to 0.022 (prompt 3, on every CPU path),
-/// with the server's key/value cache in f32 as herd's (`common/llama_server.rs`).
+/// with the server's key/value cache in f32 as herd's (herd-test-support's `llama_server`).
 const SERVER_VS_LOCAL: f64 = 0.035;
 
 fn root() -> PathBuf {

@@ -5,14 +5,11 @@
 //! herd prompts --experiment data/experiments/conformity.toml --family group_size --modality text --limit 48 --jsonl > p.jsonl
 //! cargo run --release -p herd-infer --example bench_openai -- p.jsonl
 
-#[path = "../../herd-cli/tests/common/llama_server.rs"]
-#[allow(dead_code)]
-mod llama_server;
-
 use anyhow::{Context, Result};
 use herd_backend::{Backend, ModelFiles, ModelRegistry, ScoreRequest, fetch_model};
 use herd_infer::{LoadOptions, LocalModel, OpenAiBackend, OpenAiOptions, ServedModel};
 use herd_prompts::{ChatPrompt, Part};
+use herd_test_support::llama_server;
 use serde_json::Value;
 use std::time::Instant;
 

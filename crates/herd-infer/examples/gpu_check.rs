@@ -18,14 +18,12 @@
 //! check could not run (no device, missing inputs). `--device cpu` compares the CPU with itself: every
 //! step runs, which shows the check works on a machine without a GPU.
 
-#[path = "../tests/support/tiny.rs"]
-mod tiny;
-
 use candle_core::{DType, Device, Tensor};
 use herd_backend::{Backend, GenerateRequest, ModelFiles, ModelRegistry, SamplingParams, WeightChoice};
 use herd_infer::{DeviceChoice, LoadOptions, LocalModel};
 use herd_infer::{WeightFormat, causal_mask, load_hf_folder};
 use herd_prompts::{ChatPrompt, Message, Part, Role};
+use herd_test_support::tiny_text as tiny;
 use herd_vision::VlFamily;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -128,10 +126,15 @@ fn prepare(out: &Path) -> AnyResult<()> {
     tiny::write_all(&tiny_dir, tiny::SEED)?;
     let vl = tiny_dir.join("vl");
     for family in VL_FAMILIES {
-        let dir = vl.join(herd_vision::tiny::folder(family));
-        herd_vision::tiny::write_checkpoint(&dir, family, herd_vision::tiny::SEED, &herd_vision::tiny::DEFAULT)?;
+        let dir = vl.join(herd_test_support::tiny_vl::folder(family));
+        herd_test_support::tiny_vl::write_checkpoint(
+            &dir,
+            family,
+            herd_test_support::tiny_vl::SEED,
+            &herd_test_support::tiny_vl::DEFAULT,
+        )?;
     }
-    herd_vision::tiny::image().save(vl.join("image.png"))?;
+    herd_test_support::tiny_vl::image().save(vl.join("image.png"))?;
     let prompts = out.join("prompts");
     std::fs::create_dir_all(&prompts)?;
     let scoring = conformity_prompts(200)?;
@@ -444,7 +447,7 @@ fn text_logits(dir: &Path, device: &Device, dtype: DType) -> AnyResult<Vec<Vec<f
 
 /// A tiny VL checkpoint's next-token logits for its prompt with the image, and without an image.
 fn vl_logits(dir: &Path, family: VlFamily, device: &Device, dtype: DType) -> AnyResult<Vec<Vec<f32>>> {
-    use herd_vision::tiny::{folder, prompt, text_prompt};
+    use herd_test_support::tiny_vl::{folder, prompt, text_prompt};
     let model = herd_vision::VlModel::load(&dir.join(folder(family)), device, dtype)?;
     let prepared = model.preprocess(&image::open(dir.join("image.png"))?)?;
     let ids = model.encode_prompt(prompt(family), Some(&prepared))?;

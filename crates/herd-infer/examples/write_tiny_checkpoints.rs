@@ -7,10 +7,9 @@
 //! seed is the one of the committed golden values; the same seed always gives byte-identical files.
 //! Feed OUT_DIR to `tests/golden/tiny_transformers.py`.
 
-#[path = "../tests/support/tiny.rs"]
-mod tiny;
-
 use std::path::PathBuf;
+
+use herd_test_support::tiny_text as tiny;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

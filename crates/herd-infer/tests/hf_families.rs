@@ -10,15 +10,13 @@
 //! - against HF transformers (`tiny_models_match_transformers`), from golden values written by
 //!   `tests/golden/tiny_transformers.py`.
 
-mod support;
-
 use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::{llama, phi3, qwen2, qwen3};
 use herd_infer::{Decoder, WeightFormat, load_hf_folder};
 // One comparison for every golden test (herd-vision's too): infinite for vectors of different lengths.
-use herd_vision::tiny::max_abs_diff;
+use herd_test_support::tiny_text::{self as tiny, FAMILIES, FULL, SEED, SHORT, TinyFamily};
+use herd_test_support::tiny_vl::max_abs_diff;
 use std::path::{Path, PathBuf};
-use support::tiny::{self, FAMILIES, FULL, SEED, SHORT, TinyFamily};
 
 /// Largest tolerated absolute difference between two logits (f32, logits of order 1).
 const TOL: f32 = 1e-4;

@@ -9,8 +9,7 @@ use herd_infer::WeightFormat;
 use herd_infer::{LoadOptions, LocalModel};
 use std::path::{Path, PathBuf};
 
-#[path = "support/llamacpp.rs"]
-mod llamacpp;
+use herd_test_support::llamacpp;
 
 fn registry() -> ModelRegistry {
     ModelRegistry::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/models.toml")).unwrap()

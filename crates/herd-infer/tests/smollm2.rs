@@ -9,8 +9,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-#[path = "support/llamacpp.rs"]
-mod llamacpp;
+use herd_test_support::llamacpp;
 use llamacpp::user;
 
 fn registry() -> ModelRegistry {

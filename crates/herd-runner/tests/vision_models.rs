@@ -1,4 +1,4 @@
-//! End to end with the VL families' tiny checkpoints (`herd_vision::tiny`: Qwen2-VL, Qwen2.5-VL and
+//! End to end with the VL families' tiny checkpoints (`herd_test_support::tiny_vl`: Qwen2-VL, Qwen2.5-VL and
 //! Qwen3-VL with their real file layouts and Qwen2.5-VL's chat template, Gemma 3 with its own, Mistral3
 //! with its own layout and a Mistral chat template): a small conformity grid over the three tasks runs
 //! through the candle vision backend into `conformity_trials`, and scoring a group through its shared
@@ -13,8 +13,8 @@ use herd_infer::{LoadOptions, VisionModel};
 use herd_prompts::{ChatPrompt, Part};
 use herd_runner::{Respondent, RunOptions, run_experiment};
 use herd_store::{Manifest, RunIdentity, RunStore, Table, read_table};
+use herd_test_support::tiny_vl::{self as tiny, DEFAULT, SEED};
 use herd_vision::VlFamily;
-use herd_vision::tiny::{self, DEFAULT, SEED};
 
 fn data(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data").join(path)

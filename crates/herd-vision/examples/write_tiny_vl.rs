@@ -16,22 +16,19 @@
 //! `mistral3_processor/preprocessor_config.json` (Mistral-Small-3.1's settings) and
 //! `mistral3_inputs.json`.
 
-#[path = "../tests/support/tiny_mistral3.rs"]
-mod tiny_mistral3;
-#[path = "../tests/support/tiny_vl.rs"]
-mod tiny_vl;
-
 use std::path::PathBuf;
+
+use herd_test_support::{mistral3_golden, vl_golden};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let out = PathBuf::from(args.next().ok_or("usage: write_tiny_vl OUT_DIR [SEED]")?);
     let seed = match args.next() {
         Some(s) => s.parse().map_err(|e| format!("seed `{s}`: {e}"))?,
-        None => tiny_vl::SEED,
+        None => vl_golden::SEED,
     };
-    tiny_vl::write_all(&out, seed)?;
-    tiny_mistral3::write_all(&out, seed)?;
+    vl_golden::write_all(&out, seed)?;
+    mistral3_golden::write_all(&out, seed)?;
     println!("{}", out.display());
     Ok(())
 }

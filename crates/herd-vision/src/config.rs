@@ -1,61 +1,24 @@
-//! `config.json` of a Qwen2-VL, Qwen2.5-VL or Qwen3-VL checkpoint, with the key names of the Hugging Face
-//! files, read into one shape for all three families.
+//! The configuration shape that the families run through the shared decoder (Qwen2-VL, Qwen2.5-VL,
+//! Qwen3-VL, Mistral3) are read into: [`Config`], with the Hugging Face files' key names.
 //!
 //! The families write their files differently: Qwen3-VL nests the language model under `text_config`;
 //! Qwen2-VL and Qwen2.5-VL as released keep its keys at the top level (re-saved copies nest them, both
 //! are read). Qwen2-VL's `vision_config` names the encoder width `embed_dim`, the merged output width
 //! `hidden_size` and the MLP width `mlp_ratio` times the width; the released files spell the channel
-//! count `in_chans`. These are normalised here, so the network code sees one [`VisionConfig`].
+//! count `in_chans`; Mistral3's vision tower is Pixtral's, with its own names. Each family normalises its
+//! objects to the shared keys (`qwen::config`, `mistral3::config`); [`Config::assemble`] then reads and
+//! checks what they share, so the network code sees one [`VisionConfig`].
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use candle_core::{Result as CandleResult, Tensor};
 use candle_nn::Activation;
 use serde::{Deserialize, Deserializer};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::error::VisionError;
-
-/// The architecture of a checkpoint, from config.json's `model_type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VlFamily {
-    /// `qwen2_vl` (`Qwen/Qwen2-VL-*-Instruct`): full vision attention, LayerNorm, QuickGELU MLP.
-    Qwen2Vl,
-    /// `qwen2_5_vl` (`Qwen/Qwen2.5-VL-*-Instruct`): window attention, RMSNorm, SwiGLU MLP.
-    Qwen2_5Vl,
-    /// `qwen3_vl` (`Qwen/Qwen3-VL-*-Instruct`): learned position grid, DeepStack, QK-norm text model.
-    Qwen3Vl,
-    /// `gemma3` (`google/gemma-3-*-it`): SigLIP tower, average-pooled projector, Gemma 3 text model with
-    /// sliding and global layers (its own config, [`Gemma3Config`](crate::Gemma3Config)).
-    Gemma3,
-    /// `mistral3` (`mistralai/Mistral-Small-3.1-24B-Instruct-2503`): Pixtral vision tower, patch-merging
-    /// projector, Mistral text model with 1-D positions (see `mistral3.rs`).
-    Mistral3,
-}
-
-impl VlFamily {
-    /// config.json's `model_type`.
-    pub fn model_type(self) -> &'static str {
-        match self {
-            VlFamily::Qwen2Vl => "qwen2_vl",
-            VlFamily::Qwen2_5Vl => "qwen2_5_vl",
-            VlFamily::Qwen3Vl => "qwen3_vl",
-            VlFamily::Gemma3 => "gemma3",
-            VlFamily::Mistral3 => "mistral3",
-        }
-    }
-
-    pub(crate) fn from_model_type(model_type: &str) -> Option<Self> {
-        [VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Qwen3Vl, VlFamily::Gemma3, VlFamily::Mistral3]
-            .into_iter()
-            .find(|f| f.model_type() == model_type)
-    }
-
-    /// Qwen2-VL and Qwen2.5-VL share the Qwen2 language model (biased q/k/v, MRoPE in sections).
-    pub fn is_qwen2(self) -> bool {
-        matches!(self, VlFamily::Qwen2Vl | VlFamily::Qwen2_5Vl)
-    }
-}
+use crate::family::VlFamily;
+use crate::files::JsonFile;
 
 /// An activation named in config.json: candle's, plus CLIP's QuickGELU (`quick_gelu`, Qwen2-VL's vision
 /// MLP), which candle does not have.
@@ -266,7 +229,7 @@ pub struct Config {
     /// Top-level tie flag (used when text_config has none).
     pub tie_word_embeddings: Option<bool>,
     /// Mistral3's own settings (None for the Qwen families).
-    pub mistral3: Option<crate::mistral3::Mistral3Settings>,
+    pub mistral3: Option<Mistral3Settings>,
 }
 
 /// The top-level keys besides the two sub-configurations.
@@ -290,53 +253,22 @@ impl Config {
         self.text_config.tie_word_embeddings.or(self.tie_word_embeddings).unwrap_or(false)
     }
 
-    /// Reads and checks `config.json`.
-    pub fn from_file(path: &Path) -> Result<Self, VisionError> {
-        let text = read_to_string(path, "the model configuration")?;
-        Self::from_json(&text, path)
-    }
-
-    /// Parses the text of a config.json; `path` is only used in errors.
-    pub fn from_json(text: &str, path: &Path) -> Result<Self, VisionError> {
-        let json_err = |source| VisionError::Json { path: path.to_path_buf(), what: "VL model config.json", source };
-        let bad = |message: String| VisionError::Config {
-            path: path.to_path_buf(),
-            message,
-            fix: "use the config.json shipped with a Qwen2-VL, Qwen2.5-VL or Qwen3-VL checkpoint",
-        };
-        let root: Map<String, Value> = serde_json::from_str(text).map_err(json_err)?;
-        let model_type = root.get("model_type").and_then(Value::as_str).unwrap_or("qwen3_vl");
-        let family = VlFamily::from_model_type(model_type).filter(|f| *f != VlFamily::Gemma3).ok_or_else(|| {
-            bad(format!(
-                "model_type is {model_type:?}; this parser reads \"qwen2_vl\", \"qwen2_5_vl\", \"qwen3_vl\" and \"mistral3\" (Gemma 3: Gemma3Config)"
-            ))
-        })?;
-        let mut text_obj = match root.get("text_config") {
-            Some(Value::Object(t)) => t.clone(),
-            Some(_) => return Err(bad("text_config is not an object".into())),
-            // The released Qwen2-VL and Qwen2.5-VL files keep the language model's keys at the top level.
-            None if family.is_qwen2() => root.clone(),
-            None => return Err(bad("text_config is missing".into())),
-        };
-        let mut vision_obj = match root.get("vision_config") {
-            Some(Value::Object(v)) => v.clone(),
-            _ => return Err(bad("vision_config is missing or not an object".into())),
-        };
-        let mut root = root;
-        let mut mistral3 = None;
-        if family.is_qwen2() {
-            qwen2_text_defaults(&mut text_obj);
-            normalise_qwen2_vision(family, &mut vision_obj).map_err(bad)?;
-        } else if family == VlFamily::Mistral3 {
-            mistral3 = Some(crate::mistral3::normalise_config(&mut root, &mut text_obj, &mut vision_obj).map_err(bad)?);
-        } else {
-            vision_obj.entry("hidden_act").or_insert(json!("gelu_pytorch_tanh"));
-        }
-        let ids: Ids = serde_json::from_value(Value::Object(root)).map_err(json_err)?;
+    /// The shared half of parsing, after the family normalised its objects to the shared keys: the
+    /// top-level ids, the two sub-configurations and the checks every family needs. `file` names
+    /// config.json in errors.
+    pub(crate) fn assemble(
+        family: VlFamily,
+        root: Map<String, Value>,
+        text: Map<String, Value>,
+        vision: Map<String, Value>,
+        mistral3: Option<Mistral3Settings>,
+        file: &JsonFile<'_>,
+    ) -> Result<Self, VisionError> {
+        let ids: Ids = file.parse_value(Value::Object(root))?;
         let cfg = Self {
             family,
-            text_config: serde_json::from_value(Value::Object(text_obj)).map_err(json_err)?,
-            vision_config: serde_json::from_value(Value::Object(vision_obj)).map_err(json_err)?,
+            text_config: file.parse_value(Value::Object(text))?,
+            vision_config: file.parse_value(Value::Object(vision))?,
             image_token_id: ids.image_token_id,
             video_token_id: ids.video_token_id,
             vision_start_token_id: ids.vision_start_token_id,
@@ -344,10 +276,11 @@ impl Config {
             tie_word_embeddings: ids.tie_word_embeddings,
             mistral3,
         };
-        cfg.validate(path)?;
+        cfg.validate(file.path)?;
         Ok(cfg)
     }
 
+    /// The checks every family of this shape needs (the family's own follow in its module).
     fn validate(&self, path: &Path) -> Result<(), VisionError> {
         let bad = |message: String| VisionError::Config {
             path: path.to_path_buf(),
@@ -378,13 +311,6 @@ impl Config {
                 rope.mrope_section
             )));
         }
-        if self.family.is_qwen2() && rope.mrope_section.iter().sum::<usize>() != t.head_dim() / 2 {
-            return Err(bad(format!(
-                "rope_scaling.mrope_section {:?} must sum to head_dim / 2 = {}",
-                rope.mrope_section,
-                t.head_dim() / 2
-            )));
-        }
         for kind in [rope.rope_type.as_deref(), rope.legacy_type.as_deref()].into_iter().flatten() {
             if kind != "default" && kind != "mrope" {
                 return Err(bad(format!("text rope type {kind:?} is not supported (only \"default\"/\"mrope\")")));
@@ -410,94 +336,55 @@ impl Config {
                 v.out_hidden_size, t.hidden_size
             )));
         }
-        match self.family {
-            VlFamily::Qwen3Vl => self.validate_qwen3(path),
-            VlFamily::Qwen2_5Vl => {
-                let window = v.window_size.unwrap_or(0);
-                let unit = v.patch_size * v.spatial_merge_size;
-                if window == 0 || !window.is_multiple_of(unit) {
-                    return Err(bad(format!(
-                        "vision_config.window_size ({window}) must be a positive multiple of patch_size * spatial_merge_size ({unit})"
-                    )));
-                }
-                if let Some(&i) = v.fullatt_block_indexes.iter().find(|&&i| i >= v.depth) {
-                    return Err(bad(format!(
-                        "vision_config.fullatt_block_indexes holds {i}, beyond depth {}",
-                        v.depth
-                    )));
-                }
-                Ok(())
-            }
-            VlFamily::Qwen2Vl | VlFamily::Gemma3 | VlFamily::Mistral3 => Ok(()),
-        }
-    }
-
-    fn validate_qwen3(&self, path: &Path) -> Result<(), VisionError> {
-        let bad = |message: String| VisionError::Config {
-            path: path.to_path_buf(),
-            message,
-            fix: "use the config.json shipped with the checkpoint",
-        };
-        let (t, v) = (&self.text_config, &self.vision_config);
-        let side = (v.num_position_embeddings as f64).sqrt().round() as usize;
-        if side == 0 || side * side != v.num_position_embeddings {
-            return Err(bad(format!(
-                "vision_config.num_position_embeddings ({}) must be a perfect square",
-                v.num_position_embeddings
-            )));
-        }
-        if let Some(&i) = v.deepstack_visual_indexes.iter().find(|&&i| i >= v.depth) {
-            return Err(bad(format!("vision_config.deepstack_visual_indexes holds {i}, beyond depth {}", v.depth)));
-        }
-        if v.deepstack_visual_indexes.len() > t.num_hidden_layers {
-            return Err(bad(format!(
-                "{} DeepStack features but only {} text layers",
-                v.deepstack_visual_indexes.len(),
-                t.num_hidden_layers
-            )));
-        }
         Ok(())
     }
 }
 
-/// transformers' `Qwen2VLTextConfig` defaults, which differ from Qwen3-VL's.
-fn qwen2_text_defaults(text: &mut Map<String, Value>) {
-    text.entry("rms_norm_eps").or_insert(json!(1e-5));
-    text.entry("rope_theta").or_insert(json!(1_000_000.0));
-    if !text.contains_key("rope_scaling") && !text.contains_key("rope_parameters") {
-        text.insert("rope_scaling".into(), json!({"mrope_section": [16, 24, 24]}));
-    }
-    for key in ["rope_scaling", "rope_parameters"] {
-        if let Some(Value::Object(rope)) = text.get_mut(key) {
-            rope.entry("mrope_section").or_insert(json!([16, 24, 24]));
-        }
-    }
+/// The settings of config.json that only Mistral3 has (read by `mistral3::config`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mistral3Settings {
+    /// Id of `[IMG_BREAK]` (not in config.json: the tokenizer's, checked at load; 12 in the released one).
+    pub image_break_token_id: Option<u32>,
+    /// Id of `[IMG_END]` (as above; 13 in the released tokenizer).
+    pub image_end_token_id: Option<u32>,
+    /// Which hidden state of the vision tower the projector takes (-1: the last block's output).
+    pub vision_feature_layer: i64,
+    /// Whether the projector's linears have biases (`multimodal_projector_bias`).
+    pub projector_bias: bool,
+    /// The projector's activation (`projector_hidden_act`, exact GELU by default).
+    pub projector_act: Activation,
+    /// RoPE base of the vision tower (`vision_config.rope_parameters.rope_theta` or `rope_theta`).
+    pub vision_rope_theta: f64,
 }
 
-/// Renames Qwen2-VL's vision keys to the shared shape and fills the families' defaults.
-fn normalise_qwen2_vision(family: VlFamily, v: &mut Map<String, Value>) -> std::result::Result<(), String> {
-    let get = |v: &Map<String, Value>, key: &str| v.get(key).and_then(Value::as_u64).map(|x| x as usize);
-    v.entry("patch_size").or_insert(json!(14));
-    if family == VlFamily::Qwen2Vl {
-        // embed_dim is the width; hidden_size is the merger's output (the text model's width).
-        let width = get(v, "embed_dim").ok_or("vision_config.embed_dim is missing")?;
-        let out = get(v, "hidden_size").ok_or("vision_config.hidden_size is missing")?;
-        let ratio = v.get("mlp_ratio").and_then(Value::as_f64).unwrap_or(4.0);
-        v.insert("hidden_size".into(), json!(width));
-        v.insert("out_hidden_size".into(), json!(out));
-        v.insert("intermediate_size".into(), json!((width as f64 * ratio) as usize));
-        v.entry("hidden_act").or_insert(json!("quick_gelu"));
-    } else {
-        v.entry("hidden_act").or_insert(json!("silu"));
-        v.entry("window_size").or_insert(json!(112));
-        v.entry("fullatt_block_indexes").or_insert(json!([7, 15, 23, 31]));
-    }
-    Ok(())
+/// A JSON object, as serde_json holds it.
+pub(crate) type Object = Map<String, Value>;
+
+/// config.json's `text_config` and `vision_config` objects, copied for the family to normalise. The
+/// released Qwen2-VL and Qwen2.5-VL files keep the language model's keys at the top level.
+pub(crate) fn sub_objects(
+    root: &Object,
+    family: VlFamily,
+    file: &JsonFile<'_>,
+) -> Result<(Object, Object), VisionError> {
+    let text = match root.get("text_config") {
+        Some(Value::Object(t)) => t.clone(),
+        Some(_) => return Err(file.bad("text_config is not an object".into())),
+        None if family.is_qwen2() => root.clone(),
+        None => return Err(file.bad("text_config is missing".into())),
+    };
+    let vision = match root.get("vision_config") {
+        Some(Value::Object(v)) => v.clone(),
+        _ => return Err(file.bad("vision_config is missing or not an object".into())),
+    };
+    Ok((text, vision))
 }
 
-pub(crate) fn read_to_string(path: &Path, what: &'static str) -> Result<String, VisionError> {
-    if !path.is_file() {
-        return Err(VisionError::MissingFile { path: path.to_path_buf(), what });
-    }
-    std::fs::read_to_string(path).map_err(|source| VisionError::Io { path: PathBuf::from(path), source })
+/// The JSON file errors of a config.json read into [`Config`].
+pub(crate) fn config_file(path: &Path) -> JsonFile<'_> {
+    JsonFile::new(
+        path,
+        "VL model config.json",
+        "use the config.json shipped with a Qwen2-VL, Qwen2.5-VL or Qwen3-VL checkpoint",
+    )
 }

@@ -1,6 +1,10 @@
-//! The Qwen2-VL / Qwen2.5-VL / Qwen3-VL image processor (`Qwen2VLImageProcessor`), from
-//! `preprocessor_config.json`.
+//! Image preprocessing the families share: the settings every `preprocessor_config.json` holds
+//! ([`CommonSettings`], read into each family's own with `#[serde(flatten)]`), rescaling and
+//! normalizing pixels, the [`PreparedImage`] every family's vision tower takes, and the patch
+//! processor of the Qwen families (`Qwen2VLImageProcessor`), which Mistral3's Pixtral processor fills
+//! in too (its resize rule is [`pixtral_resize`] instead of [`smart_resize`]).
 //!
+//! The Qwen processor's steps,
 //! Steps, as in transformers' PIL-backend `Qwen2VLImageProcessorPil._preprocess`: convert to RGB (alpha
 //! dropped, as PIL's `convert("RGB")`), resize to [`smart_resize`]'s size with PIL's bicubic filter
 //! ([`resize_bicubic`](crate::resize_bicubic), bit-identical to Pillow's), rescale by `rescale_factor`
@@ -15,15 +19,114 @@
 use std::path::Path;
 
 use candle_core::{Device, Tensor};
-use image::DynamicImage;
+use image::{DynamicImage, RgbImage};
 use serde::Deserialize;
 
-use crate::config::read_to_string;
+use crate::config::VisionConfig;
 use crate::error::VisionError;
+use crate::files::{JsonFile, read_json};
 use crate::resample::resize_bicubic;
 
-const OPENAI_CLIP_MEAN: [f64; 3] = [0.481_454_66, 0.457_827_5, 0.408_210_73];
-const OPENAI_CLIP_STD: [f64; 3] = [0.268_629_54, 0.261_302_58, 0.275_777_11];
+/// CLIP's per-channel mean, the default of the Qwen and Pixtral processors.
+pub(crate) const OPENAI_CLIP_MEAN: [f64; 3] = [0.481_454_66, 0.457_827_5, 0.408_210_73];
+/// CLIP's per-channel standard deviation.
+pub(crate) const OPENAI_CLIP_STD: [f64; 3] = [0.268_629_54, 0.261_302_58, 0.275_777_11];
+
+/// The keys of `preprocessor_config.json` that every family's processor reads the same way
+/// (transformers' `BaseImageProcessor` settings); each family's raw settings flatten this in.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct CommonSettings {
+    #[serde(default)]
+    image_mean: Option<Vec<f64>>,
+    #[serde(default)]
+    image_std: Option<Vec<f64>>,
+    #[serde(default)]
+    do_resize: Option<bool>,
+    #[serde(default)]
+    do_rescale: Option<bool>,
+    #[serde(default)]
+    rescale_factor: Option<f64>,
+    #[serde(default)]
+    do_normalize: Option<bool>,
+    #[serde(default)]
+    do_convert_rgb: Option<bool>,
+}
+
+/// [`CommonSettings`] with the family's defaults filled in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Normalization {
+    pub(crate) image_mean: [f64; 3],
+    pub(crate) image_std: [f64; 3],
+    pub(crate) do_resize: bool,
+    pub(crate) do_rescale: bool,
+    pub(crate) rescale_factor: f64,
+    pub(crate) do_normalize: bool,
+}
+
+impl CommonSettings {
+    /// Images are always converted to RGB: a file that turns that off is refused.
+    pub(crate) fn check_rgb(&self, file: &JsonFile<'_>) -> Result<(), VisionError> {
+        if self.do_convert_rgb == Some(false) {
+            return Err(file.bad("do_convert_rgb = false is not supported (images are always converted to RGB)".into()));
+        }
+        Ok(())
+    }
+
+    /// The settings with transformers' defaults (`mean`, `std`: the family's; rescaling by 1/255,
+    /// resizing and normalizing on). Mean and std must have three entries.
+    pub(crate) fn resolve(
+        &self,
+        mean: [f64; 3],
+        std: [f64; 3],
+        file: &JsonFile<'_>,
+    ) -> Result<Normalization, VisionError> {
+        let three = |v: &Option<Vec<f64>>, default: [f64; 3], key: &str| -> Result<[f64; 3], VisionError> {
+            match v {
+                None => Ok(default),
+                Some(v) if v.len() == 3 => Ok([v[0], v[1], v[2]]),
+                Some(v) => Err(file.bad(format!("{key} must have 3 entries (RGB), has {}", v.len()))),
+            }
+        };
+        Ok(Normalization {
+            image_mean: three(&self.image_mean, mean, "image_mean")?,
+            image_std: three(&self.image_std, std, "image_std")?,
+            do_resize: self.do_resize.unwrap_or(true),
+            do_rescale: self.do_rescale.unwrap_or(true),
+            rescale_factor: self.rescale_factor.unwrap_or(1.0 / 255.0),
+            do_normalize: self.do_normalize.unwrap_or(true),
+        })
+    }
+}
+
+impl Normalization {
+    /// A zero standard deviation would divide by zero.
+    pub(crate) fn check_std(&self, file: &JsonFile<'_>) -> Result<(), VisionError> {
+        if self.image_std.contains(&0.0) {
+            return Err(file.bad("image_std must not contain 0".into()));
+        }
+        Ok(())
+    }
+
+    /// The image channel-first (`[3, height, width]` row-major), rescaled (in f64, then f32 as numpy
+    /// does) and normalized in f32.
+    pub(crate) fn chw(&self, rgb: &RgbImage) -> Vec<f32> {
+        let (w, h) = (rgb.width() as usize, rgb.height() as usize);
+        let mut chw = vec![0f32; 3 * h * w];
+        for (x, y, px) in rgb.enumerate_pixels() {
+            for c in 0..3 {
+                let mut v = f32::from(px[c]);
+                if self.do_rescale {
+                    v = (f64::from(px[c]) * self.rescale_factor) as f32;
+                }
+                if self.do_normalize {
+                    v = (v - self.image_mean[c] as f32) / self.image_std[c] as f32;
+                }
+                chw[(c * h + y as usize) * w + x as usize] = v;
+            }
+        }
+        chw
+    }
+}
 
 /// The `size` entry of preprocessor_config.json: pixel-count bounds, not side lengths.
 #[derive(Debug, Clone, Deserialize)]
@@ -46,20 +149,8 @@ struct RawPreprocessorConfig {
     temporal_patch_size: Option<usize>,
     #[serde(default)]
     merge_size: Option<usize>,
-    #[serde(default)]
-    image_mean: Option<Vec<f64>>,
-    #[serde(default)]
-    image_std: Option<Vec<f64>>,
-    #[serde(default)]
-    do_resize: Option<bool>,
-    #[serde(default)]
-    do_rescale: Option<bool>,
-    #[serde(default)]
-    rescale_factor: Option<f64>,
-    #[serde(default)]
-    do_normalize: Option<bool>,
-    #[serde(default)]
-    do_convert_rgb: Option<bool>,
+    #[serde(flatten)]
+    common: CommonSettings,
 }
 
 /// The image processor's settings, with transformers' defaults for keys the file leaves out.
@@ -88,68 +179,77 @@ pub struct ImageProcessor {
     /// Whether to normalize with mean and std.
     pub do_normalize: bool,
     /// Pixtral (Mistral3): fit the image within this side instead of smart_resize's pixel bounds (see
-    /// `preprocess_pixtral.rs`); None for the Qwen processors.
+    /// `mistral3::processor`); None for the Qwen processors.
     pub longest_edge: Option<u32>,
 }
 
 impl ImageProcessor {
     /// Reads `preprocessor_config.json`.
     pub fn from_file(path: &Path) -> Result<Self, VisionError> {
-        let text = read_to_string(path, "the image preprocessing settings")?;
-        Self::from_json(&text, path)
+        read_json(path, "the image preprocessing settings", Self::from_json)
     }
 
     /// Parses the text of a `preprocessor_config.json`; `path` is only used in errors.
     pub fn from_json(text: &str, path: &Path) -> Result<Self, VisionError> {
-        let raw: RawPreprocessorConfig = serde_json::from_str(text).map_err(|source| VisionError::Json {
-            path: path.to_path_buf(),
-            what: "preprocessor_config.json",
-            source,
-        })?;
-        let bad = |message: String| VisionError::Config {
-            path: path.to_path_buf(),
-            message,
-            fix: "use the preprocessor_config.json shipped with the checkpoint",
-        };
+        let file = JsonFile::new(
+            path,
+            "preprocessor_config.json",
+            "use the preprocessor_config.json shipped with the checkpoint",
+        );
+        let raw: RawPreprocessorConfig = file.parse(text)?;
         // transformers: `size` defaults to {shortest_edge: 56*56, longest_edge: 28*28*1280}, and
         // `min_pixels`/`max_pixels`, when given, override it.
         let size = raw.size.as_ref();
         let min_pixels = raw.min_pixels.or(size.and_then(|s| s.shortest_edge)).unwrap_or(56 * 56);
         let max_pixels = raw.max_pixels.or(size.and_then(|s| s.longest_edge)).unwrap_or(28 * 28 * 1280);
-        let three = |v: Option<Vec<f64>>, default: [f64; 3], key: &str| -> Result<[f64; 3], VisionError> {
-            match v {
-                None => Ok(default),
-                Some(v) if v.len() == 3 => Ok([v[0], v[1], v[2]]),
-                Some(v) => Err(bad(format!("{key} must have 3 entries (RGB), has {}", v.len()))),
-            }
-        };
+        let n = raw.common.resolve(OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, &file)?;
         let proc = Self {
             patch_size: raw.patch_size.unwrap_or(14),
             temporal_patch_size: raw.temporal_patch_size.unwrap_or(2),
             merge_size: raw.merge_size.unwrap_or(2),
             min_pixels,
             max_pixels,
-            image_mean: three(raw.image_mean, OPENAI_CLIP_MEAN, "image_mean")?,
-            image_std: three(raw.image_std, OPENAI_CLIP_STD, "image_std")?,
-            do_resize: raw.do_resize.unwrap_or(true),
-            do_rescale: raw.do_rescale.unwrap_or(true),
-            rescale_factor: raw.rescale_factor.unwrap_or(1.0 / 255.0),
-            do_normalize: raw.do_normalize.unwrap_or(true),
-            longest_edge: None,
+            ..Self::normalized(n)
         };
-        if raw.do_convert_rgb == Some(false) {
-            return Err(bad("do_convert_rgb = false is not supported (images are always converted to RGB)".into()));
-        }
+        raw.common.check_rgb(&file)?;
         if proc.patch_size == 0 || proc.temporal_patch_size == 0 || proc.merge_size == 0 {
-            return Err(bad("patch_size, temporal_patch_size and merge_size must be positive".into()));
+            return Err(file.bad("patch_size, temporal_patch_size and merge_size must be positive".into()));
         }
         if proc.min_pixels > proc.max_pixels {
-            return Err(bad(format!("min_pixels ({}) exceeds max_pixels ({})", proc.min_pixels, proc.max_pixels)));
+            return Err(file.bad(format!("min_pixels ({}) exceeds max_pixels ({})", proc.min_pixels, proc.max_pixels)));
         }
-        if proc.image_std.contains(&0.0) {
-            return Err(bad("image_std must not contain 0".into()));
-        }
+        proc.normalization().check_std(&file)?;
         Ok(proc)
+    }
+
+    /// A processor with `n`'s rescaling and normalization and the Qwen defaults for the rest (patch 14,
+    /// merge 2, two frames, smart_resize's default pixel bounds).
+    pub(crate) fn normalized(n: Normalization) -> Self {
+        Self {
+            patch_size: 14,
+            temporal_patch_size: 2,
+            merge_size: 2,
+            min_pixels: 56 * 56,
+            max_pixels: 28 * 28 * 1280,
+            image_mean: n.image_mean,
+            image_std: n.image_std,
+            do_resize: n.do_resize,
+            do_rescale: n.do_rescale,
+            rescale_factor: n.rescale_factor,
+            do_normalize: n.do_normalize,
+            longest_edge: None,
+        }
+    }
+
+    pub(crate) fn normalization(&self) -> Normalization {
+        Normalization {
+            image_mean: self.image_mean,
+            image_std: self.image_std,
+            do_resize: self.do_resize,
+            do_rescale: self.do_rescale,
+            rescale_factor: self.rescale_factor,
+            do_normalize: self.do_normalize,
+        }
     }
 
     /// `patch_size * merge_size`: both sides of a resized image are multiples of it.
@@ -172,7 +272,7 @@ impl ImageProcessor {
             return Ok((height, width));
         }
         if let Some(edge) = self.longest_edge {
-            return crate::preprocess_pixtral::pixtral_resize(height, width, edge, self.factor() as u32);
+            return pixtral_resize(height, width, edge, self.factor() as u32);
         }
         smart_resize(height, width, self.factor() as u32, self.min_pixels, self.max_pixels)
     }
@@ -186,19 +286,7 @@ impl ImageProcessor {
 
         // Channel-first float image, rescaled and normalized in f32 as numpy does.
         let (h, w) = (new_h as usize, new_w as usize);
-        let mut chw = vec![0f32; 3 * h * w];
-        for (x, y, px) in rgb.enumerate_pixels() {
-            for c in 0..3 {
-                let mut v = f32::from(px[c]);
-                if self.do_rescale {
-                    v = (f64::from(px[c]) * self.rescale_factor) as f32;
-                }
-                if self.do_normalize {
-                    v = (v - self.image_mean[c] as f32) / self.image_std[c] as f32;
-                }
-                chw[(c * h + y as usize) * w + x as usize] = v;
-            }
-        }
+        let chw = self.normalization().chw(&rgb);
 
         let (p, m, tp) = (self.patch_size, self.merge_size, self.temporal_patch_size);
         let (gh, gw) = (h / p, w / p);
@@ -310,4 +398,51 @@ pub fn smart_resize(
         return Err(err(format!("resizes to {w_bar}x{h_bar} pixels"), "raise min_pixels or pass a larger image"));
     }
     Ok((h_bar as u32, w_bar as u32))
+}
+
+/// The (height, width) `PixtralProcessor` resizes an image of this size to: scaled down (floor) to fit
+/// `longest_edge` if larger, then each side rounded up to a multiple of `factor` (patch × merge).
+pub fn pixtral_resize(height: u32, width: u32, longest_edge: u32, factor: u32) -> Result<(u32, u32), VisionError> {
+    let err =
+        |message: String| VisionError::Image { width, height, message, fix: "pass a non-empty, less elongated image" };
+    if height == 0 || width == 0 || factor == 0 {
+        return Err(err("an empty image (or a zero patch size) cannot be resized".into()));
+    }
+    let edge = f64::from(longest_edge);
+    let (mut h, mut w) = (f64::from(height), f64::from(width));
+    // Python: ratio = max(height / max_height, width / max_width); int(math.floor(height / ratio)).
+    let ratio = (h / edge).max(w / edge);
+    if ratio > 1.0 {
+        h = (h / ratio).floor();
+        w = (w / ratio).floor();
+    }
+    let up = |x: f64| -> u32 {
+        let x = x as u32;
+        if x == 0 { 0 } else { (x - 1) / factor * factor + factor }
+    };
+    let (new_h, new_w) = (up(h), up(w));
+    if new_h == 0 || new_w == 0 {
+        return Err(err(format!("fitting the longest side to {longest_edge} leaves a side of 0 pixels")));
+    }
+    Ok((new_h, new_w))
+}
+
+/// Whether a prepared image fits the patch grid of a Qwen or Pixtral vision tower (`vision`).
+pub(crate) fn check_fits(vision: &VisionConfig, img: &PreparedImage) -> Result<(), VisionError> {
+    let v = vision;
+    let want = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size;
+    let [t, h, w] = img.grid_thw();
+    let m = v.spatial_merge_size;
+    let dims = img.pixel_values().dims();
+    if img.merge_size() != m || h % m != 0 || w % m != 0 || dims != [t * h * w, want] {
+        return Err(VisionError::Prompt {
+            message: format!(
+                "the prepared image (pixel values {dims:?}, grid {:?}, merge {}) does not fit this model (rows of {want}, merge {m})",
+                img.grid_thw(),
+                img.merge_size()
+            ),
+            fix: "prepare the image with this model's preprocess",
+        });
+    }
+    Ok(())
 }

@@ -1,4 +1,5 @@
-//! Token-level prompt handling: expanding `<|image_pad|>` and the 3-D (MRoPE) positions of a prompt.
+//! Token-level prompt handling the families share: expanding `<|image_pad|>`, finding the image's
+//! tokens, refusing image tokens without an image, and the 3-D (MRoPE) positions of a prompt.
 
 use crate::error::VisionError;
 
@@ -97,4 +98,15 @@ pub fn mrope_positions(len: usize, image: Option<(usize, [usize; 3], usize)>) ->
         }
     }
     rows
+}
+
+/// A prompt given without an image must hold no image token.
+pub(crate) fn refuse_image_tokens(token_ids: &[u32], image_token_id: u32) -> Result<(), VisionError> {
+    if token_ids.contains(&image_token_id) {
+        return Err(VisionError::Prompt {
+            message: format!("the token ids hold image tokens (id {image_token_id}) but no image was given"),
+            fix: "pass the prepared image, or render the prompt without an image",
+        });
+    }
+    Ok(())
 }

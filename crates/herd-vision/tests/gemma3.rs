@@ -1,4 +1,4 @@
-//! Gemma 3 on its tiny checkpoint (`herd_vision::tiny::gemma3`): shapes, determinism, the image and the
+//! Gemma 3 on its tiny checkpoint (`herd_test_support::tiny_vl::gemma3`): shapes, determinism, the image and the
 //! bidirectional image block mattering, prefix reuse, both tensor-name layouts, the released config.json
 //! read with transformers' defaults, and errors that name the file and field. Agreement with HF
 //! transformers is in `tests/hf_golden.rs`.
@@ -7,9 +7,9 @@ mod support;
 
 use std::path::Path;
 
+use herd_test_support::tiny_vl::gemma3::{PROMPT, SLIDING_WINDOW, TEXT_PROMPT, VOCAB, id_of};
+use herd_test_support::tiny_vl::{self as tiny, DEFAULT, Options};
 use herd_vision::gemma3::expand_image_text;
-use herd_vision::tiny::gemma3::{PROMPT, SLIDING_WINDOW, TEXT_PROMPT, VOCAB, id_of};
-use herd_vision::tiny::{self, DEFAULT, Options};
 use herd_vision::{Gemma3Config, Gemma3Processor, LayerType, Resample, VisionError, VlFamily};
 use support::checks::{TempDir, image_a, image_b, load, logits_vec, max_abs_diff};
 
@@ -238,7 +238,7 @@ fn released_gemma3_4b_config_reads_as_transformers_does() {
     assert_eq!(c5.text_config.rope_local, t.rope_local);
 
     let p = Gemma3Processor::from_json(
-        &support::tiny_vl::gemma3_processor_json().to_string(),
+        &herd_test_support::vl_golden::gemma3_processor_json().to_string(),
         Path::new("preprocessor_config.json"),
     )
     .unwrap();

@@ -1,5 +1,5 @@
 //! herd's VL models (preprocessing and network) against HF transformers, on the tiny checkpoints of
-//! `herd_vision::tiny`, from golden values written by `tests/golden/tiny_transformers.py` (Qwen3-VL),
+//! `herd_test_support::tiny_vl`, from golden values written by `tests/golden/tiny_transformers.py` (Qwen3-VL),
 //! `tests/golden/tiny_qwen2_vl.py` (Qwen2-VL, Qwen2.5-VL, and the released processor on the stimuli) and
 //! `tests/golden/tiny_gemma3.py` (Gemma 3, and its released processor on the stimuli).
 
@@ -7,18 +7,18 @@ mod support;
 
 use std::path::Path;
 
-use herd_vision::tiny::{self, PROMPT, SEED, TEXT_PROMPT};
+use herd_test_support::tiny_vl::{self as tiny, PROMPT, SEED, TEXT_PROMPT};
+use herd_test_support::vl_golden::{self, FAMILIES, gemma3_processor_json, qwen2_vl_processor_json, stimuli};
 use herd_vision::{Gemma3Processor, ImageProcessor, VlFamily};
 use serde_json::Value;
 use support::checks::{TempDir, f32s, load, max_abs_diff, u32s};
-use support::tiny_vl::{self, FAMILIES, gemma3_processor_json, qwen2_vl_processor_json, stimuli};
 
 #[test]
 fn tiny_checkpoints_are_byte_identical_for_a_seed() {
     let (a, b, c) = (TempDir::new("det-a"), TempDir::new("det-b"), TempDir::new("det-c"));
-    tiny_vl::write_all(&a.0, SEED).unwrap();
-    tiny_vl::write_all(&b.0, SEED).unwrap();
-    tiny_vl::write_all(&c.0, SEED + 1).unwrap();
+    vl_golden::write_all(&a.0, SEED).unwrap();
+    vl_golden::write_all(&b.0, SEED).unwrap();
+    vl_golden::write_all(&c.0, SEED + 1).unwrap();
     let mut files = vec!["image.png".to_string(), "inputs.json".into(), "stimuli/dots.png".into()];
     for family in FAMILIES {
         for f in
@@ -60,7 +60,7 @@ fn golden(name: &str, script: &str) -> Value {
 /// holds the logits, `inputs` the token ids and pixel values.
 fn compare_with_transformers(family: VlFamily, inputs: &Value, values: &Value) {
     let tmp = TempDir::new(&format!("golden-{}", family.model_type()));
-    tiny_vl::write_all(&tmp.0, SEED).unwrap();
+    vl_golden::write_all(&tmp.0, SEED).unwrap();
     let model = load(&tmp.0.join(tiny::folder(family))).unwrap();
     let prepared = model.preprocess(&image::open(tmp.0.join("image.png")).unwrap()).unwrap();
     assert_eq!(serde_json::json!(prepared.grid_thw()), inputs["grid_thw"]);
@@ -176,7 +176,7 @@ fn tiny_gemma3_matches_transformers() {
     let prompt = tiny::gemma3::PROMPT;
     assert_eq!(g["prompt"].as_str(), Some(prompt), "transformers rendered Gemma 3's chat template differently");
     let tmp = TempDir::new("golden-gemma3");
-    tiny_vl::write_all(&tmp.0, SEED).unwrap();
+    vl_golden::write_all(&tmp.0, SEED).unwrap();
     let model = load(&tmp.0.join(tiny::folder(VlFamily::Gemma3))).unwrap();
     let prepared = model.preprocess(&image::open(tmp.0.join("image.png")).unwrap()).unwrap();
     assert_eq!(prepared.pixel_values().dims(), &[1, 3, 32, 32]);

@@ -1,4 +1,4 @@
-//! Mistral3 (Mistral-Small-3.1) on its tiny random checkpoint (`herd_vision::tiny::mistral3`): against
+//! Mistral3 (Mistral-Small-3.1) on its tiny random checkpoint (`herd_test_support::tiny_vl::mistral3`): against
 //! HF transformers (golden values from `tests/golden/tiny_mistral3.py`), the Pixtral processor on the
 //! stimuli with the released settings, and the contract every family keeps (prefix reuse, errors).
 
@@ -6,12 +6,12 @@ mod support;
 
 use std::path::Path;
 
-use herd_vision::tiny::{self, DEFAULT, Options, SEED, VOCAB, mistral3};
+use herd_test_support::mistral3_golden::{chw, write_all};
+use herd_test_support::tiny_vl::{self as tiny, DEFAULT, Options, SEED, VOCAB, mistral3};
+use herd_test_support::vl_golden::{self, stimuli};
 use herd_vision::{VisionError, VlFamily, pixtral_processor_from_json, pixtral_resize};
 use serde_json::Value;
 use support::checks::{TempDir, f32s, load, logits_vec, max_abs_diff, u32s};
-use support::tiny_mistral3::{chw, write_all};
-use support::tiny_vl::{self, stimuli};
 
 const FAMILY: VlFamily = VlFamily::Mistral3;
 
@@ -38,7 +38,7 @@ fn tiny_mistral3_matches_transformers() {
     let golden = golden();
     let values = &golden["mistral3"];
     let tmp = TempDir::new("golden-mistral3");
-    tiny_vl::write_all(&tmp.0, SEED).unwrap();
+    vl_golden::write_all(&tmp.0, SEED).unwrap();
     write_all(&tmp.0, SEED).unwrap();
     let model = load(&tmp.0.join(tiny::folder(FAMILY))).unwrap();
     let prepared = model.preprocess(&image::open(tmp.0.join("image.png")).unwrap()).unwrap();
@@ -74,7 +74,7 @@ fn tiny_mistral3_matches_transformers() {
 fn stimuli_pixel_values_match_the_pixtral_processor() {
     let golden = golden();
     let processor = pixtral_processor_from_json(
-        &herd_vision::tiny::mistral3::released_preprocessor_json().to_string(),
+        &herd_test_support::tiny_vl::mistral3::released_preprocessor_json().to_string(),
         Path::new("preprocessor_config.json"),
         14,
         2,

@@ -7,7 +7,7 @@ mod support;
 
 use std::path::Path;
 
-use herd_vision::tiny::{DEFAULT, Options, PROMPT};
+use herd_test_support::tiny_vl::{DEFAULT, Options, PROMPT};
 use herd_vision::{Config, VisionActivation, VlFamily};
 use support::checks::{self, TempDir, image_a, load, logits_vec, max_abs_diff};
 

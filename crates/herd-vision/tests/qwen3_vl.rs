@@ -1,5 +1,5 @@
 //! End-to-end tests on a tiny random Qwen3-VL checkpoint with the real file layout and tensor names
-//! (`herd_vision::tiny`); the checks are the ones every family passes (`support::checks`).
+//! (`herd_test_support::tiny_vl`); the checks are the ones every family passes (`support::checks`).
 
 mod support;
 

@@ -1,12 +1,12 @@
-//! Checks every VL family must pass, on its tiny checkpoint (`herd_vision::tiny`): `tests/qwen3_vl.rs`
+//! Checks every VL family must pass, on its tiny checkpoint (`herd_test_support::tiny_vl`): `tests/qwen3_vl.rs`
 //! and `tests/qwen2_vl.rs` run them per family, so the families are held to the same contract.
 #![allow(dead_code)] // Each test binary uses a different part.
 
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
-pub use herd_vision::tiny::max_abs_diff;
-use herd_vision::tiny::{self, DEFAULT, Options, PROMPT, SEED, VOCAB};
+pub use herd_test_support::tiny_vl::max_abs_diff;
+use herd_test_support::tiny_vl::{self as tiny, DEFAULT, Options, PROMPT, SEED, VOCAB};
 use herd_vision::{VisionError, VlFamily, VlModel};
 use image::{DynamicImage, Rgb, RgbImage};
 

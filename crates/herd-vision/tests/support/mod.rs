@@ -1,4 +1,3 @@
-//! Helpers shared by the integration tests (not a test target itself).
+//! Helpers shared by the integration tests (not a test target itself); the tiny checkpoints and the
+//! golden scripts' inputs are herd-test-support's.
 pub mod checks;
-pub mod tiny_mistral3;
-pub mod tiny_vl;

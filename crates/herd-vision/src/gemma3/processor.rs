@@ -17,9 +17,9 @@ use image::DynamicImage;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::config::read_to_string;
 use crate::error::VisionError;
-use crate::preprocess::PreparedImage;
+use crate::files::{JsonFile, read_json};
+use crate::preprocess::{CommonSettings, Normalization, PreparedImage};
 use crate::resample::{resize_bicubic, resize_bilinear};
 
 /// The PIL filter `resample` names.
@@ -44,23 +44,11 @@ struct Raw {
     #[serde(default)]
     resample: Option<u32>,
     #[serde(default)]
-    image_mean: Option<Vec<f64>>,
-    #[serde(default)]
-    image_std: Option<Vec<f64>>,
-    #[serde(default)]
-    do_resize: Option<bool>,
-    #[serde(default)]
-    do_rescale: Option<bool>,
-    #[serde(default)]
-    rescale_factor: Option<f64>,
-    #[serde(default)]
-    do_normalize: Option<bool>,
-    #[serde(default)]
-    do_convert_rgb: Option<bool>,
-    #[serde(default)]
     do_pan_and_scan: Option<bool>,
     #[serde(default)]
     image_seq_length: Option<usize>,
+    #[serde(flatten)]
+    common: CommonSettings,
 }
 
 /// Gemma 3's processor settings, with transformers' defaults for keys the file leaves out.
@@ -89,30 +77,21 @@ pub struct Gemma3Processor {
 impl Gemma3Processor {
     /// Reads `preprocessor_config.json`.
     pub fn from_file(path: &Path) -> Result<Self, VisionError> {
-        let text = read_to_string(path, "the image preprocessing settings")?;
-        Self::from_json(&text, path)
+        read_json(path, "the image preprocessing settings", Self::from_json)
     }
 
     /// Parses the text of Gemma 3's `preprocessor_config.json`; `path` is only used in errors.
     pub fn from_json(text: &str, path: &Path) -> Result<Self, VisionError> {
-        let json_err =
-            |source| VisionError::Json { path: path.to_path_buf(), what: "Gemma 3 preprocessor_config.json", source };
-        let bad = |message: String| VisionError::Config {
-            path: path.to_path_buf(),
-            message,
-            fix: "use the preprocessor_config.json shipped with the Gemma 3 checkpoint",
-        };
-        let mut obj: serde_json::Map<String, Value> = serde_json::from_str(text).map_err(json_err)?;
+        let file = JsonFile::new(
+            path,
+            "Gemma 3 preprocessor_config.json",
+            "use the preprocessor_config.json shipped with the Gemma 3 checkpoint",
+        );
+        let bad = |message: String| file.bad(message);
+        let mut obj: serde_json::Map<String, Value> = file.parse(text)?;
         // transformers reads an explicit null as "unset" (the released file has several).
         obj.retain(|_, v| !v.is_null());
-        let raw: Raw = serde_json::from_value(Value::Object(obj)).map_err(json_err)?;
-        let three = |v: Option<Vec<f64>>, key: &str| -> Result<[f64; 3], VisionError> {
-            match v {
-                None => Ok([0.5; 3]),
-                Some(v) if v.len() == 3 => Ok([v[0], v[1], v[2]]),
-                Some(v) => Err(bad(format!("{key} must have 3 entries (RGB), has {}", v.len()))),
-            }
-        };
+        let raw: Raw = file.parse_value(Value::Object(obj))?;
         let size = match raw.size {
             None => (224, 224),
             Some(Size { height: Some(h), width: Some(w) }) if h > 0 && w > 0 => (h, w),
@@ -125,9 +104,7 @@ impl Gemma3Processor {
                 return Err(bad(format!("resample = {other} is not supported (2 = bilinear, 3 = bicubic)")));
             }
         };
-        if raw.do_convert_rgb == Some(false) {
-            return Err(bad("do_convert_rgb = false is not supported (images are always converted to RGB)".into()));
-        }
+        raw.common.check_rgb(&file)?;
         if raw.do_pan_and_scan == Some(true) {
             return Err(bad(
                 "do_pan_and_scan = true is not supported: herd shows Gemma 3 one 896×896 view of each image, as the \
@@ -135,21 +112,19 @@ impl Gemma3Processor {
                     .into(),
             ));
         }
-        let proc = Self {
+        let n = raw.common.resolve([0.5; 3], [0.5; 3], &file)?;
+        n.check_std(&file)?;
+        Ok(Self {
             size,
             resample,
-            image_mean: three(raw.image_mean, "image_mean")?,
-            image_std: three(raw.image_std, "image_std")?,
-            do_resize: raw.do_resize.unwrap_or(true),
-            do_rescale: raw.do_rescale.unwrap_or(true),
-            rescale_factor: raw.rescale_factor.unwrap_or(1.0 / 255.0),
-            do_normalize: raw.do_normalize.unwrap_or(true),
+            image_mean: n.image_mean,
+            image_std: n.image_std,
+            do_resize: n.do_resize,
+            do_rescale: n.do_rescale,
+            rescale_factor: n.rescale_factor,
+            do_normalize: n.do_normalize,
             image_seq_length: raw.image_seq_length,
-        };
-        if proc.image_std.contains(&0.0) {
-            return Err(bad("image_std must not contain 0".into()));
-        }
-        Ok(proc)
+        })
     }
 
     /// Resizes and normalizes `image` into `[1, 3, height, width]` pixel values. `patch_size` and
@@ -186,19 +161,15 @@ impl Gemma3Processor {
             }
         };
         let (h, w) = (new_h as usize, new_w as usize);
-        let mut chw = vec![0f32; 3 * h * w];
-        for (x, y, px) in rgb.enumerate_pixels() {
-            for c in 0..3 {
-                let mut v = f32::from(px[c]);
-                if self.do_rescale {
-                    v = (f64::from(px[c]) * self.rescale_factor) as f32;
-                }
-                if self.do_normalize {
-                    v = (v - self.image_mean[c] as f32) / self.image_std[c] as f32;
-                }
-                chw[(c * h + y as usize) * w + x as usize] = v;
-            }
-        }
+        let normalization = Normalization {
+            image_mean: self.image_mean,
+            image_std: self.image_std,
+            do_resize: self.do_resize,
+            do_rescale: self.do_rescale,
+            rescale_factor: self.rescale_factor,
+            do_normalize: self.do_normalize,
+        };
+        let chw = normalization.chw(&rgb);
         let pixel_values = Tensor::from_vec(chw, (1, 3, h, w), &Device::Cpu)?;
         let p = patch_size.max(1);
         Ok(PreparedImage::new(pixel_values, [1, h / p, w / p], pool_kernel.max(1), (new_h, new_w)))

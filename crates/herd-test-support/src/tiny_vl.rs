@@ -3,9 +3,10 @@
 //! word-level tokenizer with the family's special tokens, the processor settings and a chat template
 //! (Qwen2.5-VL's for the Qwen families, Gemma 3's own; Gemma 3's sizes are in [`gemma3`]).
 //!
-//! Used by this crate's tests, by `examples/write_tiny_vl.rs` (which writes what
-//! `tests/golden/tiny_transformers.py` and `tests/golden/tiny_qwen2_vl.py` run through HF transformers)
-//! and by other crates' end-to-end tests, so that there is one writer. The same seed gives byte-identical
+//! Used by herd-vision's tests, by its `examples/write_tiny_vl.rs` (which writes what
+//! `tests/golden/tiny_transformers.py` and `tests/golden/tiny_qwen2_vl.py` run through HF transformers,
+//! through [`vl_golden`](crate::vl_golden)) and by other crates' end-to-end tests, so that there is one
+//! writer. The same seed gives byte-identical
 //! files: weights come from a SplitMix64 stream and are written in name order by a hand-rolled
 //! safetensors writer ([`safetensors_bytes`]); JSON goes through serde_json.
 
@@ -15,7 +16,7 @@ use std::path::Path;
 use image::{DynamicImage, Rgb, RgbImage};
 use serde_json::{Value, json};
 
-use crate::VlFamily;
+use herd_vision::VlFamily;
 
 pub mod gemma3;
 pub mod mistral3;

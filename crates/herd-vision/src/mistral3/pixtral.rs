@@ -22,7 +22,7 @@ use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::{Activation, Linear, RmsNorm, VarBuilder, linear_b, linear_no_bias, rms_norm};
 
 use crate::config::{Config, VisionActivation, VisionConfig};
-use crate::vision::rotate_half;
+use crate::layers::rotate_half;
 
 const PIXTRAL_EPS: f64 = 1e-5;
 

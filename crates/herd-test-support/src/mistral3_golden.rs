@@ -1,11 +1,11 @@
-//! What `tests/golden/tiny_mistral3.py` reads, written from [`herd_vision::tiny::mistral3`]'s checkpoint:
-//! shared by `tests/mistral3.rs` and `examples/write_tiny_vl.rs`.
-#![allow(dead_code)] // Each target uses a different part.
+//! What herd-vision's `tests/golden/tiny_mistral3.py` reads, written from
+//! [`tiny_vl::mistral3`](crate::tiny_vl::mistral3)'s checkpoint: shared by its `tests/mistral3.rs` and
+//! `examples/write_tiny_vl.rs`.
 
 use std::path::Path;
 
+use crate::tiny_vl::{self as tiny, DEFAULT, mistral3, pretty};
 use herd_design::Task;
-use herd_vision::tiny::{self, DEFAULT, mistral3, pretty};
 use herd_vision::{PreparedImage, VlFamily};
 use serde_json::json;
 
@@ -42,7 +42,7 @@ pub fn chw(prepared: &PreparedImage) -> Vec<f32> {
 /// Writes `out/mistral3/` (the checkpoint), `out/mistral3_processor/preprocessor_config.json` (the
 /// released settings) and `out/mistral3_inputs.json` (the seed, the prompts, the expanded token ids with
 /// and without the image, the resized size and herd's pixel values of `image.png` as [3, H, W]).
-/// `out/image.png` and `out/stimuli/` are written by `tiny_vl::write_all`, which runs first.
+/// `out/image.png` and `out/stimuli/` are written by [`vl_golden::write_all`](crate::vl_golden::write_all), which runs first.
 pub fn write_all(out: &Path, seed: u64) -> Result<(), Box<dyn std::error::Error>> {
     let dir = out.join(tiny::folder(VlFamily::Mistral3));
     tiny::write_checkpoint(&dir, VlFamily::Mistral3, seed, &DEFAULT)?;

@@ -18,9 +18,11 @@
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::{Embedding, Linear, VarBuilder, embedding, linear_b, linear_no_bias};
 
-use crate::config_gemma3::{Gemma3Config, Gemma3TextConfig, LayerType, Rope};
-use crate::text::{KvCache, TextMlp, rotary_attention};
-use crate::vision_siglip::{gemma_norm_weight, gemma_rms_norm};
+use herd_tensor::KvCache;
+
+use crate::gemma3::config::{Gemma3Config, Gemma3TextConfig, LayerType, Rope};
+use crate::gemma3::siglip::{gemma_norm_weight, gemma_rms_norm};
+use crate::layers::{TextMlp, rotary_attention};
 
 struct Norm {
     weight: Tensor,
@@ -68,14 +70,8 @@ impl Attention {
         })
     }
 
-    fn forward(
-        &self,
-        xs: &Tensor,
-        cos: &Tensor,
-        sin: &Tensor,
-        mask: &Tensor,
-        past: Option<&(Tensor, Tensor)>,
-    ) -> Result<(Tensor, (Tensor, Tensor))> {
+    /// Attention over layer `layer` of `cache` plus the new tokens, whose keys and values are appended.
+    fn forward(&self, xs: &Tensor, side: &Side, cache: &mut KvCache, layer: usize) -> Result<Tensor> {
         let (b, s, _) = xs.dims3()?;
         let shape = |t: Tensor, n: usize| -> Result<Tensor> {
             t.reshape((b, s, n, self.head_dim))?.transpose(1, 2)?.contiguous()
@@ -83,8 +79,8 @@ impl Attention {
         let q = self.q_norm.forward(&shape(self.q.forward(xs)?, self.heads)?)?;
         let k = self.k_norm.forward(&shape(self.k.forward(xs)?, self.kv_heads)?)?;
         let v = shape(self.v.forward(xs)?, self.kv_heads)?;
-        let (out, kv) = rotary_attention(&q, &k, v, cos, sin, mask, past, self.scale)?;
-        Ok((self.o.forward(&out)?, kv))
+        let out = rotary_attention(&q, &k, v, &side.cos, &side.sin, &side.mask, cache, layer, self.scale)?;
+        self.o.forward(&out)
     }
 }
 
@@ -220,7 +216,8 @@ impl Gemma3Text {
         image: Option<(usize, usize)>,
     ) -> Result<(Tensor, KvCache)> {
         let (_, seq, _) = xs.dims3()?;
-        let before = past.map_or(0, |p| p.len);
+        let mut cache = past.cloned().unwrap_or_else(|| KvCache::new(self.layers.len()));
+        let before = cache.len();
         let device = xs.device().clone();
         let dtype = xs.dtype();
         let side = |inv: &[f32], window: Option<usize>| -> Result<Side> {
@@ -230,18 +227,16 @@ impl Gemma3Text {
         };
         let full = side(&self.rope_global, None)?;
         let sliding = side(&self.rope_local, Some(self.sliding_window))?;
-        let mut layers = Vec::with_capacity(self.layers.len());
         for (i, layer) in self.layers.iter().enumerate() {
             let s = if layer.kind == LayerType::Full { &full } else { &sliding };
             let h = layer.input_norm.forward(&xs)?;
-            let (h, kv) = layer.attn.forward(&h, &s.cos, &s.sin, &s.mask, past.map(|p| &p.layers[i]))?;
+            let h = layer.attn.forward(&h, s, &mut cache, i)?;
             xs = (xs + layer.post_attn_norm.forward(&h)?)?;
             let h = layer.post_ff_norm.forward(&layer.mlp.forward(&layer.pre_ff_norm.forward(&xs)?)?)?;
             xs = (xs + h)?;
-            layers.push(kv);
         }
         let last = xs.narrow(1, seq - 1, 1)?;
         let logits = self.lm_head.forward(&self.norm.forward(&last)?)?;
-        Ok((logits.flatten_all()?.to_dtype(DType::F32)?, KvCache { layers, len: before + seq }))
+        Ok((logits.flatten_all()?.to_dtype(DType::F32)?, cache))
     }
 }

@@ -1,4 +1,4 @@
-//! The vision encoders of Qwen2-VL and Qwen2.5-VL, from the shared blocks (`vision`).
+//! The vision encoders of Qwen2-VL and Qwen2.5-VL, from the shared blocks (`qwen::vision`).
 //!
 //! Qwen2-VL: every block attends over the whole frame; LayerNorm; QuickGELU MLP; no position table (only
 //! the 2-D rotary embedding). Qwen2.5-VL: the blocks listed in `fullatt_block_indexes` attend over the
@@ -11,8 +11,9 @@
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
-use crate::config::{VisionConfig, VlFamily};
-use crate::vision::{
+use crate::config::VisionConfig;
+use crate::family::VlFamily;
+use crate::qwen::vision::{
     BlockKind, PatchEmbed, PatchMerger, QWEN2_MERGER, VisionBlock, frame_spans, rotary, rotary_inv_freq,
 };
 

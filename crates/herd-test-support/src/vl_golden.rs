@@ -1,17 +1,17 @@
-//! What the golden scripts read, written from [`herd_vision::tiny`]'s checkpoints: shared by
-//! `tests/hf_golden.rs`, `tests/qwen2_vl.rs` and `examples/write_tiny_vl.rs` (which writes the folder
-//! that `tests/golden/tiny_transformers.py` and `tests/golden/tiny_qwen2_vl.py` feed to HF transformers).
-#![allow(dead_code)] // Each target uses a different part.
+//! What herd-vision's golden scripts read, written from [`tiny_vl`](crate::tiny_vl)'s checkpoints:
+//! shared by its `tests/hf_golden.rs`, `tests/qwen2_vl.rs` and `examples/write_tiny_vl.rs` (which writes
+//! the folder that `tests/golden/tiny_transformers.py` and `tests/golden/tiny_qwen2_vl.py` feed to HF
+//! transformers).
 
 use std::path::Path;
 
+use crate::tiny_vl::{self as tiny, DEFAULT, PROMPT, TEXT_PROMPT, pretty};
 use herd_design::{StimuliConfig, StreamKey, Task};
 use herd_stimuli::{Pool, generate, render};
 use herd_vision::VlFamily;
-use herd_vision::tiny::{self, DEFAULT, PROMPT, TEXT_PROMPT, pretty};
 use serde_json::{Value, json};
 
-pub use herd_vision::tiny::SEED;
+pub use crate::tiny_vl::SEED;
 
 /// Every family, in the order the golden files list them.
 pub const FAMILIES: [VlFamily; 4] = [VlFamily::Qwen3Vl, VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Gemma3];

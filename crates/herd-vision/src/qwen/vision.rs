@@ -2,12 +2,13 @@
 //! (a strided Conv3d, here one matrix product), pre-norm blocks of 2-D rotary self-attention within
 //! spans of patches, and the patch merger that concatenates each merge×merge square of patches into one
 //! token for the language model. What differs is chosen by [`BlockKind`] and the names of the weights;
-//! the towers themselves are in `vision_qwen2` and `vision_qwen3`.
+//! the towers themselves are in `tower2` and `tower3`.
 
-use candle_core::{D, DType, Device, IndexOp, Module, Result, Tensor};
+use candle_core::{DType, Device, IndexOp, Module, Result, Tensor};
 use candle_nn::{LayerNorm, LayerNormConfig, Linear, RmsNorm, VarBuilder, layer_norm, linear, linear_b, rms_norm};
 
 use crate::config::{VisionActivation, VisionConfig};
+use crate::layers::rotate_half;
 
 const NORM_EPS: f64 = 1e-6;
 
@@ -107,13 +108,6 @@ impl VisionMlp {
             }
         }
     }
-}
-
-pub(crate) fn rotate_half(xs: &Tensor) -> Result<Tensor> {
-    let d = xs.dim(D::Minus1)?;
-    let x1 = xs.narrow(D::Minus1, 0, d / 2)?;
-    let x2 = xs.narrow(D::Minus1, d / 2, d - d / 2)?;
-    Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)
 }
 
 struct VisionAttention {

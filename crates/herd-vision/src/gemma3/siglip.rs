@@ -11,7 +11,7 @@ use candle_core::{D, DType, Module, Result, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::siglip;
 
-use crate::config_gemma3::Gemma3Config;
+use crate::gemma3::config::Gemma3Config;
 
 /// Gemma's RMSNorm: in f32, `x * rsqrt(mean(x²) + eps) * (1 + w)`, back to x's dtype. `one_plus_w` is
 /// `1 + w` in f32.

@@ -6,7 +6,7 @@ use candle_core::{Device, Result, Tensor};
 use candle_nn::{Embedding, VarBuilder, embedding};
 
 use crate::config::VisionConfig;
-use crate::vision::{
+use crate::qwen::vision::{
     BlockKind, PatchEmbed, PatchMerger, QWEN3_MERGER, VisionBlock, frame_spans, rotary, rotary_inv_freq,
 };
 

@@ -1,24 +1,35 @@
 //! The Gemma 3 family (`google/gemma-3-{4b,12b,27b}-it`): loading, the processor's text expansion of
-//! `<start_of_image>`, and the forward passes [`VlModel`](crate::VlModel) dispatches to.
+//! `<start_of_image>`, and the forward passes [`VlModel`](crate::VlModel) dispatches to. Its parts:
+//! `config` (config.json), `processor` (`Gemma3ImageProcessor`), `siglip` (the SigLIP tower and the
+//! projector) and `text` (the Gemma 3 decoder).
 //!
 //! transformers' `Gemma3Processor` replaces each `<start_of_image>` of the rendered chat text by
 //! `"\n\n<start_of_image>" + "<image_soft_token>" × mm_tokens_per_image + "<end_of_image>\n\n"` before
 //! tokenizing, so the newlines tokenize with their neighbours; herd does the same in text
 //! ([`expand_image_text`]), never by splicing token ids.
 
-use std::path::Path;
+pub(crate) mod config;
+pub(crate) mod processor;
+mod siglip;
+mod text;
+
+use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
+use herd_tensor::KvCache;
 use tokenizers::Tokenizer;
 
-use crate::config_gemma3::Gemma3Config;
 use crate::error::VisionError;
+use crate::files::open_tokenizer;
+use crate::layers::replace_rows;
+use crate::prefix::Prefix;
 use crate::preprocess::PreparedImage;
-use crate::preprocess_gemma3::Gemma3Processor;
-use crate::text::{KvCache, replace_rows};
-use crate::text_gemma3::Gemma3Text;
-use crate::vision_siglip::SiglipTower;
-use crate::weights;
+use crate::prompt::{image_span, refuse_image_tokens};
+use crate::weights::open_weights;
+use config::Gemma3Config;
+use processor::Gemma3Processor;
+use siglip::SiglipTower;
+use text::Gemma3Text;
 
 /// Gemma 3's image marker in the chat template's output (`<start_of_image>`, `boi_token`).
 pub const START_OF_IMAGE: &str = "<start_of_image>";
@@ -49,15 +60,15 @@ pub(crate) struct Gemma3Parts {
 }
 
 impl Gemma3Parts {
-    /// Parses config.json (`config_text`, read by the caller), reads preprocessor_config.json, checks them
-    /// against each other and the tokenizer, then opens the weights.
+    /// Opens tokenizer.json, parses config.json (`config_text`, read by the caller), reads
+    /// preprocessor_config.json, checks them against each other and the tokenizer, then opens the weights.
     pub(crate) fn load(
         dir: &Path,
         config_text: &str,
-        tokenizer: &Tokenizer,
         device: &Device,
         dtype: DType,
-    ) -> Result<Self, VisionError> {
+    ) -> Result<(Self, Tokenizer, PathBuf), VisionError> {
+        let (tokenizer, tokenizer_path) = open_tokenizer(dir)?;
         let config_path = dir.join("config.json");
         let config = Gemma3Config::from_json(config_text, &config_path)?;
         let processor_path = dir.join("preprocessor_config.json");
@@ -99,8 +110,8 @@ impl Gemma3Parts {
                 });
             }
         }
+        let vb = open_weights(dir, dtype, device)?;
         let weights_err = |source| VisionError::Weights { path: dir.to_path_buf(), source };
-        let vb = weights::open_weights(&weights::safetensors_files(dir)?, dtype, device).map_err(weights_err)?;
         // Released files: `language_model.model.*`, `vision_tower.*`, `multi_modal_projector.*`;
         // transformers 5 saves them under `model.` (and an untied head as `lm_head`).
         let nested = vb.contains_tensor("model.language_model.embed_tokens.weight");
@@ -111,7 +122,7 @@ impl Gemma3Parts {
         };
         let vision = SiglipTower::new(&config, vb.pp(tower), vb.pp(projector)).map_err(weights_err)?;
         let text = Gemma3Text::new(&config, vb, language, lm_head).map_err(weights_err)?;
-        Ok(Self { config, processor, vision, text })
+        Ok((Self { config, processor, vision, text }, tokenizer, tokenizer_path))
     }
 
     pub(crate) fn dtype(&self) -> DType {
@@ -138,17 +149,25 @@ impl Gemma3Parts {
         Ok(())
     }
 
-    /// The whole prompt (soft tokens expanded); `image`: the prepared image and where its tokens lie.
+    /// The whole prompt (soft tokens expanded, by [`expand_image_text`] before tokenizing).
     pub(crate) fn prefill(
         &self,
         ids: &[u32],
-        image: Option<(&PreparedImage, usize, usize)>,
+        image: Option<&PreparedImage>,
         device: &Device,
-    ) -> Result<(Tensor, KvCache), VisionError> {
+    ) -> Result<Prefix, VisionError> {
+        let image_id = self.config.image_token_id;
+        let span = match image {
+            Some(img) => Some((img, image_span(ids, image_id, img.num_image_tokens())?)),
+            None => {
+                refuse_image_tokens(ids, image_id)?;
+                None
+            }
+        };
         let input = Tensor::new(ids, device)?.unsqueeze(0)?;
         let mut embeds = self.text.embed(&input)?;
-        let span = match image {
-            Some((img, start, n)) => {
+        let span = match span {
+            Some((img, (start, n))) => {
                 self.check_image(img)?;
                 let features = self.vision.forward(&img.pixel_values().to_device(device)?)?;
                 embeds = replace_rows(&embeds, start, n, &features)?;
@@ -156,7 +175,8 @@ impl Gemma3Parts {
             }
             None => None,
         };
-        Ok(self.text.forward(embeds, None, span)?)
+        let (logits, cache) = self.text.forward(embeds, None, span)?;
+        Ok(Prefix::new(ids.to_vec(), cache, ids.len() as u32, logits))
     }
 
     /// Text tokens after `cache`.

@@ -14,8 +14,8 @@ use candle_transformers::models::siglip::VisionConfig as SiglipConfig;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::config::read_to_string;
 use crate::error::VisionError;
+use crate::files::{JsonFile, read_json};
 
 /// How one text layer attends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,19 +207,18 @@ fn d_window() -> Option<usize> {
 impl Gemma3Config {
     /// Reads and checks `config.json`.
     pub fn from_file(path: &Path) -> Result<Self, VisionError> {
-        let text = read_to_string(path, "the model configuration")?;
-        Self::from_json(&text, path)
+        read_json(path, "the model configuration", Self::from_json)
     }
 
     /// Parses the text of a Gemma 3 config.json; `path` is only used in errors.
     pub fn from_json(text: &str, path: &Path) -> Result<Self, VisionError> {
-        let json_err = |source| VisionError::Json { path: path.to_path_buf(), what: "Gemma 3 config.json", source };
-        let bad = |message: String| VisionError::Config {
-            path: path.to_path_buf(),
-            message,
-            fix: "use the config.json shipped with a Gemma 3 checkpoint (google/gemma-3-*-it)",
-        };
-        let root: Map<String, Value> = serde_json::from_str(text).map_err(json_err)?;
+        let file = JsonFile::new(
+            path,
+            "Gemma 3 config.json",
+            "use the config.json shipped with a Gemma 3 checkpoint (google/gemma-3-*-it)",
+        );
+        let bad = |message: String| file.bad(message);
+        let root: Map<String, Value> = file.parse(text)?;
         let model_type = root.get("model_type").and_then(Value::as_str).unwrap_or("");
         if model_type != "gemma3" {
             return Err(bad(format!("model_type is {model_type:?}, not \"gemma3\"")));
@@ -241,9 +240,9 @@ impl Gemma3Config {
         }
         // serde's `default` does not apply to explicit nulls; transformers treats them as unset.
         vision_obj.retain(|_, v| !v.is_null());
-        let top: RawTop = serde_json::from_value(Value::Object(root.clone())).map_err(json_err)?;
-        let raw: RawText = serde_json::from_value(Value::Object(text_obj)).map_err(json_err)?;
-        let vision: SiglipConfig = serde_json::from_value(Value::Object(vision_obj)).map_err(json_err)?;
+        let top: RawTop = file.parse_value(Value::Object(root.clone()))?;
+        let raw: RawText = file.parse_value(Value::Object(text_obj))?;
+        let vision: SiglipConfig = file.parse_value(Value::Object(vision_obj))?;
         let text_config = normalise_text(&raw, &bad)?;
         let cfg = Self {
             text_config,

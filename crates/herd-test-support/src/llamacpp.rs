@@ -1,5 +1,5 @@
-//! Checks of a GGUF model against llama.cpp's golden values (`tests/golden/generate_llamacpp.py`), shared
-//! by the tests of each real model. Included with `#[path]` so each test binary compiles only this file.
+//! Checks of a GGUF model against llama.cpp's golden values (herd-infer's
+//! `tests/golden/generate_llamacpp.py`), shared by the tests of each real model.
 
 use herd_backend::{Backend, ScoreRequest};
 use herd_infer::LocalModel;
@@ -7,8 +7,9 @@ use herd_prompts::{ChatPrompt, Part};
 use serde_json::Value;
 use std::path::Path;
 
+/// herd-infer's golden files, which the scripts beside them write.
 fn golden_dir() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden"))
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../herd-infer/tests/golden"))
 }
 
 /// A golden file written by `generate_llamacpp.py` (its second argument, `llamacpp.json` by default).

@@ -3,12 +3,11 @@
 //! weights (seeded ChaCha8), `tokenizer.json`, `tokenizer_config.json` (with a chat template) and
 //! `generation_config.json`.
 //!
-//! Shared by the tests (`mod support;`) and by `examples/write_tiny_checkpoints.rs`, which writes the
-//! folders that `tests/golden/tiny_transformers.py` feeds to HF transformers. The same seed gives
+//! Shared by herd-infer's tests and by its `examples/write_tiny_checkpoints.rs`, which writes the
+//! folders that `crates/herd-infer/tests/golden/tiny_transformers.py` feeds to HF transformers. The same seed gives
 //! byte-identical files: tensors are written in name order by a hand-rolled safetensors writer, JSON
 //! goes through `serde_json` (sorted keys) and the uniform numbers come straight from the generator's
 //! 32-bit words, not from a `rand` distribution whose algorithm could change between versions.
-#![allow(dead_code)] // Each test binary uses a different part.
 
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -239,7 +238,7 @@ pub fn tensors(family: TinyFamily, seed: u64) -> BTreeMap<String, (Vec<usize>, V
 /// A safetensors file of f32 tensors in name order, with `{"format": "pt"}` metadata as torch writes: the
 /// one writer of the tiny checkpoints, herd-vision's.
 pub fn safetensors_bytes(tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>) -> Vec<u8> {
-    herd_vision::tiny::safetensors_bytes(tensors)
+    crate::tiny_vl::safetensors_bytes(tensors)
 }
 
 /// Special tokens first (ids 0..), then plain words; the model's vocabulary (256) is larger, as real

@@ -1,2 +1,0 @@
-//! Helpers shared by the integration tests (not a test target itself).
-pub mod tiny;

@@ -1,0 +1,15 @@
+//! Fixtures of herd's tests and examples, in one crate Cargo can see instead of files included across
+//! crates with `#[path]`: tiny deterministic checkpoints ([`tiny_vl`], [`tiny_text`]), the inputs the
+//! golden scripts read ([`vl_golden`], [`mistral3_golden`]), llama.cpp golden checks ([`llamacpp`]), a
+//! llama.cpp server ([`llama_server`]) and a fault-injecting HTTP proxy ([`fault_proxy`]).
+//!
+//! Only a dev-dependency (tests, examples): no shipped crate depends on it. The writers are
+//! byte-for-byte what the committed golden values were computed from.
+
+pub mod fault_proxy;
+pub mod llama_server;
+pub mod llamacpp;
+pub mod mistral3_golden;
+pub mod tiny_text;
+pub mod tiny_vl;
+pub mod vl_golden;
