@@ -388,18 +388,11 @@ pub fn load_hf_folder(dir: &Path, device: &Device, dtype: DType, format: WeightF
     let config_path = dir.join("config.json");
     let text = std::fs::read_to_string(&config_path).map_err(crate::error::io_error(&config_path))?;
     let config = parse_hf_config(&config_path, &text)?;
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .map_err(crate::error::io_error(dir))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-        .collect();
-    files.sort();
+    // The files the index names (else model.safetensors), memory-mapped: herd-tensor's one loader.
+    let files = herd_tensor::WeightFiles::find(dir).map_err(|e| model_file(dir, e))?;
     let mut tensors = HashMap::new();
-    for f in &files {
-        for (name, t) in candle_core::safetensors::load(f, device).map_err(|e| model_file(f, e))? {
-            tensors.insert(name, QTensorOrDense::Dense(t));
-        }
+    for (name, t) in files.load_all(device).map_err(|e| model_file(dir, e))? {
+        tensors.insert(name, QTensorOrDense::Dense(t));
     }
     let mut src = WeightSource::new(dir, tensors, device, dtype, format);
     build(config, &mut src, &HF_NAMES)
