@@ -12,7 +12,7 @@ use crate::figure::{
 };
 
 /// Fig. 4c's sources in order of strength, as the paper lists them: the neutral base, low-authority
-/// sources, ordinary people, then authorities (shared/spec/conformity.md).
+/// sources, ordinary people, then authorities (the conformity paper, section 2.3 and fig. 4a).
 const SOURCE_ORDER: [&str; 12] = [
     "participants",
     "chatbots",

@@ -1,5 +1,5 @@
 //! The trial tables: one row type per table, whose field names are the column names analysis reads
-//! (DESIGN.md's table contracts). Columns may be added; none may be renamed.
+//! (the table contracts of ARCHITECTURE.md's herd-store entry). Columns may be added; none may be renamed.
 
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
