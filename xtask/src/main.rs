@@ -99,6 +99,10 @@ enum Bench {
         /// Registry alias of the model
         #[arg(long, value_name = "ALIAS", default_value = DEFAULT_MODEL)]
         model: String,
+        /// CPU path to measure herd on (repeat for several; default: every path `herd models --cpu-paths`
+        /// lists, so an AVX-512 machine also reports its avx2 and baseline numbers)
+        #[arg(long = "path", value_name = "PATH")]
+        paths: Vec<String>,
     },
     /// Conformity trials per second through the openai backend against llama.cpp's server on the
     /// default model at 1, 4 and 16 requests in flight, and herd's candle backend as peer
@@ -132,7 +136,7 @@ fn bench(what: Bench) -> Result<()> {
         Bench::Read { run } => example("herd-store", "bench_read", &[&run]),
         Bench::Stats { venv: None } => example("herd-analysis", "bench_stats", &[]),
         Bench::Stats { venv: Some(venv) } => example("herd-analysis", "bench_stats", &["--venv", &venv]),
-        Bench::Infer { model } => bench_infer::run(&model),
+        Bench::Infer { model, paths } => bench_infer::run(&model, &paths),
         Bench::Openai => llama_server::bench(),
     }
 }

@@ -83,8 +83,11 @@ fn parse(args: ReplicateArgs) -> Result<Options> {
 /// 1.5B model has 11 times its weights, and decoding reads them all per token). The full profile runs the
 /// registry's default model on both.
 fn default_jobs(profile: &str) -> Vec<(&'static str, String)> {
-    let (conformity, minimal_group) =
-        if profile == "quick" { (crate::QUICK_CONFORMITY_MODEL, crate::DEFAULT_MODEL) } else { (crate::DEFAULT_MODEL, crate::DEFAULT_MODEL) };
+    let (conformity, minimal_group) = if profile == "quick" {
+        (crate::QUICK_CONFORMITY_MODEL, crate::DEFAULT_MODEL)
+    } else {
+        (crate::DEFAULT_MODEL, crate::DEFAULT_MODEL)
+    };
     vec![("conformity", conformity.to_string()), ("minimal-group", minimal_group.to_string())]
 }
 
@@ -99,7 +102,7 @@ pub(crate) fn run(command: &mut Command, what: &str) -> Result<()> {
 /// Builds an optimised `herd` binary (the release profile, as `cargo xtask test` builds the test suite,
 /// so CI compiles the heavy crates once), with the cuda feature and the CUDA toolkit of
 /// `cargo xtask cuda-build` for `--device cuda…`, and returns its path.
-fn build_herd(device: &str) -> Result<PathBuf> {
+pub(crate) fn build_herd(device: &str) -> Result<PathBuf> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut build = Command::new(cargo);
     build.args(["build", "--quiet", "--release", "--workspace", "--bins"]);
