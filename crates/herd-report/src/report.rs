@@ -19,6 +19,7 @@ use crate::figure::{AbsentFigure, Figure, FigureResult};
 use crate::headline::{HeadlineComparison, compare_headlines};
 use crate::minimal_group::minimal_group_figures;
 use crate::results::{Results, RunFolder};
+use crate::scorecard::{StudyScorecard, scorecard, verdict_class};
 
 static PAGE_TEMPLATE: &str = include_str!("../templates/report.html");
 static TABLE_TEMPLATE: &str = include_str!("../templates/table.html");
@@ -124,6 +125,8 @@ struct RunView {
 
 #[derive(Serialize)]
 struct HeadlineView {
+    /// The row's anchor is `headline-{id}`, which the scorecard links.
+    id: String,
     study: String,
     quantity: String,
     paper: String,
@@ -166,6 +169,8 @@ struct Page {
     plain_note: &'static str,
     /// One line per run whose numbers were computed another way than the first run's.
     compute_differences: Vec<String>,
+    /// The opening screen: per study, one line per claim tested and one for those not.
+    scorecard: Vec<StudyScorecard>,
     headlines: Vec<HeadlineView>,
     runs: Vec<RunView>,
     studies: Vec<StudyView>,
@@ -477,6 +482,11 @@ pub fn write_report(
 
     progress("headline comparison");
     let comparisons = compare_headlines(results)?;
+    let absent_ids: Vec<&str> =
+        [("conformity", results.conformity.is_none()), ("minimal_group", results.minimal_group.is_none())]
+            .into_iter()
+            .filter_map(|(id, absent)| absent.then_some(id))
+            .collect();
     let compared_runs: Vec<&RunFolder> = results
         .conformity
         .iter()
@@ -495,6 +505,7 @@ pub fn write_report(
         plain_tables: results.plain_tables.iter().map(|p| p.display().to_string()).collect(),
         plain_note: PLAIN_NOTE,
         compute_differences: compute_differences(&compared_runs),
+        scorecard: scorecard(&comparisons, &absent_ids),
         headlines: comparisons.iter().map(headline_view).collect(),
         runs,
         studies,
@@ -512,12 +523,13 @@ pub fn write_report(
 
 fn headline_view(c: &HeadlineComparison) -> HeadlineView {
     HeadlineView {
+        id: c.headline.id.clone(),
         study: c.headline.study.replace('_', " "),
         quantity: c.headline.quantity.clone(),
         paper: c.headline.paper.clone(),
         source: c.headline.source.clone(),
         this_run: c.this_run.clone(),
-        verdict: serde_json::to_value(c.verdict).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+        verdict: verdict_class(c.verdict),
         verdict_text: c.verdict.text(),
         basis: c.basis.clone(),
         rule: format!(
@@ -555,6 +567,36 @@ fn markdown_result_table(md: &mut String, t: &TableView) {
     markdown_table(md, &t.columns, t.rows.iter().map(|r| r.iter().map(|c| c.text.clone()).collect()));
 }
 
+/// The scorecard as one compact table per study, the claims not in the run on one line after it.
+fn markdown_scorecard(md: &mut String, studies: &[StudyScorecard]) {
+    let _ = writeln!(md, "## Scorecard\n");
+    for study in studies {
+        let _ = writeln!(md, "### {}\n", study.title);
+        if !study.rows.is_empty() {
+            markdown_table(
+                md,
+                &["claim", "paper", "this run", "verdict"].map(String::from),
+                study.rows.iter().map(|r| {
+                    vec![
+                        format!("[{}](#headline-{})", r.claim, r.id),
+                        r.paper.clone(),
+                        format!("{} ({})", r.this_run, r.row),
+                        format!("**{}**", r.verdict),
+                    ]
+                }),
+            );
+        }
+        if !study.not_in_run.is_empty() {
+            let _ = writeln!(
+                md,
+                "Not in this run: {} — {}.\n",
+                markdown_cell(&study.not_in_run.join(" · ")),
+                markdown_cell(&study.not_in_run_why)
+            );
+        }
+    }
+}
+
 fn render_markdown(page: &Page) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# {}\n", page.title);
@@ -567,6 +609,7 @@ fn render_markdown(page: &Page) -> String {
     if !page.absent_studies.is_empty() {
         let _ = writeln!(md, "Not in these results: {}.\n", page.absent_studies.join(", "));
     }
+    markdown_scorecard(&mut md, &page.scorecard);
     let _ = writeln!(md, "## This run against the papers\n");
     let _ = writeln!(
         md,
