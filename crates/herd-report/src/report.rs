@@ -297,9 +297,17 @@ fn is_p_column(name: &str) -> bool {
     name == "p" || name.ends_with("_p") || name.starts_with("q_")
 }
 
+/// A column of counts (`n`, `n_seeds`, `df`, …), stored as floats by the analyses.
+fn is_count_column(name: &str) -> bool {
+    name == "n" || name == "df" || name.starts_with("n_") || name.ends_with("_n")
+}
+
 fn format_number(column: &str, v: f64) -> String {
     if v == 0.0 {
         "0".into()
+    } else if is_count_column(column) && v.fract() == 0.0 && v.abs() < 1e15 {
+        // A count prints as the integer it is: 168, not 168.0000.
+        format!("{}", v as i64)
     } else if is_p_column(column) {
         crate::figure::p_value(v)
     } else if v != 0.0 && (v.abs() < 1e-3 || v.abs() >= 1e6) {
@@ -725,6 +733,17 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01 00:00:00");
         assert_eq!(utc(951_782_400), "2000-02-29 00:00:00");
         assert_eq!(utc(1_764_460_800 + 3_723), "2025-11-30 01:02:03");
+    }
+
+    #[test]
+    fn counts_print_as_integers_and_other_numbers_keep_their_decimals() {
+        assert_eq!(format_number("n", 168.0), "168");
+        assert_eq!(format_number("df", 1.0), "1");
+        assert_eq!(format_number("n_seeds", 8.0), "8");
+        // A fractional value in a count column (a mean count) keeps its decimals.
+        assert_eq!(format_number("n_seeds", 7.5), "7.5000");
+        assert_eq!(format_number("estimate", 168.0), "168.0000");
+        assert_eq!(format_number("p", 0.0123), crate::figure::p_value(0.0123));
     }
 
     #[test]
