@@ -88,6 +88,14 @@ fn report_works_on_a_result_folder_copied_from_another_machine() {
     );
 }
 
+/// report.md's scorecard section: from its heading to the detail table's.
+fn md_scorecard(out: &std::path::Path) -> String {
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let start = md.find("## Scorecard").expect("report.md has a scorecard");
+    let end = md.find("## This run against the papers").unwrap();
+    md[start..end].to_owned()
+}
+
 #[test]
 fn report_on_a_single_run_folder_names_the_absent_study() {
     let dir = tempfile::tempdir().unwrap();
@@ -100,6 +108,16 @@ fn report_on_a_single_run_folder_names_the_absent_study() {
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("Not in these results: conformity."));
     assert!(html.contains("not in this run"));
+    // The scorecard opens with the study the run has; the conformity claims share one line after it.
+    let card = &html[html.find("<section id=\"scorecard\">").unwrap()..html.find("</section>").unwrap()];
+    let (own, absent) = (card.find("<h3>Minimal groups</h3>").unwrap(), card.find("<h3>Conformity</h3>").unwrap());
+    assert!(own < absent, "{card}");
+    assert_eq!(card[absent..].matches("Not in this run:").count(), 1, "{card}");
+    assert!(card[absent..].contains(" · same-group sources raise conformity · "), "{card}");
+    assert!(card[absent..].contains("the results hold no conformity run"), "{card}");
+    assert!(!card[absent..].contains("<tr>"), "no conformity rows: {card}");
+    let md_card = &md_scorecard(&out);
+    assert!(md_card.find("### Minimal groups").unwrap() < md_card.find("### Conformity").unwrap(), "{md_card}");
 }
 
 #[test]

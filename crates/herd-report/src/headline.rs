@@ -40,6 +40,24 @@ pub struct PaperHeadline {
     #[serde(default)]
     pub effect: Option<f64>,
     pub source: String,
+    /// The claim in a few words, for the scorecard; `quantity` where absent.
+    #[serde(default)]
+    pub claim: Option<String>,
+    /// The paper's number in a few words, for the scorecard; `paper` where absent.
+    #[serde(default)]
+    pub paper_value: Option<String>,
+}
+
+impl PaperHeadline {
+    /// The claim as the scorecard names it.
+    pub fn short_claim(&self) -> &str {
+        self.claim.as_deref().unwrap_or(&self.quantity)
+    }
+
+    /// The paper's number as the scorecard gives it.
+    pub fn short_paper_value(&self) -> &str {
+        self.paper_value.as_deref().unwrap_or(&self.paper)
+    }
 }
 
 #[derive(Deserialize)]
@@ -85,6 +103,73 @@ pub struct HeadlineComparison {
     pub verdict: Verdict,
     /// What the verdict rests on: the deciding rows and why, or the tests and their n.
     pub basis: String,
+    /// The one number the scorecard shows: the first row that carries the verdict; `None` when
+    /// the run lacks what the headline needs.
+    pub number: Option<RunNumber>,
+}
+
+/// One row's estimate with its interval and n, as the scorecard shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunNumber {
+    /// The row it comes from (a model, task, cell or contrast).
+    pub label: String,
+    /// The row's own reading, shown where it has no estimate (e.g. `3 of 4 visible cells; …`).
+    pub value: String,
+    pub estimate: Option<f64>,
+    pub interval: Option<(f64, f64)>,
+    /// E.g. `95% t-interval`; empty without an interval.
+    pub interval_name: &'static str,
+    pub n: usize,
+    /// What `n` counts (`seeds`, `societies`, …).
+    pub unit: &'static str,
+    /// How many rows the headline has, this one among them.
+    pub rows: usize,
+}
+
+impl RunNumber {
+    fn of(row: &Row, rows: usize) -> Self {
+        let e = &row.evidence;
+        Self {
+            label: row.label.clone(),
+            value: row.value.clone(),
+            estimate: e.estimate,
+            interval: e.interval,
+            interval_name: e.interval_name,
+            n: e.n,
+            unit: if e.n == 1 { evidence::singular(e.unit) } else { e.unit },
+            rows,
+        }
+    }
+
+    /// `+0.412 [0.301, 0.523], 8 seeds`: the estimate, its interval and n; without an estimate,
+    /// the row's reading (a count of cells; up to its first `;`, and at most 48 characters, where
+    /// long: the detail table has the rest), or `undefined`.
+    pub fn value_text(&self) -> String {
+        const LONGEST: usize = 48;
+        let mut reading = if self.value.chars().count() <= LONGEST {
+            self.value.clone()
+        } else {
+            self.value.split("; ").next().unwrap_or_default().to_owned()
+        };
+        if reading.chars().count() > LONGEST {
+            reading = reading.chars().take(LONGEST - 1).collect::<String>() + "…";
+        }
+        let estimate = match self.estimate {
+            Some(estimate) => crate::figure::signed(estimate),
+            None if !reading.is_empty() => reading,
+            None => "undefined".to_owned(),
+        };
+        let interval = self
+            .interval
+            .map(|(lo, hi)| format!(" [{}, {}]", crate::figure::num(lo), crate::figure::num(hi)))
+            .unwrap_or_default();
+        format!("{estimate}{interval}, {} {}", self.n, self.unit)
+    }
+
+    /// Which row it is, and of how many: `model-a · colour (1 of 4 rows)`.
+    pub fn row_text(&self) -> String {
+        if self.rows > 1 { format!("{} (1 of {} rows)", self.label, self.rows) } else { self.label.clone() }
+    }
 }
 
 /// The papers' headline results bundled with herd.
@@ -185,16 +270,20 @@ pub fn compare_headlines(results: &Results) -> Result<Vec<HeadlineComparison>, R
             let outcome = measure_of(&headline.id)
                 .and_then(|measure| outcome(&headline, measure, results))
                 .filter(|o| !o.rows.is_empty());
-            let (this_run, verdict, basis) = match outcome {
+            let (this_run, verdict, basis, number) = match outcome {
                 Some(o) => {
                     let (verdict, basis) = combine(&o.rows, o.combine);
                     let rows = o.rows.iter().map(Row::describe).collect::<Vec<_>>().join("; ");
                     let text = if o.summary.is_empty() { rows } else { format!("{}. {rows}", o.summary) };
-                    (text, verdict, basis)
+                    // The number shown is one that carries the verdict, so the two never disagree.
+                    let deciding = o.rows.iter().find(|r| r.verdict == verdict).unwrap_or(&o.rows[0]);
+                    (text, verdict, basis, Some(RunNumber::of(deciding, o.rows.len())))
                 }
-                None => ("—".to_owned(), Verdict::NotInRun, "the run lacks the study, family or condition".to_owned()),
+                None => {
+                    ("—".to_owned(), Verdict::NotInRun, "the run lacks the study, family or condition".to_owned(), None)
+                }
             };
-            HeadlineComparison { headline, this_run, verdict, basis }
+            HeadlineComparison { headline, this_run, verdict, basis, number }
         })
         .collect())
 }
@@ -251,5 +340,40 @@ mod tests {
         assert_eq!(effect("reasoning_gap"), Some(3.54));
         // "Up to" claims give no smallest effect.
         assert_eq!(effect("same_group"), None);
+    }
+
+    #[test]
+    fn every_bundled_headline_has_its_scorecard_words() {
+        for h in paper_headlines().unwrap() {
+            let (claim, paper) = (h.claim.as_deref().unwrap_or(""), h.paper_value.as_deref().unwrap_or(""));
+            // A scorecard row is one line at 1400 px: a few words each.
+            assert!(!claim.is_empty() && claim.chars().count() <= 60, "`{}`: claim {claim:?}", h.id);
+            assert!(!paper.is_empty() && paper.chars().count() <= 40, "`{}`: paper_value {paper:?}", h.id);
+        }
+    }
+
+    #[test]
+    fn a_run_number_gives_estimate_interval_and_n() {
+        let number = RunNumber {
+            label: "model-a · colour".into(),
+            value: String::new(),
+            estimate: Some(0.4123),
+            interval: Some((0.301, 0.5234)),
+            interval_name: "95% t-interval",
+            n: 8,
+            unit: "seeds",
+            rows: 4,
+        };
+        assert_eq!(number.value_text(), "+0.412 [0.301, 0.523], 8 seeds");
+        assert_eq!(number.row_text(), "model-a · colour (1 of 4 rows)");
+        let alone = RunNumber { estimate: None, interval: None, rows: 1, ..number };
+        assert_eq!(alone.value_text(), "undefined, 8 seeds");
+        assert_eq!(alone.row_text(), "model-a · colour");
+        let count = RunNumber { value: "3 of 4 visible cells; 0 of 4 hidden".into(), ..alone.clone() };
+        assert_eq!(count.value_text(), "3 of 4 visible cells; 0 of 4 hidden, 8 seeds");
+        let long = RunNumber { value: format!("3 of 4 visible cells; {}", "x".repeat(40)), ..alone.clone() };
+        assert_eq!(long.value_text(), "3 of 4 visible cells, 8 seeds");
+        let unbroken = RunNumber { value: "y".repeat(60), ..alone };
+        assert_eq!(unbroken.value_text(), format!("{}…, 8 seeds", "y".repeat(47)));
     }
 }

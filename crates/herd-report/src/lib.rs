@@ -5,7 +5,8 @@
 //! recomputes the analyses with `herd analyze`'s defaults; no model or experiment file is needed, so
 //! a folder copied from another machine is enough. [`write_report`] draws every figure as PNG and
 //! SVG into `OUT/figures/` and writes `OUT/report.html` and its Markdown twin `OUT/report.md`: the
-//! run manifests, parse and QC rates, each study's tables, every figure with a one-line reading,
+//! opening scorecard (per study, one line per paper claim with the run's number and verdict badge,
+//! [`scorecard`]), the run manifests, parse and QC rates, each study's tables, every figure with a one-line reading,
 //! and this run's headline numbers beside the papers' ([`compare_headlines`]), each with one of
 //! three verdicts (replicates, does not replicate, inconclusive) and the test and n it rests on;
 //! `OUT/deviations.md` beside them lists where herd differs from the papers.
@@ -49,6 +50,7 @@ mod headline;
 mod minimal_group;
 mod report;
 mod results;
+mod scorecard;
 
 pub use chart::{Bar, BarChart, BarSeries, Chart, FIGURE_HEIGHT, FIGURE_WIDTH, Heatmap, LineChart, LineSeries, Point};
 pub use conformity::{
@@ -59,9 +61,10 @@ pub use conformity::{
 };
 pub use error::ReportError;
 pub use figure::{AbsentFigure, Figure, FigureResult};
-pub use headline::{HeadlineComparison, PaperHeadline, Verdict, compare_headlines, paper_headlines};
+pub use headline::{HeadlineComparison, PaperHeadline, RunNumber, Verdict, compare_headlines, paper_headlines};
 pub use minimal_group::minimal_group_figures;
 pub use report::{WrittenReport, markdown_cell, write_report};
 pub use results::{
     ConformityResults, MinimalGroupResults, Results, RunFolder, find_run_folders, load_results, load_results_with,
 };
+pub use scorecard::{ScorecardRow, StudyScorecard, scorecard};

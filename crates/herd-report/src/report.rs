@@ -19,6 +19,7 @@ use crate::figure::{AbsentFigure, Figure, FigureResult};
 use crate::headline::{HeadlineComparison, compare_headlines};
 use crate::minimal_group::minimal_group_figures;
 use crate::results::{Results, RunFolder};
+use crate::scorecard::{StudyScorecard, scorecard, verdict_class};
 
 static PAGE_TEMPLATE: &str = include_str!("../templates/report.html");
 static TABLE_TEMPLATE: &str = include_str!("../templates/table.html");
@@ -124,6 +125,8 @@ struct RunView {
 
 #[derive(Serialize)]
 struct HeadlineView {
+    /// The row's anchor is `headline-{id}`, which the scorecard links.
+    id: String,
     study: String,
     quantity: String,
     paper: String,
@@ -166,6 +169,8 @@ struct Page {
     plain_note: &'static str,
     /// One line per run whose numbers were computed another way than the first run's.
     compute_differences: Vec<String>,
+    /// The opening screen: per study, one line per claim tested and one for those not.
+    scorecard: Vec<StudyScorecard>,
     headlines: Vec<HeadlineView>,
     runs: Vec<RunView>,
     studies: Vec<StudyView>,
@@ -300,9 +305,17 @@ fn is_p_column(name: &str) -> bool {
     name == "p" || name.ends_with("_p") || name.starts_with("q_")
 }
 
+/// A column of counts (`n`, `n_seeds`, `df`, …), stored as floats by the analyses.
+fn is_count_column(name: &str) -> bool {
+    name == "n" || name == "df" || name.starts_with("n_") || name.ends_with("_n")
+}
+
 fn format_number(column: &str, v: f64) -> String {
     if v == 0.0 {
         "0".into()
+    } else if is_count_column(column) && v.fract() == 0.0 && v.abs() < 1e15 {
+        // A count prints as the integer it is: 168, not 168.0000.
+        format!("{}", v as i64)
     } else if is_p_column(column) {
         crate::figure::p_value(v)
     } else if v != 0.0 && (v.abs() < 1e-3 || v.abs() >= 1e6) {
@@ -485,6 +498,11 @@ pub fn write_report(
 
     progress("headline comparison");
     let comparisons = compare_headlines(results)?;
+    let absent_ids: Vec<&str> =
+        [("conformity", results.conformity.is_none()), ("minimal_group", results.minimal_group.is_none())]
+            .into_iter()
+            .filter_map(|(id, absent)| absent.then_some(id))
+            .collect();
     let compared_runs: Vec<&RunFolder> = results
         .conformity
         .iter()
@@ -503,6 +521,7 @@ pub fn write_report(
         plain_tables: results.plain_tables.iter().map(|p| p.display().to_string()).collect(),
         plain_note: PLAIN_NOTE,
         compute_differences: compute_differences(&compared_runs),
+        scorecard: scorecard(&comparisons, &absent_ids),
         headlines: comparisons.iter().map(headline_view).collect(),
         runs,
         studies,
@@ -520,12 +539,13 @@ pub fn write_report(
 
 fn headline_view(c: &HeadlineComparison) -> HeadlineView {
     HeadlineView {
+        id: c.headline.id.clone(),
         study: c.headline.study.replace('_', " "),
         quantity: c.headline.quantity.clone(),
         paper: c.headline.paper.clone(),
         source: c.headline.source.clone(),
         this_run: c.this_run.clone(),
-        verdict: serde_json::to_value(c.verdict).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+        verdict: verdict_class(c.verdict),
         verdict_text: c.verdict.text(),
         basis: c.basis.clone(),
         rule: format!(
@@ -563,6 +583,36 @@ fn markdown_result_table(md: &mut String, t: &TableView) {
     markdown_table(md, &t.columns, t.rows.iter().map(|r| r.iter().map(|c| c.text.clone()).collect()));
 }
 
+/// The scorecard as one compact table per study, the claims not in the run on one line after it.
+fn markdown_scorecard(md: &mut String, studies: &[StudyScorecard]) {
+    let _ = writeln!(md, "## Scorecard\n");
+    for study in studies {
+        let _ = writeln!(md, "### {}\n", study.title);
+        if !study.rows.is_empty() {
+            markdown_table(
+                md,
+                &["claim", "paper", "this run", "verdict"].map(String::from),
+                study.rows.iter().map(|r| {
+                    vec![
+                        format!("[{}](#headline-{})", r.claim, r.id),
+                        r.paper.clone(),
+                        format!("{} ({})", r.this_run, r.row),
+                        format!("**{}**", r.verdict),
+                    ]
+                }),
+            );
+        }
+        if !study.not_in_run.is_empty() {
+            let _ = writeln!(
+                md,
+                "Not in this run: {} — {}.\n",
+                markdown_cell(&study.not_in_run.join(" · ")),
+                markdown_cell(&study.not_in_run_why)
+            );
+        }
+    }
+}
+
 fn render_markdown(page: &Page) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# {}\n", page.title);
@@ -575,6 +625,7 @@ fn render_markdown(page: &Page) -> String {
     if !page.absent_studies.is_empty() {
         let _ = writeln!(md, "Not in these results: {}.\n", page.absent_studies.join(", "));
     }
+    markdown_scorecard(&mut md, &page.scorecard);
     let _ = writeln!(md, "## This run against the papers\n");
     let _ = writeln!(
         md,
@@ -690,6 +741,17 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01 00:00:00");
         assert_eq!(utc(951_782_400), "2000-02-29 00:00:00");
         assert_eq!(utc(1_764_460_800 + 3_723), "2025-11-30 01:02:03");
+    }
+
+    #[test]
+    fn counts_print_as_integers_and_other_numbers_keep_their_decimals() {
+        assert_eq!(format_number("n", 168.0), "168");
+        assert_eq!(format_number("df", 1.0), "1");
+        assert_eq!(format_number("n_seeds", 8.0), "8");
+        // A fractional value in a count column (a mean count) keeps its decimals.
+        assert_eq!(format_number("n_seeds", 7.5), "7.5000");
+        assert_eq!(format_number("estimate", 168.0), "168.0000");
+        assert_eq!(format_number("p", 0.0123), crate::figure::p_value(0.0123));
     }
 
     #[test]

@@ -154,6 +154,104 @@ fn the_report_loads_in_chromium_with_every_image_and_link_intact() {
     }
 }
 
+/// Where the scorecard ends on a `width` × `height` window: a probe writes the window's size, the
+/// scorecard's bottom edge, its claim rows and its tables' right edge into the DOM after load.
+struct ScorecardBox {
+    width: f64,
+    height: f64,
+    bottom: f64,
+    rows: u64,
+    /// The right edge of the widest scorecard table.
+    right: f64,
+}
+
+fn measure_scorecard(report: &Path, width: u32, height: u32) -> ScorecardBox {
+    let html = std::fs::read_to_string(report).unwrap();
+    let probe = r#"<script>
+window.addEventListener('load', () => {
+  const card = document.getElementById('scorecard');
+  const out = document.createElement('pre');
+  out.id = 'herd-scorecard';
+  out.textContent = JSON.stringify({
+    width: window.innerWidth, height: window.innerHeight,
+    bottom: card.getBoundingClientRect().bottom + window.scrollY,
+    rows: card.querySelectorAll('tr td .badge').length,
+    right: Math.max(...Array.from(card.querySelectorAll('table')).map(t => t.getBoundingClientRect().right)),
+  });
+  document.body.appendChild(out);
+});
+</script></body>"#;
+    let page = report.with_file_name("scorecard-check.html");
+    std::fs::write(&page, html.replace("</body>", probe)).unwrap();
+    let output = run_chromium(
+        &page,
+        &[format!("--window-size={width},{height}"), "--virtual-time-budget=10000".into(), "--dump-dom".into()],
+    );
+    let dom = String::from_utf8(output.stdout).unwrap();
+    let start = dom.find("<pre id=\"herd-scorecard\">").expect("the probe ran after load")
+        + "<pre id=\"herd-scorecard\">".len();
+    let end = start + dom[start..].find("</pre>").unwrap();
+    let value: serde_json::Value = serde_json::from_str(&dom[start..end].replace("&quot;", "\"")).unwrap();
+    let number = |key: &str| value[key].as_f64().unwrap();
+    ScorecardBox {
+        width: number("width"),
+        height: number("height"),
+        bottom: number("bottom"),
+        rows: value["rows"].as_u64().unwrap(),
+        right: number("right"),
+    }
+}
+
+#[test]
+fn the_scorecard_fits_one_screen_at_1400_px() {
+    let work = tempfile::tempdir().unwrap();
+    // Both studies with every family and condition: more claims tested than the quick run's.
+    let results = load_results(&stored_results(&work.path().join("results"), Variant::Planted), &mut |_| {}).unwrap();
+    let written = write_report(&results, &work.path().join("report"), &mut |_| {}).unwrap();
+    let tested = herd_report::compare_headlines(&results)
+        .unwrap()
+        .iter()
+        .filter(|c| c.verdict != herd_report::Verdict::NotInRun)
+        .count();
+    assert!(tested >= 12, "the fixture tests most claims ({tested})");
+
+    let screen = measure_scorecard(&written.html, 1400, 900);
+    // Headless Chromium keeps room for a browser's frame: the page sees about 1400 × 757 of the
+    // 1400 × 900 window, as a reader's browser with its toolbars would.
+    assert_eq!(screen.width, 1400.0, "the window is as wide as asked");
+    assert!((700.0..=900.0).contains(&screen.height), "the viewport is {} px tall", screen.height);
+    assert_eq!(screen.rows, tested as u64, "one scorecard row per claim tested");
+    assert!(
+        screen.bottom <= screen.height,
+        "the scorecard ends at {} px, below the {} px viewport",
+        screen.bottom,
+        screen.height
+    );
+    assert!(screen.right <= screen.width, "the scorecard is wider than the window ({} px)", screen.right);
+    // The measurement can fail: on a screen a third as tall the scorecard does not fit.
+    let short = measure_scorecard(&written.html, 1400, 300);
+    assert!(short.bottom > short.height, "the scorecard ends at {} px on a 300 px screen", short.bottom);
+
+    // The screen as a reader sees it.
+    let shot = work.path().join("scorecard.png");
+    run_chromium(
+        &written.html,
+        &[
+            format!("--screenshot={}", shot.display()),
+            "--window-size=1400,900".into(),
+            "--virtual-time-budget=10000".into(),
+        ],
+    );
+    let image = image::open(&shot).unwrap().to_rgb8();
+    assert_eq!((image.width(), image.height()), (1400, 900));
+    // The badges are drawn: the "replicates" blue (#0072b2) is on the screen.
+    let badge_blue = image.pixels().filter(|p| p.0 == [0x00, 0x72, 0xb2]).count();
+    assert!(badge_blue > 500, "no replicates badge on the screenshot ({badge_blue} blue pixels)");
+    if let Ok(keep) = std::env::var("HERD_SCORECARD_SCREENSHOT") {
+        std::fs::copy(&shot, keep).unwrap();
+    }
+}
+
 #[test]
 fn text_from_data_is_escaped_in_html_and_markdown() {
     let work = tempfile::tempdir().unwrap();

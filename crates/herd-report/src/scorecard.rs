@@ -1,0 +1,185 @@
+//! The scorecard that opens the report: per study, one line per paper claim the run tests (the
+//! claim in a few words, the paper's number, this run's number with its interval and n, and the
+//! verdict as a badge), and one line for all the claims it cannot test, with why. The detail of
+//! every claim (rows, tests, rules) is the headline table below it, one link away.
+
+use serde::Serialize;
+
+use crate::headline::{HeadlineComparison, Verdict};
+
+/// A claim the run tests.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScorecardRow {
+    /// The headline id; the detail table's row is `#headline-{id}`.
+    pub id: String,
+    pub claim: String,
+    pub paper: String,
+    /// This run's number: estimate, interval and n.
+    pub this_run: String,
+    /// Which row the number is, and of how many.
+    pub row: String,
+    /// The verdict's CSS class (`replicates`, `does_not_replicate`, …).
+    pub badge: String,
+    pub verdict: &'static str,
+}
+
+/// One study's part of the scorecard.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StudyScorecard {
+    /// `conformity` or `minimal_group`.
+    pub study: String,
+    pub title: &'static str,
+    pub rows: Vec<ScorecardRow>,
+    /// The claims the run cannot test, each in a few words.
+    pub not_in_run: Vec<String>,
+    /// Why they are not in the run.
+    pub not_in_run_why: String,
+}
+
+/// The verdict's CSS class: its serde name.
+pub fn verdict_class(verdict: Verdict) -> String {
+    serde_json::to_value(verdict).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+fn study_title(study: &str) -> &'static str {
+    match study {
+        "conformity" => "Conformity",
+        "minimal_group" => "Minimal groups",
+        _ => "Other",
+    }
+}
+
+/// The scorecard of `comparisons`: the studies in the order of the headline file, a study the run
+/// tests before one it does not test at all (a minimal-group-only run opens with its own claims).
+/// `absent_studies` names the studies not in the results at all (`conformity`, `minimal_group`).
+pub fn scorecard(comparisons: &[HeadlineComparison], absent_studies: &[&str]) -> Vec<StudyScorecard> {
+    let mut studies: Vec<StudyScorecard> = Vec::new();
+    for c in comparisons {
+        let study = c.headline.study.as_str();
+        let index = match studies.iter().position(|s| s.study == study) {
+            Some(i) => i,
+            None => {
+                let why = if absent_studies.contains(&study) {
+                    format!("the results hold no {} run", study.replace('_', "-"))
+                } else {
+                    "the run lacks their family, condition or cells".to_owned()
+                };
+                studies.push(StudyScorecard {
+                    study: study.to_owned(),
+                    title: study_title(study),
+                    rows: Vec::new(),
+                    not_in_run: Vec::new(),
+                    not_in_run_why: why,
+                });
+                studies.len() - 1
+            }
+        };
+        let card = &mut studies[index];
+        match (&c.number, c.verdict) {
+            (Some(number), verdict) if verdict != Verdict::NotInRun => card.rows.push(ScorecardRow {
+                id: c.headline.id.clone(),
+                claim: c.headline.short_claim().to_owned(),
+                paper: c.headline.short_paper_value().to_owned(),
+                this_run: number.value_text(),
+                row: number.row_text(),
+                badge: verdict_class(verdict),
+                verdict: verdict.text(),
+            }),
+            _ => card.not_in_run.push(c.headline.short_claim().to_owned()),
+        }
+    }
+    // Stable: studies the run tests keep their order, then the untested ones.
+    studies.sort_by_key(|s| s.rows.is_empty());
+    studies
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::headline::{PaperHeadline, RunNumber};
+
+    fn comparison(id: &str, study: &str, verdict: Verdict) -> HeadlineComparison {
+        let headline = PaperHeadline {
+            id: id.into(),
+            study: study.into(),
+            quantity: format!("the long quantity of {id}"),
+            paper: format!("the long finding of {id}"),
+            replicates_if: String::new(),
+            does_not_replicate_if: String::new(),
+            effect: None,
+            source: String::new(),
+            claim: Some(format!("claim {id}")),
+            paper_value: Some(format!("paper {id}")),
+        };
+        let number = (verdict != Verdict::NotInRun).then(|| RunNumber {
+            label: "model-a".into(),
+            value: String::new(),
+            estimate: Some(0.5),
+            interval: Some((0.25, 0.75)),
+            interval_name: "95% t-interval",
+            n: 8,
+            unit: "seeds",
+            rows: 2,
+        });
+        HeadlineComparison { headline, this_run: String::new(), verdict, basis: String::new(), number }
+    }
+
+    #[test]
+    fn claims_the_run_cannot_test_share_one_line_per_study() {
+        let all = [
+            comparison("a", "conformity", Verdict::NotInRun),
+            comparison("b", "conformity", Verdict::Replicates),
+            comparison("c", "conformity", Verdict::NotInRun),
+            comparison("d", "minimal_group", Verdict::Inconclusive),
+        ];
+        let card = scorecard(&all, &[]);
+        assert_eq!(card.len(), 2);
+        assert_eq!(card[0].study, "conformity");
+        assert_eq!(card[0].rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["b"]);
+        assert_eq!(card[0].not_in_run, ["claim a", "claim c"]);
+        assert_eq!(card[0].not_in_run_why, "the run lacks their family, condition or cells");
+        let row = &card[0].rows[0];
+        assert_eq!((row.claim.as_str(), row.paper.as_str()), ("claim b", "paper b"));
+        assert_eq!(row.this_run, "+0.500 [0.250, 0.750], 8 seeds");
+        assert_eq!(row.row, "model-a (1 of 2 rows)");
+        assert!(card[1].not_in_run.is_empty());
+    }
+
+    #[test]
+    fn a_study_absent_from_the_results_comes_after_the_one_present() {
+        let all = [
+            comparison("a", "conformity", Verdict::NotInRun),
+            comparison("b", "conformity", Verdict::NotInRun),
+            comparison("c", "minimal_group", Verdict::Replicates),
+        ];
+        let card = scorecard(&all, &["conformity"]);
+        assert_eq!(card.iter().map(|s| s.study.as_str()).collect::<Vec<_>>(), ["minimal_group", "conformity"]);
+        assert!(card[1].rows.is_empty());
+        assert_eq!(card[1].not_in_run, ["claim a", "claim b"]);
+        assert_eq!(card[1].not_in_run_why, "the results hold no conformity run");
+    }
+
+    #[test]
+    fn each_verdict_has_its_own_badge() {
+        let verdicts =
+            [Verdict::Replicates, Verdict::DoesNotReplicate, Verdict::Inconclusive, Verdict::NotPaperPopulation];
+        let all: Vec<_> =
+            verdicts.iter().enumerate().map(|(i, v)| comparison(&i.to_string(), "conformity", *v)).collect();
+        let card = scorecard(&all, &[]);
+        let badges: Vec<(&str, &str)> = card[0].rows.iter().map(|r| (r.badge.as_str(), r.verdict)).collect();
+        assert_eq!(
+            badges,
+            [
+                ("replicates", "replicates"),
+                ("does_not_replicate", "does not replicate"),
+                ("inconclusive", "inconclusive"),
+                ("not_paper_population", "not the paper's population"),
+            ]
+        );
+        // The page styles every badge class it can write.
+        let template = include_str!("../templates/report.html");
+        for (badge, _) in badges {
+            assert!(template.contains(&format!(".badge.{badge} ")), "no style for badge {badge}");
+        }
+    }
+}
