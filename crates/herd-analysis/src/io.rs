@@ -14,7 +14,6 @@ pub use herd_store::ReadOptions;
 use crate::conformity::{ConformityTable, ConformityTrial};
 use crate::error::AnalysisError;
 use crate::minimal_group::{DESIGN_COLUMNS, DesignKey, Dyad, DyadTable, Labels};
-use crate::study::{TrialSource, read_conformity, read_minimal_group};
 use crate::table::{ColumnValues, ResultTable};
 
 /// File formats herd reads and writes, chosen by extension.
@@ -374,18 +373,7 @@ pub(crate) fn manifest_pool(manifest: &herd_store::Manifest) -> Option<f64> {
     manifest.parameters.get("society").and_then(|s| s.get("pool")).and_then(|p| p.as_f64())
 }
 
-/// Reads an `allocation_dyads` table (CSV or Parquet) into a [`DyadTable`].
-pub fn read_dyads(path: &Path) -> Result<DyadTable, AnalysisError> {
-    read_dyads_with(path, ReadOptions::default()).map(|(table, _)| table)
-}
-
-/// [`read_dyads`], with the number of duplicate units left out under `options.dedupe`.
-pub fn read_dyads_with(path: &Path, options: ReadOptions) -> Result<(DyadTable, u64), AnalysisError> {
-    let input = read_minimal_group(TrialSource::at(path, Table::AllocationDyads)?, options)?;
-    Ok((input.dyads, input.dropped))
-}
-
-/// The dyads of a run held in memory (a power analysis's replications), as [`read_dyads`] would read
+/// The dyads of a run held in memory (a power analysis's replications), as [`read_dyads`](crate::study::read_dyads) would read
 /// them from the run's Parquet.
 pub fn dyads_from_rows(origin: &str, rows: &[AllocationDyadRow]) -> Result<DyadTable, AnalysisError> {
     let dyads = rows
@@ -548,18 +536,7 @@ pub fn write_tables<'t>(
     Ok(written)
 }
 
-/// Reads a `conformity_trials` table (CSV or Parquet).
-pub fn read_conformity_trials(path: &Path) -> Result<ConformityTable, AnalysisError> {
-    read_conformity_trials_with(path, ReadOptions::default()).map(|(table, _)| table)
-}
-
-/// [`read_conformity_trials`], with the number of duplicate units left out under `options.dedupe`.
-pub fn read_conformity_trials_with(path: &Path, options: ReadOptions) -> Result<(ConformityTable, u64), AnalysisError> {
-    let input = read_conformity(TrialSource::at(path, Table::ConformityTrials)?, options)?;
-    Ok((input.trials, input.dropped))
-}
-
-/// The trials of a run held in memory (a power analysis's replications), as [`read_conformity_trials`]
+/// The trials of a run held in memory (a power analysis's replications), as [`read_conformity_trials`](crate::study::read_conformity_trials)
 /// would read them from the run's Parquet (trials whose probability is only a bound left out).
 pub fn conformity_from_rows(origin: &str, rows: &[ConformityTrialRow]) -> Result<ConformityTable, AnalysisError> {
     probabilities(origin, "p_wrong_full", rows.iter().map(|r| Some(r.p_wrong_full)))?;

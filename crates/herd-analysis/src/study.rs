@@ -226,3 +226,25 @@ fn recorded_pool(runs: &[PathBuf]) -> Result<Option<f64>, AnalysisError> {
     }
     Ok(pool.map(|(p, _)| p))
 }
+
+/// Reads an `allocation_dyads` table (CSV or Parquet) into a [`DyadTable`].
+pub fn read_dyads(path: &Path) -> Result<DyadTable, AnalysisError> {
+    read_dyads_with(path, ReadOptions::default()).map(|(table, _)| table)
+}
+
+/// [`read_dyads`], with the number of duplicate units left out under `options.dedupe`.
+pub fn read_dyads_with(path: &Path, options: ReadOptions) -> Result<(DyadTable, u64), AnalysisError> {
+    let input = read_minimal_group(TrialSource::at(path, Table::AllocationDyads)?, options)?;
+    Ok((input.dyads, input.dropped))
+}
+
+/// Reads a `conformity_trials` table (CSV or Parquet).
+pub fn read_conformity_trials(path: &Path) -> Result<ConformityTable, AnalysisError> {
+    read_conformity_trials_with(path, ReadOptions::default()).map(|(table, _)| table)
+}
+
+/// [`read_conformity_trials`], with the number of duplicate units left out under `options.dedupe`.
+pub fn read_conformity_trials_with(path: &Path, options: ReadOptions) -> Result<(ConformityTable, u64), AnalysisError> {
+    let input = read_conformity(TrialSource::at(path, Table::ConformityTrials)?, options)?;
+    Ok((input.trials, input.dropped))
+}

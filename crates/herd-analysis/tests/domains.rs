@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use herd_analysis::AnalysisError;
-use herd_analysis::io::read_conformity_trials;
+use herd_analysis::study::read_conformity_trials;
 
 fn trials() -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/conformity_trials.csv")).unwrap()

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use herd_analysis::io::read_dyads;
+use herd_analysis::study::read_dyads;
 use herd_analysis::{AnalysisError, MinimalGroupOptions, analyze_minimal_group};
 
 const HEADER: &str = "labels,m,seed,decider,target,minority_decider,minority_target,same_group,points";
@@ -91,17 +91,17 @@ fn bounded_trials_are_left_out_of_p_wrong() {
         "m,lines,group_size,,0,1,0.4,0",
     ];
     let path = write("bounded.csv", &format!("{header}\n{}\n", rows.join("\n")));
-    let table = herd_analysis::io::read_conformity_trials(&path).unwrap();
+    let table = herd_analysis::study::read_conformity_trials(&path).unwrap();
     let kept: Vec<(u32, f64)> = table.rows.iter().map(|t| (t.n, t.p_wrong_full)).collect();
     assert_eq!(kept, vec![(0, 0.2), (5, 0.7), (0, 0.4)], "the bounded trial at N = 5 is dropped");
     // Without the column every trial is kept.
     let path = write("unbounded.csv", "model,task,family,level,n,seed,p_wrong_full\nm,lines,group_size,,5,0,0.9\n");
-    assert_eq!(herd_analysis::io::read_conformity_trials(&path).unwrap().rows.len(), 1);
+    assert_eq!(herd_analysis::study::read_conformity_trials(&path).unwrap().rows.len(), 1);
 }
 
 #[test]
 fn a_folder_of_plain_tables_reads_like_the_file_and_a_folder_without_one_is_named() {
-    use herd_analysis::io::read_conformity_trials;
+    use herd_analysis::study::read_conformity_trials;
     let committed = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/conformity_trials.csv");
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("herd-analysis-plain-folder");
     std::fs::create_dir_all(&dir).unwrap();

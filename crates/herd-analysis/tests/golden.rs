@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use herd_analysis::io::{read_conformity_trials, read_dyads};
+use herd_analysis::study::{read_conformity_trials, read_dyads};
 use herd_analysis::{
     BootstrapPlan, ConformityOptions, DIFFICULTY_HEXBIN_GRIDSIZE, MinimalGroupOptions, ResultTable, analyze_conformity,
     analyze_minimal_group, minimal_group_seed_tests,

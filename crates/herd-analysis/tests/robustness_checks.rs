@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use herd_analysis::io::read_dyads;
+use herd_analysis::study::read_dyads;
 use herd_analysis::{
     AnalysisError, BootstrapPlan, DesignKey, Dyad, DyadTable, Labels, MinimalGroupOptions, ResultTable,
     analyze_minimal_group,

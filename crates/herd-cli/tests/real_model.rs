@@ -1,7 +1,7 @@
 //! End to end with the real default model (SmolLM2-135M-Instruct, fetched in setup if missing): a small
 //! grid of both studies runs through candle into Parquet, and both papers' analyses read it back.
 
-use herd_analysis::io::{read_conformity_trials, read_dyads};
+use herd_analysis::study::{read_conformity_trials, read_dyads};
 use herd_analysis::{BootstrapPlan, ConformityOptions, MinimalGroupOptions, analyze_conformity, analyze_minimal_group};
 use herd_backend::{Backend, DEFAULT_MODEL, ModelFiles, ModelRegistry, fetch_model};
 use herd_infer::{LoadOptions, LocalModel};

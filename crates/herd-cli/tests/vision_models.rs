@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use herd_analysis::io::read_conformity_trials;
+use herd_analysis::study::read_conformity_trials;
 use herd_backend::{Backend, GenerateRequest, ModelFiles, ModelRegistry, SamplingParams, ScoreRequest};
 use herd_infer::{LoadOptions, VisionModel};
 use herd_prompts::{ChatPrompt, Part};

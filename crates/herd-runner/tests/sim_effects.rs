@@ -6,7 +6,7 @@
 //! copied from the analysis. Estimates must lie within 3.5 standard errors of them, so the several checks
 //! of a test together have a family-wise false-failure rate well under 1%.
 
-use herd_analysis::io::{read_conformity_trials, read_dyads};
+use herd_analysis::study::{read_conformity_trials, read_dyads};
 use herd_analysis::{BootstrapPlan, MinimalGroupOptions, ResultTable, analyze_minimal_group};
 use herd_backend::{AllocationFacts, SimAgent, SimParams};
 use herd_runner::{Respondent, RunOptions, run_experiment};

@@ -5,8 +5,8 @@
 use crate::error::StoreError;
 use crate::manifest::Manifest;
 use crate::records::{COMMITTED, MANIFEST, StoredRecord, read_part, read_records};
+use crate::records::{duplicate_in_records, read_manifest};
 use crate::schema::Table;
-use crate::store::{duplicate_in_records, read_manifest};
 use polars::prelude::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};

@@ -3,6 +3,7 @@
 //! found when the run is read, resumed or verified.
 
 use crate::error::StoreError;
+use crate::manifest::{Manifest, STORE_FORMAT};
 use crate::schema::Table;
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -212,4 +213,56 @@ pub(crate) fn check_part(dir: &Path, record: &CommitRecord, table: Table) -> Res
         return checked_bytes(dir, record, table).map(|_| ());
     }
     read_part(dir, record, table).map(|_| ())
+}
+
+/// Two records holding one unit: a copied record (or a part of another run's committed/ copied in),
+/// named by both files. `None` when every unit is in one record only.
+pub(crate) fn duplicate_in_records(records: &[StoredRecord]) -> Option<StoreError> {
+    let mut seen: BTreeMap<&str, &Path> = BTreeMap::new();
+    let mut first_duplicate: Option<(String, PathBuf, PathBuf)> = None;
+    let mut more = 0usize;
+    for stored in records {
+        for unit in &stored.record.units {
+            if let Some(first) = seen.insert(unit, &stored.path) {
+                if first_duplicate.is_none() {
+                    first_duplicate = Some((unit.clone(), first.to_path_buf(), stored.path.clone()));
+                } else {
+                    more += 1;
+                }
+                seen.insert(unit, first);
+            }
+        }
+    }
+    let (unit, first, second) = first_duplicate?;
+    let copy = [&first, &second]
+        .into_iter()
+        .find(|p| {
+            let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+            records.iter().any(|r| &r.path == *p && r.record.batch != stem)
+        })
+        .unwrap_or(&second)
+        .clone();
+    Some(StoreError::DuplicateUnit {
+        unit,
+        sources: Box::new([first, second]),
+        detail: format!(
+            "{}\n  fix: a commit record was copied: remove {} (herd names each record after its batch), then read the \
+             run again",
+            if more > 0 { format!(" (and {more} more units)") } else { String::new() },
+            copy.display()
+        ),
+    })
+}
+
+/// Reads a run's `manifest.json`, refusing a newer store format before deserialising it.
+pub(crate) fn read_manifest(path: &Path) -> Result<Manifest, StoreError> {
+    let text = std::fs::read_to_string(path).map_err(io(path, "read"))?;
+    // Read the format first: a newer layout may not deserialise into this version's types.
+    let format = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("store_format").and_then(serde_json::Value::as_u64));
+    if let Some(format) = format.filter(|&f| f > u64::from(STORE_FORMAT)) {
+        return Err(StoreError::NewerFormat { path: path.to_path_buf(), found: format, supported: STORE_FORMAT });
+    }
+    serde_json::from_str(&text).map_err(|e| StoreError::Corrupt { path: path.to_path_buf(), problem: e.to_string() })
 }

@@ -3,9 +3,11 @@
 
 use crate::error::StoreError;
 use crate::read::totals_problem;
+use crate::records::duplicate_in_records;
+use crate::records::read_manifest;
 use crate::records::{COMMITTED, MANIFEST, StoredRecord, is_batch_id, is_herd_temporary, read_part};
 use crate::schema::Table;
-use crate::store::{batch_id, duplicate_in_records, read_manifest};
+use crate::store::batch_id;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
