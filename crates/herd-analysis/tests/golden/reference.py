@@ -3,7 +3,7 @@
 herd's Rust implementation is compared with (goldens, `generate.py`) and timed against
 (`cargo xtask bench stats`, which runs `python reference.py --bench DYADS.csv --resamples 2000`).
 
-Every choice mirrors crates/herd-analysis/src/{minimal_group/,conformity.rs}; see their module docs.
+Every choice mirrors crates/herd-analysis/src/{minimal_group/,conformity/}; see their module docs.
 """
 
 import argparse
@@ -341,7 +341,7 @@ def minimal_group(df, indices=None, resamples=2000, seed=0, gee_bootstrap=True):
 
 
 # ------------------------------------------------------------------ conformity
-DIFFICULTY_HEXBIN_GRIDSIZE = 11   # crates/herd-analysis/src/conformity.rs, DIFFICULTY_HEXBIN_GRIDSIZE
+DIFFICULTY_HEXBIN_GRIDSIZE = 11   # crates/herd-analysis/src/conformity/difficulty.rs, DIFFICULTY_HEXBIN_GRIDSIZE
 
 
 def hexagons(x, y, gridsize):

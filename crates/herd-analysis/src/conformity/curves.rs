@@ -1,0 +1,51 @@
+//! The `curves` and `auc` tables' pieces: a curve's key and level, its AUC (trapezoid over N / N range) and its saturation N.
+
+use std::collections::BTreeMap;
+
+use herd_stats::trapezoid;
+
+use super::{ConformityTrial, mean};
+use crate::table::Value;
+
+/// (model, task, family, level)
+pub(super) type CurveKey = (String, String, String, String);
+
+/// The leading values of a `curves` or `auc` row: model, task, family, level and measure.
+pub(super) fn curve_row(key: &CurveKey, measure: &str) -> Vec<Value> {
+    [key.0.as_str(), key.1.as_str(), key.2.as_str(), key.3.as_str(), measure].map(Value::from).into()
+}
+
+pub(super) fn curve_level(t: &ConformityTrial) -> String {
+    match (t.family.as_str(), t.level.is_empty(), t.difficulty_level) {
+        ("difficulty", true, Some(d)) => d.to_string(),
+        _ => t.level.clone(),
+    }
+}
+
+/// Mean per N and the AUC of those means (trapezoid over N / N range).
+pub(super) fn curve_auc(points: &BTreeMap<u32, Vec<f64>>) -> Option<f64> {
+    if points.len() < 2 {
+        return None;
+    }
+    let ns: Vec<f64> = points.keys().map(|&n| f64::from(n)).collect();
+    let means: Vec<f64> = points.values().map(|v| mean(v)).collect();
+    let range = ns[ns.len() - 1] - ns[0];
+    trapezoid(&means, &ns).ok().map(|a| a / range)
+}
+
+/// The first N whose rise from the curve's own baseline (its first N, normally N = 0) reaches 90% of
+/// the rise at the largest N (the paper's "saturate around N ∼ 3–4"); `None` for a curve that does
+/// not rise from its first N to its last, where saturation has no meaning. Measured from the
+/// baseline, not from zero: a model at p_wrong 0.58 alone would otherwise "saturate at N = 0".
+pub(super) fn saturation_n(points: &BTreeMap<u32, Vec<f64>>) -> Option<u32> {
+    let means: Vec<(u32, f64)> = points.iter().map(|(&n, v)| (n, mean(v))).collect();
+    let (&(_, first), &(_, last)) = (means.first()?, means.last()?);
+    if last.partial_cmp(&first) != Some(std::cmp::Ordering::Greater) {
+        return None;
+    }
+    let threshold = first + SATURATION_SHARE * (last - first);
+    means.iter().find(|&&(_, m)| m >= threshold).map(|&(n, _)| n)
+}
+
+/// Share of the rise at the largest N that counts as saturated.
+const SATURATION_SHARE: f64 = 0.9;

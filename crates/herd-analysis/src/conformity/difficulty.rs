@@ -1,0 +1,229 @@
+//! The difficulty family's tables: Spearman ρ of AUC on difficulty level, and fig. 3b's hexagon-binned OLS.
+
+use std::collections::BTreeMap;
+
+use herd_stats::{Alternative, Formula, ols, spearman};
+
+use super::curves::{CurveKey, curve_auc};
+use super::{ConformityTable, ConformityTrial, PWrong, mean};
+use crate::error::{AnalysisError, stats_context};
+use crate::table::{ResultTable, TableBuilder};
+
+pub(super) fn spearman_table(
+    table: &ConformityTable,
+    level_auc: &BTreeMap<(&str, CurveKey), f64>,
+) -> Result<ResultTable, AnalysisError> {
+    let mut out = TableBuilder::new(
+        "difficulty_spearman",
+        &[("model", 't'), ("task", 't'), ("measure", 't'), ("n_levels", 'i'), ("rho", 'f'), ("p", 'f')],
+    );
+    // (model, task, measure) → (difficulty level, AUC)
+    type Levels<'a> = BTreeMap<(&'a str, &'a str, &'a str), Vec<(f64, f64)>>;
+    let mut groups: Levels<'_> = BTreeMap::new();
+    for ((measure, (model, task, family, level)), &area) in level_auc {
+        if family.as_str() != "difficulty" {
+            continue;
+        }
+        let Ok(x) = level.parse::<f64>() else {
+            return Err(AnalysisError::InvalidValue {
+                origin: table.origin.clone(),
+                column: "difficulty_level".into(),
+                row: 0,
+                problem: format!("difficulty level {level:?} is not a number"),
+                fix: "give every difficulty-family trial a numeric difficulty_level".into(),
+            });
+        };
+        groups.entry((model.as_str(), task.as_str(), *measure)).or_default().push((x, area));
+    }
+    for ((model, task, measure), mut points) in groups {
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let x: Vec<f64> = points.iter().map(|p| p.0).collect();
+        let y: Vec<f64> = points.iter().map(|p| p.1).collect();
+        // Fewer than three levels with trials (a small run, or levels no image passed the baseline filter
+        // for), or the same AUC at every level (a model that answers alike whatever the difficulty): ρ is
+        // undefined, written as null, as scipy returns NaN for constant input.
+        let (rho, p) = if x.len() < 3 {
+            (f64::NAN, f64::NAN)
+        } else {
+            match spearman(&x, &y, Alternative::TwoSided) {
+                Ok(r) => (r.rho, r.p_value),
+                Err(herd_stats::StatsError::ConstantInput { .. }) => (f64::NAN, f64::NAN),
+                Err(e) => {
+                    return Err(stats_context(&table.origin, || {
+                        format!("Spearman of AUC on difficulty (model={model}, task={task}, {measure})")
+                    })(e));
+                }
+            }
+        };
+        out.push(vec![model.into(), task.into(), measure.into(), x.len().into(), rho.into(), p.into()]);
+    }
+    Ok(out.finish())
+}
+
+fn min_max(values: &mut [f64]) -> bool {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if hi <= lo {
+        return false;
+    }
+    for v in values.iter_mut() {
+        *v = (*v - lo) / (hi - lo);
+    }
+    true
+}
+
+/// Columns of the matplotlib hexagon grid fig. 3b's regression bins the images in (`gridsize`; its rows
+/// are `gridsize / √3`, truncated, as matplotlib's `hexbin` makes them). S4's residual degrees of freedom
+/// (111 lines, 129 colour, 97 dots: 114, 132 and 100 occupied hexagons) exceed what a 10-column grid holds
+/// (116 hexagons) in the colour task; 11 is the smallest grid that can hold all three. docs/deviations.md,
+/// "Difficulty regression unit", and crates/herd-analysis/tests/golden/conformity_claims.py.
+pub const DIFFICULTY_HEXBIN_GRIDSIZE: u32 = 11;
+
+/// The hexagon of matplotlib's `Axes.hexbin` (matplotlib 3.x, `extent` = the data's range, which the
+/// min-max normalisation makes [0, 1] on both axes) that holds the point (x, y): the nearer centre of
+/// the two interleaved lattices, as (lattice, column, row). `np.round` rounds half to even, hence
+/// `round_ties_even`.
+fn hexagon(x: f64, y: f64, gridsize: u32) -> (u8, i64, i64) {
+    let nx = f64::from(gridsize);
+    let ny = (nx / 3f64.sqrt()).trunc();
+    let padding = 1e-9;
+    let (xmin, xmax, ymin, ymax) = (-padding, 1.0 + padding, 0.0, 1.0);
+    let ix = (x - xmin) / ((xmax - xmin) / nx);
+    let iy = (y - ymin) / ((ymax - ymin) / ny);
+    let (ix1, iy1) = (ix.round_ties_even(), iy.round_ties_even());
+    let (ix2, iy2) = (ix.floor(), iy.floor());
+    let d1 = (ix - ix1).powi(2) + 3.0 * (iy - iy1).powi(2);
+    let d2 = (ix - ix2 - 0.5).powi(2) + 3.0 * (iy - iy2 - 0.5).powi(2);
+    if d1 < d2 { (1, ix1 as i64, iy1 as i64) } else { (2, ix2 as i64, iy2 as i64) }
+}
+
+/// One difficulty-pool image: its p_wrong per N, its difficulty index and the logit of its correct
+/// answer at N = 0.
+#[derive(Default)]
+struct PoolImage {
+    curve: BTreeMap<u32, Vec<f64>>,
+    difficulty_index: Vec<f64>,
+    correct_logit: Vec<f64>,
+}
+
+pub(super) fn ols_table(table: &ConformityTable, measures: &[PWrong]) -> Result<ResultTable, AnalysisError> {
+    let mut out = TableBuilder::new(
+        "difficulty_ols",
+        &[
+            ("task", 't'),
+            ("measure", 't'),
+            ("term", 't'),
+            ("coef", 'f'),
+            ("se", 'f'),
+            ("t", 'f'),
+            ("p", 'f'),
+            ("r_squared", 'f'),
+            ("n", 'i'),
+        ],
+    );
+    let difficulty: Vec<&ConformityTrial> = table.rows.iter().filter(|t| t.family == "difficulty").collect();
+    let complete = difficulty.iter().all(|t| {
+        t.difficulty_level.is_some()
+            && t.difficulty_index.is_some()
+            && t.image_id.is_some()
+            && t.correct_label.is_some()
+            && t.logit_a.is_some()
+            && t.logit_b.is_some()
+    });
+    if difficulty.is_empty() || !complete {
+        return Ok(out.finish());
+    }
+    let formula = Formula::parse("conformity ~ difficulty + performance")
+        .map_err(stats_context(&table.origin, || "OLS formula".into()))?;
+    for &m in measures {
+        let (measure, pick) = (m.column(), |t: &ConformityTrial| t.p_wrong(m).unwrap_or(f64::NAN));
+        // The paper's unit (S4's degrees of freedom; fig. 3b): images, min-max normalised within their
+        // model, pooled over models and binned in hexagons of (performance, difficulty); one point per
+        // occupied hexagon, the mean of its images.
+        // task → model → image → its trials
+        let mut tasks: BTreeMap<&str, BTreeMap<&str, BTreeMap<&str, PoolImage>>> = BTreeMap::new();
+        for t in &difficulty {
+            let image = tasks
+                .entry(t.task.as_str())
+                .or_default()
+                .entry(t.model.as_str())
+                .or_default()
+                .entry(t.image_id.as_deref().unwrap_or_default())
+                .or_default();
+            image.curve.entry(t.n).or_default().push(pick(t));
+            image.difficulty_index.push(t.difficulty_index.unwrap_or(f64::NAN));
+            if t.n == 0 {
+                let correct = if t.correct_label.as_deref() == Some("A") { t.logit_a } else { t.logit_b };
+                image.correct_logit.push(correct.unwrap_or(f64::NAN));
+            }
+        }
+        for (task, models) in tasks {
+            // (normalised conformity, difficulty, performance) of every image of the task
+            let mut images = Vec::new();
+            for (model, pool) in models {
+                let (mut c, mut d, mut p) = (Vec::new(), Vec::new(), Vec::new());
+                for (id, image) in pool {
+                    let (Some(area), false) = (curve_auc(&image.curve), image.correct_logit.is_empty()) else {
+                        return Err(AnalysisError::EmptyCell {
+                            origin: table.origin.clone(),
+                            cell: format!("difficulty image {id} (model={model}, task={task})"),
+                            what: "trials at N = 0 and a second N".into(),
+                            fix: "the regression needs each difficulty-pool image at N = 0 (performance) and over N (conformity)".into(),
+                        });
+                    };
+                    c.push(area);
+                    d.push(mean(&image.difficulty_index));
+                    p.push(mean(&image.correct_logit));
+                }
+                // Each model is min-max normalised on its own (the paper's pooling); a model with the same
+                // conformity, difficulty or performance on every image has no scale and cannot enter the
+                // pooled fit (the other models still can; with none left the task has no rows).
+                let normalised = [&mut c, &mut d, &mut p].into_iter().all(|values| min_max(values));
+                if !normalised {
+                    continue;
+                }
+                images.extend((0..c.len()).map(|i| (c[i], d[i], p[i])));
+            }
+            // hexagon → (conformity, difficulty, performance) of its images
+            let mut hexagons: BTreeMap<(u8, i64, i64), [Vec<f64>; 3]> = BTreeMap::new();
+            for &(c, d, p) in &images {
+                let cell = hexagons.entry(hexagon(p, d, DIFFICULTY_HEXBIN_GRIDSIZE)).or_default();
+                cell[0].push(c);
+                cell[1].push(d);
+                cell[2].push(p);
+            }
+            let (conformity, difficulty_index, performance): (Vec<f64>, Vec<f64>, Vec<f64>) = {
+                let column = |k: usize| hexagons.values().map(|cell| mean(&cell[k])).collect::<Vec<f64>>();
+                (column(0), column(1), column(2))
+            };
+            // Three coefficients need at least four points; fewer occupied hexagons leave the fit
+            // undefined and the task without rows.
+            if conformity.len() < 4 {
+                continue;
+            }
+            let context = || format!("OLS of conformity on difficulty and performance (task={task}, {measure})");
+            let (design, y) = formula
+                .build(&[
+                    ("conformity", conformity.as_slice()),
+                    ("difficulty", difficulty_index.as_slice()),
+                    ("performance", performance.as_slice()),
+                ])
+                .map_err(stats_context(&table.origin, context))?;
+            let fit = ols(&design, &y).map_err(stats_context(&table.origin, context))?;
+            for c in &fit.coefficients {
+                out.push(vec![
+                    task.into(),
+                    measure.into(),
+                    c.name.as_str().into(),
+                    c.estimate.into(),
+                    c.se.into(),
+                    c.t.into(),
+                    c.p_value.into(),
+                    fit.r_squared.into(),
+                    fit.n_obs.into(),
+                ]);
+            }
+        }
+    }
+    Ok(out.finish())
+}
