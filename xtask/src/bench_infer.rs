@@ -49,8 +49,7 @@ pub fn run(alias: &str, paths: &[String]) -> Result<()> {
     let python = llama_python()?;
     println!("building herd (release, the build `cargo xtask test` and `replicate` use)…");
     let binary = crate::replicate::build_herd("cpu")?;
-    let available: Vec<String> =
-        herd(&binary, &["models", "--cpu-paths"])?.split_whitespace().map(str::to_owned).collect();
+    let available = crate::replicate::cpu_paths(&binary)?;
     let paths: Vec<String> = if paths.is_empty() { available.clone() } else { paths.to_vec() };
     if let Some(missing) = paths.iter().find(|p| !available.contains(p)) {
         bail!("--path {missing}: this machine runs {} (herd models --cpu-paths)", available.join(", "));
@@ -106,9 +105,7 @@ pub fn run(alias: &str, paths: &[String]) -> Result<()> {
         Command::new(&cargo).args(["build", "--quiet", "--release", "--workspace", "--example", "bench_infer"]),
         "building herd-infer's bench_infer example",
     )?;
-    let example = crate::replicate::release_binary("bench_infer");
-    let example =
-        example.parent().context("release folder")?.join("examples").join(example.file_name().context("name")?);
+    let example = crate::replicate::release_example("bench_infer");
 
     println!("running llama.cpp (llama-cpp-python, {THREADS} threads)…");
     let out = Command::new(&python)

@@ -3,7 +3,7 @@
 //! report (figures, HTML and Markdown, every model side by side) with `herd report`.
 
 use anyhow::{Context, Result, bail};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
@@ -118,8 +118,30 @@ pub(crate) fn build_herd(device: &str) -> Result<PathBuf> {
 
 /// `target/release/NAME` (or under `$CARGO_TARGET_DIR`).
 pub fn release_binary(name: &str) -> PathBuf {
+    release_dir().join(executable(name))
+}
+
+/// An example of the release build (`target/release/examples/NAME`).
+pub fn release_example(name: &str) -> PathBuf {
+    release_dir().join("examples").join(executable(name))
+}
+
+fn release_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
-    target.join("release").join(if cfg!(windows) { format!("{name}.exe") } else { name.to_owned() })
+    target.join("release")
+}
+
+fn executable(name: &str) -> String {
+    if cfg!(windows) { format!("{name}.exe") } else { name.to_owned() }
+}
+
+/// The CPU paths `herd` can take on this machine, the active one first (`herd models --cpu-paths`).
+pub fn cpu_paths(herd: &Path) -> Result<Vec<String>> {
+    let out = Command::new(herd).args(["models", "--cpu-paths"]).output()?;
+    if !out.status.success() {
+        bail!("`{} models --cpu-paths` failed: {}", herd.display(), String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_owned).collect())
 }
 
 /// What a finished replication must have left: both pages, the deviations page they link, and for each

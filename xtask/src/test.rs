@@ -21,12 +21,7 @@ const DEFAULT_MODEL_PATH_TESTS: [&str; 6] =
 
 /// The CPU paths this machine runs besides the active one (`herd models --cpu-paths` lists them).
 fn other_cpu_paths() -> Result<Vec<String>> {
-    let herd = crate::replicate::release_binary("herd");
-    let out = Command::new(&herd).args(["models", "--cpu-paths"]).output()?;
-    if !out.status.success() {
-        bail!("`{} models --cpu-paths` failed: {}", herd.display(), String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().skip(1).map(str::to_owned).collect())
+    Ok(crate::replicate::cpu_paths(&crate::replicate::release_binary("herd"))?.into_iter().skip(1).collect())
 }
 
 /// Where `crates/herd-report/tests/report_html.rs` looks for the browser.
