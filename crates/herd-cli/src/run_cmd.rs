@@ -453,7 +453,8 @@ pub fn session_status(summary: &RunSummary) -> String {
     format!("incomplete ({})", missing.join("; "))
 }
 
-/// What `herd run` prints at the end: what was done, where it is, and the next command to type.
+/// What `herd run` prints at the end: what was done, the headline numbers of a quick look, where it
+/// is, and the next command to type.
 pub fn print_summary(summary: &RunSummary, out: &Path) {
     let stored = summary.units_already_stored + summary.units_run;
     println!(
@@ -472,6 +473,9 @@ pub fn print_summary(summary: &RunSummary, out: &Path) {
     for (name, note) in &summary.notes {
         println!("  {name}: {note}");
     }
+    if stored > 0 {
+        print_quick_look(out);
+    }
     println!("results in {} (trial tables: */*.parquet; run record: manifest.json)", out.display());
     let dir = shell_word(&out.display().to_string());
     if summary.left_by_limit > 0 {
@@ -486,6 +490,35 @@ pub fn print_summary(summary: &RunSummary, out: &Path) {
         "next: herd report --results {dir} --out {}   (then open report.html in it)",
         shell_word(&format!("{}-report", out.display()))
     );
+}
+
+/// The headline numbers of the run folder `out`, as the report's scorecard gives them: one line per
+/// paper claim the run tests (this run's number with its interval and n, and the verdict). Rows are
+/// read back from the folder (verified, as `herd report` reads them), so a resumed run shows all of
+/// its sessions. A folder that cannot be read yet says why in one line; the run's own outcome stands.
+fn print_quick_look(out: &Path) {
+    let studies = herd_report::load_results(out, &mut |_| {})
+        .and_then(|results| herd_report::compare_headlines(&results))
+        .map(|comparisons| herd_report::scorecard(&comparisons, &[]));
+    let studies = match studies {
+        Ok(studies) => studies,
+        Err(e) => {
+            println!("quick look: not available ({})", e.to_string().lines().next().unwrap_or_default());
+            return;
+        }
+    };
+    let rows: Vec<String> = studies
+        .iter()
+        .flat_map(|study| study.rows.iter().map(move |r| (study.title, r)))
+        .map(|(title, r)| format!("  {title} · {}: {} ({}) — {}", r.claim, r.this_run, r.row, r.verdict))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    println!("quick look (the papers' claims this run tests; the report has the detail and the tests):");
+    for row in rows {
+        println!("{row}");
+    }
 }
 
 /// `word` as one shell word (quoted when it holds anything a shell would split or expand).

@@ -100,6 +100,10 @@ fn the_variants_walkthrough_runs_from_copied_files_and_reports_the_new_role() {
     let run =
         output("herd run --experiment surgeons.toml --backend sim --sim surgeons-sim.toml --out runs/surgeons --quiet");
     assert!(run.contains("next: herd report --results runs/surgeons"), "{run}");
+    // The closing summary's quick look: the scorecard's lines, the new role's claim among them.
+    let look: Vec<&str> = run.lines().skip_while(|l| !l.starts_with("quick look")).skip(1).collect();
+    let source_line = look.iter().find(|l| l.contains("Conformity ·") && l.contains("authorities"));
+    assert!(source_line.is_some_and(|l| l.contains(" — ")), "a verdict after the number: {run}");
     assert!(dir.join("tables/surgeons/auc.csv").is_file());
     assert!(std::fs::read_to_string(dir.join("reports/surgeons/report.html")).unwrap().contains("surgeons"));
     let results = load_results(&dir.join("runs/surgeons"), &mut |_| {}).unwrap();
