@@ -64,9 +64,22 @@ pub(crate) fn read_frame(path: &Path) -> Result<DataFrame, AnalysisError> {
         }
         TableFormat::Parquet => {
             let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
-            ParquetReader::new(file).finish().map_err(|e| io_error(path, e))
+            parquet_frame(file, &path.display().to_string())
         }
     }
+}
+
+/// Decodes a table herd-store read and checked (its Parquet bytes, [`herd_store::TableRead`]) with
+/// the reader a user's own Parquet file goes through; `origin` names the run folders in errors.
+pub(crate) fn decode_stored(parquet: Vec<u8>, origin: &str) -> Result<DataFrame, AnalysisError> {
+    parquet_frame(std::io::Cursor::new(parquet), origin)
+}
+
+/// The one Parquet decoder of herd-analysis: a user's file and herd-store's checked bytes alike.
+fn parquet_frame(reader: impl polars::io::mmap::MmapBytesReader, origin: &str) -> Result<DataFrame, AnalysisError> {
+    ParquetReader::new(reader)
+        .finish()
+        .map_err(|e| AnalysisError::Io { file: origin.to_owned(), problem: e.to_string() })
 }
 
 /// `DIR/<table>.parquet`, else `DIR/<table>.csv`, where `dir` is a folder of plain tables (no

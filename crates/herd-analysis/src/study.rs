@@ -12,7 +12,7 @@ use polars::prelude::DataFrame;
 use crate::conformity::ConformityTable;
 use crate::error::AnalysisError;
 use crate::io::{
-    conformity_from_frame, does_not_exist, dyads_from_frame, io_error, manifest_pool, plain_table_file,
+    conformity_from_frame, decode_stored, does_not_exist, dyads_from_frame, io_error, manifest_pool, plain_table_file,
     plain_without_duplicates, read_frame,
 };
 use crate::minimal_group::DyadTable;
@@ -107,14 +107,14 @@ impl TrialSource {
             }
             Place::Runs(dirs) => {
                 let read = read_table_with(dirs, table, options).map_err(|e| io_error(&dirs[0], e))?;
-                let frame = read.frame.ok_or_else(|| AnalysisError::Io {
+                let parquet = read.parquet.ok_or_else(|| AnalysisError::Io {
                     file: dirs[0].display().to_string(),
                     problem: format!(
                         "the run has no {table} rows yet\n  fix: run the experiment first (`herd run … --out {}`)",
                         dirs[0].display()
                     ),
                 })?;
-                Ok((frame, read.duplicate_units_dropped))
+                Ok((decode_stored(parquet, &origin(dirs, table))?, read.duplicate_units_dropped))
             }
         }
     }
@@ -132,10 +132,11 @@ impl TrialSource {
                 .and_then(|dir| plain_table_file(dir, table))
                 .map(|f| read_frame(&f).map(|frame| (frame, f.display().to_string())))
                 .transpose(),
-            Place::Runs(dirs) => Ok(read_table_with(dirs, table, options)
-                .map_err(|e| io_error(&dirs[0], e))?
-                .frame
-                .map(|frame| (frame, origin(dirs, table)))),
+            Place::Runs(dirs) => {
+                let read = read_table_with(dirs, table, options).map_err(|e| io_error(&dirs[0], e))?;
+                let origin = origin(dirs, table);
+                read.parquet.map(|parquet| Ok((decode_stored(parquet, &origin)?, origin))).transpose()
+            }
         }
     }
 }

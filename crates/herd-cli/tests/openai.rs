@@ -11,6 +11,7 @@ use herd_prompts::{ChatPrompt, Part};
 use herd_store::{Table, read_table};
 use herd_test_support::fault_proxy::{Fault, FaultProxy};
 use herd_test_support::llama_server::{self, LlamaServer};
+use herd_test_support::stored_table;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -291,7 +292,7 @@ fn texts(frame: &polars::prelude::DataFrame, column: &str) -> Vec<String> {
 
 /// Every row's unit id (with the decider for allocations), sorted, duplicates kept.
 fn unit_ids(run: &Path, table: Table) -> Vec<String> {
-    let frame = read_table(&[run.to_path_buf()], table).unwrap().expect("rows stored");
+    let frame = stored_table::frame(read_table(&[run.to_path_buf()], table).unwrap().expect("rows stored"));
     let units = texts(&frame, "unit_id");
     let mut ids: Vec<String> = match table {
         Table::AllocationDeciders => {
@@ -325,7 +326,8 @@ fn both_studies_run_through_the_server_into_parquet() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let ids = unit_ids(&conf_out, Table::ConformityTrials);
     assert_eq!(ids, expected_units(&conformity, Table::ConformityTrials), "every unit once");
-    let frame = read_table(std::slice::from_ref(&conf_out), Table::ConformityTrials).unwrap().unwrap();
+    let frame =
+        stored_table::frame(read_table(std::slice::from_ref(&conf_out), Table::ConformityTrials).unwrap().unwrap());
     assert!(texts(&frame, "backend").iter().all(|b| b == "openai"));
     let mass: Vec<f64> = texts(&frame, "mass_ab").iter().map(|m| m.parse().unwrap()).collect();
     assert!(mass.iter().all(|m| *m > 0.0 && *m <= 1.0 + 1e-9), "A and B carry probability: {mass:?}");
@@ -333,7 +335,8 @@ fn both_studies_run_through_the_server_into_parquet() {
     // llama-cpp-python's server takes the schema as `json_object`; herd finds that out by itself.
     let out = run_openai(&society, &mg_out, &server.url(), &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let deciders = read_table(std::slice::from_ref(&mg_out), Table::AllocationDeciders).unwrap().unwrap();
+    let deciders =
+        stored_table::frame(read_table(std::slice::from_ref(&mg_out), Table::AllocationDeciders).unwrap().unwrap());
     assert_eq!(deciders.height(), 20);
     // llama.cpp's grammar fixes the keys but not the integers' range, and its JSON may run past the token
     // limit; the parser judges each output, and most are allocations.
@@ -341,7 +344,8 @@ fn both_studies_run_through_the_server_into_parquet() {
     let usable = statuses.iter().filter(|s| *s == "ok" || *s == "repaired").count();
     assert!(usable >= 10, "allocations: {statuses:?}");
     assert!(texts(&deciders, "raw_output").iter().all(|o| o.starts_with('{')), "constrained outputs are JSON objects");
-    let dyads = read_table(std::slice::from_ref(&mg_out), Table::AllocationDyads).unwrap().unwrap();
+    let dyads =
+        stored_table::frame(read_table(std::slice::from_ref(&mg_out), Table::AllocationDyads).unwrap().unwrap());
     assert_eq!(dyads.height(), 20 * 19);
 
     let analysed = herd(&[

@@ -7,6 +7,7 @@ use herd_backend::{Backend, DEFAULT_MODEL, ModelFiles, ModelRegistry, fetch_mode
 use herd_infer::{LoadOptions, LocalModel};
 use herd_runner::{Respondent, RunOptions, run_experiment};
 use herd_store::{Manifest, RunIdentity, RunStore, Table, read_table};
+use herd_test_support::stored_table;
 use std::path::{Path, PathBuf};
 
 fn data(path: &str) -> PathBuf {
@@ -97,7 +98,8 @@ fn a_small_grid_of_both_studies_runs_on_the_default_model_into_parquet_and_analy
     // Conformity: every trial scored; probabilities are probabilities; the text modality is recorded.
     let (conformity, summary) = &outs[0];
     assert_eq!(summary.units_run, 2 * 2 + 2 * 2 * 2 + 2 * 2 * 2);
-    let frame = read_table(std::slice::from_ref(conformity), Table::ConformityTrials).unwrap().unwrap();
+    let frame =
+        stored_table::frame(read_table(std::slice::from_ref(conformity), Table::ConformityTrials).unwrap().unwrap());
     let modality: Vec<Option<&str>> = frame.column("modality").unwrap().str().unwrap().iter().collect();
     assert!(modality.iter().all(|m| *m == Some("text")));
     let trials = read_conformity_trials(conformity).unwrap();
@@ -117,7 +119,8 @@ fn a_small_grid_of_both_studies_runs_on_the_default_model_into_parquet_and_analy
     assert_eq!(summary.units_run, 2);
     assert_eq!(summary.skipped.iter().map(|s| s.units).sum::<u64>(), 2);
     assert!(summary.skipped[0].reason.contains("reasoning=on"));
-    let deciders = read_table(std::slice::from_ref(societies), Table::AllocationDeciders).unwrap().unwrap();
+    let deciders =
+        stored_table::frame(read_table(std::slice::from_ref(societies), Table::AllocationDeciders).unwrap().unwrap());
     assert_eq!(deciders.height(), 40);
     // Constrained output is always a well-formed allocation; the only failure left is one that gives
     // nobody anything (nothing to renormalise), which the model is free to write.

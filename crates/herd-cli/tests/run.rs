@@ -4,6 +4,7 @@
 use herd_design::ChaCha20Rng;
 use herd_design::rand::{Rng, SeedableRng};
 use herd_store::{Table, read_table};
+use herd_test_support::stored_table;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -52,7 +53,7 @@ fn run_to_completion(experiment: &Path, out: &Path, extra: &[&str]) -> Output {
 /// Every row of `table` in the given run folders as text, sorted; `skip` columns (timings, run ids that
 /// name the shard) are left out.
 fn rows(dirs: &[PathBuf], table: Table, skip: &[&str]) -> Vec<String> {
-    let Some(frame) = read_table(dirs, table).unwrap() else { return Vec::new() };
+    let Some(frame) = read_table(dirs, table).unwrap().map(stored_table::frame) else { return Vec::new() };
     let columns: Vec<_> = frame.columns().iter().filter(|c| !skip.contains(&c.name().as_str())).collect();
     let mut rows: Vec<String> = (0..frame.height())
         .map(|i| columns.iter().map(|c| format!("{}={}", c.name(), c.get(i).unwrap())).collect::<Vec<_>>().join("|"))

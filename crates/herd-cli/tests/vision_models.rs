@@ -4,6 +4,7 @@
 //! through the candle vision backend into `conformity_trials`, and scoring a group through its shared
 //! prefix gives what scoring each prompt alone gives.
 
+use herd_test_support::stored_table;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -95,7 +96,8 @@ fn each_vl_family_runs_a_conformity_grid_into_conformity_trials() {
         // 3 tasks × (N = 0, N = 3) × 2 trials, each with an image of the answer it needs.
         assert_eq!((summary.units_run, summary.skipped.len()), (12, 0), "{family:?}: {summary:?}");
 
-        let frame = read_table(std::slice::from_ref(&out), Table::ConformityTrials).unwrap().unwrap();
+        let frame =
+            stored_table::frame(read_table(std::slice::from_ref(&out), Table::ConformityTrials).unwrap().unwrap());
         let modality: Vec<Option<&str>> = frame.column("modality").unwrap().str().unwrap().iter().collect();
         assert!(modality.iter().all(|m| *m == Some("vision")), "{family:?}: {modality:?}");
         let trials = read_conformity_trials(&out).unwrap();

@@ -5,6 +5,7 @@ mod common;
 
 use common::{Variant, stored_results};
 use herd_report::{find_run_folders, load_results};
+use herd_test_support::stored_table;
 
 fn error_of(dir: &std::path::Path) -> String {
     load_results(dir, &mut |_| {}).expect_err("the folder is refused").to_string()
@@ -113,15 +114,17 @@ fn plain_tables_written_by_polars_are_reported_with_what_is_unknown() {
     let plain = work.path().join("plain");
     std::fs::create_dir(&plain).unwrap();
     // A user's filtered copy: model-a's trials only, as Parquet; the allocations as CSV.
-    let trials =
-        herd_store::read_table(&[out.join("runs/conformity")], herd_store::Table::ConformityTrials).unwrap().unwrap();
+    let trials = stored_table::frame(
+        herd_store::read_table(&[out.join("runs/conformity")], herd_store::Table::ConformityTrials).unwrap().unwrap(),
+    );
     let mut model_a = trials.filter(&trials.column("model").unwrap().str().unwrap().equal("model-a")).unwrap();
     assert!(model_a.height() > 0 && model_a.height() < trials.height());
     ParquetWriter::new(std::fs::File::create(plain.join("conformity_trials.parquet")).unwrap())
         .finish(&mut model_a)
         .unwrap();
-    let mut dyads =
-        herd_store::read_table(&[out.join("runs/minimal-group")], herd_store::Table::AllocationDyads).unwrap().unwrap();
+    let mut dyads = stored_table::frame(
+        herd_store::read_table(&[out.join("runs/minimal-group")], herd_store::Table::AllocationDyads).unwrap().unwrap(),
+    );
     CsvWriter::new(std::fs::File::create(plain.join("allocation_dyads.csv")).unwrap()).finish(&mut dyads).unwrap();
 
     let results = load_results(&plain, &mut |_| {}).unwrap();

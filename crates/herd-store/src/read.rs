@@ -19,11 +19,20 @@ pub struct ReadOptions {
     pub dedupe: bool,
 }
 
-/// A table read from run folders.
+/// A table read from run folders, checked, as one Parquet file in memory.
+///
+/// The rows leave herd-store as Parquet bytes, not as a polars frame: the contract between the store
+/// and its readers is the file format (polars, arrow or pandas decode it), so no crate is tied to the
+/// polars version the store writes with, and herd-analysis decodes it with the reader it uses for a
+/// user's own Parquet files.
 #[derive(Debug, Default)]
 pub struct TableRead {
-    /// `None` when no folder has rows of the table.
-    pub frame: Option<DataFrame>,
+    /// The rows of every committed part, in folder and batch order, columns aligned (a column some
+    /// parts lack is null there) and second copies left out; uncompressed. `None` when no folder has
+    /// rows of the table.
+    pub parquet: Option<Vec<u8>>,
+    /// The number of rows in `parquet`.
+    pub rows: usize,
     /// Units left out as second copies (only with [`ReadOptions::dedupe`]).
     pub duplicate_units_dropped: u64,
 }
@@ -40,11 +49,11 @@ pub fn committed_parts(dir: &Path, table: Table) -> Result<Vec<PathBuf>, StoreEr
     Ok(parts)
 }
 
-/// `table` of one or more run directories (shards merge by concatenation), committed parts only and
-/// every check of [`read_table_with`] made; a unit stored twice is an error. `None` when no directory
-/// has rows of it.
-pub fn read_table(dirs: &[PathBuf], table: Table) -> Result<Option<DataFrame>, StoreError> {
-    read_table_with(dirs, table, ReadOptions::default()).map(|read| read.frame)
+/// `table` of one or more run directories (shards merge by concatenation) as Parquet bytes, committed
+/// parts only and every check of [`read_table_with`] made; a unit stored twice is an error. `None` when
+/// no directory has rows of it.
+pub fn read_table(dirs: &[PathBuf], table: Table) -> Result<Option<Vec<u8>>, StoreError> {
+    read_table_with(dirs, table, ReadOptions::default()).map(|read| read.parquet)
 }
 
 /// `table` of one or more run directories, checked once per read: each part's size, SHA-256 and row
@@ -53,6 +62,24 @@ pub fn read_table(dirs: &[PathBuf], table: Table) -> Result<Option<DataFrame>, S
 /// is an error), runs that overlap by design (a run beside its own shard, one shard twice) refused,
 /// and each unit read once (a second copy is an error unless `options.dedupe`).
 pub fn read_table_with(dirs: &[PathBuf], table: Table, options: ReadOptions) -> Result<TableRead, StoreError> {
+    let (frame, duplicate_units_dropped) = read_frame_with(dirs, table, options)?;
+    let Some(mut frame) = frame else { return Ok(TableRead { duplicate_units_dropped, ..TableRead::default() }) };
+    let rows = frame.height();
+    let mut parquet = Vec::new();
+    ParquetWriter::new(&mut parquet)
+        .with_compression(ParquetCompression::Uncompressed)
+        .finish(&mut frame)
+        .map_err(|e| StoreError::Polars { table: table.name(), problem: format!("encoding the rows read: {e}") })?;
+    Ok(TableRead { parquet: Some(parquet), rows, duplicate_units_dropped })
+}
+
+/// [`read_table_with`] before the rows are encoded: the frame (for the store's own reads, such as a
+/// resumed session's baseline candidates) and the number of units left out.
+pub(crate) fn read_frame_with(
+    dirs: &[PathBuf],
+    table: Table,
+    options: ReadOptions,
+) -> Result<(Option<DataFrame>, u64), StoreError> {
     let runs = dirs.iter().map(|dir| RunRead::open(dir, options)).collect::<Result<Vec<_>, _>>()?;
     for (i, a) in runs.iter().enumerate() {
         for b in &runs[i + 1..] {
@@ -90,7 +117,7 @@ pub fn read_table_with(dirs: &[PathBuf], table: Table, options: ReadOptions) -> 
     if let Some(frame) = &mut frame {
         frame.align_chunks();
     }
-    Ok(TableRead { frame, duplicate_units_dropped })
+    Ok((frame, duplicate_units_dropped))
 }
 
 /// One run folder as read: its manifest and the records it is read by.

@@ -173,6 +173,16 @@ pub struct BaselineCandidateRow {
     pub accepted: bool,
 }
 
+/// The frame a batch's rows are written from: sealed (a public trait in a private module), so that
+/// [`TableRow`] can be a bound of `Batch::add` while no polars type is part of herd-store's API.
+pub(crate) mod sealed {
+    use polars::prelude::{DataFrame, PolarsResult};
+
+    pub trait ToFrame: Sized {
+        fn frame(rows: &[Self]) -> PolarsResult<DataFrame>;
+    }
+}
+
 /// Builds a frame column by column from rows; `$name` is both the field and the column name.
 macro_rules! frame {
     ($rows:expr, $($field:ident),* $(,)?) => {{
@@ -184,9 +194,8 @@ macro_rules! frame {
 }
 
 /// Rows that form one of the trial tables.
-pub trait TableRow: Sized {
+pub trait TableRow: Sized + sealed::ToFrame {
     const TABLE: Table;
-    fn frame(rows: &[Self]) -> PolarsResult<DataFrame>;
     fn unit_id(&self) -> &str;
     /// Counts of these rows that the manifest sums over every batch of every session (its `counts`):
     /// kept in the commit records, so a killed session's share is not lost.
@@ -195,8 +204,7 @@ pub trait TableRow: Sized {
     }
 }
 
-impl TableRow for ConformityTrialRow {
-    const TABLE: Table = Table::ConformityTrials;
+impl sealed::ToFrame for ConformityTrialRow {
     fn frame(rows: &[Self]) -> PolarsResult<DataFrame> {
         frame!(
             rows,
@@ -234,13 +242,16 @@ impl TableRow for ConformityTrialRow {
             latency_s,
         )
     }
+}
+
+impl TableRow for ConformityTrialRow {
+    const TABLE: Table = Table::ConformityTrials;
     fn unit_id(&self) -> &str {
         &self.unit_id
     }
 }
 
-impl TableRow for AllocationDeciderRow {
-    const TABLE: Table = Table::AllocationDeciders;
+impl sealed::ToFrame for AllocationDeciderRow {
     fn frame(rows: &[Self]) -> PolarsResult<DataFrame> {
         frame!(
             rows,
@@ -272,6 +283,10 @@ impl TableRow for AllocationDeciderRow {
             latency_s,
         )
     }
+}
+
+impl TableRow for AllocationDeciderRow {
+    const TABLE: Table = Table::AllocationDeciders;
     fn unit_id(&self) -> &str {
         &self.unit_id
     }
@@ -286,8 +301,7 @@ pub const DECIDERS_COUNT: &str = "allocation/deciders";
 /// The manifest count of deciders given a uniform fill after an unusable output, over all sessions.
 pub const FILLED_COUNT: &str = "allocation/filled";
 
-impl TableRow for AllocationDyadRow {
-    const TABLE: Table = Table::AllocationDyads;
+impl sealed::ToFrame for AllocationDyadRow {
     fn frame(rows: &[Self]) -> PolarsResult<DataFrame> {
         frame!(
             rows,
@@ -315,13 +329,16 @@ impl TableRow for AllocationDyadRow {
             filled,
         )
     }
+}
+
+impl TableRow for AllocationDyadRow {
+    const TABLE: Table = Table::AllocationDyads;
     fn unit_id(&self) -> &str {
         &self.unit_id
     }
 }
 
-impl TableRow for BaselineCandidateRow {
-    const TABLE: Table = Table::BaselineCandidates;
+impl sealed::ToFrame for BaselineCandidateRow {
     fn frame(rows: &[Self]) -> PolarsResult<DataFrame> {
         frame!(
             rows,
@@ -339,6 +356,10 @@ impl TableRow for BaselineCandidateRow {
             accepted,
         )
     }
+}
+
+impl TableRow for BaselineCandidateRow {
+    const TABLE: Table = Table::BaselineCandidates;
     fn unit_id(&self) -> &str {
         &self.unit_id
     }

@@ -382,7 +382,10 @@ impl RunStore {
 
     /// The baseline candidates stored so far (to resume a pool without rescoring).
     pub fn baseline_candidates(&self) -> Result<Vec<BaselineCandidateRow>, StoreError> {
-        let Some(frame) = crate::read::read_table(std::slice::from_ref(&self.dir), Table::BaselineCandidates)? else {
+        let dirs = std::slice::from_ref(&self.dir);
+        let (frame, _) =
+            crate::read::read_frame_with(dirs, Table::BaselineCandidates, crate::read::ReadOptions::default())?;
+        let Some(frame) = frame else {
             return Ok(Vec::new());
         };
         baseline_rows(&frame)

@@ -4,6 +4,7 @@
 //! allocation tables round-trips through Parquet with its group names.
 
 use herd_store::{AllocationDyadRow, Batch, Manifest, RunIdentity, RunStore, Table, read_table};
+use herd_test_support::stored_table;
 use polars::prelude::*;
 
 fn manifest() -> Manifest {
@@ -67,7 +68,7 @@ fn parts_with_and_without_added_columns_read_back_together() {
     }
     store.finish("complete").unwrap();
 
-    let whole = read_table(std::slice::from_ref(&out), Table::AllocationDyads).unwrap().unwrap();
+    let whole = stored_table::frame(read_table(std::slice::from_ref(&out), Table::AllocationDyads).unwrap().unwrap());
     // (unit, decider's group, target's group) in unit order; parts come back in batch-id order.
     let mut named: Vec<(String, String, String)> = texts(&whole, "unit_id")
         .into_iter()
@@ -93,7 +94,7 @@ fn parts_with_and_without_added_columns_read_back_together() {
     value.as_object_mut().unwrap().remove("parts");
     std::fs::write(&record, serde_json::to_vec(&value).unwrap()).unwrap();
 
-    let mixed = read_table(std::slice::from_ref(&out), Table::AllocationDyads).unwrap().unwrap();
+    let mixed = stored_table::frame(read_table(std::slice::from_ref(&out), Table::AllocationDyads).unwrap().unwrap());
     assert_eq!(mixed.height(), 4);
     assert_eq!(mixed.get_column_names(), whole.get_column_names(), "the columns keep their order");
     let names = texts(&mixed, "target_group");

@@ -6,6 +6,7 @@ use herd_store::{
     AllocationDeciderRow, Batch, Manifest, ReadOptions, RunIdentity, RunStore, StoreError, Table, read_run_manifest,
     read_table, read_table_with, verify_run,
 };
+use herd_test_support::stored_table::frame;
 use std::path::{Path, PathBuf};
 
 fn manifest(shard: &str) -> Manifest {
@@ -76,7 +77,7 @@ fn files(folder: &Path) -> Vec<PathBuf> {
 }
 
 fn read(out: &Path) -> Result<Option<polars::prelude::DataFrame>, StoreError> {
-    read_table(std::slice::from_ref(&out.to_path_buf()), Table::AllocationDeciders)
+    Ok(read_table(std::slice::from_ref(&out.to_path_buf()), Table::AllocationDeciders)?.map(frame))
 }
 
 #[test]
@@ -171,7 +172,7 @@ fn a_copied_commit_record_is_an_error_naming_both_unless_deduped() {
     );
     let deduped =
         read_table_with(std::slice::from_ref(&out), Table::AllocationDeciders, ReadOptions { dedupe: true }).unwrap();
-    assert!(deduped.frame.unwrap().equals_missing(&before), "--dedupe keeps the first copy");
+    assert!(frame(deduped.parquet.unwrap()).equals_missing(&before), "--dedupe keeps the first copy");
     assert!(RunStore::open(&out, manifest("all"), "cpu").is_err(), "resume refuses a copied record too");
     assert!(!verify_run(&out).unwrap().is_clean());
 }
@@ -184,8 +185,8 @@ fn a_run_beside_its_own_shard_and_overlapping_shards_are_refused_by_name() {
     let second = finished_run(dir.path(), "second", "2/2", &["u2", "u4"]);
     let third = finished_run(dir.path(), "third", "1/3", &["u1", "u4"]);
     let table = Table::AllocationDeciders;
-    let merged = read_table(&[first.clone(), second.clone()], table).unwrap().unwrap();
-    assert_eq!(merged.height(), read_table(std::slice::from_ref(&whole), table).unwrap().unwrap().height());
+    let merged = frame(read_table(&[first.clone(), second.clone()], table).unwrap().unwrap());
+    assert_eq!(merged.height(), frame(read_table(std::slice::from_ref(&whole), table).unwrap().unwrap()).height());
     for (a, b, why) in
         [(&whole, &first, "whole"), (&first, &third, "different splits"), (&first, &first, "same folder")]
     {
@@ -207,7 +208,7 @@ fn a_run_beside_its_own_shard_and_overlapping_shards_are_refused_by_name() {
     let err = read_table(&[first.clone(), other.clone()], table).unwrap_err().to_string();
     assert!(err.contains("unit u3 is stored twice") && err.contains("--dedupe"), "{err}");
     let deduped = read_table_with(&[first, other], table, ReadOptions { dedupe: true }).unwrap();
-    assert_eq!((deduped.frame.unwrap().height(), deduped.duplicate_units_dropped), (80, 1));
+    assert_eq!((frame(deduped.parquet.unwrap()).height(), deduped.rows, deduped.duplicate_units_dropped), (80, 80, 1));
 }
 
 #[test]

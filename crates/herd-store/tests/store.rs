@@ -2,6 +2,7 @@
 //! reopening, another run or a newer format is refused, and one writer at a time.
 
 use herd_store::{BaselineCandidateRow, Batch, Manifest, RunIdentity, RunStore, StoreError, Table, read_table};
+use herd_test_support::stored_table;
 use std::path::Path;
 
 fn manifest(model: &str) -> Manifest {
@@ -59,7 +60,8 @@ fn committed_batches_survive_reopening_and_uncommitted_parts_are_removed() {
     assert_eq!(rows, vec![candidate("u1", 0, 0.0), candidate("u2", 1, 0.25)]);
     commit(&mut store, &["u3"]);
     store.finish("complete").unwrap();
-    let frame = read_table(std::slice::from_ref(&out), Table::BaselineCandidates).unwrap().unwrap();
+    let frame =
+        stored_table::frame(read_table(std::slice::from_ref(&out), Table::BaselineCandidates).unwrap().unwrap());
     assert_eq!(frame.height(), 3);
     let manifest = herd_store::read_run_manifest(&out).unwrap();
     assert_eq!(manifest.units_stored, 3);

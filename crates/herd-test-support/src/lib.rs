@@ -1,7 +1,8 @@
 //! Fixtures of herd's tests and examples, in one crate Cargo can see instead of files included across
 //! crates with `#[path]`: tiny deterministic checkpoints ([`tiny_vl`], [`tiny_text`]), the inputs the
 //! golden scripts read ([`vl_golden`], [`mistral3_golden`]), llama.cpp golden checks ([`llamacpp`]), a
-//! llama.cpp server ([`llama_server`]) and a fault-injecting HTTP proxy ([`fault_proxy`]).
+//! llama.cpp server ([`llama_server`]), a fault-injecting HTTP proxy ([`fault_proxy`]) and the decoding of
+//! the tables herd-store reads ([`stored_table`]).
 //!
 //! Only a dev-dependency (tests, examples): no shipped crate depends on it. The writers are
 //! byte-for-byte what the committed golden values were computed from.
@@ -10,6 +11,7 @@ pub mod fault_proxy;
 pub mod llama_server;
 pub mod llamacpp;
 pub mod mistral3_golden;
+pub mod stored_table;
 pub mod tiny_text;
 pub mod tiny_vl;
 pub mod vl_golden;
