@@ -76,8 +76,9 @@ pub struct LineChart {
     pub y_label: String,
     pub legend_title: String,
     pub series: Vec<LineSeries>,
-    /// Fixed y range (e.g. probabilities); otherwise fitted to the data and intervals.
-    pub y_range: Option<(f64, f64)>,
+    /// Bounds the y range, fitted to the data, its intervals and `reference_y`, never passes (a
+    /// probability's 0–1): a variant's 0.013 → 0.029 is a rise, not a flat line at the bottom.
+    pub y_limits: Option<(f64, f64)>,
     /// A horizontal reference line (e.g. zero favouritism).
     pub reference_y: Option<f64>,
 }
@@ -331,14 +332,19 @@ fn draw_lines<DB: DrawingBackend>(
 ) -> Result<(), String> {
     let points = || c.series.iter().flat_map(|s| s.points.iter());
     let (x0, x1) = padded_range(points().map(|p| p.x));
-    let (y0, y1) = c.y_range.unwrap_or_else(|| {
-        padded_range(
+    let (y0, y1) = {
+        let (lo, hi) = padded_range(
             points()
                 .flat_map(|p| [Some(p.y), p.interval.map(|i| i.0), p.interval.map(|i| i.1)])
                 .flatten()
                 .chain(c.reference_y),
-        )
-    });
+        );
+        // Fitted to the data, but never past what the quantity can take (a probability's 0–1).
+        match c.y_limits {
+            Some((min, max)) if lo.max(min) < hi.min(max) => (lo.max(min), hi.min(max)),
+            _ => (lo, hi),
+        }
+    };
     let clamp = |y: f64| y.clamp(y0, y1);
     let mut chart = ChartBuilder::on(plot)
         .caption(&c.title, (FONT, 20))
@@ -377,6 +383,19 @@ fn draw_lines<DB: DrawingBackend>(
             .collect();
         if band.len() >= 4 {
             chart.draw_series(std::iter::once(Polygon::new(band, colour(i).mix(0.10).filled()))).map_err(draw_error)?;
+        } else {
+            // A lone point's interval has no band to span: an error bar, so the legend's interval is drawn.
+            let bars = series.points.iter().filter_map(|p| p.interval.map(|(lo, hi)| (p.x, clamp(lo), clamp(hi))));
+            for (x, lo, hi) in bars {
+                let cap = (x1 - x0) * 0.01;
+                for segment in
+                    [vec![(x, lo), (x, hi)], vec![(x - cap, lo), (x + cap, lo)], vec![(x - cap, hi), (x + cap, hi)]]
+                {
+                    chart
+                        .draw_series(std::iter::once(PathElement::new(segment, colour(i).mix(0.6).stroke_width(2))))
+                        .map_err(draw_error)?;
+                }
+            }
         }
     }
     for (i, series) in c.series.iter().enumerate() {
@@ -421,6 +440,12 @@ fn draw_bars<DB: DrawingBackend>(
     let (y0, y1) = padded_range(
         bars().flat_map(|b| [Some(b.value), b.interval.map(|i| i.0), b.interval.map(|i| i.1)]).flatten().chain([0.0]),
     );
+    // Bars all at zero (no extreme allocation anywhere) stand on zero: 0 to 1, not −0.5 to 0.5.
+    let (y0, y1) = if bars().all(|b| b.value == 0.0 && b.interval.is_none_or(|i| i == (0.0, 0.0))) {
+        (0.0, 1.0)
+    } else {
+        (y0, y1)
+    };
     // Room above the tallest bar for its note.
     let y1 = if bars().any(|b| b.note.is_some()) { y1 + (y1 - y0) * 0.08 } else { y1 };
     let (x0, x1) = (-0.5, n as f64 - 0.5);
@@ -596,6 +621,64 @@ mod tests {
         assert_eq!(starts, vec![0.0, 15.0, 30.0]);
         assert!((pieces[0].last().unwrap().0 - 10.0).abs() < 1e-9);
         assert!((pieces[2].last().unwrap().0 - 40.0).abs() < 1e-9);
+    }
+
+    fn line(points: Vec<Point>) -> Chart {
+        Chart::Line(LineChart {
+            title: "t".into(),
+            x_label: "N".into(),
+            y_label: "p_wrong".into(),
+            legend_title: "legend".into(),
+            series: vec![LineSeries { label: "a".into(), points }],
+            y_limits: Some((0.0, 1.0)),
+            reference_y: Some(0.0),
+        })
+    }
+
+    /// The tick labels of a rendered SVG (the text of its `<text>` elements).
+    fn texts(svg: &str) -> Vec<String> {
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim().to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_small_probability_rise_fills_the_axis_from_zero() {
+        let point = |x: f64, y: f64| Point { x, y, interval: None };
+        let (_, svg) = render("rise", &line(vec![point(0.0, 0.013), point(5.0, 0.02), point(10.0, 0.029)])).unwrap();
+        let ticks = texts(&svg);
+        assert!(ticks.iter().any(|t| t == "0"), "zero is on the axis: {ticks:?}");
+        assert!(ticks.iter().any(|t| t == "0.01"), "{ticks:?}");
+        assert!(!ticks.iter().any(|t| t == "0.5" || t == "0.9"), "not a 0–1 axis: {ticks:?}");
+        assert!(!ticks.iter().any(|t| t.starts_with('-')), "a probability axis stops at 0: {ticks:?}");
+    }
+
+    #[test]
+    fn a_lone_points_interval_is_drawn() {
+        let with = |interval| line(vec![Point { x: 3.0, y: 0.4, interval }]);
+        let (_, bare) = render("bare", &with(None)).unwrap();
+        let (_, barred) = render("barred", &with(Some((0.2, 0.6)))).unwrap();
+        // The error bar and its two caps, in the series' colour at 0.6 (nothing else is drawn so).
+        let bar_strokes = |svg: &str| svg.matches("opacity=\"0.6\"").count();
+        assert_eq!((bar_strokes(&bare), bar_strokes(&barred)), (0, 3));
+    }
+
+    #[test]
+    fn bars_all_at_zero_stand_on_zero() {
+        let zero = Some(Bar { value: 0.0, interval: None, note: None });
+        let chart = Chart::Bar(BarChart {
+            title: "t".into(),
+            x_label: "m".into(),
+            y_label: "%".into(),
+            legend_title: "legend".into(),
+            categories: vec!["m = 3".into(), "m = 5".into()],
+            series: vec![BarSeries { label: "a".into(), bars: vec![zero.clone(), zero] }],
+        });
+        let (_, svg) = render("zero", &chart).unwrap();
+        let ticks = texts(&svg);
+        assert!(ticks.iter().any(|t| t == "1"), "{ticks:?}");
+        assert!(!ticks.iter().any(|t| t.starts_with('-')), "{ticks:?}");
     }
 
     #[test]

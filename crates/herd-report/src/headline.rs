@@ -8,6 +8,7 @@
 //! neither replicates nor fails to.
 
 mod conformity;
+mod conformity_claims;
 mod evidence;
 mod minimal_group;
 mod minimal_group_claims;
@@ -218,6 +219,9 @@ fn measure_of(id: &str) -> Option<Measure> {
         "source_strength" => Conformity(conformity::source_strength),
         "same_group" => Conformity(conformity::same_group),
         "near_far" => Conformity(conformity::near_far),
+        "tasks_alike" => Conformity(conformity_claims::tasks_alike),
+        "neutral_between" => Conformity(conformity_claims::neutral_between),
+        "temporal_vs_spatial" => Conformity(conformity_claims::temporal_vs_spatial),
         "favouritism_visible" => MinimalGroup(minimal_group::favouritism_visible),
         "hidden_floor" => MinimalGroup(minimal_group::hidden_floor),
         "hidden_floor_paraphrase" => MinimalGroup(minimal_group::hidden_floor_paraphrase),
@@ -324,6 +328,9 @@ mod tests {
             "majority_reversal",
             "reasoning_gap",
             "bootstrap_se_agreement",
+            "tasks_alike",
+            "neutral_between",
+            "temporal_vs_spatial",
         ];
         computed.sort_unstable();
         assert!(computed.iter().all(|id| measure_of(id).is_some()));

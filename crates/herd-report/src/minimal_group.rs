@@ -156,6 +156,8 @@ struct Context {
     passes: BTreeSet<String>,
     several_reasoning: bool,
     minority_sizes: Vec<u32>,
+    /// The run's society sizes (agents per society, deciders and targets), for the axes.
+    society_sizes: BTreeSet<usize>,
 }
 
 impl Context {
@@ -165,7 +167,29 @@ impl Context {
         let passes = levels(&deciders, SWAP_PASS);
         let several_reasoning = levels(&deciders, REASONING).len() > 1;
         let minority_sizes: BTreeSet<u32> = deciders.iter().map(|d| d.m).collect();
-        Self { deciders, instruments, passes, several_reasoning, minority_sizes: minority_sizes.into_iter().collect() }
+        let mut agents: BTreeMap<(&DesignKey, Labels, u32, i64), BTreeSet<i64>> = BTreeMap::new();
+        for d in &table.rows {
+            agents.entry((&d.design, d.labels, d.m, d.seed)).or_default().extend([d.decider, d.target]);
+        }
+        let society_sizes = agents.values().map(BTreeSet::len).collect();
+        Self {
+            deciders,
+            instruments,
+            passes,
+            several_reasoning,
+            minority_sizes: minority_sizes.into_iter().collect(),
+            society_sizes,
+        }
+    }
+
+    /// The minority-size axis, with the society size the design has: "minority size m (of 20 agents)".
+    fn minority_axis(&self) -> String {
+        let sizes: Vec<String> = self.society_sizes.iter().map(usize::to_string).collect();
+        match sizes.as_slice() {
+            [] => "minority size m".into(),
+            [one] => format!("minority size m (of {one} agents)"),
+            several => format!("minority size m (of {} agents)", several.join(" or ")),
+        }
     }
 
     fn main(&self) -> impl Iterator<Item = &Decider> {
@@ -175,6 +199,16 @@ impl Context {
     fn conditions(&self) -> Vec<String> {
         let set: BTreeSet<String> = self.main().map(|d| condition_label(d, self.several_reasoning)).collect();
         set.into_iter().collect()
+    }
+}
+
+/// A line chart's legend title, naming the seed-level 95% interval only where one is drawn (two or
+/// more societies at some point).
+fn interval_legend(title: &str, series: &[LineSeries]) -> String {
+    if series.iter().flat_map(|s| &s.points).any(|p| p.interval.is_some()) {
+        format!("{title} (95% t-interval over seeds)")
+    } else {
+        format!("{title} (one society per point: no interval)")
     }
 }
 
@@ -272,11 +306,11 @@ fn favouritism_by_minority_size(context: &Context, tables: &MinimalGroupTables) 
         reading,
         chart: Chart::Line(LineChart {
             title: "In-group favouritism by minority size (labels visible)".into(),
-            x_label: "minority size m (agents of 20)".into(),
+            x_label: context.minority_axis(),
             y_label: FAVOURITISM.into(),
-            legend_title: "condition · deciders (95% over seeds)".into(),
+            legend_title: interval_legend("condition · deciders", &series),
             series,
-            y_range: None,
+            y_limits: None,
             reference_y: Some(0.0),
         }),
     })
@@ -352,7 +386,7 @@ fn favouritism_visible_vs_hidden(context: &Context, tables: &MinimalGroupTables)
         reading,
         chart: Chart::Bar(BarChart {
             title: "Favouritism with labels visible and hidden".into(),
-            x_label: "minority size".into(),
+            x_label: context.minority_axis(),
             y_label: FAVOURITISM.into(),
             legend_title: "condition · labels · deciders".into(),
             categories,
@@ -389,11 +423,11 @@ fn excess_share_by_minority_size(context: &Context) -> FigureResult {
         reading,
         chart: Chart::Line(LineChart {
             title: "Excess share of the own group (labels visible)".into(),
-            x_label: "minority size m (agents of 20)".into(),
+            x_label: context.minority_axis(),
             y_label: "excess share (own-group share − per-capita share)".into(),
-            legend_title: "condition · deciders (95% over seeds)".into(),
+            legend_title: interval_legend("condition · deciders", &series),
             series,
-            y_range: None,
+            y_limits: None,
             reference_y: Some(0.0),
         }),
     })
@@ -457,7 +491,7 @@ fn favouritism_distribution_per_decider(context: &Context) -> FigureResult {
             y_label: "share of deciders in bin (%)".into(),
             legend_title: "labels · deciders".into(),
             series,
-            y_range: None,
+            y_limits: None,
             reference_y: None,
         }),
     })
@@ -504,7 +538,7 @@ fn extreme_allocations_by_minority_size(context: &Context) -> FigureResult {
         reading,
         chart: Chart::Bar(BarChart {
             title: "Extreme allocations (zero points to every out-group target)".into(),
-            x_label: "minority size".into(),
+            x_label: context.minority_axis(),
             y_label: "deciders with extreme allocations (%)".into(),
             legend_title: "condition · labels · deciders".into(),
             categories,
@@ -645,7 +679,7 @@ fn favouritism_across_swap_pass_and_paraphrase(context: &Context, tables: &Minim
         reading,
         chart: Chart::Bar(BarChart {
             title: "Favouritism across instruments and swap passes (labels visible)".into(),
-            x_label: "minority size".into(),
+            x_label: context.minority_axis(),
             y_label: FAVOURITISM.into(),
             legend_title: "condition · instrument · pass".into(),
             categories,

@@ -211,6 +211,24 @@ fn few_units_get_t_tests_and_named_t_bands_and_fig_4c_keeps_the_papers_order() {
 }
 
 #[test]
+fn axes_and_legends_say_what_the_design_and_the_drawing_have() {
+    let full = rendered(Variant::Planted);
+    // The fixture's societies have 20 agents: the m axis says so from the data, not from a constant.
+    for name in ["favouritism_by_minority_size", "excess_share_by_minority_size"] {
+        let herd_report::Chart::Line(chart) = &full[name].0.chart else { panic!("a line chart") };
+        assert_eq!(chart.x_label, "minority size m (of 20 agents)", "{name}");
+        // Four societies per point: an interval is drawn, and the legend names it.
+        assert!(chart.series.iter().flat_map(|s| &s.points).all(|p| p.interval.is_some()), "{name}");
+        assert!(chart.legend_title.ends_with("(95% t-interval over seeds)"), "{name}: {}", chart.legend_title);
+    }
+    // Conformity curves are fitted to their data within a probability's bounds, zero drawn.
+    let herd_report::Chart::Line(curve) = &full["p_wrong_by_group_size_per_model"].0.chart else {
+        panic!("a line chart")
+    };
+    assert_eq!((curve.y_limits, curve.reference_y), (Some((0.0, 1.0)), Some(0.0)));
+}
+
+#[test]
 fn planted_effects_show_in_the_figure_data() {
     let planted = rendered(Variant::Planted);
     // Conformity rises with N for each model.

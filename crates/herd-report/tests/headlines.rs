@@ -619,6 +619,169 @@ fn a_model_at_chance_is_not_the_papers_population() {
     assert_eq!(h.verdict.text(), "not the paper's population");
 }
 
+#[test]
+fn a_pooled_source_contrast_leaves_out_a_model_at_chance() {
+    // The source-strength rows pool models. `solver` (right 96% alone) conforms more to experts and
+    // less to kids than to participants; `chance` (right half the time alone) the other way round,
+    // and more strongly, so pooling it in would reverse the verdict.
+    let mut rows = Vec::new();
+    for (model, baseline, sign) in [("solver", 0.04, 1.0), ("chance", 0.5, -3.0)] {
+        for seed in 0..8 {
+            let jitter = 0.002 * seed as f64;
+            for (n, p) in [(0, baseline + jitter), (10, baseline + 0.3 + jitter)] {
+                let mut t = trial("group_size", "", n, seed, p);
+                t.model = model.into();
+                rows.push(t);
+            }
+            for (level, shift) in [("participants", 0.0), ("experts", 0.05 * sign), ("kids", -0.05 * sign)] {
+                for (n, rise) in [(0, 0.0), (10, 0.3)] {
+                    // The contrast varies by trial index (a constant difference has no t-test).
+                    let p = (baseline + rise + shift * (1.0 + 10.0 * wobble(seed)) + jitter).clamp(0.0, 1.0);
+                    let mut t = trial("source_strength", level, n, seed, p);
+                    t.model = model.into();
+                    rows.push(t);
+                }
+            }
+        }
+    }
+    let all = compare_headlines(&conformity_results(rows.clone())).unwrap();
+    let h = headline(&all, "source_strength");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(
+        h.this_run.starts_with("Population: the paper's claim is on images a model solves alone"),
+        "{}",
+        h.this_run
+    );
+    assert!(h.this_run.contains("chance: baseline accuracy lines 0.493"), "{}", h.this_run);
+    assert!(h.this_run.contains("left out of the pooled contrast"), "{}", h.this_run);
+    assert!(h.this_run.contains("8 seeds"), "only the solver's 8 units are pooled: {}", h.this_run);
+
+    // The chance model alone: the pooled claim is outside the population, never "does not replicate".
+    let alone: Vec<ConformityTrial> = rows.into_iter().filter(|t| t.model == "chance").collect();
+    let all = compare_headlines(&conformity_results(alone)).unwrap();
+    let h = headline(&all, "source_strength");
+    assert_eq!(h.verdict, Verdict::NotPaperPopulation, "{h:?}");
+    assert!(h.basis.contains("as crowd-following from that baseline"), "{}", h.basis);
+}
+
+/// One trial of `family` at `level` per task, N and trial index, for model "m"; p_wrong(N) from
+/// `p(task, level, n, seed)`.
+fn family_trials(
+    family: &str,
+    levels: &[&str],
+    tasks: &[&str],
+    ns: &[u32],
+    p: impl Fn(&str, &str, u32, i64) -> f64,
+) -> Vec<ConformityTrial> {
+    let mut rows = Vec::new();
+    for task in tasks {
+        for level in levels {
+            for &n in ns {
+                for seed in 0..8 {
+                    let mut t = trial(family, level, n, seed, p(task, level, n, seed).clamp(0.0, 1.0));
+                    t.task = (*task).into();
+                    rows.push(t);
+                }
+            }
+        }
+    }
+    rows
+}
+
+/// A little noise per trial index, so that no sample is constant.
+fn wobble(seed: i64) -> f64 {
+    [0.011, -0.007, 0.004, -0.013, 0.009, -0.002, 0.006, -0.008][seed as usize]
+}
+
+#[test]
+fn tasks_alike_holds_for_overlapping_curves_and_fails_for_a_task_far_apart() {
+    let rise = |n: u32| 0.05 + 0.07 * f64::from(n);
+    let alike =
+        family_trials("group_size", &[""], &["lines", "color", "dots"], &[0, 5, 10], |_, _, n, s| rise(n) + wobble(s));
+    let all = compare_headlines(&conformity_results(alike)).unwrap();
+    let h = headline(&all, "tasks_alike");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(
+        h.this_run.contains("m · color − dots: p_wrong_full: AUC 0.400 vs 0.400 over N ∈ {0, 5, 10};"),
+        "{}",
+        h.this_run
+    );
+    assert!(h.this_run.contains("Welch t (8 vs 8, df "), "{}", h.this_run);
+    assert!(h.basis.contains("all 3 rows replicate"), "{}", h.basis);
+
+    // Dots 0.3 above the others at every N: significant, so the curves are not alike.
+    let apart = family_trials("group_size", &[""], &["lines", "dots"], &[0, 5, 10], |task, _, n, s| {
+        rise(n) + wobble(s) + if task == "dots" && n > 0 { 0.3 } else { 0.0 }
+    });
+    let all = compare_headlines(&conformity_results(apart)).unwrap();
+    let h = headline(&all, "tasks_alike");
+    assert_eq!(h.verdict, Verdict::DoesNotReplicate, "{h:?}");
+    assert!(h.basis.contains("a significant effect"), "{}", h.basis);
+
+    // One task: nothing to compare, not in the run.
+    let one = family_trials("group_size", &[""], &["lines"], &[0, 10], |_, _, n, s| rise(n) + wobble(s));
+    let all = compare_headlines(&conformity_results(one)).unwrap();
+    assert_eq!(headline(&all, "tasks_alike").verdict, Verdict::NotInRun);
+}
+
+#[test]
+fn the_neutral_curve_is_judged_between_same_and_different_on_the_n_both_ran() {
+    // Neutral (group size) on N = 0, 5, 10; the social families on N = 0 and 10 only.
+    let mut rows = family_trials("group_size", &[""], &["lines"], &[0, 5, 10], |_, _, n, s| {
+        0.05 + 0.04 * f64::from(n) + wobble(s)
+    });
+    for family in ["nationality", "minimal_group"] {
+        rows.extend(family_trials(family, &["same", "different"], &["lines"], &[0, 10], |_, level, n, s| {
+            let shift = if level == "same" { 0.2 } else { -0.2 };
+            0.05 + (0.04 + shift / 10.0) * f64::from(n) + wobble(s) / 2.0
+        }));
+    }
+    let all = compare_headlines(&conformity_results(rows.clone())).unwrap();
+    let h = headline(&all, "neutral_between");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.this_run.contains("m · lines · same − neutral: p_wrong_full: AUC 0.350 vs 0.250"), "{}", h.this_run);
+    assert!(h.this_run.contains("over N ∈ {0, 10}"), "the N both sides ran: {}", h.this_run);
+
+    // Different above neutral: the order fails.
+    let flipped: Vec<ConformityTrial> = rows
+        .into_iter()
+        .map(|mut t| {
+            if t.level == "different" {
+                t.p_wrong_full = (t.p_wrong_full + 0.5).min(1.0);
+            }
+            t
+        })
+        .collect();
+    let all = compare_headlines(&conformity_results(flipped)).unwrap();
+    assert_eq!(headline(&all, "neutral_between").verdict, Verdict::DoesNotReplicate);
+}
+
+#[test]
+fn temporal_and_spatial_effects_are_compared_and_their_significance_counted() {
+    let family = |name: &str, effect: f64| {
+        family_trials(name, &["near", "far"], &["lines"], &[0, 10], move |_, level, n, s| {
+            let lift = if level == "near" { effect + wobble(s) } else { 0.0 };
+            0.1 + 0.03 * f64::from(n) + lift * f64::from(n) / 10.0
+        })
+    };
+    let mut rows = family("temporal", 0.2);
+    rows.extend(family("spatial", 0.2));
+    let all = compare_headlines(&conformity_results(rows)).unwrap();
+    let h = headline(&all, "temporal_vs_spatial");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(
+        h.this_run.starts_with("near − far significant and positive (Wilcoxon signed-rank p < 0.05) in 1 of 1 temporal and 1 of 1 spatial rows"),
+        "{}",
+        h.this_run
+    );
+
+    // A temporal effect three times the spatial one is not comparable.
+    let mut rows = family("temporal", 0.6);
+    rows.extend(family("spatial", 0.2));
+    let all = compare_headlines(&conformity_results(rows)).unwrap();
+    assert_eq!(headline(&all, "temporal_vs_spatial").verdict, Verdict::DoesNotReplicate);
+}
+
 /// In-group weight bias of a visible-label decider: (model, reasoning, m, minority decider) → bias.
 type Bias = fn(&str, &str, i64, bool) -> f64;
 

@@ -46,6 +46,35 @@ pub fn students_t_cdf(t: f64, df: f64) -> f64 {
     students_t(df).map_or(f64::NAN, |d| d.cdf(t))
 }
 
+/// The `q` quantile of Student's t with `df` degrees of freedom (scipy's `t.ppf`), by bisection on
+/// the upper tail (`sf`, accurate where `1 − cdf` is not) rather than statrs' inverse, whose accuracy
+/// is not documented; the lower half by symmetry. NaN unless `0 < q < 1` and `df > 0`.
+pub fn students_t_quantile(q: f64, df: f64) -> f64 {
+    if !(q > 0.0 && q < 1.0) || students_t(df).is_none() {
+        return f64::NAN;
+    }
+    if q == 0.5 {
+        return 0.0;
+    }
+    // x > 0 with P(T > x) = tail.
+    let upper = |tail: f64| {
+        let mut hi = 1.0_f64;
+        while students_t_sf(hi, df) > tail && hi < 1e300 {
+            hi *= 2.0;
+        }
+        let mut lo = 0.0_f64;
+        for _ in 0..2000 {
+            let mid = 0.5 * (lo + hi);
+            if mid <= lo || mid >= hi {
+                break;
+            }
+            if students_t_sf(mid, df) > tail { lo = mid } else { hi = mid }
+        }
+        0.5 * (lo + hi)
+    };
+    if q > 0.5 { upper(1.0 - q) } else { -upper(q) }
+}
+
 /// p-value of a statistic with a symmetric null distribution (scipy's `_get_pvalue`).
 pub(crate) fn p_value(statistic: f64, alternative: Alternative, sf: impl Fn(f64) -> f64) -> f64 {
     match alternative {

@@ -12,7 +12,8 @@
 //! - [`gee`] + [`formula`]: exchangeable Gaussian GEE with robust and naive standard errors,
 //!   design matrices from formulas such as `points ~ same_group * minority_decider`.
 //! - [`bootstrap`]: seeded cluster bootstrap and replay of given resamples.
-//! - [`correlation`], [`regression`], [`ttest`], [`auc`]: Spearman, OLS, t/z tests, trapezoid.
+//! - [`correlation`], [`regression`], [`ttest`], [`auc`]: Spearman, OLS, one-sample and Welch t tests,
+//!   z tests, trapezoid.
 //!
 //! Ties and zeros: values within `isclose(rel_tol=1e-9, abs_tol=1e-9)` of each other are tied
 //! (see [`rank`]), so seed means that differ only by summation order always count as ties.
@@ -52,7 +53,8 @@ pub use auc::{trapezoid, trapezoid_uniform};
 pub use bootstrap::{BootstrapResult, bootstrap_replay, cluster_bootstrap, cluster_resamples, percentile, sample_std};
 pub use correlation::{SpearmanResult, pearson, spearman};
 pub use distributions::{
-    Alternative, normal_cdf, normal_p_value, normal_sf, students_t_cdf, students_t_p_value, students_t_sf,
+    Alternative, normal_cdf, normal_p_value, normal_sf, students_t_cdf, students_t_p_value, students_t_quantile,
+    students_t_sf,
 };
 pub use error::StatsError;
 pub use formula::{DesignMatrix, Formula};
@@ -60,5 +62,5 @@ pub use gee::{GeeCoefficient, GeeFit, GeeOptions, gee_gaussian_exchangeable};
 pub use multiple::benjamini_hochberg;
 pub use rank::{Ranking, TIE_TOLERANCE, approx_equal, average_ranks};
 pub use regression::{OlsCoefficient, OlsFit, ols};
-pub use ttest::{TTestResult, ttest_one_sample, z_test};
+pub use ttest::{TTestResult, WelchResult, ttest_one_sample, ttest_welch, z_test};
 pub use wilcoxon::{WilcoxonMethod, WilcoxonOptions, WilcoxonResult, ZeroMethod, wilcoxon_one_sample, wilcoxon_paired};

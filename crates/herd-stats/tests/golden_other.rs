@@ -4,8 +4,8 @@ mod common;
 
 use common::*;
 use herd_stats::{
-    Alternative, Formula, bootstrap_replay, ols, percentile, spearman, students_t_cdf, students_t_sf, trapezoid,
-    trapezoid_uniform, ttest_one_sample, z_test,
+    Alternative, Formula, bootstrap_replay, ols, percentile, spearman, students_t_cdf, students_t_quantile,
+    students_t_sf, trapezoid, trapezoid_uniform, ttest_one_sample, ttest_welch, z_test,
 };
 
 #[test]
@@ -81,6 +81,36 @@ fn ols_matches_statsmodels() {
         assert_close(fit.adj_r_squared, num(&case["adj_r_squared"]), 0.0, "adj r2");
         assert_close(fit.scale, num(&case["scale"]), 0.0, "scale");
     }
+}
+
+#[test]
+fn welch_ttest_and_t_quantiles_match_scipy() {
+    let fixture = load("welch");
+    let all = cases(&fixture, "cases");
+    assert_eq!(all.len(), 15);
+    let mut smallest = 1.0_f64;
+    for (k, case) in all.iter().enumerate() {
+        let r = ttest_welch(&nums(&case["a"]), &nums(&case["b"]), alternative(&case["alternative"])).unwrap();
+        assert_close(r.t, num(&case["t"]), ESTIMATE_ABS_FLOOR, &format!("case {k} t"));
+        assert_close(r.df, num(&case["df"]), 0.0, &format!("case {k} df"));
+        assert_p(r.p_value, num(&case["pvalue"]), &format!("case {k} p"));
+        smallest = smallest.min(r.p_value);
+        for (level, key) in [(0.95, "ci95"), (0.90, "ci90")] {
+            if case.get(key).is_some() {
+                let (lo, hi) = r.confidence_interval(level);
+                assert_close(lo, num(&case[key][0]), ESTIMATE_ABS_FLOOR, &format!("case {k} {key} lo"));
+                assert_close(hi, num(&case[key][1]), ESTIMATE_ABS_FLOOR, &format!("case {k} {key} hi"));
+            }
+        }
+    }
+    assert!(smallest < 1e-20, "a far-tail case must be covered");
+    for case in cases(&fixture, "quantiles") {
+        let (q, df) = (num(&case["q"]), num(&case["df"]));
+        assert_close(students_t_quantile(q, df), num(&case["ppf"]), ESTIMATE_ABS_FLOOR, &format!("t.ppf({q}, {df})"));
+    }
+    // Too few observations or no variance are errors, not NaN.
+    assert!(ttest_welch(&[1.0], &[1.0, 2.0], Alternative::TwoSided).is_err());
+    assert!(ttest_welch(&[1.0, 1.0], &[2.0, 2.0], Alternative::TwoSided).is_err());
 }
 
 #[test]

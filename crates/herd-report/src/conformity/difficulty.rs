@@ -57,7 +57,7 @@ pub fn auc_by_difficulty(tables: &ConformityTables, measure: PWrong) -> FigureRe
             y_label: "conformity AUC (mean p_wrong over N, 0–1)".into(),
             legend_title: "task (Spearman ρ)".into(),
             series,
-            y_range: None,
+            y_limits: Some((0.0, 1.0)),
             reference_y: None,
         }),
     })

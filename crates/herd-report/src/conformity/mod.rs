@@ -119,8 +119,8 @@ fn curve_chart(
         y_label: measure.describe().into(),
         legend_title: format!("{legend_title}; band: {}", band_name(counts.into_iter(), "trials")),
         series,
-        y_range: Some((0.0, 1.0)),
-        reference_y: None,
+        y_limits: Some((0.0, 1.0)),
+        reference_y: Some(0.0),
     })
 }
 

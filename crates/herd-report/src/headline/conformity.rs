@@ -11,7 +11,7 @@ use herd_stats::{Alternative, trapezoid};
 use super::evidence::{
     Claim, Combine, Evidence, Row, spearman_interval, spearman_min_p, t_quantile, wilcoxon_evidence,
 };
-use super::{Outcome, PaperHeadline};
+use super::{Outcome, PaperHeadline, population};
 use crate::figure::{num, rows_where, signed};
 use crate::results::Results;
 
@@ -238,20 +238,21 @@ pub(super) fn public_private(h: &PaperHeadline, results: &Results, measure: PWro
     Some(Outcome { summary: String::new(), rows, combine: Combine::Most })
 }
 
-/// Per (model, task, trial index): the mean over `levels` present of AUC(level) − AUC(base).
+/// Per (model, task, trial index) of `pairs`: the mean over `levels` present of AUC(level) − AUC(base).
 fn source_contrast(
     trials: &ConformityTable,
     measure: PWrong,
+    pairs: &[(String, String)],
     base_role: &str,
     levels: &[&str],
 ) -> (BTreeMap<String, f64>, Vec<String>) {
     let mut out = BTreeMap::new();
     let mut seen = BTreeSet::new();
-    for (model, task) in model_tasks(trials, "source_strength") {
-        let base = unit_aucs(trials, measure, &model, &task, "source_strength", base_role, false);
+    for (model, task) in pairs {
+        let base = unit_aucs(trials, measure, model, task, "source_strength", base_role, false);
         let mut sums: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for level in levels {
-            let aucs = unit_aucs(trials, measure, &model, &task, "source_strength", level, false);
+            let aucs = unit_aucs(trials, measure, model, task, "source_strength", level, false);
             if !aucs.is_empty() {
                 seen.insert((*level).to_owned());
             }
@@ -289,13 +290,15 @@ pub(super) fn source_strength(h: &PaperHeadline, results: &Results, measure: PWr
     let (base, class_of) = source_classes(results);
     let levels: BTreeSet<&str> =
         trials.rows.iter().filter(|t| t.family == "source_strength").map(|t| t.level.as_str()).collect();
+    // The rows pool models and tasks, so the paper's population is applied to the pool itself.
+    let population = population::pooled(results, model_tasks(trials, "source_strength"));
     let mut rows = Vec::new();
     for (name, class, claim) in [
         ("authorities", SourceClass::Authority, Claim::positive(h.effect)),
         ("low-status sources", SourceClass::LowStatus, Claim::negative(None)),
     ] {
         let members: Vec<&str> = levels.iter().copied().filter(|l| class_of(l) == Some(class)).collect();
-        let (d, seen) = source_contrast(trials, measure, &base, &members);
+        let (d, seen) = source_contrast(trials, measure, &population.pairs, &base, &members);
         if d.is_empty() {
             continue;
         }
@@ -304,7 +307,12 @@ pub(super) fn source_strength(h: &PaperHeadline, results: &Results, measure: PWr
         rows.push(contrast_row(name.to_owned(), value, &d, Alternative::TwoSided, "seeds", claim));
     }
     // The paper's claim has two sides; a run with only one of them cannot judge it.
-    (rows.len() == 2).then_some(Outcome { summary: String::new(), rows, combine: Combine::All })
+    if rows.len() != 2 {
+        return None;
+    }
+    let mut outcome = Outcome { summary: String::new(), rows, combine: Combine::All };
+    population.mark(&mut outcome);
+    Some(outcome)
 }
 
 pub(super) fn same_group(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {

@@ -2,7 +2,7 @@
 //! into one of three verdicts. A verdict never rests on an undefined statistic, and a test that
 //! cannot reach significance at its n (an exact test on too few units) decides nothing.
 
-use herd_stats::{Alternative, WilcoxonOptions, wilcoxon_one_sample};
+use herd_stats::{Alternative, WilcoxonOptions, ttest_welch, wilcoxon_one_sample};
 
 use super::Verdict;
 pub(crate) use crate::figure::t_quantile;
@@ -99,6 +99,7 @@ impl Evidence {
 pub(crate) fn singular(unit: &'static str) -> &'static str {
     match unit {
         "seeds" => "seed",
+        "trial indices" => "trial index",
         "trial pairs" => "trial pair",
         "paraphrases" => "paraphrase",
         "difficulty levels" => "difficulty level",
@@ -395,6 +396,24 @@ pub(crate) fn wilcoxon_evidence(differences: &[f64], alternative: Alternative, u
         e.estimate = Some(differences.iter().sum::<f64>() / differences.len() as f64);
     }
     e.interval_name = if two_sided { "95% t-interval" } else { "90% t-interval" };
+    e
+}
+
+/// Evidence that mean(a) − mean(b) differs from zero, for two samples drawn apart: Welch's t test
+/// (two-sided) and its 95% interval on the Welch–Satterthwaite df. Fewer than two units on a side,
+/// or no variance in either, leave the p undefined (inconclusive).
+pub(crate) fn welch_evidence(a: &[f64], b: &[f64], unit: &'static str) -> Evidence {
+    let mut e = Evidence::new(format!("Welch t ({} vs {})", a.len(), b.len()), a.len() + b.len(), unit);
+    e.interval_name = "95% Welch t-interval";
+    if let Ok(w) = ttest_welch(a, b, Alternative::TwoSided) {
+        e.test = format!("Welch t ({} vs {}, df {:.1})", a.len(), b.len(), w.df);
+        e.estimate = Some(w.mean_difference);
+        e.p = Some(w.p_value);
+        e.interval = Some(w.confidence_interval(0.95));
+    } else if !a.is_empty() && !b.is_empty() {
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        e.estimate = Some(mean(a) - mean(b));
+    }
     e
 }
 

@@ -46,27 +46,52 @@ fn accepted_share(results: &Results, model: &str, task: &str) -> Option<f64> {
         .and_then(|r| q.number("baseline_accepted_share", r))
 }
 
+/// Per model × task below [`POPULATION_MIN`] of `tasks` (`None`: all of the model's tasks), the
+/// description of its baseline ("lines 0.493 over 8 trials at N = 0, …"). Empty for a model whose
+/// baseline the run did not measure (no group-size family): nothing says it is outside.
+fn low_tasks(
+    results: &Results,
+    accuracy: &BTreeMap<String, BTreeMap<String, (f64, usize)>>,
+    model: &str,
+    task: Option<&str>,
+) -> Vec<String> {
+    let Some(tasks) = accuracy.get(model) else { return Vec::new() };
+    tasks
+        .iter()
+        .filter(|(t, _)| task.is_none_or(|task| task == t.as_str()))
+        .filter(|(_, (a, _))| *a < POPULATION_MIN)
+        .map(|(t, (a, n))| {
+            let filter = accepted_share(results, model, t)
+                .map_or(String::new(), |s| format!(", {:.0}% of candidate images passed the filter", 100.0 * s));
+            format!("{t} {} over {n} trials at N = 0{filter}", num(*a))
+        })
+        .collect()
+}
+
+/// The summary line that says what the paper's population is and who is outside it.
+fn population_note(outside: &[String]) -> String {
+    format!(
+        "Population: the paper's claim is on images a model solves alone (p_correct(0) = 1; its code ≥ 0.95, \
+         0.75 for its weakest models); below {POPULATION_MIN} at N = 0 a model follows a crowd from chance. {}",
+        outside.join("; ")
+    )
+}
+
+fn prepend(summary: &mut String, note: String) {
+    *summary = if summary.is_empty() { note } else { format!("{note}. {summary}") };
+}
+
 /// Gives every row on a model × task below [`POPULATION_MIN`] the verdict "not the paper's
 /// population" (its own verdict kept in the reason as the crowd-following reading), and says in the
 /// summary what the population is. Rows pooled over models (labels that do not start with a model)
-/// are left as they are.
+/// are gated where they are pooled ([`pooled`]).
 pub(crate) fn mark(outcome: &mut Outcome, results: &Results) {
     let accuracy = baseline_accuracy(results);
     let mut outside: Vec<String> = Vec::new();
     for row in &mut outcome.rows {
         let mut parts = row.label.split(" · ");
         let (Some(model), task) = (parts.next(), parts.next()) else { continue };
-        let Some(tasks) = accuracy.get(model) else { continue };
-        let low: Vec<String> = tasks
-            .iter()
-            .filter(|(t, _)| task.is_none_or(|task| task == t.as_str()))
-            .filter(|(_, (a, _))| *a < POPULATION_MIN)
-            .map(|(t, (a, n))| {
-                let filter = accepted_share(results, model, t)
-                    .map_or(String::new(), |s| format!(", {:.0}% of candidate images passed the filter", 100.0 * s));
-                format!("{t} {} over {n} trials at N = 0{filter}", num(*a))
-            })
-            .collect();
+        let low = low_tasks(results, &accuracy, model, task);
         if low.is_empty() {
             continue;
         }
@@ -78,12 +103,58 @@ pub(crate) fn mark(outcome: &mut Outcome, results: &Results) {
         mark_row(row, &description);
     }
     if !outside.is_empty() {
-        let note = format!(
-            "Population: the paper's claim is on images a model solves alone (p_correct(0) = 1; its code ≥ 0.95, \
-             0.75 for its weakest models); below {POPULATION_MIN} at N = 0 a model follows a crowd from chance. {}",
-            outside.join("; ")
-        );
-        outcome.summary = if outcome.summary.is_empty() { note } else { format!("{note}. {}", outcome.summary) };
+        prepend(&mut outcome.summary, population_note(&outside));
+    }
+}
+
+/// The population of a contrast pooled over (model, task) `pairs`: the pairs inside it, and what to
+/// say. Pairs outside are left out of the pool when any pair is inside (the summary names them);
+/// when none is, every pair stays and [`Pooled::mark`] gives the pooled rows the verdict "not the
+/// paper's population", so an at-chance model never decides a pooled claim either.
+pub(crate) fn pooled(results: &Results, pairs: Vec<(String, String)>) -> Pooled {
+    let accuracy = baseline_accuracy(results);
+    let (mut inside, mut outside, mut descriptions) = (Vec::new(), Vec::new(), Vec::new());
+    for (model, task) in pairs {
+        let low = low_tasks(results, &accuracy, &model, Some(&task));
+        if low.is_empty() {
+            inside.push((model, task));
+        } else {
+            descriptions.push(format!("{model}: baseline accuracy {}", low.join("; ")));
+            outside.push((model, task));
+        }
+    }
+    if inside.is_empty() {
+        Pooled { pairs: outside, note: None, outside: descriptions }
+    } else {
+        let note = (!descriptions.is_empty())
+            .then(|| format!("{}; left out of the pooled contrast", population_note(&descriptions)));
+        Pooled { pairs: inside, note, outside: Vec::new() }
+    }
+}
+
+/// [`pooled`]'s answer.
+pub(crate) struct Pooled {
+    /// The (model, task) pairs to pool.
+    pub pairs: Vec<(String, String)>,
+    /// The summary line naming the pairs left out, if any were.
+    note: Option<String>,
+    /// When every pair is outside the population: their descriptions.
+    outside: Vec<String>,
+}
+
+impl Pooled {
+    /// Says in `outcome` what was left out, or marks every row when the whole pool is outside.
+    pub(crate) fn mark(self, outcome: &mut Outcome) {
+        if let Some(note) = self.note {
+            prepend(&mut outcome.summary, note);
+        }
+        if !self.outside.is_empty() {
+            let description = self.outside.join("; ");
+            for row in &mut outcome.rows {
+                mark_row(row, &description);
+            }
+            prepend(&mut outcome.summary, population_note(&self.outside));
+        }
     }
 }
 

@@ -344,6 +344,29 @@ def ttest_cases():
     return cases, z_cases, t_tail
 
 
+def welch_cases():
+    rng = np.random.default_rng(11)
+    cases = []
+    pairs = [(rng.normal(0.3, 0.1, 8), rng.normal(0.25, 0.2, 8)), (rng.normal(0.0, 1.0, 5), rng.normal(2.0, 0.3, 12)),
+             (rng.normal(0.5, 0.01, 40), rng.normal(0.5, 0.05, 3)), (rng.normal(10.0, 0.2, 30), rng.normal(0.0, 0.2, 30)),
+             (rng.normal(0.1, 0.4, 2), rng.normal(0.2, 0.1, 2))]
+    for a, b in pairs:
+        for alternative in ["two-sided", "greater", "less"]:
+            r = stats.ttest_ind(a, b, equal_var=False, alternative=alternative)
+            case = {"a": a.tolist(), "b": b.tolist(), "alternative": alternative,
+                    "t": f(r.statistic), "df": f(r.df), "pvalue": f(r.pvalue)}
+            if alternative == "two-sided":
+                ci95 = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+                ci90 = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.90)
+                case["ci95"] = [f(ci95.low), f(ci95.high)]
+                case["ci90"] = [f(ci90.low), f(ci90.high)]
+            cases.append(case)
+    assert min(c["pvalue"] for c in cases) < 1e-20
+    quantiles = [{"q": q, "df": df, "ppf": f(stats.t.ppf(q, df))}
+                 for q in [0.5, 0.9, 0.95, 0.975, 0.995, 0.025] for df in [1.0, 2.5, 7.0, 29.3, 500.0]]
+    return cases, quantiles
+
+
 def auc_cases():
     rng = np.random.default_rng(1)
     cases = []
@@ -368,6 +391,8 @@ def main():
     dump("ols", {"cases": ols_cases()})
     t_cases, z_cases, t_tail = ttest_cases()
     dump("ttest", {"cases": t_cases, "z_cases": z_cases, "t_tail": t_tail})
+    welch, quantiles = welch_cases()
+    dump("welch", {"cases": welch, "quantiles": quantiles})
     dump("auc", {"cases": auc_cases()})
     print(f"wrote golden files to {OUT}: {len(cases)} wilcoxon cases")
 
