@@ -7,6 +7,7 @@ use std::process::Command;
 
 mod bench_infer;
 mod bench_parse;
+mod bench_replicate;
 mod cuda_build;
 mod llama_server;
 mod replicate;
@@ -107,6 +108,10 @@ enum Bench {
     /// Conformity trials per second through the openai backend against llama.cpp's server on the
     /// default model at 1, 4 and 16 requests in flight, and herd's candle backend as peer
     Openai,
+    /// Minutes per study of `cargo xtask replicate` on each CPU path (HERD_CPU_PATH), with the CPU
+    /// named: README's times. --estimate projects a profile's whole grid (e.g. --profile full
+    /// --model qwen2.5-coder-1.5b --estimate: the overnight run) from a measured sample of its units
+    Replicate(bench_replicate::BenchReplicateArgs),
 }
 
 fn main() -> Result<()> {
@@ -138,6 +143,7 @@ fn bench(what: Bench) -> Result<()> {
         Bench::Stats { venv: Some(venv) } => example("herd-analysis", "bench_stats", &["--venv", &venv]),
         Bench::Infer { model, paths } => bench_infer::run(&model, &paths),
         Bench::Openai => llama_server::bench(),
+        Bench::Replicate(args) => bench_replicate::run(args),
     }
 }
 

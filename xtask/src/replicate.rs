@@ -91,6 +91,78 @@ fn default_jobs(profile: &str) -> Vec<(&'static str, String)> {
     vec![("conformity", conformity.to_string()), ("minimal-group", minimal_group.to_string())]
 }
 
+/// `.quick` for the quick profile's experiment files, nothing for the full one.
+pub(crate) fn profile_suffix(profile: &str) -> &'static str {
+    if profile == "quick" { ".quick" } else { "" }
+}
+
+/// (study, model) to run: each `--model` on both studies, or each study on its default model.
+pub(crate) fn jobs(profile: &str, models: &[String]) -> Vec<(&'static str, String)> {
+    if models.is_empty() {
+        default_jobs(profile)
+    } else {
+        models.iter().flat_map(|m| [("conformity", m.clone()), ("minimal-group", m.clone())]).collect()
+    }
+}
+
+/// Makes each model present in the herd cache (`herd models --fetch`).
+pub(crate) fn fetch_models<'a>(herd: &Path, models: impl IntoIterator<Item = &'a str>) -> Result<()> {
+    for model in models {
+        println!("== model {model}");
+        run(Command::new(herd).args(["models", "--fetch", model]), "making the model present")?;
+    }
+    Ok(())
+}
+
+/// One study of a replication: which experiment file, on which model, into which run folder.
+pub(crate) struct Study<'a> {
+    pub study: &'a str,
+    pub model: &'a str,
+    pub experiment: &'a str,
+    pub run_dir: PathBuf,
+}
+
+/// `herd run` of one study (resuming what its folder holds), with `args` after the usual ones (e.g.
+/// `--shard 1/400`) and `env` set for it (e.g. `HERD_CPU_PATH`).
+pub(crate) fn run_study(
+    herd: &Path,
+    job: &Study<'_>,
+    backend: &str,
+    device: &str,
+    endpoints: &[String],
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<()> {
+    let r = job.run_dir.to_str().context("UTF-8 path")?;
+    let mut herd_run = Command::new(herd);
+    herd_run.args([
+        "run",
+        "--experiment",
+        job.experiment,
+        "--model",
+        job.model,
+        "--backend",
+        backend,
+        "--device",
+        device,
+        "--out",
+        r,
+    ]);
+    for endpoint in endpoints {
+        herd_run.args(["--endpoint", endpoint]);
+    }
+    herd_run.args(args).envs(env.iter().copied());
+    run(&mut herd_run, &format!("herd run ({}, {})", job.study, job.model))
+}
+
+/// `herd analyze` of one study's run folder into `analysis_dir`.
+pub(crate) fn analyze_study(herd: &Path, job: &Study<'_>, analysis_dir: &Path) -> Result<()> {
+    let (command, flag) =
+        if job.study == "conformity" { ("conformity", "--trials") } else { ("minimal-group", "--dyads") };
+    let (r, a) = (job.run_dir.to_str().context("UTF-8 path")?, analysis_dir.to_str().context("UTF-8 path")?);
+    run(Command::new(herd).args(["analyze", command, flag, r, "--out", a]), &format!("herd analyze {command}"))
+}
+
 pub(crate) fn run(command: &mut Command, what: &str) -> Result<()> {
     let status = command.status().with_context(|| format!("starting {what}"))?;
     if !status.success() {
@@ -178,18 +250,11 @@ pub fn replicate(args: ReplicateArgs) -> Result<()> {
     let build_started = Instant::now();
     let herd = build_herd(&o.device)?;
     println!("   built in {:.1} min", build_started.elapsed().as_secs_f64() / 60.0);
-    let suffix = if o.profile == "quick" { ".quick" } else { "" };
-    let jobs: Vec<(&str, String)> = if o.models.is_empty() {
-        default_jobs(&o.profile)
-    } else {
-        o.models.iter().flat_map(|m| [("conformity", m.clone()), ("minimal-group", m.clone())]).collect()
-    };
+    let suffix = profile_suffix(&o.profile);
+    let jobs = jobs(&o.profile, &o.models);
     let models: std::collections::BTreeSet<&str> = jobs.iter().map(|(_, m)| m.as_str()).collect();
     if o.backend == "candle" {
-        for model in &models {
-            println!("== model {model}");
-            run(Command::new(&herd).args(["models", "--fetch", model]), "making the model present")?;
-        }
+        fetch_models(&herd, models.iter().copied())?;
     }
     let mut sections = Vec::new();
     for (study, model) in &jobs {
@@ -197,35 +262,14 @@ pub fn replicate(args: ReplicateArgs) -> Result<()> {
         // One model keeps the plain folder names; several get one run folder per study and model, all
         // of which `herd report` finds under OUT/runs/ and reports side by side.
         let name = if models.len() == 1 { study.to_string() } else { format!("{study}-{model}") };
-        let run_dir = o.out.join("runs").join(&name);
+        let job = Study { study, model, experiment: &experiment, run_dir: o.out.join("runs").join(&name) };
         let analysis_dir = o.out.join("analysis").join(&name);
-        println!("== {study} · {model}: {experiment} → {}", run_dir.display());
+        println!("== {study} · {model}: {experiment} → {}", job.run_dir.display());
         let study_started = Instant::now();
-        let (r, b, d) = (run_dir.to_str().context("UTF-8 path")?, o.backend.as_str(), o.device.as_str());
-        let mut herd_run = Command::new(&herd);
-        herd_run.args([
-            "run",
-            "--experiment",
-            &experiment,
-            "--model",
-            model,
-            "--backend",
-            b,
-            "--device",
-            d,
-            "--out",
-            r,
-        ]);
-        for endpoint in &o.endpoints {
-            herd_run.args(["--endpoint", endpoint]);
-        }
-        run(&mut herd_run, &format!("herd run ({study}, {model})"))?;
-        let (command, flag) =
-            if *study == "conformity" { ("conformity", "--trials") } else { ("minimal-group", "--dyads") };
-        let a = analysis_dir.to_str().context("UTF-8 path")?;
-        run(Command::new(&herd).args(["analyze", command, flag, r, "--out", a]), &format!("herd analyze {command}"))?;
+        run_study(&herd, &job, &o.backend, &o.device, &o.endpoints, &[], &[])?;
+        analyze_study(&herd, &job, &analysis_dir)?;
         println!("   {study} · {model} took {:.1} min", study_started.elapsed().as_secs_f64() / 60.0);
-        sections.push((format!("{study} · {model}"), run_dir, analysis_dir));
+        sections.push((format!("{study} · {model}"), job.run_dir, analysis_dir));
     }
     let report_dir = o.out.join("report");
     println!("== report: {}", report_dir.display());
