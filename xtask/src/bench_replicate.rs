@@ -76,7 +76,8 @@ pub fn run(args: BenchReplicateArgs) -> Result<()> {
             let total = plan_units(&herd, &experiment, "1/1")?;
             let timing = if estimate {
                 let per_study = sample.unwrap_or(if *study == "conformity" { 240 } else { 4 });
-                estimate_study(&herd, study, model, &experiment, &dir, total, per_study, &env)?
+                let job = Study { study, model, experiment: &experiment, run_dir: dir };
+                estimate_study(&herd, &job, total, per_study, &env)?
             } else {
                 let job = Study { study, model, experiment: &experiment, run_dir: dir.join("run") };
                 let t = Instant::now();
@@ -122,20 +123,17 @@ fn units_line(text: &str) -> Option<u64> {
         .next()
 }
 
-/// Runs one unit and then `sample` units of one non-empty shard sized for `sample`, and projects the
-/// whole grid: fixed cost (the one-unit run less a unit) + minutes per unit × `total`. Returns the
-/// projected minutes and (units measured, minutes per unit).
-#[allow(clippy::too_many_arguments)]
+/// Runs one unit and then `sample` units of one non-empty shard sized for `sample` (each in its own
+/// folder under `job.run_dir`), and projects the whole grid: fixed cost (the one-unit run less a
+/// unit) + minutes per unit × `total`. Returns the projected minutes and (units measured, minutes per unit).
 fn estimate_study(
     herd: &Path,
-    study: &'static str,
-    model: &str,
-    experiment: &str,
-    dir: &Path,
+    job: &Study<'_>,
     total: u64,
     sample: u64,
     env: &[(&str, &str)],
 ) -> Result<(f64, Option<(u64, f64)>)> {
+    let experiment = job.experiment;
     let count = (total / sample).max(1);
     // Shard groups are lumpy (a society's passes stay together): take the first shard holding a unit.
     let mut chosen = None;
@@ -149,10 +147,10 @@ fn estimate_study(
     }
     let Some((shard, n)) = chosen else { bail!("no shard of {experiment} in 1..64/{count} holds a unit") };
     let timed = |limit: u64, name: &str| -> Result<f64> {
-        let job = Study { study, model, experiment, run_dir: dir.join(name) };
+        let part = Study { run_dir: job.run_dir.join(name), ..*job };
         let limit = limit.to_string();
         let t = Instant::now();
-        run_study(herd, &job, "candle", "cpu", &[], &["--quiet", "--shard", &shard, "--limit", &limit], env)?;
+        run_study(herd, &part, "candle", "cpu", &[], &["--quiet", "--shard", &shard, "--limit", &limit], env)?;
         Ok(t.elapsed().as_secs_f64() / 60.0)
     };
     println!("   one unit of shard {shard} (model load and set-up)");

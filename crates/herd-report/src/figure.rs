@@ -2,7 +2,7 @@
 //! arithmetic figures share: means with 95% t-intervals over independent units.
 
 use herd_analysis::ResultTable;
-use herd_stats::{sample_std, students_t_cdf};
+use herd_stats::sample_std;
 
 use crate::chart::{Chart, render};
 use crate::error::ReportError;
@@ -57,14 +57,10 @@ pub fn mean_interval(values: &[f64]) -> (f64, Option<(f64, f64)>) {
     }
 }
 
-/// Student's t quantile (lower-tail probability `q`) by bisection on herd-stats' CDF.
+/// Student's t quantile (lower-tail probability `q`): herd-stats' `students_t_quantile`, golden
+/// against scipy's `t.ppf`.
 pub fn t_quantile(q: f64, df: f64) -> f64 {
-    let (mut lo, mut hi) = (-1e7, 1e7);
-    for _ in 0..200 {
-        let mid = 0.5 * (lo + hi);
-        if students_t_cdf(mid, df) < q { lo = mid } else { hi = mid }
-    }
-    0.5 * (lo + hi)
+    herd_stats::students_t_quantile(q, df)
 }
 
 /// `95% t-interval over 8 trials` (or `over 6–8 trials` where the counts differ): what a band is.

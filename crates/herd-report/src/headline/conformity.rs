@@ -25,7 +25,7 @@ fn conformity(results: &Results) -> Option<(&ConformityTable, &ConformityTables)
 }
 
 /// (model, task) pairs that ran `family`, in order.
-fn model_tasks(trials: &ConformityTable, family: &str) -> Vec<(String, String)> {
+pub(super) fn model_tasks(trials: &ConformityTable, family: &str) -> Vec<(String, String)> {
     let set: BTreeSet<(String, String)> =
         trials.rows.iter().filter(|t| t.family == family).map(|t| (t.model.clone(), t.task.clone())).collect();
     set.into_iter().collect()

@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use herd_analysis::{ConformityTable, ConformityTrial, PWrong};
 use herd_stats::{Alternative, trapezoid};
 
-use super::evidence::{Claim, Combine, Row, welch_evidence};
+use super::conformity::model_tasks;
+use super::evidence::{Claim, Combine, Row, judge, welch_evidence, wilcoxon_evidence};
 use super::{Outcome, PaperHeadline, Verdict, population};
 use crate::figure::{num, signed};
 use crate::results::Results;
@@ -83,9 +84,9 @@ fn welch_row(label: String, a: &[f64], b: &[f64], ns: &BTreeSet<u32>, claim: Cla
     Some(Row::judged(label, value, welch_evidence(a, b, "trial indices"), claim))
 }
 
-/// (model, task) pairs that ran `family`, in order.
-fn model_tasks(trials: &ConformityTable, family: &str) -> BTreeSet<(String, String)> {
-    trials.rows.iter().filter(|t| t.family == family).map(|t| (t.model.clone(), t.task.clone())).collect()
+/// (model, task) pairs that ran `family`, as a set.
+fn model_task_set(trials: &ConformityTable, family: &str) -> BTreeSet<(String, String)> {
+    model_tasks(trials, family).into_iter().collect()
 }
 
 /// Fig. 2b: per model and pair of tasks, the group-size curves' AUC difference; alike when no
@@ -95,7 +96,7 @@ pub(super) fn tasks_alike(h: &PaperHeadline, results: &Results, measure: PWrong)
     let margin = h.effect?;
     // A task outside the paper's population is left out of its model's comparisons (the rows
     // compare two tasks, so the per-row gating of `population::mark` cannot name one).
-    let population = population::pooled(results, model_tasks(trials, "group_size").into_iter().collect());
+    let population = population::pooled(results, model_tasks(trials, "group_size"));
     let mut by_model: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (model, task) in &population.pairs {
         by_model.entry(model.clone()).or_default().push(task.clone());
@@ -124,7 +125,7 @@ pub(super) fn tasks_alike(h: &PaperHeadline, results: &Results, measure: PWrong)
 /// the families it ran, as fig. 4d averages them): same above neutral, neutral above different.
 pub(super) fn neutral_between(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
     let trials = &results.conformity.as_ref()?.trials;
-    let neutral_pairs = model_tasks(trials, "group_size");
+    let neutral_pairs = model_task_set(trials, "group_size");
     let pairs: BTreeSet<(String, String)> =
         SOCIAL.iter().flat_map(|f| model_tasks(trials, f)).filter(|p| neutral_pairs.contains(p)).collect();
     let mut rows = Vec::new();
@@ -153,33 +154,31 @@ pub(super) fn temporal_vs_spatial(h: &PaperHeadline, results: &Results, measure:
     let trials = &results.conformity.as_ref()?.trials;
     let margin = h.effect?;
     let pairs: BTreeSet<(String, String)> =
-        model_tasks(trials, "spatial").intersection(&model_tasks(trials, "temporal")).cloned().collect();
+        model_task_set(trials, "spatial").intersection(&model_task_set(trials, "temporal")).cloned().collect();
     let mut rows = Vec::new();
     let mut significant = [0_usize; 2];
     for (model, task) in &pairs {
-        let effect_of = |family: &str| {
-            let curve = |level: &str| {
-                curves(trials, measure, |t| {
-                    &t.model == model && &t.task == task && t.family == family && t.level == level
-                })
-            };
-            let (near, far) = (curve("near"), curve("far"));
-            let ns: BTreeSet<u32> = ns_of(&near).intersection(&ns_of(&far)).copied().collect();
-            let (near, far) = (aucs(&near, &ns), aucs(&far, &ns));
-            let d: Vec<f64> = near.iter().filter_map(|(u, a)| far.get(u).map(|b| a - b)).collect();
-            (d, ns)
+        let curve = |family: &str, level: &str| {
+            curves(trials, measure, |t| &t.model == model && &t.task == task && t.family == family && t.level == level)
         };
-        let ((temporal, nt), (spatial, ns_spatial)) = (effect_of("temporal"), effect_of("spatial"));
+        let four =
+            [curve("temporal", "near"), curve("temporal", "far"), curve("spatial", "near"), curve("spatial", "far")];
+        // Both families' effects over the N values all four curves ran, so neither rests on a longer curve.
+        let ns = four.iter().map(ns_of).reduce(|a, b| a.intersection(&b).copied().collect()).unwrap_or_default();
+        let effect = |near: &Curves, far: &Curves| -> Vec<f64> {
+            let (near, far) = (aucs(near, &ns), aucs(far, &ns));
+            near.iter().filter_map(|(u, a)| far.get(u).map(|b| a - b)).collect()
+        };
+        let (temporal, spatial) = (effect(&four[0], &four[1]), effect(&four[2], &four[3]));
         if temporal.is_empty() || spatial.is_empty() {
             continue;
         }
         for (k, d) in [&temporal, &spatial].into_iter().enumerate() {
-            let e = super::evidence::wilcoxon_evidence(d, Alternative::TwoSided, "seeds");
-            if super::evidence::judge(&e, Claim::positive(None)).0 == Verdict::Replicates {
+            let e = wilcoxon_evidence(d, Alternative::TwoSided, "seeds");
+            if judge(&e, Claim::positive(None)).0 == Verdict::Replicates {
                 significant[k] += 1;
             }
         }
-        let ns: BTreeSet<u32> = nt.intersection(&ns_spatial).copied().collect();
         let value = format!(
             "Δ near − far {} temporal vs {} spatial over {}",
             signed(mean(&temporal)),
