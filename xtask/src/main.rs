@@ -1,6 +1,6 @@
 //! herd's automation, run as `cargo xtask <command>`.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::Command;
@@ -10,6 +10,7 @@ mod bench_parse;
 mod bench_replicate;
 mod cuda_build;
 mod llama_server;
+mod readme_times;
 mod replicate;
 mod test;
 
@@ -124,8 +125,10 @@ fn main() -> Result<()> {
         XtaskCommand::Bench { what: Some(what) } => bench(what),
         XtaskCommand::Bench { what: None } => bench(Bench::Stimuli).and_then(|()| bench(Bench::Parse)),
         XtaskCommand::LlamaServer => llama_server::install(),
+        // The release `herd` that replicate and test build: a debug build would compile everything twice.
         XtaskCommand::FetchModel { alias } => {
-            cargo(&["run", "--quiet", "-p", "herd-cli", "--", "models", "--fetch", &alias])
+            let herd = replicate::build_herd("cpu")?;
+            replicate::run(Command::new(herd).args(["models", "--fetch", &alias]), "herd models --fetch")
         }
         XtaskCommand::Test => test::run(),
         XtaskCommand::Replicate(args) => replicate::replicate(args),
@@ -149,41 +152,31 @@ fn bench(what: Bench) -> Result<()> {
 
 /// Runs a benchmark that lives beside its crate as an example, in release: xtask itself links no heavy
 /// crate (polars, candle, image), so it builds in seconds and `cargo xtask replicate` compiles them once,
-/// for the `herd` binary.
+/// for the `herd` binary. Built with `--workspace` (then run from `target/release/examples`), because
+/// `-p <crate>` alone resolves the dependencies' features for that crate only and recompiles polars.
 fn example(package: &str, name: &str, args: &[&str]) -> Result<()> {
-    let mut all = vec!["run", "--release", "--quiet", "-p", package, "--example", name, "--"];
-    all.extend_from_slice(args);
-    cargo(&all)
+    replicate::run(
+        Command::new(cargo_bin()).args(["build", "--quiet", "--release", "--workspace", "--example", name]),
+        &format!("building {package}'s example {name}"),
+    )?;
+    replicate::run(Command::new(replicate::release_example(name)).args(args), name)
 }
 
-fn cargo(args: &[&str]) -> Result<()> {
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())).args(args).status()?;
-    if !status.success() {
-        bail!("cargo {} failed", args.join(" "));
-    }
-    Ok(())
+fn cargo_bin() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
-/// Renders a few stimuli of each task and prints one prompt of each family of both studies.
+/// Renders a few stimuli of each task and prints one prompt of each family of both studies, with the
+/// release `herd` that replicate and test build.
 fn demo(out: &str) -> Result<()> {
+    let herd = replicate::build_herd("cpu")?;
+    let run = |args: &[&str]| replicate::run(Command::new(&herd).args(args), &format!("herd {}", args[0]));
     for task in ["lines", "color", "dots"] {
-        cargo(&["run", "--quiet", "-p", "herd-cli", "--", "stimuli", "--task", task, "--count", "4", "--out", out])?;
+        run(&["stimuli", "--task", task, "--count", "4", "--out", out])?;
     }
     for experiment in ["data/experiments/conformity.quick.toml", "data/experiments/minimal-group.quick.toml"] {
-        cargo(&["run", "--quiet", "-p", "herd-cli", "--", "expand", "--experiment", experiment])?;
-        cargo(&[
-            "run",
-            "--quiet",
-            "-p",
-            "herd-cli",
-            "--",
-            "prompts",
-            "--experiment",
-            experiment,
-            "--limit",
-            "2",
-            "--with-confederates",
-        ])?;
+        run(&["expand", "--experiment", experiment])?;
+        run(&["prompts", "--experiment", experiment, "--limit", "2", "--with-confederates"])?;
     }
     println!("stimuli written to {out}/ (PNG files and stimuli.jsonl)");
     Ok(())

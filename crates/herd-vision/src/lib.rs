@@ -84,7 +84,7 @@ mod weights;
 pub use config::{Config, Mistral3Settings, RopeParameters, TextConfig, VisionActivation, VisionConfig};
 pub use error::VisionError;
 pub use family::VlFamily;
-pub use gemma3::config::{Gemma3Config, Gemma3TextConfig, LayerType, Rope};
+pub use gemma3::config::{Gemma3Config, Gemma3TextConfig, LayerType, Rope, SiglipConfig};
 pub use gemma3::processor::{Gemma3Processor, Resample};
 pub use herd_tensor::KvCache;
 pub use mistral3::{IMG, IMG_BREAK, IMG_END, pixtral_processor_from_json};

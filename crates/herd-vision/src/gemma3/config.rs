@@ -10,7 +10,6 @@
 use std::path::Path;
 
 use candle_nn::Activation;
-use candle_transformers::models::siglip::VisionConfig as SiglipConfig;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -75,8 +74,7 @@ pub struct Gemma3TextConfig {
 pub struct Gemma3Config {
     /// The language model.
     pub text_config: Gemma3TextConfig,
-    /// The SigLIP vision tower (candle-transformers' config; `vision_use_head` is ignored: Gemma 3 takes the
-    /// last hidden state).
+    /// The SigLIP vision tower (`vision_use_head` is ignored: Gemma 3 takes the last hidden state).
     pub vision_config: SiglipConfig,
     /// Image tokens after average pooling (a square: 256 = 16×16).
     pub mm_tokens_per_image: usize,
@@ -92,6 +90,63 @@ pub struct Gemma3Config {
 
 fn default_true() -> bool {
     true
+}
+
+/// `vision_config` of a Gemma 3 checkpoint (`siglip_vision_model`), with transformers'
+/// `SiglipVisionConfig` defaults for the keys a file leaves out.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SiglipConfig {
+    #[serde(default = "siglip_defaults::hidden_size")]
+    pub hidden_size: usize,
+    #[serde(default = "siglip_defaults::intermediate_size")]
+    pub intermediate_size: usize,
+    #[serde(default = "siglip_defaults::num_hidden_layers")]
+    pub num_hidden_layers: usize,
+    #[serde(default = "siglip_defaults::num_attention_heads")]
+    pub num_attention_heads: usize,
+    #[serde(default = "siglip_defaults::num_channels")]
+    pub num_channels: usize,
+    #[serde(default = "siglip_defaults::image_size")]
+    pub image_size: usize,
+    #[serde(default = "siglip_defaults::patch_size")]
+    pub patch_size: usize,
+    #[serde(default = "siglip_defaults::hidden_act")]
+    pub hidden_act: Activation,
+    #[serde(default = "siglip_defaults::layer_norm_eps")]
+    pub layer_norm_eps: f64,
+}
+
+/// transformers' `SiglipVisionConfig.__init__` defaults.
+mod siglip_defaults {
+    use candle_nn::Activation;
+
+    pub(super) fn hidden_size() -> usize {
+        768
+    }
+    pub(super) fn intermediate_size() -> usize {
+        3072
+    }
+    pub(super) fn num_hidden_layers() -> usize {
+        12
+    }
+    pub(super) fn num_attention_heads() -> usize {
+        12
+    }
+    pub(super) fn num_channels() -> usize {
+        3
+    }
+    pub(super) fn image_size() -> usize {
+        224
+    }
+    pub(super) fn patch_size() -> usize {
+        16
+    }
+    pub(super) fn hidden_act() -> Activation {
+        Activation::GeluPytorchTanh
+    }
+    pub(super) fn layer_norm_eps() -> f64 {
+        1e-6
+    }
 }
 
 #[derive(Deserialize)]
