@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use crate::readme_times;
 use crate::replicate::{Study, build_herd, cpu_paths, fetch_models, jobs, profile_suffix, run_study};
 
 /// `cargo xtask bench replicate`'s flags.
@@ -32,6 +33,10 @@ pub struct BenchReplicateArgs {
     /// With --estimate: units per study in the sample (default 240 conformity trials, 4 society passes)
     #[arg(long, value_name = "N")]
     sample: Option<u64>,
+    /// Write each path's times into README.md's measured-times table (its row for this CPU, path and
+    /// profile is replaced; other machines' rows stay)
+    #[arg(long)]
+    readme: bool,
 }
 
 /// One study timed on one path.
@@ -47,9 +52,12 @@ struct Timing {
 }
 
 pub fn run(args: BenchReplicateArgs) -> Result<()> {
-    let BenchReplicateArgs { profile, models, paths, estimate, sample } = args;
+    let BenchReplicateArgs { profile, models, paths, estimate, sample, readme } = args;
     if !["quick", "full"].contains(&profile.as_str()) {
         bail!("--profile {profile}: use quick (README's first command) or full (the papers' grids, with --estimate)");
+    }
+    if readme && !models.is_empty() {
+        bail!("--readme with --model: README's table holds the default models' times; drop --model or --readme");
     }
     if sample == Some(0) {
         bail!("--sample 0: a sample needs at least one unit");
@@ -61,7 +69,9 @@ pub fn run(args: BenchReplicateArgs) -> Result<()> {
     let available = cpu_paths(&herd)?;
     let paths = chosen_paths(&available, paths)?;
     let jobs = jobs(&profile, &models);
+    let started = Instant::now();
     fetch_models(&herd, jobs.iter().map(|(_, m)| m.as_str()).collect::<std::collections::BTreeSet<_>>())?;
+    let fetch_minutes = started.elapsed().as_secs_f64() / 60.0;
     let root = PathBuf::from("target/bench-replicate").join(&profile);
     let mut timings = Vec::new();
     for path in &paths {
@@ -88,8 +98,55 @@ pub fn run(args: BenchReplicateArgs) -> Result<()> {
             timings.push(Timing { path: path.clone(), study, model: model.clone(), units: total, minutes, sample });
         }
     }
-    print!("{}", table(&cpu_name(), &profile, build_minutes, &timings));
+    let cpu = cpu_name();
+    print!("{}", table(&cpu, &profile, build_minutes, fetch_minutes, &timings));
+    if readme {
+        let mut text = std::fs::read_to_string("README.md").context("reading README.md")?;
+        for row in readme_rows(&cpu, &profile, build_minutes, fetch_minutes, &timings) {
+            text = readme_times::update(&text, &row)?;
+        }
+        std::fs::write("README.md", text).context("writing README.md")?;
+        println!("   README.md's measured-times table updated");
+    }
     Ok(())
+}
+
+/// README rows, one per path. A build or fetch under half a minute found herd built or the models
+/// present: those cells keep what an earlier run measured.
+fn readme_rows(
+    cpu: &str,
+    profile: &str,
+    build_minutes: f64,
+    fetch_minutes: f64,
+    timings: &[Timing],
+) -> Vec<readme_times::TimesRow> {
+    let mut paths: Vec<&str> = timings.iter().map(|t| t.path.as_str()).collect();
+    paths.dedup();
+    let measured = |m: f64| (m >= 0.5).then_some(m);
+    paths
+        .into_iter()
+        .enumerate()
+        .map(|(i, path)| {
+            let rows: Vec<&Timing> = timings.iter().filter(|t| t.path == path).collect();
+            let study = |name: &str| {
+                let t = rows.iter().find(|t| t.study == name)?;
+                let how = if t.sample.is_some() { ", projected" } else { "" };
+                Some(format!("{} ({}, {} units{how})", duration(t.minutes), t.model, t.units))
+            };
+            readme_times::TimesRow {
+                cpu: cpu.into(),
+                path: path.into(),
+                profile: profile.into(),
+                date: readme_times::today(),
+                // The build and fetch happen once, before the first path.
+                compile: if i == 0 { measured(build_minutes) } else { None },
+                fetch: if i == 0 { measured(fetch_minutes) } else { None },
+                conformity: study("conformity"),
+                minimal_group: study("minimal-group"),
+                total: rows.iter().map(|t| t.minutes).sum(),
+            }
+        })
+        .collect()
 }
 
 /// The paths to time: the ones asked for (each must be the machine's), else its own and avx2.
@@ -172,15 +229,16 @@ fn cpu_name() -> String {
     format!("{name}, {cores} cores")
 }
 
-fn duration(minutes: f64) -> String {
+pub(crate) fn duration(minutes: f64) -> String {
     if minutes >= 120.0 { format!("{:.1} h", minutes / 60.0) } else { format!("{minutes:.1} min") }
 }
 
 /// The result table, one line per path and study, and each path's total.
-fn table(cpu: &str, profile: &str, build_minutes: f64, timings: &[Timing]) -> String {
+fn table(cpu: &str, profile: &str, build_minutes: f64, fetch_minutes: f64, timings: &[Timing]) -> String {
     let mut out = format!(
-        "\n== cargo xtask bench replicate --profile {profile}: {cpu}\n   build {} (0 when herd was already built)\n",
-        duration(build_minutes)
+        "\n== cargo xtask bench replicate --profile {profile}: {cpu}\n   build {} (0 when herd was already built), model fetch {} (0 when present)\n",
+        duration(build_minutes),
+        duration(fetch_minutes)
     );
     out.push_str(&format!(
         "   {:<12} {:<14} {:<20} {:>8}  {:>10}  {}\n",
@@ -245,6 +303,7 @@ mod tests {
         let text = table(
             "Intel(R) Xeon(R) Processor, 2 cores",
             "quick",
+            0.0,
             0.0,
             &[
                 t("avx512-vnni", "conformity", 4.2, None),
