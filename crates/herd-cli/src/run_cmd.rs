@@ -79,8 +79,22 @@ pub struct RunArgs {
     /// No progress bars (logs and CI).
     #[arg(long)]
     pub quiet: bool,
+    /// End without the quick look: it reads the run folder back and computes the headline analyses
+    /// (seconds on the quick grids, longer on the papers'); `herd report` computes them anyway.
+    #[arg(long)]
+    pub no_quick_look: bool,
     #[command(flatten)]
     pub server: ServerArgs,
+}
+
+/// Whether `herd run` ends with a quick look at its headline numbers, and over what.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuickLook {
+    Off,
+    /// The whole design (one shard of one).
+    Run,
+    /// One shard of several: its numbers are that shard's units only.
+    Shard(Shard),
 }
 
 /// What answers a run: a model (herd-infer's engines, behind the backend contract) or the simulated agent.
@@ -268,7 +282,12 @@ pub fn run(args: RunArgs) -> Result<()> {
         bail!("--limit 0 runs nothing; give the number of units for a trial run, e.g. --limit 10");
     }
     let summary = run_loaded(&file, loaded, args.backend, args.shard, &args.out, !args.quiet, args.limit)?;
-    print_summary(&summary, &args.out);
+    let look = match (args.no_quick_look, args.shard.count > 1) {
+        (true, _) => QuickLook::Off,
+        (false, true) => QuickLook::Shard(args.shard),
+        (false, false) => QuickLook::Run,
+    };
+    print_summary(&summary, &args.out, look);
     if !summary.failed.is_empty() {
         let last = summary.notes.get("last_backend_failure").and_then(|v| v.as_str()).unwrap_or("");
         bail!(
@@ -455,7 +474,7 @@ pub fn session_status(summary: &RunSummary) -> String {
 
 /// What `herd run` prints at the end: what was done, the headline numbers of a quick look, where it
 /// is, and the next command to type.
-pub fn print_summary(summary: &RunSummary, out: &Path) {
+pub fn print_summary(summary: &RunSummary, out: &Path, look: QuickLook) {
     let stored = summary.units_already_stored + summary.units_run;
     println!(
         "{}: {stored} of {} units stored ({} run now, {} already stored), {} skipped, {} failed",
@@ -473,8 +492,8 @@ pub fn print_summary(summary: &RunSummary, out: &Path) {
     for (name, note) in &summary.notes {
         println!("  {name}: {note}");
     }
-    if stored > 0 {
-        print_quick_look(out);
+    if stored > 0 && look != QuickLook::Off {
+        print_quick_look(out, look);
     }
     println!("results in {} (trial tables: */*.parquet; run record: manifest.json)", out.display());
     let dir = shell_word(&out.display().to_string());
@@ -496,7 +515,7 @@ pub fn print_summary(summary: &RunSummary, out: &Path) {
 /// paper claim the run tests (this run's number with its interval and n, and the verdict). Rows are
 /// read back from the folder (verified, as `herd report` reads them), so a resumed run shows all of
 /// its sessions. A folder that cannot be read yet says why in one line; the run's own outcome stands.
-fn print_quick_look(out: &Path) {
+fn print_quick_look(out: &Path, look: QuickLook) {
     let studies = herd_report::load_results(out, &mut |_| {})
         .and_then(|results| herd_report::compare_headlines(&results))
         .map(|comparisons| herd_report::scorecard(&comparisons, &[]));
@@ -515,7 +534,13 @@ fn print_quick_look(out: &Path) {
     if rows.is_empty() {
         return;
     }
-    println!("quick look (the papers' claims this run tests; the report has the detail and the tests):");
+    match look {
+        QuickLook::Shard(shard) => println!(
+            "quick look at shard {shard} only (its units, not the whole design; `herd report` on the merged shards \
+             gives the run's numbers):"
+        ),
+        _ => println!("quick look (the papers' claims this run tests; the report has the detail and the tests):"),
+    }
     for row in rows {
         println!("{row}");
     }

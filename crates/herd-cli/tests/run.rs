@@ -141,11 +141,18 @@ fn two_shards_concatenated_equal_the_unsharded_run() {
     for (name, edit) in edits {
         let file = edited_experiment(dir.path(), name, edit);
         let whole = dir.path().join(format!("{name}-whole"));
-        run_to_completion(&file, &whole, &[]);
+        let said = String::from_utf8(run_to_completion(&file, &whole, &[]).stdout).unwrap();
+        assert!(said.contains("\nquick look (the papers' claims this run tests"), "{name}: {said}");
         let shards: Vec<PathBuf> = (1..=2).map(|k| dir.path().join(format!("{name}-shard{k}"))).collect();
         for (k, out) in shards.iter().enumerate() {
-            run_to_completion(&file, out, &["--shard", &format!("{}/2", k + 1)]);
+            let said = String::from_utf8(run_to_completion(&file, out, &["--shard", &format!("{}/2", k + 1)]).stdout);
+            // A shard's quick look is its own units' numbers, and says so.
+            let said = said.unwrap();
+            assert!(said.contains(&format!("\nquick look at shard {}/2 only (its units", k + 1)), "{name}: {said}");
         }
+        // Resumed with nothing left to run and no quick look: the summary, and no headline lines.
+        let said = String::from_utf8(run_to_completion(&file, &whole, &["--no-quick-look"]).stdout).unwrap();
+        assert!(said.starts_with("complete") && !said.contains("quick look"), "{name}: {said}");
         for table in [Table::ConformityTrials, Table::AllocationDeciders, Table::AllocationDyads] {
             let skip = ["latency_s", "run_id"];
             let (a, b) = (rows(std::slice::from_ref(&whole), table, &skip), rows(&shards, table, &skip));
