@@ -20,9 +20,14 @@ use std::time::{Duration, Instant};
 /// Largest difference allowed between the server's and candle's answer probabilities. Both read the
 /// same Q4_1 file and both quantise activations as Q8_1 (herd's int8 path, the CPU default), but the
 /// float operations around the integer products differ, and 8-bit activation rounding magnifies a
-/// last-bit difference: on these prompts the two differ by up to 0.022 (prompt 3, on every CPU path),
-/// with the server's key/value cache in f32 as herd's (herd-test-support's `llama_server`).
-const SERVER_VS_LOCAL: f64 = 0.035;
+/// last-bit difference. The least determined prompt ("Pick one option: A or B.", P(A) near 0.55) shows
+/// it most: herd gives 0.547 on every CPU path (0.574 with `--weights exact`), llama.cpp's server 0.569
+/// built for AVX-512 on a Sapphire Rapids and 0.582 built for AVX2 on an AMD EPYC (2026-12-03), so the
+/// server alone moves 0.013 with the instruction sets it was built for, and the two differ by up to
+/// 0.035 (the other prompts: up to 0.019). The server's key/value cache is in f32, as herd's
+/// (herd-test-support's `llama_server`). A wrong token, or an answer renormalised over the top
+/// log-probabilities, moves an answer by more than this bound (A and B hold 0.3–0.6 of the mass).
+const SERVER_VS_LOCAL: f64 = 0.05;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
