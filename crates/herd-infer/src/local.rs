@@ -277,21 +277,7 @@ impl LocalModel {
             return Err(InferError::Request(format!("request {i} renders to no tokens")));
         }
         let shared = if sequences.len() > 1 { common_prefix_len(sequences) } else { 0 };
-        let mut prefix_cache = self.prefill.new_cache();
-        if shared > 0 {
-            // What this prefix shares with the last group's comes from its cache: each row's keys and
-            // values do not depend on how the rows before it were batched, so this changes no number.
-            let prefix = &sequences[0][..shared];
-            let mut last = self.last_prefix.lock().unwrap_or_else(|e| e.into_inner());
-            let reuse = last.as_ref().map_or(0, |(tokens, _)| common_prefix(tokens, prefix));
-            if let (true, Some((_, cache))) = (reuse > 0, last.as_ref()) {
-                prefix_cache = cache.truncated(reuse);
-            }
-            if shared > reuse {
-                self.next_token_logits(&prefix[reuse..], &mut prefix_cache)?;
-            }
-            *last = Some((prefix.to_vec(), prefix_cache.clone()));
-        }
+        let prefix_cache = self.shared_prefix_cache(&sequences[0][..shared])?;
         let mut results = Vec::with_capacity(sequences.len());
         let mut start = 0;
         while start < sequences.len() {
@@ -333,6 +319,27 @@ impl LocalModel {
         Ok(results)
     }
 
+    /// The keys and values of `prefix`, a prefix every sequence of a group shares (empty: an empty
+    /// cache). What it shares with the last group's prefix comes from that one's cache, and it becomes
+    /// the last prefix: each row's keys and values do not depend on how the rows before it were batched,
+    /// so this changes no number.
+    fn shared_prefix_cache(&self, prefix: &[u32]) -> Result<KvCache> {
+        if prefix.is_empty() {
+            return Ok(self.prefill.new_cache());
+        }
+        let mut last = self.last_prefix.lock().unwrap_or_else(|e| e.into_inner());
+        let reuse = last.as_ref().map_or(0, |(tokens, _)| common_prefix(tokens, prefix));
+        let mut cache = match last.as_ref() {
+            Some((_, cache)) if reuse > 0 => cache.truncated(reuse),
+            _ => self.prefill.new_cache(),
+        };
+        if prefix.len() > reuse {
+            self.next_token_logits(&prefix[reuse..], &mut cache)?;
+        }
+        *last = Some((prefix.to_vec(), cache.clone()));
+        Ok(cache)
+    }
+
     /// The token that fills left padding (never attended to, so any id would do).
     fn pad_id(&self) -> u32 {
         self.tokenizer.pad_id.or(self.tokenizer.eos_ids.first().copied()).unwrap_or(0)
@@ -362,11 +369,19 @@ impl LocalModel {
             });
         }
         let b = prompts.len();
-        let rows: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
-        let PaddedBatch { tokens, positions, mask, pads, width } =
-            PaddedBatch::new(&rows, self.pad_id(), &self.device)?;
+        // The prompts' common start (a society's instructions) is computed once, as one row, and its keys
+        // and values copied to every row; each row's rest follows it, left-padded to the longest. The
+        // attention visits each row's own keys in position order whatever lies between them, so every row
+        // samples what it would alone.
+        let shared = if b > 1 { common_prefix_len(prompts) } else { 0 };
         let dev = &self.device;
-        let mut cache = self.prefill.new_cache();
+        let mut cache = self.shared_prefix_cache(&prompts[0][..shared])?;
+        if shared > 0 {
+            cache = cache.select_rows(&Tensor::new(vec![0u32; b], dev)?)?;
+        }
+        let rows: Vec<&[u32]> = prompts.iter().map(|p| &p[shared..]).collect();
+        let PaddedBatch { tokens, positions, mask, pads, width } =
+            PaddedBatch::after_prefix(&rows, shared, self.pad_id(), dev)?;
         let hidden = self.prefill.forward(&tokens, &positions, Some(&mask), &mut cache)?;
         let mut logits: Vec<Vec<f32>> =
             self.prefill.logits(&hidden.narrow(1, width - 1, 1)?.reshape((b, ()))?)?.to_vec2()?;
@@ -431,11 +446,12 @@ impl LocalModel {
             let n = active.len();
             let past = cache.len();
             let positions: Vec<u32> = active.iter().map(|&row| (past - pads[row]) as u32).collect();
+            // Each row's padding lies between the shared prefix and its own tokens.
             let step_mask: Vec<f32> = active
                 .iter()
                 .flat_map(|&row| {
-                    let pad = pads[row];
-                    (0..=past).map(move |j| if j >= pad { 0.0 } else { f32::NEG_INFINITY })
+                    let padding = shared..shared + pads[row];
+                    (0..=past).map(move |j| if padding.contains(&j) { f32::NEG_INFINITY } else { 0.0 })
                 })
                 .collect();
             let any_padding = active.iter().any(|&row| pads[row] > 0);
@@ -547,38 +563,45 @@ impl PackedSuffixes {
 
 /// Token rows of different lengths as one left-padded batch.
 struct PaddedBatch {
-    /// `[b, width]` token ids, padding first.
+    /// `[b, width]` token ids after the prefix, padding first.
     tokens: Tensor,
-    /// `[b, width]` positions: each row's tokens start at 0 whatever its padding.
+    /// `[b, width]` positions: each row's tokens start right after the prefix whatever its padding.
     positions: Tensor,
-    /// `[b, 1, width, width]` additive mask: causal, blind to padding. A padding position
-    /// attends to itself alone, so no softmax row is over nothing (all -inf gives NaN that spreads).
+    /// `[b, 1, width, prefix + width]` additive mask: the prefix, then causal, blind to padding. A padding
+    /// position attends to itself alone, so no softmax row is over nothing (all -inf gives NaN that spreads).
     mask: Tensor,
     pads: Vec<usize>,
     width: usize,
 }
 
 impl PaddedBatch {
-    fn new(rows: &[&[u32]], pad_id: u32, device: &Device) -> Result<Self> {
+    /// Rows that follow `prefix` cached positions every row shares (0: rows from the start).
+    fn after_prefix(rows: &[&[u32]], prefix: usize, pad_id: u32, device: &Device) -> Result<Self> {
         let b = rows.len();
         let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+        let keys = prefix + width;
         let pads: Vec<usize> = rows.iter().map(|r| width - r.len()).collect();
         let mut tokens = Vec::with_capacity(b * width);
         let mut positions = Vec::with_capacity(b * width);
-        let mut mask = Vec::with_capacity(b * width * width);
+        let mut mask = Vec::with_capacity(b * width * keys);
         for (row, &pad) in rows.iter().zip(&pads) {
             tokens.extend(std::iter::repeat_n(pad_id, pad).chain(row.iter().copied()));
-            positions.extend((0..width).map(|j| j.saturating_sub(pad) as u32));
+            positions.extend((0..width).map(|j| (prefix + j.saturating_sub(pad)) as u32));
             for i in 0..width {
-                mask.extend(
-                    (0..width).map(|j| if j <= i && (j >= pad || j == i) { 0.0f32 } else { f32::NEG_INFINITY }),
-                );
+                let padding = i < pad;
+                mask.extend((0..keys).map(|key| {
+                    let seen = match key.checked_sub(prefix) {
+                        None => !padding,
+                        Some(j) => j <= i && (j >= pad || j == i),
+                    };
+                    if seen { 0.0f32 } else { f32::NEG_INFINITY }
+                }));
             }
         }
         Ok(Self {
             tokens: Tensor::from_vec(tokens, (b, width), device)?,
             positions: Tensor::from_vec(positions, (b, width), device)?,
-            mask: Tensor::from_vec(mask, (b, 1, width, width), device)?,
+            mask: Tensor::from_vec(mask, (b, 1, width, keys), device)?,
             pads,
             width,
         })

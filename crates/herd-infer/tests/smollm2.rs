@@ -194,6 +194,39 @@ fn batched_generation_equals_unbatched_per_sequence() {
     assert!(together.windows(2).any(|w| w[0].text != w[1].text));
 }
 
+/// A society's deciders read the same instructions before their own identity: that start is computed
+/// once for the batch (and again reused from the last batch), and each decider still samples exactly
+/// what it samples alone, under the allocation grammar as without it.
+#[test]
+fn deciders_sharing_their_instructions_sample_as_alone() {
+    let mut model = model();
+    let preamble = "This is a study of how people divide resources. Read the rules carefully: each of you \
+                    receives 100 points and gives all of them to the other participants, in whole numbers; \
+                    nobody keeps any for themselves, and nobody learns who gave what.";
+    for constrained in [true, false] {
+        let batch: Vec<GenerateRequest> = (1..=4)
+            .map(|d| {
+                let mut r = allocation_request(d, 200 + d as u64, constrained);
+                // Identities of different lengths after the shared start, so the rows are padded too.
+                let who = if d % 2 == 0 { format!("Participant number {d}, ") } else { String::new() };
+                r.prompt = user(&format!("{preamble} {who}{}", r.prompt.text()));
+                r.sampling.max_tokens = 32;
+                r
+            })
+            .collect();
+        let together = model.generate(&batch).unwrap();
+        let again = model.generate(&batch).unwrap();
+        for ((request, batched), repeated) in batch.iter().zip(&together).zip(&again) {
+            let alone = model.generate(std::slice::from_ref(request)).unwrap().remove(0);
+            let seed = request.sampling.seed;
+            assert_eq!(alone.text, batched.text, "seed {seed}, constrained {constrained}");
+            assert_eq!(alone.completion_tokens, batched.completion_tokens);
+            assert_eq!(repeated.text, batched.text, "seed {seed}: the second batch reused the first one's start");
+        }
+        assert!(together.windows(2).any(|w| w[0].text != w[1].text));
+    }
+}
+
 #[test]
 fn constrained_allocations_always_parse() {
     let mut model = model();
