@@ -1,7 +1,8 @@
 //! herd's side of `cargo xtask bench infer`: scoring throughput on conformity prompts that share
 //! prefixes, and generation throughput for one 20-decider society, with where the time goes (load
-//! phases; per phase the int8 products, attention and the rest) and this machine's bounds (memory read
-//! bandwidth, int8 multiply-add peak) measured in the same process. Prints one JSON line.
+//! phases; per phase the int8 products, attention and the rest; sampling and the allocation grammar's
+//! masking alone) and this machine's bounds (memory read bandwidth, int8 multiply-add peak) measured in
+//! the same process. Prints one JSON line.
 //!
 //! cargo run --release -p herd-infer --example bench_infer -- GGUF SCORING.jsonl SOCIETY.jsonl MAX_TOKENS
 
@@ -207,6 +208,7 @@ fn main() {
     }
     let sampling_s = start.elapsed().as_secs_f64();
     let completion_tokens: usize = generations.iter().map(|g| g.completion_tokens).sum();
+    let grammar = grammar_masking(&model, &deciders);
     let generation_prompt_tokens: usize = generations.iter().map(|g| g.prompt_tokens).sum();
     println!(
         "{}",
@@ -218,7 +220,52 @@ fn main() {
             "scoring": {"prompts": prompts.len(), "groups": groups.len(), "prompt_tokens": prompt_tokens, "reused_tokens": reused, "seconds": scoring_s, "prefix_seconds": prefix_s, "prefix_tokens": prefix_tokens, "p_a": p_a,
                         "kernels": kernels_json(scoring_kernels)},
             "generation": {"sequences": generations.len(), "prompt_tokens": generation_prompt_tokens, "completion_tokens": completion_tokens, "seconds": generation_s, "prefill_seconds": generation_prefill_s, "sampling_seconds": sampling_s,
-                           "kernels_prefill": kernels_json(prefill_kernels), "kernels_decode": kernels_json(generation_kernels - prefill_kernels)},
+                           "kernels_prefill": kernels_json(prefill_kernels), "kernels_decode": kernels_json(generation_kernels - prefill_kernels),
+                           "grammar": grammar},
         })
     );
+}
+
+/// The allocation grammar's cost as its own phase (the quick minimal-group study decodes under it): each
+/// decider's matcher walks a whole allocation object, written compactly and tokenised as the model's
+/// tokenizer does, masking a vocabulary-sized row of logits before every token, as decoding does, and
+/// once more where only end-of-sequence is left. Also counts the steps whose mask leaves one token (what
+/// a fast-forward could append without a decode step).
+fn grammar_masking(model: &LocalModel, deciders: &[(Value, ChatPrompt)]) -> Value {
+    let vocab = model.tokenizer.vocab_size();
+    let start = Instant::now();
+    let engine = herd_infer::ConstraintEngine::new(&model.tokenizer, vocab).expect("the grammar engine builds");
+    let engine_s = start.elapsed().as_secs_f64();
+    let (mut steps, mut forced, mut masking_s) = (0usize, 0usize, 0.0f64);
+    let mut logits = vec![0f32; vocab];
+    for (v, _) in deciders {
+        let roster: Vec<String> = v["roster"]
+            .as_array()
+            .expect("society prompts carry their roster")
+            .iter()
+            .map(|id| id.as_str().expect("an id").to_string())
+            .collect();
+        // 100 points over the roster, the remainder on the first: a valid allocation of realistic length.
+        let share = 100 / roster.len();
+        let object: serde_json::Map<String, Value> = roster
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.clone(), Value::from(share + if i == 0 { 100 - share * roster.len() } else { 0 })))
+            .collect();
+        let text = serde_json::to_string(&object).expect("JSON");
+        let tokens = model.tokenizer.encode(&text).expect("tokenises");
+        let mut matcher = engine.matcher(&herd_backend::allocation_schema(&roster, 100)).expect("the schema compiles");
+        for token in tokens.iter().copied().map(Some).chain([None]) {
+            logits.fill(0.0);
+            let start = Instant::now();
+            matcher.mask_logits(&mut logits).expect("masks");
+            masking_s += start.elapsed().as_secs_f64();
+            steps += 1;
+            forced += usize::from(logits.iter().filter(|l| l.is_finite()).count() == 1);
+            if let Some(token) = token {
+                matcher.accept(token).unwrap_or_else(|e| panic!("the grammar refuses {text}'s tokens: {e}"));
+            }
+        }
+    }
+    serde_json::json!({"sequences": deciders.len(), "steps": steps, "forced_steps": forced, "seconds": masking_s, "engine_seconds": engine_s})
 }

@@ -32,6 +32,9 @@ mod sampler;
 mod tokenizer;
 mod vision;
 
+/// The grammar engine generation masks logits with, public for the benchmark that times it as its own phase.
+#[doc(hidden)]
+pub use constraint::{ConstraintEngine, SequenceConstraint};
 pub use error::{InferError, Result};
 pub use local::{DeviceChoice, LoadOptions, LocalModel, PromptRenderer, common_prefix_len};
 pub use model::WeightFormat;
