@@ -145,9 +145,9 @@ fn two_shards_concatenated_equal_the_unsharded_run() {
         assert!(said.contains("\nquick look (the papers' claims this run tests"), "{name}: {said}");
         let shards: Vec<PathBuf> = (1..=2).map(|k| dir.path().join(format!("{name}-shard{k}"))).collect();
         for (k, out) in shards.iter().enumerate() {
-            let said = String::from_utf8(run_to_completion(&file, out, &["--shard", &format!("{}/2", k + 1)]).stdout);
             // A shard's quick look is its own units' numbers, and says so.
-            let said = said.unwrap();
+            let run = run_to_completion(&file, out, &["--shard", &format!("{}/2", k + 1)]);
+            let said = String::from_utf8(run.stdout).unwrap();
             assert!(said.contains(&format!("\nquick look at shard {}/2 only (its units", k + 1)), "{name}: {said}");
         }
         // Resumed with nothing left to run and no quick look: the summary, and no headline lines.
