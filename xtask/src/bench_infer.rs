@@ -312,5 +312,30 @@ fn report(ours: &Value, theirs: &Value) -> Result<(f64, f64)> {
         100.0 * f(&grammar["forced_steps"]) / steps,
         f(&grammar["engine_seconds"])
     );
+    let constrained = &ours["generation"]["constrained"];
+    let (skipping, plain, prompts) =
+        (f(&constrained["seconds"]), f(&constrained["plain_seconds"]), f(&constrained["prompts_seconds"]));
+    println!(
+        "\n(c) the same society under its allocation schema, up to {} tokens each as the quick study (herd only): {} tokens, {} of them forced by the grammar, the longest {}",
+        constrained["max_tokens"],
+        constrained["completion_tokens"],
+        constrained["forced_tokens"],
+        constrained["longest"]
+    );
+    println!(
+        "    plain path (every token through the output layer and the draw) {plain:6.1} s, of which decoding {:.1} s ({:.0} ms a step)",
+        plain - prompts,
+        1e3 * (plain - prompts) / f(&constrained["longest"]).max(1.0)
+    );
+    println!(
+        "    forced tokens without either (herd's default)               {skipping:6.1} s, of which decoding {:.1} s ({:.0} ms a step); the same samples",
+        skipping - prompts,
+        1e3 * (skipping - prompts) / f(&constrained["longest"]).max(1.0)
+    );
+    println!(
+        "    ratio {:.2}× in all, {:.2}× in decoding (the prompts, {prompts:.1} s, timed once apart)",
+        plain / skipping,
+        (plain - prompts) / (skipping - prompts)
+    );
     Ok((scoring_ratio, generation_ratio))
 }

@@ -209,6 +209,7 @@ fn main() {
     let sampling_s = start.elapsed().as_secs_f64();
     let completion_tokens: usize = generations.iter().map(|g| g.completion_tokens).sum();
     let grammar = grammar_masking(&model, &deciders);
+    let constrained = constrained_generation(&mut model, &deciders, &requests);
     let generation_prompt_tokens: usize = generations.iter().map(|g| g.prompt_tokens).sum();
     println!(
         "{}",
@@ -221,7 +222,7 @@ fn main() {
                         "kernels": kernels_json(scoring_kernels)},
             "generation": {"sequences": generations.len(), "prompt_tokens": generation_prompt_tokens, "completion_tokens": completion_tokens, "seconds": generation_s, "prefill_seconds": generation_prefill_s, "sampling_seconds": sampling_s,
                            "kernels_prefill": kernels_json(prefill_kernels), "kernels_decode": kernels_json(generation_kernels - prefill_kernels),
-                           "grammar": grammar},
+                           "grammar": grammar, "constrained": constrained},
         })
     );
 }
@@ -239,12 +240,7 @@ fn grammar_masking(model: &LocalModel, deciders: &[(Value, ChatPrompt)]) -> Valu
     let (mut steps, mut forced, mut masking_s) = (0usize, 0usize, 0.0f64);
     let mut logits = vec![0f32; vocab];
     for (v, _) in deciders {
-        let roster: Vec<String> = v["roster"]
-            .as_array()
-            .expect("society prompts carry their roster")
-            .iter()
-            .map(|id| id.as_str().expect("an id").to_string())
-            .collect();
+        let roster = roster(v);
         // 100 points over the roster, the remainder on the first: a valid allocation of realistic length.
         let share = 100 / roster.len();
         let object: serde_json::Map<String, Value> = roster
@@ -268,4 +264,60 @@ fn grammar_masking(model: &LocalModel, deciders: &[(Value, ChatPrompt)]) -> Valu
         }
     }
     serde_json::json!({"sequences": deciders.len(), "steps": steps, "forced_steps": forced, "seconds": masking_s, "engine_seconds": engine_s})
+}
+
+/// The ids a decider allocates among, from its `herd prompts` line.
+fn roster(decider: &Value) -> Vec<String> {
+    decider["roster"]
+        .as_array()
+        .expect("society prompts carry their roster")
+        .iter()
+        .map(|id| id.as_str().expect("an id").to_string())
+        .collect()
+}
+
+/// The quick minimal-group study's `max_new_tokens`: room for a whole allocation object.
+const STUDY_MAX_TOKENS: usize = 224;
+
+/// The society under its allocation schema, as the minimal-group study decodes it (its token limit too):
+/// the plain path (each token through the output layer and the draw), then herd's default, the tokens
+/// the grammar forces appended without either, which must sample the same text. A first pass of one
+/// token builds the grammar engine and times the prompts, so the rest is decoding.
+fn constrained_generation(
+    model: &mut LocalModel,
+    deciders: &[(Value, ChatPrompt)],
+    requests: &[GenerateRequest],
+) -> Value {
+    let with_limit = |max_tokens: usize| -> Vec<GenerateRequest> {
+        requests
+            .iter()
+            .zip(deciders)
+            .map(|(r, (v, _))| {
+                let mut r =
+                    GenerateRequest { schema: Some(herd_backend::allocation_schema(&roster(v), 100)), ..r.clone() };
+                r.sampling.max_tokens = max_tokens;
+                r
+            })
+            .collect()
+    };
+    let timed = |model: &mut LocalModel, batch: &[GenerateRequest]| {
+        let start = Instant::now();
+        let generations = model.generate(batch).expect("generates");
+        (generations, start.elapsed().as_secs_f64())
+    };
+    let (_, prompts_seconds) = timed(model, &with_limit(1));
+    let constrained = with_limit(STUDY_MAX_TOKENS);
+    model.set_skip_forced_logits(false);
+    let (plain, plain_seconds) = timed(model, &constrained);
+    model.set_skip_forced_logits(true);
+    let forced_before = model.forced_tokens_skipped();
+    let (skipping, seconds) = timed(model, &constrained);
+    let forced = model.forced_tokens_skipped() - forced_before;
+    for (a, b) in skipping.iter().zip(&plain) {
+        assert_eq!(a.text, b.text, "skipping the forced tokens' logits changed a sample");
+    }
+    let completion_tokens: usize = skipping.iter().map(|g| g.completion_tokens).sum();
+    let longest = skipping.iter().map(|g| g.completion_tokens).max().unwrap_or(0);
+    serde_json::json!({"max_tokens": STUDY_MAX_TOKENS, "seconds": seconds, "plain_seconds": plain_seconds, "prompts_seconds": prompts_seconds,
+                       "completion_tokens": completion_tokens, "longest": longest, "forced_tokens": forced})
 }

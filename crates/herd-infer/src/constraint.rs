@@ -4,6 +4,7 @@
 use crate::error::{InferError, Result};
 use crate::tokenizer::TextTokenizer;
 use llguidance::api::TopLevelGrammar;
+use llguidance::toktrie::SimpleVob;
 use llguidance::{Matcher, ParserFactory};
 use std::sync::Arc;
 
@@ -47,18 +48,39 @@ pub struct SequenceConstraint {
 }
 
 impl SequenceConstraint {
-    /// Sets every logit the grammar forbids to -inf. When the grammar is complete only EOS stays.
-    pub fn mask_logits(&mut self, logits: &mut [f32]) -> Result<()> {
+    /// What the grammar allows next. When the grammar is complete only EOS stays.
+    pub fn next_mask(&mut self) -> Result<NextTokenMask> {
         let mask = self.matcher.compute_mask_or_eos().map_err(|e| InferError::Constraint(e.to_string()))?;
-        for (id, l) in logits.iter_mut().enumerate() {
-            if !mask.is_allowed(id as u32) {
-                *l = f32::NEG_INFINITY;
-            }
-        }
+        Ok(NextTokenMask(mask))
+    }
+
+    /// Sets every logit the grammar forbids to -inf.
+    pub fn mask_logits(&mut self, logits: &mut [f32]) -> Result<()> {
+        self.next_mask()?.apply(logits);
         Ok(())
     }
 
     pub fn accept(&mut self, token: u32) -> Result<()> {
         self.matcher.consume_token(token).map_err(|e| InferError::Constraint(e.to_string()))
+    }
+}
+
+/// The tokens the grammar allows at one step.
+pub struct NextTokenMask(SimpleVob);
+
+impl NextTokenMask {
+    /// The one token allowed, where the grammar leaves one (a key's next piece, the punctuation of an
+    /// allocation object): any draw over the masked logits picks it, so it needs no logits.
+    pub fn forced(&self) -> Option<u32> {
+        (self.0.num_set() == 1).then(|| self.0.first_bit_set()).flatten().map(|id| id as u32)
+    }
+
+    /// Sets every logit the grammar forbids to -inf.
+    pub fn apply(&self, logits: &mut [f32]) {
+        for (id, l) in logits.iter_mut().enumerate() {
+            if !self.0.is_allowed(id as u32) {
+                *l = f32::NEG_INFINITY;
+            }
+        }
     }
 }

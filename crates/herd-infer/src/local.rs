@@ -4,7 +4,7 @@ use crate::constraint::{ConstraintEngine, SequenceConstraint};
 use crate::error::{InferError, Result, io_error, model_file};
 use crate::model::{Decoder, KvCache, WeightFormat, causal_mask, load_gguf_cached, load_hf_folder};
 use crate::prepared::{LoadReport, PreparedCache};
-use crate::sampler::{RepetitionPenalty, sample_token, sequence_rng};
+use crate::sampler::{RepetitionPenalty, sample_forced, sample_token, sequence_rng};
 use crate::tokenizer::TextTokenizer;
 use candle_core::{DType, Device, Tensor};
 use herd_backend::{
@@ -93,6 +93,12 @@ pub struct LocalModel {
     /// The last scoring group's shared prefix and its keys and values: the next group extends the part
     /// it shares (a system prompt, the instructions) instead of computing it again.
     last_prefix: std::sync::Mutex<Option<(Vec<u32>, KvCache)>>,
+    /// Whether a token the grammar forces is appended without the output layer and the draw (the
+    /// default); off, it goes through both like any other, the plain path the tests and the benchmark
+    /// compare against.
+    skip_forced_logits: bool,
+    /// Forced tokens appended so, since the model was loaded (what the tests and the benchmark read).
+    forced_tokens_skipped: usize,
 }
 
 /// A model's own chat template with its registry options: turns a [`ChatPrompt`] into the text the
@@ -227,6 +233,8 @@ impl LocalModel {
             compute,
             load_report: report,
             last_prefix: Default::default(),
+            skip_forced_logits: true,
+            forced_tokens_skipped: 0,
         })
     }
 
@@ -352,8 +360,29 @@ impl LocalModel {
         Ok(self.constraint.as_ref().expect("just built"))
     }
 
+    /// Whether generation appends a token the JSON grammar forces (the only one its mask leaves) without
+    /// computing that row's logits or sampling them (on by default). The samples are the same either way,
+    /// bit for bit; off is the plain path, for the tests and the benchmark that compare the two.
+    #[doc(hidden)]
+    pub fn set_skip_forced_logits(&mut self, skip: bool) {
+        self.skip_forced_logits = skip;
+    }
+
+    /// The forced tokens generation has appended without their logits since the model was loaded.
+    #[doc(hidden)]
+    pub fn forced_tokens_skipped(&self) -> usize {
+        self.forced_tokens_skipped
+    }
+
     /// Samples one completion per prompt, decoding the batch together (left padding, per-row positions
     /// and mask), so each row gets what it would get alone at the same seed.
+    ///
+    /// A row whose grammar leaves one token (a key's next piece, the punctuation of an allocation
+    /// object: most of an allocation's tokens) takes it without the output layer or the draw, which
+    /// would pick it whatever the logits; its RNG moves as the draw would move it. The token still
+    /// goes through the decoder one step at a time, with the batch: on a CPU a step of 20 rows costs
+    /// about what its tokens cost (compute, not memory, bounds it), so packing a row's run of forced
+    /// tokens into one step would save the steps but not the work.
     pub fn generate_tokens(&mut self, prompts: &[Vec<u32>], requests: &[GenerateRequest]) -> Result<Vec<Generation>> {
         if prompts.is_empty() {
             return Ok(Vec::new());
@@ -383,9 +412,10 @@ impl LocalModel {
         let PaddedBatch { tokens, positions, mask, pads, width } =
             PaddedBatch::after_prefix(&rows, shared, self.pad_id(), dev)?;
         let hidden = self.prefill.forward(&tokens, &positions, Some(&mask), &mut cache)?;
-        let mut logits: Vec<Vec<f32>> =
-            self.prefill.logits(&hidden.narrow(1, width - 1, 1)?.reshape((b, ()))?)?.to_vec2()?;
+        // `[rows, hidden]`: the last position of each active row, which the output layer reads.
+        let mut last_hidden = hidden.narrow(1, width - 1, 1)?.reshape((b, ()))?;
         let decoder = self.decode.as_ref().unwrap_or(&self.prefill);
+        let mut head = &self.prefill;
         let mut rngs: Vec<_> = requests.iter().map(|r| sequence_rng(r.sampling.seed)).collect();
         // HF penalises the ids of the whole sequence (prompt and output; not the left padding, which a row
         // decoded alone would not have).
@@ -398,16 +428,36 @@ impl LocalModel {
         let mut texts: Vec<String> = vec![String::new(); b];
         let mut active: Vec<usize> = (0..b).collect();
         loop {
+            let mut masks = Vec::with_capacity(active.len());
+            for &row in &active {
+                masks.push(constraints[row].as_mut().map(SequenceConstraint::next_mask).transpose()?);
+            }
+            let forced: Vec<Option<u32>> =
+                masks.iter().map(|m| m.as_ref().and_then(|m| m.forced()).filter(|_| self.skip_forced_logits)).collect();
+            // The output layer over the rows that draw; each row's logits are what it gets in any batch.
+            let free: Vec<u32> = (0..active.len() as u32).filter(|&slot| forced[slot as usize].is_none()).collect();
+            self.forced_tokens_skipped += active.len() - free.len();
+            let mut free_logits: std::vec::IntoIter<Vec<f32>> = match free.len() {
+                0 => Vec::new(),
+                n if n == active.len() => head.logits(&last_hidden)?.to_vec2()?,
+                _ => head.logits(&last_hidden.index_select(&Tensor::new(free.as_slice(), dev)?, 0)?)?.to_vec2()?,
+            }
+            .into_iter();
             let mut next = Vec::with_capacity(active.len());
             for (slot, &row) in active.iter().enumerate() {
-                let row_logits = &mut logits[slot];
-                if let Some(c) = constraints[row].as_mut() {
-                    c.mask_logits(row_logits)?;
-                }
-                if let Some(p) = &penalties[row] {
-                    p.apply(row_logits);
-                }
-                let token = sample_token(row_logits, &requests[row].sampling, &mut rngs[row])?;
+                let token = match forced[slot] {
+                    Some(token) => sample_forced(token, &requests[row].sampling, &mut rngs[row]),
+                    None => {
+                        let mut row_logits = free_logits.next().expect("a row of logits for every drawing row");
+                        if let Some(mask) = &masks[slot] {
+                            mask.apply(&mut row_logits);
+                        }
+                        if let Some(p) = &penalties[row] {
+                            p.apply(&mut row_logits);
+                        }
+                        sample_token(&row_logits, &requests[row].sampling, &mut rngs[row])?
+                    }
+                };
                 if let Some(p) = penalties[row].as_mut() {
                     p.push(token);
                 }
@@ -457,13 +507,15 @@ impl LocalModel {
             let any_padding = active.iter().any(|&row| pads[row] > 0);
             let step_mask =
                 if any_padding { Some(Tensor::from_vec(step_mask, (n, 1, 1, past + 1), dev)?) } else { None };
-            let hidden = decoder.forward(
-                &Tensor::from_vec(next, (n, 1), dev)?,
-                &Tensor::from_vec(positions, (n, 1), dev)?,
-                step_mask.as_ref(),
-                &mut cache,
-            )?;
-            logits = decoder.logits(&hidden.reshape((n, ()))?)?.to_vec2()?;
+            last_hidden = decoder
+                .forward(
+                    &Tensor::from_vec(next, (n, 1), dev)?,
+                    &Tensor::from_vec(positions, (n, 1), dev)?,
+                    step_mask.as_ref(),
+                    &mut cache,
+                )?
+                .reshape((n, ()))?;
+            head = decoder;
         }
         for row in 0..b {
             if finished[row] != Some(FinishReason::Stop) {

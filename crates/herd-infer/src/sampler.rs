@@ -100,6 +100,15 @@ pub fn sample_token(logits: &[f32], params: &SamplingParams, rng: &mut ChaCha20R
     Ok(draw(logits, order, Knobs::of(params), rng))
 }
 
+/// [`sample_token`] where the constraint allows `token` alone: the draw picks it whatever the logits,
+/// so they are not needed; `rng` moves on as that draw moves it (one number unless greedy), so the
+/// sequence's later draws are those of the plain path.
+pub fn sample_forced(token: u32, params: &SamplingParams, rng: &mut ChaCha20Rng) -> u32 {
+    // The draw's use of the RNG depends on the knobs and the number of candidates, not on the values.
+    draw(&[0.0], vec![0], Knobs::of(params), rng);
+    token
+}
+
 /// [`sample_token`] over the finite candidates `order` (not empty).
 fn draw(logits: &[f32], mut order: Vec<u32>, params: Knobs, rng: &mut ChaCha20Rng) -> u32 {
     let likelier = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b));
@@ -329,6 +338,25 @@ mod tests {
             for seed in 0..30 {
                 let (mut a, mut b) = (sequence_rng(seed), sequence_rng(seed));
                 assert_eq!(sample(&logits, &p, &mut a), sample_fully_sorted(&logits, &p, &mut b), "{p:?} seed {seed}");
+            }
+        }
+    }
+
+    /// A forced token skips the logits, not the draw: the RNG ends where sampling the masked row leaves
+    /// it, so the tokens drawn after it are the plain path's, greedy or not, with or without cuts.
+    #[test]
+    fn a_forced_token_moves_the_rng_as_sampling_its_masked_row_does() {
+        let mut masked = vec![f32::NEG_INFINITY; 1_000];
+        masked[417] = -3.25;
+        let free: Vec<f32> = (0..1_000).map(|i| ((i * 7_919) % 1_000) as f32 / 100.0).collect();
+        for p in [params(0.0, 0, 1.0), params(0.7, 0, 1.0), params(1.0, 40, 0.9), SamplingParams::default()] {
+            for seed in 0..20 {
+                let (mut plain, mut skipped) = (sequence_rng(seed), sequence_rng(seed));
+                assert_eq!(sample(&masked, &p, &mut plain), 417);
+                assert_eq!(sample_forced(417, &p, &mut skipped), 417);
+                for _ in 0..5 {
+                    assert_eq!(sample(&free, &p, &mut plain), sample(&free, &p, &mut skipped), "{p:?} seed {seed}");
+                }
             }
         }
     }

@@ -227,6 +227,48 @@ fn deciders_sharing_their_instructions_sample_as_alone() {
     }
 }
 
+/// The tokens the allocation grammar forces (the keys' pieces, the punctuation: most of an object) are
+/// appended without the output layer or the draw; every row samples exactly what the plain path
+/// samples, greedy, sampled with cuts and with HF's defaults, beside a row with no grammar (so the
+/// output layer runs over a subset of the batch) and rows that finish early.
+#[test]
+fn forced_tokens_skipping_the_output_layer_sample_as_the_plain_path() {
+    let mut model = model();
+    let batch: Vec<GenerateRequest> = (1..=5)
+        .map(|d| {
+            let mut r = allocation_request(d, 300 + d as u64, d != 3);
+            match d {
+                1 => r.sampling.temperature = Some(0.0),
+                2 => (r.sampling.temperature, r.sampling.top_p, r.sampling.top_k) = (None, None, None),
+                4 => r.sampling.max_tokens = 12,
+                _ => {}
+            }
+            r
+        })
+        .collect();
+    let before = model.forced_tokens_skipped();
+    let skipped = model.generate(&batch).unwrap();
+    let skipping = model.forced_tokens_skipped() - before;
+    model.set_skip_forced_logits(false);
+    let plain = model.generate(&batch);
+    model.set_skip_forced_logits(true);
+    let plain = plain.unwrap();
+    assert_eq!(model.forced_tokens_skipped(), before + skipping, "the plain path skips nothing");
+    let constrained_tokens: usize = skipped.iter().filter(|g| g.constrained).map(|g| g.completion_tokens).sum();
+    assert!(skipping * 2 > constrained_tokens, "{skipping} of {constrained_tokens} grammar tokens were forced");
+    for ((request, skipped), plain) in batch.iter().zip(&skipped).zip(&plain) {
+        let seed = request.sampling.seed;
+        assert_eq!(skipped.text, plain.text, "seed {seed}");
+        assert_eq!(skipped.completion_tokens, plain.completion_tokens, "seed {seed}");
+        assert_eq!(skipped.finish_reason, plain.finish_reason, "seed {seed}");
+    }
+    // The grammar rows wrote their objects (keys and all), and the seeds drew different values.
+    for g in skipped.iter().filter(|g| g.constrained && g.completion_tokens > 12) {
+        assert!(g.text.starts_with("{\"agent_0"), "{}", g.text);
+    }
+    assert!(skipped.windows(2).any(|w| w[0].text != w[1].text));
+}
+
 #[test]
 fn constrained_allocations_always_parse() {
     let mut model = model();
