@@ -83,7 +83,7 @@ pub fn run(args: BenchReplicateArgs) -> Result<()> {
             }
             println!("== {study} · {model} on the {path} path ({experiment})");
             let env = [("HERD_CPU_PATH", path.as_str())];
-            let total = plan_units(&herd, &experiment, "1/1")?;
+            let total = plan_units(&herd, &experiment, model, "1/1")?;
             let timing = if estimate {
                 let per_study = sample.unwrap_or(if *study == "conformity" { 240 } else { 4 });
                 let job = Study { study, model, experiment: &experiment, run_dir: dir };
@@ -165,18 +165,21 @@ fn chosen_paths(available: &[String], asked: Vec<String>) -> Result<Vec<String>>
 }
 
 /// Units of `experiment` in `shard` (`herd expand`'s "shard k/n: N units" line).
-fn plan_units(herd: &Path, experiment: &str, shard: &str) -> Result<u64> {
-    let out = Command::new(herd).args(["expand", "--experiment", experiment, "--shard", shard]).output()?;
+/// The units of `experiment`'s shard that `model` runs (`herd expand --model`: a model without a
+/// thinking mode skips the reasoning=on cells by design, and they cost nothing).
+fn plan_units(herd: &Path, experiment: &str, model: &str, shard: &str) -> Result<u64> {
+    let out =
+        Command::new(herd).args(["expand", "--experiment", experiment, "--shard", shard, "--model", model]).output()?;
     if !out.status.success() {
         bail!("herd expand --experiment {experiment} failed: {}", String::from_utf8_lossy(&out.stderr));
     }
     units_line(&String::from_utf8_lossy(&out.stdout))
-        .with_context(|| format!("herd expand --experiment {experiment} printed no \"shard …: N units\" line"))
+        .with_context(|| format!("herd expand --experiment {experiment} printed no \"model … runs N of them\" line"))
 }
 
 fn units_line(text: &str) -> Option<u64> {
     text.lines()
-        .filter_map(|l| l.strip_prefix("shard ")?.split_once(": ")?.1.strip_suffix(" units")?.trim().parse().ok())
+        .filter_map(|l| l.strip_prefix("model ")?.split_once(" runs ")?.1.split_once(" of them")?.0.trim().parse().ok())
         .next()
 }
 
@@ -196,7 +199,7 @@ fn estimate_study(
     let mut chosen = None;
     for index in 1..=count.min(64) {
         let shard = format!("{index}/{count}");
-        let n = plan_units(herd, experiment, &shard)?;
+        let n = plan_units(herd, experiment, job.model, &shard)?;
         if n > 0 {
             chosen = Some((shard, n.min(sample)));
             break;
@@ -284,9 +287,10 @@ mod tests {
     }
 
     #[test]
-    fn expand_output_gives_the_unit_count() {
-        let text = "minimal-group (minimal_group), seed 20250602, sha256 8fc2446f5f77af1b\nshard 1/270: 24 units\n  allocation  24 cells  24 units\n";
-        assert_eq!(units_line(text), Some(24));
+    fn expand_output_gives_the_units_the_model_runs() {
+        let text = "minimal-group (minimal_group), seed 20250602, sha256 8fc2446f5f77af1b\nshard 1/270: 24 units\nmodel smollm2-135m runs 12 of them; 12 skipped by design: reasoning=on: no thinking mode\n  allocation  24 cells  24 units\n";
+        assert_eq!(units_line(text), Some(12));
+        assert_eq!(units_line("shard 1/1: 246 units\nmodel qwen2.5-coder-1.5b runs 246 of them\n"), Some(246));
         assert_eq!(units_line("no plan here"), None);
     }
 

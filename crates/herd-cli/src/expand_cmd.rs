@@ -4,6 +4,7 @@
 use anyhow::{Context, Result};
 use herd_design::{Answer, Experiment, ExperimentFile, Shard, Unit, UnitPlan, expand, family_names, load_experiment};
 use herd_prompts::{AllocationBank, ConformityPrompter, GroupNames, allocation_prompts, draw_society};
+use herd_runner::RunOptions;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -18,6 +19,13 @@ pub struct ExpandArgs {
     /// Print every unit as one JSON line instead of the summary.
     #[arg(long)]
     jsonl: bool,
+    /// Model alias from the registry: also count the units this model runs (a model without a thinking
+    /// mode skips reasoning=on cells by design), which is what a run of it costs.
+    #[arg(long, value_name = "ALIAS")]
+    model: Option<String>,
+    /// Model registry file for --model (default: $HERD_MODELS, else data/models.toml, else the built-in copy).
+    #[arg(long, requires = "model")]
+    registry: Option<PathBuf>,
 }
 
 pub fn run(args: ExpandArgs) -> Result<()> {
@@ -34,6 +42,17 @@ pub fn run(args: ExpandArgs) -> Result<()> {
     let meta = file.experiment.meta();
     println!("{} ({}), seed {}, sha256 {}", meta.name, meta.study.as_str(), meta.seed, &file.sha256[..16]);
     println!("shard {}: {} units", args.shard, units.len());
+    if let Some(alias) = &args.model {
+        let registry = crate::model_cmd::load_registry(args.registry.as_deref())?;
+        let options = RunOptions::for_model(Some(crate::model_cmd::model_entry(&registry, alias)?), false);
+        let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
+        for reason in units.iter().filter_map(|u| options.skipped_by_design(u)) {
+            *skipped.entry(reason).or_default() += 1;
+        }
+        let runs = units.len() - skipped.values().sum::<usize>();
+        let why: Vec<String> = skipped.iter().map(|(reason, n)| format!("; {n} skipped by design: {reason}")).collect();
+        println!("model {alias} runs {runs} of them{}", why.concat());
+    }
     let mut per_family: BTreeMap<&str, (usize, std::collections::BTreeSet<String>)> = BTreeMap::new();
     for unit in &units {
         let entry = per_family.entry(unit.key.cell.family.as_str()).or_default();

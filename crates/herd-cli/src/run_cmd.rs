@@ -71,8 +71,9 @@ pub struct RunArgs {
     /// Model registry file (default: $HERD_MODELS, else data/models.toml, else the built-in copy).
     #[arg(long)]
     pub registry: Option<PathBuf>,
-    /// A trial run: only the first N units of the plan (this shard's, in `herd expand --jsonl` order).
-    /// The manifest marks the run as limited, so it is never read as complete; rerun without --limit
+    /// A trial run: only the first N units of the plan that the model runs (this shard's, in `herd
+    /// expand --jsonl` order; cells it skips by design, such as reasoning=on for a model without a
+    /// thinking mode, are not counted). The manifest marks the run as limited, so it is never read as complete; rerun without --limit
     /// to complete it.
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,

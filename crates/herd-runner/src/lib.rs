@@ -35,7 +35,7 @@ mod respondent;
 mod trial;
 
 use herd_backend::BackendError;
-use herd_design::{Experiment, ExperimentFile, Shard, Unit, expand};
+use herd_design::{Experiment, ExperimentFile, Shard, Unit, UnitPlan, expand};
 use herd_prompts::Modality;
 use herd_store::{
     AllocationDeciderRow, AllocationDyadRow, BaselineCandidateRow, Batch, ConformityTrialRow, RunStore, Skipped,
@@ -145,7 +145,8 @@ pub struct RunOptions {
     pub sampling_defaults: herd_backend::ModelSampling,
     /// What a knob neither sets becomes: HF's default (local backends) or the server's (not sent).
     pub sampling_fallback: herd_backend::SamplingFallback,
-    /// A trial run (`herd run --limit N`): only the first N units of the plan (of this shard).
+    /// A trial run (`herd run --limit N`): only the first N units of the plan (of this shard) that the
+    /// model runs; units it skips by design on the way are recorded as skipped, not counted.
     pub limit: Option<usize>,
 }
 
@@ -186,6 +187,24 @@ impl RunOptions {
             sampling_defaults: entry.map_or_else(|| RunOptions::default().sampling_defaults, |e| e.registry_sampling()),
             ..RunOptions::default()
         }
+    }
+}
+
+impl RunOptions {
+    /// Why this model does not run `unit` by design, if it does not: a minimal-group cell of a
+    /// reasoning mode the model lacks (`reasoning=on` for a model with no thinking mode). Such a unit is
+    /// recorded as skipped by design; the run is complete without it, and `--limit` does not count it.
+    pub fn skipped_by_design(&self, unit: &Unit) -> Option<String> {
+        let UnitPlan::Society(run) = &unit.plan else { return None };
+        let mode = run.reasoning.as_str();
+        if self.reasoning_modes.iter().any(|m| m == mode) {
+            return None;
+        }
+        let why = if mode == "on" { "no thinking mode" } else { "thinking cannot be turned off" };
+        Some(format!(
+            "reasoning={mode}: {why} (the model runs only {}; see `reasoning` in data/models.toml)",
+            self.reasoning_modes.join(", ")
+        ))
     }
 }
 
@@ -257,10 +276,17 @@ pub fn run_experiment(
     let progress = Progress::new(options.progress);
     let mut summary = RunSummary { units_total: units.len() as u64, ..RunSummary::default() };
     summary.units_already_stored = units.iter().filter(|u| sink.is_stored(&u.key.id())).count() as u64;
-    if let Some(limit) = options.limit.filter(|&l| l < units.len()) {
-        // The first units of the plan, as `herd expand --jsonl` lists them; the rest wait for a rerun.
-        summary.left_by_limit = units[limit..].iter().filter(|u| !sink.is_stored(&u.key.id())).count() as u64;
-        units.truncate(limit);
+    if let Some(limit) = options.limit {
+        // The first units of the plan the model runs, as `herd expand --jsonl` lists them (with the
+        // units among them it skips by design, which cost nothing); the rest wait for a rerun.
+        let end = units
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| options.skipped_by_design(u).is_none())
+            .nth(limit)
+            .map_or(units.len(), |(i, _)| i);
+        summary.left_by_limit = units[end..].iter().filter(|u| !sink.is_stored(&u.key.id())).count() as u64;
+        units.truncate(end);
     }
     let mut run = RunContext { file, respondent, sink, options, progress: &progress, summary: &mut summary };
     let outcome = match &file.experiment {

@@ -45,13 +45,7 @@ pub(crate) fn run(ctx: &mut RunContext<'_, '_>, exp: &MinimalGroupExperiment, un
     for unit in &pending {
         let run = society_of(unit);
         let id = unit.key.id();
-        if !options.reasoning_modes.iter().any(|m| m == run.reasoning.as_str()) {
-            let why = if run.reasoning.as_str() == "on" { "no thinking mode" } else { "thinking cannot be turned off" };
-            let reason = format!(
-                "reasoning={}: {why} (the model runs only {}; see `reasoning` in data/models.toml)",
-                run.reasoning.as_str(),
-                options.reasoning_modes.join(", ")
-            );
+        if let Some(reason) = options.skipped_by_design(unit) {
             ctx.summary.skip(reason, &id, true);
             progress.advance("allocation", 1);
             continue;
