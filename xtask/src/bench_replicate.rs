@@ -164,10 +164,9 @@ fn chosen_paths(available: &[String], asked: Vec<String>) -> Result<Vec<String>>
     Ok(paths)
 }
 
-/// Units of `experiment` in `shard` (`herd expand`'s "shard k/n: N units" line).
 /// The units of `experiment`'s shard that `model` runs (`herd expand --model`: a model without a
 /// thinking mode skips the reasoning=on cells by design, and they cost nothing).
-fn plan_units(herd: &Path, experiment: &str, model: &str, shard: &str) -> Result<u64> {
+pub(crate) fn plan_units(herd: &Path, experiment: &str, model: &str, shard: &str) -> Result<u64> {
     let out =
         Command::new(herd).args(["expand", "--experiment", experiment, "--shard", shard, "--model", model]).output()?;
     if !out.status.success() {

@@ -311,7 +311,9 @@ fn constrained_generation(
     let (plain, plain_seconds) = timed(model, &constrained);
     model.set_skip_forced_logits(true);
     let forced_before = model.forced_tokens_skipped();
+    let kernels_before = kernel_stats();
     let (skipping, seconds) = timed(model, &constrained);
+    let kernels = kernel_stats() - kernels_before;
     let forced = model.forced_tokens_skipped() - forced_before;
     for (a, b) in skipping.iter().zip(&plain) {
         assert_eq!(a.text, b.text, "skipping the forced tokens' logits changed a sample");
@@ -319,5 +321,6 @@ fn constrained_generation(
     let completion_tokens: usize = skipping.iter().map(|g| g.completion_tokens).sum();
     let longest = skipping.iter().map(|g| g.completion_tokens).max().unwrap_or(0);
     serde_json::json!({"max_tokens": STUDY_MAX_TOKENS, "seconds": seconds, "plain_seconds": plain_seconds, "prompts_seconds": prompts_seconds,
-                       "completion_tokens": completion_tokens, "longest": longest, "forced_tokens": forced})
+                       "completion_tokens": completion_tokens, "longest": longest, "forced_tokens": forced,
+                       "kernels": kernels_json(kernels)})
 }
