@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const MAX_TOKENS: &str = "64";
+/// The quick minimal-group study: sections (b) and (c) decode its first society, and (c) prices its
+/// society passes from that one.
+const QUICK_SOCIETIES: &str = "data/experiments/minimal-group.quick.toml";
 const THREADS: &str = "2";
 
 fn herd(binary: &Path, args: &[&str]) -> Result<String> {
@@ -92,10 +95,7 @@ pub fn run(alias: &str, paths: &[String]) -> Result<()> {
     let society_path = dir.join("society.jsonl");
     std::fs::write(
         &society_path,
-        herd(
-            &binary,
-            &["prompts", "--experiment", "data/experiments/minimal-group.quick.toml", "--limit", "20", "--jsonl"],
-        )?,
+        herd(&binary, &["prompts", "--experiment", QUICK_SOCIETIES, "--limit", "20", "--jsonl"])?,
     )?;
 
     // The society passes the quick minimal-group study runs on this model (section (c) times one).
@@ -163,9 +163,6 @@ pub fn run(alias: &str, paths: &[String]) -> Result<()> {
     );
     Ok(())
 }
-
-/// The quick minimal-group study, whose society passes section (c) prices.
-const QUICK_SOCIETIES: &str = "data/experiments/minimal-group.quick.toml";
 
 /// One CPU path's ratios against llama.cpp (herd ÷ llama.cpp, higher is faster) and the ratios herd
 /// would reach with its int8 products at the path's peak and nothing else taking time: the ceilings.
