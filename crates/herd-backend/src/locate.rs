@@ -60,10 +60,11 @@ pub(crate) fn fetch_hint(entry: &ModelEntry) -> String {
             format!("run `cargo xtask fetch-model {}` (or `herd models --fetch {}`)", entry.alias, entry.alias)
         }
         ModelSource::HuggingFace { repo, gated } => format!(
-            "{}download it on this machine with the HF tools, `{}` (herd looks in {}; set HF_HOME or HF_HUB_CACHE if it lives elsewhere)",
+            "{}run `herd models --fetch {}` (it downloads the files herd loads from the Hub into {}, as `{}` would; `herd run` does it on first use; set HF_HOME or HF_HUB_CACHE if the cache lives elsewhere)",
             if *gated { gated_note(repo) } else { String::new() },
+            entry.alias,
+            hf_hub_cache_dir().display(),
             hf_download_command(repo),
-            hf_hub_cache_dir().display()
         ),
         ModelSource::Path { path } => {
             format!("put the model at {} or change models.{}.source.path", path.display(), entry.alias)
@@ -94,7 +95,8 @@ pub fn locate_model_in(entry: &ModelEntry, cache: &Path, hub: &Path) -> Result<M
         ModelSource::HuggingFace { repo, .. } => {
             let dir = resolve_hf_snapshot(hub, repo)
                 .ok_or_else(|| missing(format!("{repo} is not in the HF cache {}", hub.display())))?;
-            check_hf_folder(&dir)?;
+            // A snapshot without every file herd loads is a download not finished: fetching completes it.
+            check_hf_folder(&dir).map_err(|e| missing(format!("its snapshot is incomplete: {e}")))?;
             Ok(ModelFiles::HfFolder(dir))
         }
         ModelSource::Path { path } => match std::fs::metadata(path) {
@@ -169,7 +171,9 @@ pub fn model_sampling(entry: &ModelEntry, files: Option<&ModelFiles>) -> Result<
     Ok(entry.registry_sampling())
 }
 
-/// An HF folder needs its config, tokenizer and at least one safetensors file.
+/// An HF folder needs its config, tokenizer and its weights: every shard `model.safetensors.index.json`
+/// names where it has one (a fetch cut off between shards leaves a folder that is not a model yet),
+/// else at least one safetensors file.
 pub fn check_hf_folder(dir: &Path) -> Result<()> {
     for name in ["config.json", "tokenizer.json"] {
         if !dir.join(name).is_file() {
@@ -178,6 +182,28 @@ pub fn check_hf_folder(dir: &Path) -> Result<()> {
                 "missing: an HF model folder needs config.json, tokenizer.json, tokenizer_config.json and *.safetensors",
             ));
         }
+    }
+    let index = dir.join("model.safetensors.index.json");
+    if index.is_file() {
+        let text = std::fs::read_to_string(&index).map_err(io_error(&index))?;
+        let json: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| model_file(&index, format!("not JSON ({e}): fetch the model again")))?;
+        let shards: std::collections::BTreeSet<&str> = json
+            .get("weight_map")
+            .and_then(|m| m.as_object())
+            .ok_or_else(|| model_file(&index, "has no `weight_map`: fetch the model again"))?
+            .values()
+            .filter_map(|v| v.as_str())
+            .collect();
+        for shard in shards {
+            if !dir.join(shard).is_file() {
+                return Err(model_file(
+                    dir.join(shard),
+                    "missing: the index names this weight shard (an interrupted download? `herd models --fetch ALIAS` resumes it)",
+                ));
+            }
+        }
+        return Ok(());
     }
     let has_weights = std::fs::read_dir(dir)
         .map_err(io_error(dir))?
@@ -243,6 +269,34 @@ mod tests {
         std::fs::write(root.join("refs/main"), "abc\n").unwrap();
         assert_eq!(resolve_hf_snapshot(&hub, "Org/Model"), Some(root.join("snapshots/abc")));
         assert_eq!(resolve_hf_snapshot(&hub, "Org/Other"), None);
+        std::fs::remove_dir_all(&hub).unwrap();
+    }
+
+    #[test]
+    fn a_snapshot_missing_a_shard_its_index_names_is_a_model_still_to_fetch() {
+        let hub = std::env::temp_dir().join(format!("herd-hub-partial-{}", std::process::id()));
+        let snapshot = hub.join("models--Org--Sharded/snapshots/abc");
+        std::fs::create_dir_all(&snapshot).unwrap();
+        for name in ["config.json", "tokenizer.json", "model-00001-of-00002.safetensors"] {
+            std::fs::write(snapshot.join(name), b"{}").unwrap();
+        }
+        std::fs::write(
+            snapshot.join("model.safetensors.index.json"),
+            r#"{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}"#,
+        )
+        .unwrap();
+        let registry = ModelRegistry::parse(
+            Path::new("r.toml"),
+            "default = \"s\"\n[models.s]\ndescription = \"d\"\nfamily = \"llama\"\nmodality = \"text\"\nsource = { hf = \"Org/Sharded\" }\n",
+        )
+        .unwrap();
+        let entry = registry.get("s").unwrap();
+        let err = locate_model_in(entry, &hub, &hub).unwrap_err();
+        let BackendError::ModelMissing { problem, fix, .. } = &err else { panic!("{err}") };
+        assert!(problem.contains("incomplete") && problem.contains("model-00002-of-00002.safetensors"), "{problem}");
+        assert!(fix.contains("herd models --fetch s"), "{fix}");
+        std::fs::write(snapshot.join("model-00002-of-00002.safetensors"), b"{}").unwrap();
+        assert_eq!(locate_model_in(entry, &hub, &hub).unwrap(), ModelFiles::HfFolder(snapshot));
         std::fs::remove_dir_all(&hub).unwrap();
     }
 

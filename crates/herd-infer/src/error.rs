@@ -29,6 +29,11 @@ pub enum InferError {
     Server(String),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    /// The model's memory estimate ([`crate::estimate_memory`]) is above the limit (the device's free
+    /// memory, or `--max-memory`); `message` gives the estimate part by part, the limit with its source
+    /// and the options, one a line.
+    #[error("{message}")]
+    DoesNotFit { alias: String, needed_bytes: u64, limit_bytes: u64, message: String },
 }
 
 pub type Result<T, E = InferError> = std::result::Result<T, E>;

@@ -6,7 +6,9 @@
 //! Hugging Face safetensors folders with candle, rendering each model's own chat template;
 //! [`VisionModel`] runs the vision-language families (through `herd-vision`) with the stimulus image;
 //! [`OpenAiBackend`] drives OpenAI-compatible servers (vLLM, SGLang, llama.cpp) over HTTP. Which model
-//! and where its files are is herd-backend's (the registry, `locate_model`).
+//! and where its files are is herd-backend's (the registry, `locate_model`). Before a load,
+//! [`estimate_memory`] counts what a model will need on a device from its files' headers alone, and
+//! [`check_fits`] refuses it against [`available_memory`] (or a given limit) with the numbers and the options.
 //!
 //! ```no_run
 //! use herd_backend::{Backend, DEFAULT_MODEL, ModelRegistry, ScoreRequest, locate_model};
@@ -25,6 +27,7 @@
 mod constraint;
 mod error;
 mod local;
+mod memory;
 mod model;
 mod openai;
 mod prepared;
@@ -37,6 +40,7 @@ mod vision;
 pub use constraint::{ConstraintEngine, SequenceConstraint};
 pub use error::{InferError, Result};
 pub use local::{DeviceChoice, LoadOptions, LocalModel, PromptRenderer, common_prefix_len};
+pub use memory::{MemoryEstimate, Workload, available_memory, check_fits, estimate_memory};
 pub use model::WeightFormat;
 /// herd's own decoder and file readers, public for the tests, examples and fuzz target that check them
 /// against references and malformed files; not an API (the engines above are).

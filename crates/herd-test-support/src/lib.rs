@@ -1,13 +1,15 @@
 //! Fixtures of herd's tests and examples, in one crate Cargo can see instead of files included across
 //! crates with `#[path]`: tiny deterministic checkpoints ([`tiny_vl`], [`tiny_text`]), the inputs the
 //! golden scripts read ([`vl_golden`], [`mistral3_golden`]), llama.cpp golden checks ([`llamacpp`]), a
-//! llama.cpp server ([`llama_server`]), a fault-injecting HTTP proxy ([`fault_proxy`]) and the decoding of
-//! the tables herd-store reads ([`stored_table`]).
+//! llama.cpp server ([`llama_server`]), a fault-injecting HTTP proxy ([`fault_proxy`]), a loopback
+//! Hugging Face Hub with its CDN ([`hub_server`]) and the decoding of the tables herd-store reads
+//! ([`stored_table`]).
 //!
 //! Only a dev-dependency (tests, examples): no shipped crate depends on it. The writers are
 //! byte-for-byte what the committed golden values were computed from.
 
 pub mod fault_proxy;
+pub mod hub_server;
 pub mod llama_server;
 pub mod llamacpp;
 pub mod mistral3_golden;
