@@ -5,7 +5,7 @@
 use crate::error::StoreError;
 use crate::manifest::Manifest;
 use crate::records::{COMMITTED, MANIFEST, StoredRecord, read_part, read_records};
-use crate::records::{duplicate_in_records, read_manifest};
+use crate::records::{duplicate_in_records, lost_digests, read_manifest};
 use crate::schema::Table;
 use polars::prelude::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -142,6 +142,15 @@ impl RunRead {
             // A copied record commits the same batch (the same part) again: keep the first.
             let mut batches = BTreeSet::new();
             records.retain(|s| batches.insert(s.record.batch.clone()));
+        }
+        if let Some(stored) = records.iter().find(|s| lost_digests(s).is_some()) {
+            return Err(StoreError::Corrupt {
+                path: stored.path.clone(),
+                problem: format!(
+                    "{}\n  fix: run `herd run` with the same arguments: it runs that record's units again",
+                    lost_digests(stored).unwrap_or_default()
+                ),
+            });
         }
         if let Some(problem) = totals_problem(&manifest, &records) {
             return Err(StoreError::Counts { dir: dir.to_path_buf(), problem });

@@ -172,16 +172,62 @@ impl std::fmt::Display for PartFault {
     }
 }
 
+/// A record herd wrote with digests (store format 2 numbers its records: `seq`) that has lost the digest
+/// of a table it committed rows of: edited, so its parts could not be checked. `None` for a sound record
+/// and for records of format 1 (no `seq`, no digests), which are read unverified as before.
+pub(crate) fn lost_digests(stored: &StoredRecord) -> Option<String> {
+    let record = &stored.record;
+    record.seq?;
+    let missing: Vec<&str> = record
+        .rows
+        .iter()
+        .filter(|(table, n)| **n > 0 && !record.parts.contains_key(*table))
+        .map(|(table, _)| table.name())
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "{}: a commit record of store format 2 without the digest of its {} part(s): the record was edited, \
+             so what it commits cannot be checked",
+            stored.path.display(),
+            missing.join(", ")
+        )
+    })
+}
+
 /// The bytes of one committed part of `record`, checked against its size and digest when the record
 /// has them (format 2).
 fn checked_bytes(dir: &Path, record: &CommitRecord, table: Table) -> Result<Vec<u8>, PartFault> {
+    use std::io::Read;
     let path = record.part_path(dir, table);
-    let bytes = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
+    // Opened only as a regular file whose size is the recorded one: a FIFO put in a part's place would
+    // block the read forever, and /dev/zero (or a huge file) would fill memory.
+    let meta = match std::fs::metadata(&path) {
+        Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(PartFault::Missing),
         Err(e) => return Err(PartFault::Unreadable(e.to_string())),
     };
-    if let Some(digest) = record.parts.get(&table) {
+    if !meta.is_file() {
+        return Err(PartFault::Unreadable(
+            "not a regular file (a folder, FIFO, socket or device stands where herd wrote a part)".into(),
+        ));
+    }
+    let digest = record.parts.get(&table);
+    if let Some(digest) = digest
+        && meta.len() != digest.bytes
+    {
+        return Err(PartFault::Size { recorded: digest.bytes, found: meta.len() });
+    }
+    // The read stops one byte past the expected size, so a file that grows after the check is caught
+    // without being read whole; parts of format 1 records (no digest) are read up to their size now.
+    let limit = digest.map_or(meta.len(), |d| d.bytes).saturating_add(1);
+    let mut bytes = Vec::with_capacity(meta.len().min(limit) as usize);
+    let read = std::fs::File::open(&path).and_then(|file| file.take(limit).read_to_end(&mut bytes));
+    match read {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(PartFault::Missing),
+        Err(e) => return Err(PartFault::Unreadable(e.to_string())),
+    }
+    if let Some(digest) = digest {
         if bytes.len() as u64 != digest.bytes {
             return Err(PartFault::Size { recorded: digest.bytes, found: bytes.len() as u64 });
         }

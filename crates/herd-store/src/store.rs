@@ -398,6 +398,12 @@ impl RunStore {
 /// digests: their parts need only exist, as before.
 fn verify_for_resume(dir: &Path, stored: &StoredRecord) -> Result<(), String> {
     let record = &stored.record;
+    if let Some(problem) = crate::records::lost_digests(stored) {
+        return Err(match std::fs::remove_file(&stored.path) {
+            Ok(()) => format!("{problem}; its {} units are run again", record.units.len()),
+            Err(e) => format!("{problem}; could not remove the record ({e}): remove it by hand to run its units again"),
+        });
+    }
     for (table, &n) in &record.rows {
         if n == 0 {
             continue;

@@ -66,6 +66,10 @@ pub fn verify_run(dir: &Path) -> Result<Verification, StoreError> {
         v.problems.push(duplicate.to_string().lines().next().unwrap_or_default().to_owned());
     }
     for stored in &records {
+        if let Some(problem) = crate::records::lost_digests(stored) {
+            v.problems.push(problem);
+            continue;
+        }
         for (table, &n) in &stored.record.rows {
             if n == 0 {
                 continue;

@@ -334,3 +334,59 @@ fn a_format_1_folder_reads_as_before_and_verify_says_it_is_unverifiable() {
     let v = verify_run(&out).unwrap();
     assert!(v.is_clean() && v.parts_unverifiable == 2 && v.parts_verified == 1, "{v:?}");
 }
+
+#[test]
+fn a_fifo_or_an_endless_file_in_a_parts_place_is_refused_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = finished_run(dir.path(), "run", "all", &["u1", "u2"]);
+    let part = files(&out.join("allocation_deciders"))[0].clone();
+    // A FIFO nobody writes to: opening it to read would block forever.
+    std::fs::remove_file(&part).unwrap();
+    let status = std::process::Command::new("mkfifo").arg(&part).status().expect("mkfifo (coreutils) runs");
+    assert!(status.success());
+    let (done, wait) = std::sync::mpsc::channel();
+    let reader = out.clone();
+    std::thread::spawn(move || done.send((read(&reader).map(|_| ()), verify_run(&reader))).unwrap());
+    let (read_result, verified) = wait
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the read returned instead of blocking on the FIFO");
+    let err = read_result.unwrap_err().to_string();
+    assert!(err.contains("not a regular file") && err.contains(&part.display().to_string()), "{err}");
+    let verified = verified.unwrap();
+    assert!(!verified.is_clean() && verified.problems.iter().any(|p| p.contains("not a regular file")), "{verified:?}");
+    // /dev/zero behind a symlink: endless bytes, refused by its size before a byte is read.
+    std::fs::remove_file(&part).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &part).unwrap();
+    let err = read(&out).unwrap_err().to_string();
+    assert!(err.contains("not a regular file"), "{err}");
+    // A part grown far past its recorded size is refused by its size alone.
+    std::fs::remove_file(&part).unwrap();
+    std::fs::File::create(&part).unwrap().set_len(64 << 30).unwrap();
+    let err = read(&out).unwrap_err().to_string();
+    assert!(err.contains(&part.display().to_string()), "{err}");
+    assert!(!verify_run(&out).unwrap().is_clean());
+}
+
+#[test]
+fn a_record_that_lost_its_digests_is_refused_by_read_and_verify_and_rerun_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = finished_run(dir.path(), "run", "all", &["u1", "u2"]);
+    // Tampering: the digests go from one record (so its part could be changed unseen), its `seq` stays.
+    let record = files(&out.join("committed"))[0].clone();
+    let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    value.as_object_mut().unwrap().remove("parts");
+    std::fs::write(&record, serde_json::to_vec(&value).unwrap()).unwrap();
+    let err = read(&out).unwrap_err().to_string();
+    assert!(err.contains(&record.display().to_string()) && err.contains("without the digest"), "{err}");
+    let v = verify_run(&out).unwrap();
+    assert!(!v.is_clean() && v.problems.iter().any(|p| p.contains("without the digest")), "{v:?}");
+    // Resume repairs it: the record goes, its unit is run again, and the folder verifies.
+    let mut store = RunStore::open(&out, manifest("all"), "cpu").unwrap();
+    assert_eq!(store.units_stored(), 1);
+    assert!(store.repairs().iter().any(|r| r.contains("without the digest")), "{:?}", store.repairs());
+    let unit = ["u1", "u2"].into_iter().find(|u| !store.is_stored(u)).unwrap().to_owned();
+    commit(&mut store, &[&unit]);
+    store.finish("complete").unwrap();
+    assert_eq!(read(&out).unwrap().unwrap().height(), 80);
+    assert!(verify_run(&out).unwrap().is_clean());
+}
