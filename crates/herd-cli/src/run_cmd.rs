@@ -310,6 +310,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     print_summary(&summary, &args.out, look);
     if !summary.failed.is_empty() {
         let last = summary.notes.get("last_backend_failure").and_then(|v| v.as_str()).unwrap_or("");
+        let last = redact(last, &args.server.api_key().into_iter().collect::<Vec<_>>());
         bail!(
             "{} units failed at the backend; rerun the same command to retry them\n  last failure: {last}",
             summary.failed.len()
@@ -338,6 +339,7 @@ pub fn run_loaded(
         inputs: backend_inputs,
     } = loaded;
     let info = backend.info();
+    let secrets = run_secrets(&model_record);
     let meta = file.experiment.meta();
     let identity = RunIdentity {
         experiment: meta.name.clone(),
@@ -402,16 +404,18 @@ pub fn run_loaded(
         );
     }
     let result = run_experiment(file, backend.respondent(), &mut store, &options);
+    // Failure texts come from servers: the API key, bearer tokens and URL credentials never reach the
+    // manifest (the openai backend redacts its errors already; this holds for every note and status).
     let status = match &result {
         Ok(s) => session_status(s),
-        Err(e) => format!("failed: {e}"),
+        Err(e) => redact(&format!("failed: {e}"), &secrets),
     };
     // A run stopped by failures still records what it ran, skipped and failed, so a user sees why.
     if let Some(summary) = result.as_ref().ok().or_else(|| result.as_ref().err().and_then(|e| e.partial_summary())) {
         let m = store.manifest_mut();
         m.skipped = summary.skipped.clone();
         m.failed = summary.failed.clone();
-        m.notes.extend(summary.notes.clone());
+        m.notes.extend(summary.notes.iter().map(|(k, v)| (k.clone(), redact_json(v, &secrets))));
         // A limited session says so in the run's own record; a later session that runs the rest
         // takes the mark away.
         if summary.left_by_limit > 0 {
@@ -438,6 +442,32 @@ pub fn run_loaded(
     }
     store.finish(&status)?;
     Ok(result?)
+}
+
+/// The secrets a run's texts must not hold: the API key of an openai run (its variable is in the record).
+fn run_secrets(model_record: &serde_json::Value) -> Vec<String> {
+    model_record
+        .pointer("/server/api_key_env")
+        .and_then(|v| v.as_str())
+        .and_then(|var| std::env::var(var).ok())
+        .filter(|key| !key.is_empty())
+        .into_iter()
+        .collect()
+}
+
+fn redact(text: &str, secrets: &[String]) -> String {
+    herd_infer::redact_secrets(text, &secrets.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// `value` with every string in it redacted.
+fn redact_json(value: &serde_json::Value, secrets: &[String]) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => Value::String(redact(s, secrets)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| redact_json(v, secrets)).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), redact_json(v, secrets))).collect()),
+        other => other.clone(),
+    }
 }
 
 /// A resumed run must be computed from the inputs its stored units were: a bank edited, or other sim

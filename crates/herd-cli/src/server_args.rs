@@ -16,13 +16,15 @@ pub struct ServerArgs {
     #[arg(long, value_name = "NAME")]
     pub served_model: Option<String>,
     /// Environment variable that holds the API key; the key is sent as a bearer token and never
-    /// written to manifests or logs.
+    /// written to manifests or logs (a server's error echoing it is shown with `***` in its place).
     #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
     pub api_key_env: String,
     /// Requests in flight at once (a society's 20 deciders, an image's trials).
     #[arg(long, default_value_t = 4)]
     pub max_in_flight: usize,
-    /// Top log-probabilities asked for when scoring; an answer outside them gets an upper bound.
+    /// Top log-probabilities asked for when scoring; an answer outside them gets an upper bound. A
+    /// server's longer list counts whole in the check that probabilities sum to at most 1, and this
+    /// many of its most probable tokens are scored.
     #[arg(long, default_value_t = 20)]
     pub top_logprobs: usize,
     /// Score through `chat` completions (the server applies the chat template) or `completions` with
@@ -42,6 +44,10 @@ pub struct ServerArgs {
     /// The first backoff in seconds; it doubles per retry up to 30 s.
     #[arg(long, value_name = "SECONDS", default_value_t = 0.5)]
     pub retry_delay: f64,
+    /// Largest reply read from a server, in MB (text, reasoning and log-probabilities together); a
+    /// longer reply fails its request (the unit is retried on the next run) instead of filling memory.
+    #[arg(long, value_name = "MB", default_value_t = 8.0)]
+    pub max_reply_mb: f64,
 }
 
 impl ServerArgs {
@@ -63,6 +69,12 @@ impl ServerArgs {
                 self.retry_delay
             );
         }
+        if !(self.max_reply_mb > 0.0 && self.max_reply_mb <= 4_096.0) {
+            bail!(
+                "--max-reply-mb {:?}: give the largest reply read from a server in MB, more than 0 and at most 4096",
+                self.max_reply_mb
+            );
+        }
         Ok(OpenAiOptions {
             endpoints: self.endpoints.clone(),
             served_model: self.served_model.clone().unwrap_or_else(|| entry.alias.clone()),
@@ -77,7 +89,13 @@ impl ServerArgs {
                 base_delay: Duration::from_secs_f64(self.retry_delay),
                 max_delay: Duration::from_secs(30),
             },
+            max_reply_bytes: ((self.max_reply_mb * f64::from(1u32 << 20)) as u64).max(1),
         })
+    }
+
+    /// The API key, from the variable `--api-key-env` names (for redacting texts that may echo it).
+    pub fn api_key(&self) -> Option<String> {
+        std::env::var(&self.api_key_env).ok().filter(|k| !k.is_empty())
     }
 
     /// The backend for `entry` on the servers; the model's files are read only to render prompts for

@@ -31,6 +31,7 @@ mod memory;
 mod model;
 mod openai;
 mod prepared;
+mod redact;
 mod sampler;
 mod tokenizer;
 mod vision;
@@ -46,8 +47,12 @@ pub use model::WeightFormat;
 /// against references and malformed files; not an API (the engines above are).
 #[doc(hidden)]
 pub use model::{Decoder, KvCache, causal_mask, gguf_decoder_config, load_hf_folder, read_gguf};
-pub use openai::{OpenAiBackend, OpenAiOptions, RetryPolicy, ScoreApi, ServedModel, StructuredOutput};
+pub use openai::{
+    DEFAULT_MAX_REPLY_BYTES, MASS_ROUNDING, OpenAiBackend, OpenAiOptions, RetryPolicy, ScoreApi, ServedModel,
+    StructuredOutput, checked_score,
+};
 pub use prepared::{LoadReport, PreparedCache, PreparedStatus};
+pub use redact::{REDACTED, redact_secrets};
 pub use sampler::{sample_token, sequence_rng};
 pub use tokenizer::TextTokenizer;
 pub use vision::VisionModel;

@@ -7,10 +7,14 @@
 //! Requests of a group run concurrently (bounded), spread round-robin over the endpoints, and are retried
 //! with exponential backoff and jitter on connection errors, timeouts, 429, 5xx and unreadable bodies; a
 //! request that still fails fails its whole group, which the runner records as failed units and retries on
-//! the next run.
+//! the next run. Server replies are adversarial input: scores pass [`checked_score`] (finite, a mass of at
+//! most 1 up to rounding, each answer in [0, 1]) or the reply is retried as bad; a body is read up to
+//! `max_reply_bytes`; every error text is redacted of the key, bearer tokens and URL credentials
+//! ([`redact_secrets`]).
 
 use crate::error::{InferError, Result};
 use crate::local::PromptRenderer;
+use crate::redact::redact_secrets;
 use base64::Engine as _;
 use herd_backend::{
     AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, LOWER_BOUND_MIN, SamplingParams,
@@ -82,11 +86,16 @@ impl Default for RetryPolicy {
     }
 }
 
+/// The default of [`OpenAiOptions::max_reply_bytes`]: 8 MB.
+pub const DEFAULT_MAX_REPLY_BYTES: u64 = 8 << 20;
+
 /// Everything about talking to the servers. The API key itself is read from `api_key_env` when the
-/// backend is built and is never part of this (serialisable, recorded) value.
+/// backend is built and is never part of this (serialisable, recorded) value; endpoints are recorded
+/// with their credentials (`user:pass@`) removed.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct OpenAiOptions {
     /// Base URLs (`http://host:port` or `…/v1`); requests are spread over them round-robin.
+    #[serde(serialize_with = "serialize_redacted")]
     pub endpoints: Vec<String>,
     /// The model name the servers know.
     pub served_model: String,
@@ -101,6 +110,16 @@ pub struct OpenAiOptions {
     /// Limit on one request, connection to last byte.
     pub request_timeout: Duration,
     pub retry: RetryPolicy,
+    /// Largest reply body read (and so largest text or reasoning kept); a larger one fails the request
+    /// with an error naming the limit (`--max-reply-mb`).
+    pub max_reply_bytes: u64,
+}
+
+fn serialize_redacted<S: serde::Serializer>(
+    endpoints: &[String],
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.collect_seq(endpoints.iter().map(|e| redact_secrets(e, &[])))
 }
 
 impl OpenAiOptions {
@@ -115,6 +134,7 @@ impl OpenAiOptions {
             structured_output: StructuredOutput::JsonSchema,
             request_timeout: Duration::from_secs(300),
             retry: RetryPolicy::default(),
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
         }
     }
 }
@@ -164,7 +184,8 @@ pub fn endpoint_base(url: &str) -> Result<String> {
     let trimmed = url.trim().trim_end_matches('/');
     if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) || trimmed.len() <= "https://".len() {
         return Err(InferError::Request(format!(
-            "--endpoint `{url}` is not an http(s) URL; fix: give the server's base URL, e.g. http://127.0.0.1:8000 or http://host:8000/v1"
+            "--endpoint `{}` is not an http(s) URL; fix: give the server's base URL, e.g. http://127.0.0.1:8000 or http://host:8000/v1",
+            redact_secrets(url, &[])
         )));
     }
     let without =
@@ -187,6 +208,9 @@ impl OpenAiBackend {
         }
         if options.top_logprobs == 0 {
             return Err(InferError::Request("top_logprobs must be at least 1".into()));
+        }
+        if options.max_reply_bytes == 0 {
+            return Err(InferError::Request("max_reply_bytes (--max-reply-mb) must be more than 0".into()));
         }
         let api_key = std::env::var(&options.api_key_env).ok().filter(|k| !k.is_empty());
         let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -212,6 +236,13 @@ impl OpenAiBackend {
         &self.options
     }
 
+    /// `text` without the API key, bearer tokens, key-like tokens and URL credentials
+    /// ([`redact_secrets`]): every text from a server or naming an endpoint goes through this before it
+    /// leaves the backend.
+    pub fn redact(&self, text: &str) -> String {
+        redact_secrets(text, &self.api_key.as_deref().into_iter().collect::<Vec<_>>())
+    }
+
     /// HTTP requests sent so far, retries included.
     pub fn requests_sent(&self) -> usize {
         self.requests.load(Ordering::Relaxed)
@@ -227,19 +258,34 @@ impl OpenAiBackend {
         let mut response = match request.send(body) {
             Ok(r) => r,
             // Connection refused or reset, timeouts, broken transfers: the server may come back.
-            Err(e) => return Err(CallError::transient(format!("{url}: {e}"))),
+            Err(e) => return Err(CallError::transient(self.redact(&format!("{url}: {e}")))),
         };
         let status = response.status().as_u16();
         let retry_after =
             response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(retry_after_delay);
-        let text = match response.body_mut().with_config().limit(64 << 20).read_to_string() {
+        let limit = self.options.max_reply_bytes;
+        let text = match response.body_mut().with_config().limit(limit).read_to_string() {
             Ok(t) => t,
+            // Not retried: a server that sends this much once (a runaway reasoning text) will again, and
+            // each try would cost the transfer.
+            Err(ureq::Error::BodyExceedsLimit(_)) => {
+                return Err(CallError {
+                    retryable: false,
+                    retry_after: None,
+                    status: Some(status),
+                    problem: format!(
+                        "{}: HTTP {status}: the reply is longer than {}, the most herd reads of one reply; fix: raise --max-reply-mb if such replies are expected, or limit the server's output (max_tokens)",
+                        self.redact(&url),
+                        megabytes(limit)
+                    ),
+                });
+            }
             Err(e) => {
                 return Err(CallError {
                     retryable: true,
                     retry_after,
                     status: Some(status),
-                    problem: format!("{url}: HTTP {status}, body unreadable: {e}"),
+                    problem: self.redact(&format!("{url}: HTTP {status}, body unreadable: {e}")),
                 });
             }
         };
@@ -251,7 +297,7 @@ impl OpenAiBackend {
                 retryable: true,
                 retry_after,
                 status: Some(status),
-                problem: format!("{url}: HTTP {status}: {}", excerpt(&text)),
+                problem: format!("{}: HTTP {status}: {}", self.redact(&url), excerpt(&self.redact(&text))),
             });
         }
         if !(200..300).contains(&status) {
@@ -259,12 +305,16 @@ impl OpenAiBackend {
                 retryable: false,
                 retry_after: None,
                 status: Some(status),
-                problem: format!("{url}: HTTP {status}: {}", excerpt(&text)),
+                problem: format!("{}: HTTP {status}: {}", self.redact(&url), excerpt(&self.redact(&text))),
             });
         }
         // A body cut short or mangled in transit is worth asking for again.
-        serde_json::from_str(&text).map_err(|e| {
-            CallError::transient(format!("{url}: HTTP {status} with a body that is not JSON ({e}): {}", excerpt(&text)))
+        parse_reply(&text).map_err(|e| {
+            CallError::transient(format!(
+                "{}: HTTP {status} with a body that is not JSON ({e}): {}",
+                self.redact(&url),
+                excerpt(&self.redact(&text))
+            ))
         })
     }
 
@@ -286,10 +336,11 @@ impl OpenAiBackend {
             let error = match self.post_once(base, path, &bytes) {
                 Ok(reply) => match read(&reply) {
                     Ok(value) => return Ok(value),
-                    Err(problem) => CallError::transient(format!(
+                    // Redacted whole before the excerpt, which could cut a key in two.
+                    Err(problem) => CallError::transient(self.redact(&format!(
                         "{base}{path}: unexpected reply ({problem}): {}",
-                        excerpt(&reply.to_string())
-                    )),
+                        excerpt(&self.redact(&reply.to_string()))
+                    ))),
                 },
                 Err(e) => e,
             };
@@ -359,7 +410,7 @@ impl OpenAiBackend {
             ),
             _ => String::new(),
         };
-        InferError::Server(format!("{what} failed{attempts}: {}{fix}", e.problem))
+        InferError::Server(self.redact(&format!("{what} failed{attempts}: {}{fix}", e.problem)))
     }
 
     fn messages(&self, prompt: &ChatPrompt, image: Option<&image::RgbImage>) -> Result<Value> {
@@ -427,13 +478,28 @@ impl OpenAiBackend {
             }
         };
         let api = self.options.score_api;
-        let (top, prompt_tokens) = self
-            .call(path, &body, |reply| read_top_logprobs(reply, api))
-            .map_err(|e| self.server_error("scoring", e))?;
-        Ok(score_from_top_logprobs(&top, &request.answers, prompt_tokens))
+        self.call(path, &body, |reply| {
+            let (top, prompt_tokens) = read_top_logprobs(reply, api)?;
+            checked_score(&top, &request.answers, prompt_tokens, k)
+        })
+        .map_err(|e| self.server_error("scoring", e))
     }
 
+    /// A generation with the API key taken out of its texts: a server that echoes it into a reply must not
+    /// have it stored. (Only the key itself: a model's text is data, so the token patterns are left.)
     fn generate_one(&self, request: &GenerateRequest) -> Result<Generation> {
+        let mut g = self.generate_raw(request)?;
+        if let Some(key) = self.api_key.as_deref().filter(|k| k.len() >= 4) {
+            for text in std::iter::once(&mut g.text).chain(g.reasoning.as_mut()) {
+                if text.contains(key) {
+                    *text = text.replace(key, crate::redact::REDACTED);
+                }
+            }
+        }
+        Ok(g)
+    }
+
+    fn generate_raw(&self, request: &GenerateRequest) -> Result<Generation> {
         let s = &request.sampling;
         let mut body = json!({
             "model": self.options.served_model,
@@ -510,6 +576,57 @@ fn jitter_seed() -> u64 {
     nanos ^ (u64::from(std::process::id()) << 32)
 }
 
+/// A reply body as JSON. Some servers (Python's `json.dumps`) write non-finite numbers as the bare words
+/// `NaN`, `Infinity` and `-Infinity`, which are not JSON; they are read as `null`, so the reply's
+/// check names the value as missing or not a number instead of calling the whole body unreadable.
+fn parse_reply(text: &str) -> std::result::Result<Value, serde_json::Error> {
+    serde_json::from_str(text).or_else(|e| {
+        if !(text.contains("NaN") || text.contains("Infinity")) {
+            return Err(e);
+        }
+        serde_json::from_str(&non_finite_as_null(text)).map_err(|_| e)
+    })
+}
+
+/// `text` with the bare words `NaN`, `Infinity` and `-Infinity` outside strings replaced by `null`.
+fn non_finite_as_null(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let (mut copied, mut i, mut in_string) = (0, 0, false);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if in_string => i += 1,
+            b'"' => in_string = !in_string,
+            _ if !in_string => {
+                for word in ["-Infinity", "Infinity", "NaN"] {
+                    if bytes[i..].starts_with(word.as_bytes()) {
+                        out.push_str(&text[copied..i]);
+                        out.push_str("null");
+                        copied = i + word.len();
+                        i = copied - 1;
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+/// A byte count as megabytes, as `--max-reply-mb` gives it.
+fn megabytes(bytes: u64) -> String {
+    let mb = bytes as f64 / f64::from(1u32 << 20);
+    format!("{} MB (--max-reply-mb {})", trim_float(mb), trim_float(mb))
+}
+
+fn trim_float(x: f64) -> String {
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
 fn excerpt(text: &str) -> String {
     const LIMIT: usize = 300;
     let text = text.trim();
@@ -531,11 +648,40 @@ fn png_data_url(pixels: &image::RgbImage) -> Result<String> {
     Ok(format!("data:image/png;base64,{}", base64::engine::general_purpose::STANDARD.encode(png)))
 }
 
-/// The returned top tokens with their log-probabilities, and the prompt's token count when reported.
+/// Most excess over 1 that a reply's probabilities may sum to and still be taken: float rounding (a
+/// float32 log-probability of 0 for the top token and a few tiny ones beside it). Such a reply is
+/// normalised (every probability divided by the sum); a larger excess is a bad reply.
+pub const MASS_ROUNDING: f64 = 1e-6;
+
+/// The returned top tokens with their log-probabilities (each spelling once, the first listing kept;
+/// every entry checked finite and ≤ 0), and the prompt's token count when reported. Read in linear time;
+/// the list is as long as the reply, which `max_reply_bytes` bounds ([`checked_score`] keeps the top-k).
 fn read_top_logprobs(reply: &Value, api: ScoreApi) -> std::result::Result<(Vec<(String, f64)>, usize), String> {
     let choice = reply.pointer("/choices/0").ok_or("no choices")?;
     let logprobs = choice.get("logprobs").filter(|v| !v.is_null()).ok_or("no logprobs: the server ignored `logprobs` (llama.cpp needs a build with logprobs, vLLM --max-logprobs ≥ top_logprobs)")?;
     let mut top = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut add = |token: &str, lp: Option<f64>| -> std::result::Result<(), String> {
+        let lp = lp.ok_or_else(|| {
+            format!("the log-probability of `{token}` is missing or not a number (NaN, Infinity, null); rule: log-probabilities are finite numbers ≤ 0")
+        })?;
+        if !lp.is_finite() {
+            return Err(format!(
+                "the log-probability of `{token}` is {lp}; rule: log-probabilities are finite numbers ≤ 0"
+            ));
+        }
+        if lp > MASS_ROUNDING {
+            return Err(format!(
+                "the log-probability of `{token}` is {lp}, a probability of {} above 1; rule: log-probabilities are ≤ 0",
+                lp.exp()
+            ));
+        }
+        // Servers may list a spelling twice (different token ids, same text); count each once.
+        if seen.insert(token.to_owned()) {
+            top.push((token.to_owned(), lp));
+        }
+        Ok(())
+    };
     match api {
         ScoreApi::Chat => {
             let list = logprobs
@@ -544,28 +690,82 @@ fn read_top_logprobs(reply: &Value, api: ScoreApi) -> std::result::Result<(Vec<(
                 .ok_or("no content[0].top_logprobs")?;
             for entry in list {
                 let token = entry.get("token").and_then(Value::as_str).ok_or("a top_logprobs entry without `token`")?;
-                let lp = entry
-                    .get("logprob")
-                    .and_then(Value::as_f64)
-                    .ok_or("a top_logprobs entry without a numeric `logprob`")?;
-                top.push((token.to_owned(), lp));
+                add(token, entry.get("logprob").and_then(Value::as_f64))?;
             }
         }
         ScoreApi::Completions => {
             let map = logprobs.pointer("/top_logprobs/0").and_then(Value::as_object).ok_or("no top_logprobs[0]")?;
             for (token, lp) in map {
-                top.push((token.clone(), lp.as_f64().ok_or("a non-numeric logprob")?));
+                add(token, lp.as_f64())?;
             }
         }
     }
     if top.is_empty() {
         return Err("an empty top_logprobs list".into());
     }
-    if top.iter().any(|(_, lp)| !(lp.is_finite() || *lp == f64::NEG_INFINITY) || *lp > 1e-6) {
-        return Err("a log-probability above 0 or not a number".into());
-    }
     let prompt_tokens = reply.pointer("/usage/prompt_tokens").and_then(Value::as_u64).unwrap_or(0) as usize;
     Ok((top, prompt_tokens))
+}
+
+/// The answers' scores from a reply's top tokens, checked before anything is stored: every
+/// log-probability finite and ≤ 0, the returned probabilities summing to at most 1 (an excess of at most
+/// [`MASS_ROUNDING`] is float rounding and normalised away; a larger one is a bad reply), and every
+/// answer's probability finite and in [0, 1]. Of a list longer than `keep`, the top-k asked for (a
+/// server may add the sampled token; a hostile one may send 100,000 entries), every entry counts in
+/// the mass check, and then only the `keep` most probable are scored (a dropped token is no more probable
+/// than any kept one, so the bounds stay sound); linear time apart from sorting the kept. The error names
+/// the rule, the answers and the numbers; the caller retries it like any bad reply.
+pub fn checked_score(
+    top: &[(String, f64)],
+    answers: &[String],
+    prompt_tokens: usize,
+    keep: usize,
+) -> std::result::Result<ScoreResult, String> {
+    if let Some((token, lp)) = top.iter().find(|(_, lp)| !lp.is_finite() || *lp > MASS_ROUNDING) {
+        return Err(format!(
+            "the log-probability of `{token}` is {lp}; rule: log-probabilities are finite numbers ≤ 0"
+        ));
+    }
+    let returned: f64 = top.iter().map(|(_, lp)| lp.exp()).sum();
+    let describe = |top: &[(String, f64)]| {
+        let raw = score_from_top_logprobs(top, answers, prompt_tokens);
+        raw.answers.iter().map(|(a, s)| format!("P({a}) = {}", s.p)).collect::<Vec<_>>().join(", ")
+    };
+    if !returned.is_finite() || returned > 1.0 + MASS_ROUNDING {
+        return Err(format!(
+            "{}: the {} returned probabilities sum to {returned}; rule: they sum to at most 1 (an excess up to {MASS_ROUNDING} is rounding, normalised)",
+            describe(top),
+            top.len()
+        ));
+    }
+    let shift = if returned > 1.0 { returned.ln() } else { 0.0 };
+    let mut kept: Vec<(String, f64)> = top.iter().map(|(t, lp)| (t.clone(), (lp - shift).min(0.0))).collect();
+    let keep = keep.max(1);
+    if kept.len() > keep {
+        kept.select_nth_unstable_by(keep - 1, |a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        kept.truncate(keep);
+    }
+    let top = &kept[..];
+    let mut result = score_from_top_logprobs(top, answers, prompt_tokens);
+    for score in result.answers.values_mut() {
+        // Rounding of the division above, no more: the mass check bounds every sum of returned tokens.
+        if score.p > 1.0 && score.p <= 1.0 + MASS_ROUNDING {
+            score.p = 1.0;
+        }
+    }
+    // The answers' mass is not checked against 1: answers outside the top-k each carry the same upper
+    // bound (the mass left out), and bounds may sum past 1. The returned answers' sum is a sum of
+    // distinct returned tokens, which the check above bounds.
+    result.mass = result.answers.values().map(|s| s.p).sum();
+    let bad = result.answers.iter().find(|(_, s)| !(s.p.is_finite() && (0.0..=1.0).contains(&s.p)));
+    if let Some((answer, s)) = bad {
+        return Err(format!(
+            "{}: P({answer}) = {}; rule: an answer's probability is a finite number in [0, 1]",
+            describe(top),
+            s.p
+        ));
+    }
+    Ok(result)
 }
 
 /// Sums, for each answer, the probabilities of the returned tokens that spell it (leading whitespace
@@ -576,9 +776,10 @@ fn read_top_logprobs(reply: &Value, api: ScoreApi) -> std::result::Result<(Vec<(
 /// probability, and at most what the server left out.
 pub fn score_from_top_logprobs(top: &[(String, f64)], answers: &[String], prompt_tokens: usize) -> ScoreResult {
     let mut sorted: Vec<(String, f64)> = Vec::with_capacity(top.len());
+    let mut seen = std::collections::HashSet::with_capacity(top.len());
     for (token, lp) in top {
         // Servers may list a spelling twice (different token ids, same text); count each once.
-        if !sorted.iter().any(|(t, _)| t == token) {
+        if seen.insert(token.as_str()) {
             sorted.push((token.clone(), *lp));
         }
     }
@@ -664,7 +865,7 @@ impl Backend for OpenAiBackend {
             backend: "openai".into(),
             model: self.model.alias.clone(),
             family: self.model.family.clone(),
-            device: format!("remote: {}", self.bases.join(", ")),
+            device: self.redact(&format!("remote: {}", self.bases.join(", "))),
             vision: self.model.vision,
             // The server's hardware, kernels and weights are its own (and its /v1/models says little).
             compute: herd_backend::ComputePath::elsewhere("server", "the server's"),
@@ -758,6 +959,64 @@ mod tests {
         // Nothing left out: nothing can be missing.
         let r = score_from_top_logprobs(&top(&[("A", 0.7), ("B", 0.3)]), &answers, 3);
         assert!(r.answers.values().all(|s| s.bound == ScoreBound::Exact));
+    }
+
+    fn answers() -> Vec<String> {
+        vec!["A".to_owned(), "B".to_owned()]
+    }
+
+    fn raw(pairs: &[(&str, f64)]) -> Vec<(String, f64)> {
+        pairs.iter().map(|(t, lp)| ((*t).to_owned(), *lp)).collect()
+    }
+
+    #[test]
+    fn a_mass_over_one_by_rounding_is_normalised_and_a_larger_one_refused() {
+        // float32 rounding of a confident model: P(A) = 1 + e^-17 unchecked.
+        let r = checked_score(&raw(&[("A", 0.0), (" A", -17.0), ("B", -19.0)]), &answers(), 3, 20).unwrap();
+        assert!(r.answers.values().all(|s| (0.0..=1.0).contains(&s.p)), "{r:?}");
+        assert!(r.mass <= 1.0 && r.answers["A"].p > 0.999_999, "{r:?}");
+        for (bad, says) in [
+            (raw(&[("A", 0.0), ("B", 0.0)]), "sum to 2"),
+            (raw(&[("A", -0.01), ("B", -0.01)]), "sum to 1.98"),
+            (raw(&[("A", f64::NAN), ("B", -1.0)]), "`A` is NaN"),
+            (raw(&[("A", 0.5), ("B", -1.0)]), "`A` is 0.5"),
+        ] {
+            let e = checked_score(&bad, &answers(), 3, 20).unwrap_err();
+            assert!(e.contains(says) && e.contains("rule:"), "{e}");
+        }
+        // Answers outside the top-k each carry the same upper bound; together they may pass 1.
+        let r = checked_score(&raw(&[("The", 0.3f64.ln())]), &answers(), 3, 1).unwrap();
+        assert!(r.answers.values().all(|s| s.bound == ScoreBound::Upper && (s.p - 0.7).abs() < 1e-12), "{r:?}");
+        // The error names the answers' probabilities.
+        let e = checked_score(&raw(&[("A", 0.0), ("B", 0.0)]), &answers(), 3, 20).unwrap_err();
+        assert!(e.contains("P(A) = 1") && e.contains("P(B) = 1"), "{e}");
+    }
+
+    #[test]
+    fn nan_written_as_a_bare_word_or_missing_is_a_bad_reply_naming_the_token() {
+        let body = r#"{"choices":[{"logprobs":{"content":[{"top_logprobs":[{"token":"A","logprob":NaN},{"token":"NaN","logprob":-Infinity}]}]}}]}"#;
+        let reply = parse_reply(body).unwrap();
+        let e = read_top_logprobs(&reply, ScoreApi::Chat).unwrap_err();
+        assert!(e.contains("`A` is missing or not a number") && e.contains("rule:"), "{e}");
+        assert_eq!(non_finite_as_null(r#"["NaN", NaN, -Infinity, "a\"NaN"]"#), r#"["NaN", null, null, "a\"NaN"]"#);
+        assert!(parse_reply("{cut").is_err());
+    }
+
+    #[test]
+    fn a_long_top_logprobs_list_is_read_in_linear_time_and_cut_to_what_was_asked() {
+        let mut list = vec![json!({"token": "A", "logprob": -0.4}), json!({"token": "B", "logprob": -1.2})];
+        list.extend((0..200_000).map(|i| json!({"token": format!("t{i}"), "logprob": -30.0})));
+        let reply = json!({"choices": [{"logprobs": {"content": [{"top_logprobs": list}]}}]});
+        let started = std::time::Instant::now();
+        let (top, _) = read_top_logprobs(&reply, ScoreApi::Chat).unwrap();
+        let r = checked_score(&top, &answers(), 3, 20).unwrap();
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        assert!((r.answers["A"].p - (-0.4f64).exp()).abs() < 1e-12);
+        assert!(r.top.len() <= 10);
+        // A long list whose entries together carry more than 1 is refused, whatever is kept.
+        let many =
+            raw(&[("A", -0.4)]).into_iter().chain((0..1000).map(|i| (format!("t{i}"), -5.0))).collect::<Vec<_>>();
+        assert!(checked_score(&many, &answers(), 3, 20).unwrap_err().contains("1001 returned probabilities"));
     }
 
     #[test]
