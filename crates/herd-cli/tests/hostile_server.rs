@@ -380,3 +380,21 @@ fn an_api_key_the_server_echoes_and_url_credentials_are_never_written() {
         assert!(!leaks(&text), "{}: holds the key or the URL's credentials:\n{text}", file.display());
     }
 }
+
+#[test]
+fn a_redirect_to_another_host_is_not_followed() {
+    // A second server standing for the other host: it must never be asked.
+    let elsewhere = HostileServer::start(Mode::Good);
+    let target: &'static str =
+        Box::leak(format!("http://127.0.0.1:{}/v1/chat/completions", elsewhere.port).into_boxed_str());
+    let server = HostileServer::start(Mode::Redirect(target));
+    let dir = tempfile::tempdir().unwrap();
+    let (experiment, out) = (conformity(dir.path()), dir.path().join("run"));
+    let url = format!("http://127.0.0.1:{}", server.port);
+    let refused = run(&experiment, &out, &url, &[]);
+    assert!(!refused.status.success());
+    let err = stderr(&refused);
+    assert!(err.contains("redirects to") && err.contains(target) && err.contains("--endpoint"), "{err}");
+    assert!(server.requests() > 0);
+    assert_eq!(elsewhere.requests(), 0, "the request went nowhere else");
+}

@@ -216,6 +216,9 @@ impl OpenAiBackend {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(options.request_timeout))
             .http_status_as_error(false)
+            // No redirect is followed: the request, its key and the prompts would go to wherever the
+            // server points (another host); a 3xx is an error naming the place and the fix.
+            .max_redirects(0)
             .max_idle_connections_per_host(options.max_in_flight.max(1))
             .build()
             .into();
@@ -261,6 +264,17 @@ impl OpenAiBackend {
             Err(e) => return Err(CallError::transient(self.redact(&format!("{url}: {e}")))),
         };
         let status = response.status().as_u16();
+        if (300..400).contains(&status) {
+            let location = response.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("nowhere");
+            return Err(CallError {
+                retryable: false,
+                retry_after: None,
+                status: Some(status),
+                problem: self.redact(&format!(
+                    "{url}: HTTP {status}: the server redirects to {location}; herd follows no redirect from an inference server (the request and its key would go there); fix: give the address the server names as --endpoint if you trust it"
+                )),
+            });
+        }
         let retry_after =
             response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(retry_after_delay);
         let limit = self.options.max_reply_bytes;

@@ -34,6 +34,8 @@ pub enum Mode {
     /// HTTP 401 whose error body echoes the request's `Authorization` header, as LiteLLM-style
     /// gateways do ("Received API Key = Bearer sk-…").
     EchoKey,
+    /// HTTP 307 to this URL (another host, say): a client must not carry the request, or its key, there.
+    Redirect(&'static str),
 }
 
 pub struct HostileServer {
@@ -230,6 +232,14 @@ fn serve(
             "type": "auth_error", "param": "None", "code": "401",
         }});
         respond(&mut client, "401 Unauthorized", &[reply.to_string().as_bytes()], sent);
+        return;
+    }
+    if let Mode::Redirect(location) = mode {
+        let head = format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        let _ = client.write_all(head.as_bytes());
+        sent.fetch_add(head.len() as u64, Ordering::SeqCst);
         return;
     }
     let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
