@@ -28,13 +28,10 @@ pub enum AnalysisError {
     PointsDoNotSumToPool { origin: String, cell: String, seed: i64, decider: i64, sum: f64, pool: f64 },
     #[error("{origin}: {cell} has no {what}\n  fix: {fix}")]
     EmptyCell { origin: String, cell: String, what: String, fix: String },
-    #[error("{origin}: {context}: {source}")]
-    Statistics {
-        origin: String,
-        context: String,
-        #[source]
-        source: StatsError,
-    },
+    /// The statistics error is part of the message, not a `source`: a chain printed with `{:#}`
+    /// would say it twice.
+    #[error("{origin}: {context}: {error}")]
+    Statistics { origin: String, context: String, error: StatsError },
     #[error("{file}: {problem}")]
     Io { file: String, problem: String },
 }
@@ -45,5 +42,25 @@ pub(crate) fn stats_context(
     context: impl FnOnce() -> String,
 ) -> impl FnOnce(StatsError) -> AnalysisError {
     let origin = origin.to_owned();
-    move |source| AnalysisError::Statistics { origin, context: context(), source }
+    move |error| AnalysisError::Statistics { origin, context: context(), error }
+}
+
+/// The `note` of a row whose statistic is undefined because every value is equal (constant input,
+/// every difference zero, a regressor or outcome without variation).
+pub const EVERY_VALUE_EQUAL: &str = "every value equal";
+/// The `note` of a fit whose design is singular: a regressor with every value equal, or one that
+/// repeats the others.
+pub const COLLINEAR_REGRESSORS: &str = "every value equal or collinear in a regressor";
+/// The `note` of a row whose statistic is undefined because it has too few units for the test.
+pub const TOO_FEW_UNITS: &str = "too few units";
+
+/// Why `e` leaves a statistic undefined on this input (the `note` its row carries, its statistic and p
+/// null), or `None` when `e` is a failure the analysis must report (bad input, a bug).
+pub fn undefined_reason(e: &StatsError) -> Option<&'static str> {
+    match e {
+        StatsError::ConstantInput { .. } | StatsError::AllZeroDifferences => Some(EVERY_VALUE_EQUAL),
+        StatsError::SingularDesign { .. } => Some(COLLINEAR_REGRESSORS),
+        StatsError::TooFewObservations { .. } | StatsError::EmptyInput => Some(TOO_FEW_UNITS),
+        _ => None,
+    }
 }

@@ -65,7 +65,7 @@ pub use conformity::{
     ConformityOptions, ConformityTable, ConformityTables, ConformityTrial, DIFFICULTY_HEXBIN_GRIDSIZE, GroupSizeRise,
     PWrong, SOCIAL_MEAN, analyze_conformity, group_size_rises,
 };
-pub use error::AnalysisError;
+pub use error::{AnalysisError, COLLINEAR_REGRESSORS, EVERY_VALUE_EQUAL, TOO_FEW_UNITS, undefined_reason};
 pub use minimal_group::{
     BootstrapPlan, DesignKey, Dyad, DyadTable, Labels, MinimalGroupOptions, MinimalGroupTables, analyze_minimal_group,
     analyze_minimal_group_with_progress, minimal_group_seed_tests,

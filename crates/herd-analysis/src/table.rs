@@ -1,5 +1,9 @@
 //! Tidy result tables: named, typed columns of equal length, written by [`crate::io`] as CSV and
-//! Parquet. Missing values (a statistic that is undefined for a cell) are `None`, never NaN.
+//! Parquet. Missing values (a statistic that is undefined for a cell) are `None`, never NaN; a table
+//! with tests (`deltas`, `difficulty_spearman`, `difficulty_ols`, `seed_tests`, `robustness`, the
+//! per-model claims) has a `note` column that gives the reason where a row's test is undefined
+//! ([`crate::EVERY_VALUE_EQUAL`], [`crate::TOO_FEW_UNITS`], [`crate::COLLINEAR_REGRESSORS`]), so a
+//! run without variation analyses rather than failing.
 
 /// The values of one result column.
 #[derive(Debug, Clone, PartialEq)]

@@ -107,6 +107,39 @@ pub struct HeadlineComparison {
     /// The one number the scorecard shows: the first row that carries the verdict; `None` when
     /// the run lacks what the headline needs.
     pub number: Option<RunNumber>,
+    /// Why an inconclusive verdict's rows decide nothing (`every value equal`, `too few units`), when
+    /// every row that leaves it inconclusive has an undefined statistic or a test that cannot reach
+    /// p < 0.05 at its n; `None` otherwise.
+    pub undefined: Option<String>,
+}
+
+impl HeadlineComparison {
+    /// The verdict in words, with the reason where its statistics are undefined: `inconclusive: every
+    /// value equal`.
+    pub fn verdict_text(&self) -> String {
+        match &self.undefined {
+            Some(why) if self.verdict == Verdict::Inconclusive => format!("{}: {why}", self.verdict.text()),
+            _ => self.verdict.text().to_owned(),
+        }
+    }
+}
+
+/// The notes of the rows that leave an inconclusive verdict undecided, when every one of them rests
+/// on an undefined statistic or on too few units for its test (distinct notes joined by `; `).
+fn undefined_notes(rows: &[Row], verdict: Verdict) -> Option<String> {
+    if verdict != Verdict::Inconclusive {
+        return None;
+    }
+    let mut notes: Vec<&str> = Vec::new();
+    for row in rows.iter().filter(|r| r.verdict == Verdict::Inconclusive) {
+        // An undefined statistic says why; a test that cannot reach p < 0.05 at its n has too few units.
+        let too_few = row.evidence.too_few(evidence::ALPHA).map(|_| herd_analysis::TOO_FEW_UNITS);
+        let note = row.evidence.note.as_deref().or(too_few)?;
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    }
+    (!notes.is_empty()).then(|| notes.join("; "))
 }
 
 /// One row's estimate with its interval and n, as the scorecard shows it.
@@ -274,20 +307,25 @@ pub fn compare_headlines(results: &Results) -> Result<Vec<HeadlineComparison>, R
             let outcome = measure_of(&headline.id)
                 .and_then(|measure| outcome(&headline, measure, results))
                 .filter(|o| !o.rows.is_empty());
-            let (this_run, verdict, basis, number) = match outcome {
+            let (this_run, verdict, basis, number, undefined) = match outcome {
                 Some(o) => {
                     let (verdict, basis) = combine(&o.rows, o.combine);
+                    let undefined = undefined_notes(&o.rows, verdict);
                     let rows = o.rows.iter().map(Row::describe).collect::<Vec<_>>().join("; ");
                     let text = if o.summary.is_empty() { rows } else { format!("{}. {rows}", o.summary) };
                     // The number shown is one that carries the verdict, so the two never disagree.
                     let deciding = o.rows.iter().find(|r| r.verdict == verdict).unwrap_or(&o.rows[0]);
-                    (text, verdict, basis, Some(RunNumber::of(deciding, o.rows.len())))
+                    (text, verdict, basis, Some(RunNumber::of(deciding, o.rows.len())), undefined)
                 }
-                None => {
-                    ("—".to_owned(), Verdict::NotInRun, "the run lacks the study, family or condition".to_owned(), None)
-                }
+                None => (
+                    "—".to_owned(),
+                    Verdict::NotInRun,
+                    "the run lacks the study, family or condition".to_owned(),
+                    None,
+                    None,
+                ),
             };
-            HeadlineComparison { headline, this_run, verdict, basis, number }
+            HeadlineComparison { headline, this_run, verdict, basis, number, undefined }
         })
         .collect())
 }

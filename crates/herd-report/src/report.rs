@@ -133,7 +133,7 @@ struct HeadlineView {
     source: String,
     this_run: String,
     verdict: String,
-    verdict_text: &'static str,
+    verdict_text: String,
     /// The test and n the verdict rests on, and why.
     basis: String,
     rule: String,
@@ -546,7 +546,7 @@ fn headline_view(c: &HeadlineComparison) -> HeadlineView {
         source: c.headline.source.clone(),
         this_run: c.this_run.clone(),
         verdict: verdict_class(c.verdict),
-        verdict_text: c.verdict.text(),
+        verdict_text: c.verdict_text(),
         basis: c.basis.clone(),
         rule: format!(
             "Replicates if {}. Does not replicate if {}.",

@@ -20,7 +20,11 @@ pub struct ScorecardRow {
     pub row: String,
     /// The verdict's CSS class (`replicates`, `does_not_replicate`, …).
     pub badge: String,
-    pub verdict: &'static str,
+    /// The verdict in words, with the reason where its statistics are undefined (`inconclusive: every
+    /// value equal`).
+    pub verdict: String,
+    /// The verdict alone (`inconclusive`), the badge's text on the page, whose title is `verdict`.
+    pub verdict_word: &'static str,
 }
 
 /// One study's part of the scorecard.
@@ -83,7 +87,8 @@ pub fn scorecard(comparisons: &[HeadlineComparison], absent_studies: &[&str]) ->
                 this_run: number.value_text(),
                 row: number.row_text(),
                 badge: verdict_class(verdict),
-                verdict: verdict.text(),
+                verdict: c.verdict_text(),
+                verdict_word: verdict.text(),
             }),
             _ => card.not_in_run.push(c.headline.short_claim().to_owned()),
         }
@@ -121,7 +126,7 @@ mod tests {
             unit: "seeds",
             rows: 2,
         });
-        HeadlineComparison { headline, this_run: String::new(), verdict, basis: String::new(), number }
+        HeadlineComparison { headline, this_run: String::new(), verdict, basis: String::new(), number, undefined: None }
     }
 
     #[test]
@@ -166,7 +171,7 @@ mod tests {
         let all: Vec<_> =
             verdicts.iter().enumerate().map(|(i, v)| comparison(&i.to_string(), "conformity", *v)).collect();
         let card = scorecard(&all, &[]);
-        let badges: Vec<(&str, &str)> = card[0].rows.iter().map(|r| (r.badge.as_str(), r.verdict)).collect();
+        let badges: Vec<(&str, &str)> = card[0].rows.iter().map(|r| (r.badge.as_str(), r.verdict.as_str())).collect();
         assert_eq!(
             badges,
             [

@@ -6,7 +6,7 @@ use herd_stats::{Alternative, ttest_one_sample, z_test};
 
 use super::curves::{CurveKey, curve_auc};
 use super::{ConformityOptions, ConformityTable, ConformityTrial, PWrong, mean};
-use crate::error::{AnalysisError, stats_context};
+use crate::error::{AnalysisError, stats_context, undefined_reason};
 use crate::table::{ResultTable, TableBuilder, Value};
 
 /// Families whose same − different contrasts fig. 4d / S6 average.
@@ -64,6 +64,7 @@ pub(super) fn deltas_table(
             ("t_p", 'f'),
             ("z", 'f'),
             ("z_p", 'f'),
+            ("note", 't'),
         ],
     );
     // (model, task, family) → level list
@@ -112,18 +113,15 @@ pub(super) fn deltas_table(
                 }
                 let differences: Vec<f64> = by_unit.values().copied().collect();
                 let cell = || format!("{family} {a} − {b} (model={model}, task={task}, {measure})");
-                if differences.len() < 2 {
+                if differences.is_empty() {
                     return Err(AnalysisError::EmptyCell {
                         origin: table.origin.clone(),
                         cell: cell(),
-                        what: format!("two {unit}s with trials of both levels at two or more N"),
+                        what: format!("{unit} with trials of both levels at two or more N"),
                         fix: format!("the contrast pairs {a} and {b} by {unit}: run both levels for the same {unit}s"),
                     });
                 }
-                let test = ttest_one_sample(&differences, 0.0, alternative)
-                    .map_err(stats_context(&table.origin, || format!("t test of {}", cell())))?;
-                let z = test.mean / test.se;
-                let z_p = z_test(z, alternative).map_err(stats_context(&table.origin, cell))?;
+                let test = unit_test(&table.origin, &differences, alternative, || format!("t test of {}", cell()))?;
                 let key = |level: &str| (measure, (model.clone(), task.clone(), family.clone(), level.to_owned()));
                 let auc_a = level_auc.get(&key(&a)).copied().unwrap_or(f64::NAN);
                 let auc_b = level_auc.get(&key(&b)).copied().unwrap_or(f64::NAN);
@@ -134,7 +132,6 @@ pub(super) fn deltas_table(
                     (auc_a, auc_b),
                     &test,
                     differences.len(),
-                    (z, z_p),
                 );
                 if SOCIAL_FAMILIES.contains(&family.as_str()) {
                     social
@@ -160,10 +157,7 @@ pub(super) fn deltas_table(
         }
         let differences: Vec<f64> = per_seed.values().map(|v| mean(v)).collect();
         let cell = || format!("{SOCIAL_MEAN} same − different (model={model}, task={task}, {measure})");
-        let test = ttest_one_sample(&differences, 0.0, Alternative::TwoSided)
-            .map_err(stats_context(&table.origin, || format!("t test of {}", cell())))?;
-        let z = test.mean / test.se;
-        let z_p = z_test(z, Alternative::TwoSided).map_err(stats_context(&table.origin, cell))?;
+        let test = unit_test(&table.origin, &differences, Alternative::TwoSided, || format!("t test of {}", cell()))?;
         let aucs: Vec<&SocialContrast> = by_family.values().collect();
         let auc_same = aucs.iter().map(|c| c.1).sum::<f64>() / aucs.len() as f64;
         let auc_different = aucs.iter().map(|c| c.2).sum::<f64>() / aucs.len() as f64;
@@ -174,10 +168,54 @@ pub(super) fn deltas_table(
             (auc_same, auc_different),
             &test,
             differences.len(),
-            (z, z_p),
         );
     }
     Ok(out.finish())
+}
+
+/// The test of a contrast's unit differences: the one-sample t test and z = mean/SE with its normal p,
+/// or, where they are undefined (every difference equal, a single unit), the mean difference (and SE
+/// where there is one) with t, df, p, z and z's p null and the reason in `note`.
+struct UnitTest {
+    mean: f64,
+    se: f64,
+    t: f64,
+    df: f64,
+    p: f64,
+    z: f64,
+    z_p: f64,
+    note: Option<&'static str>,
+}
+
+fn unit_test(
+    origin: &str,
+    differences: &[f64],
+    alternative: Alternative,
+    context: impl Fn() -> String,
+) -> Result<UnitTest, AnalysisError> {
+    match ttest_one_sample(differences, 0.0, alternative) {
+        Ok(test) => {
+            let z = test.mean / test.se;
+            let z_p = z_test(z, alternative).map_err(stats_context(origin, &context))?;
+            Ok(UnitTest { mean: test.mean, se: test.se, t: test.t, df: test.df, p: test.p_value, z, z_p, note: None })
+        }
+        Err(e) => {
+            let Some(note) = undefined_reason(&e) else { return Err(stats_context(origin, &context)(e)) };
+            let n = differences.len();
+            // With one unit there is no SE; with every difference equal it is zero.
+            let se = if n >= 2 { 0.0 } else { f64::NAN };
+            Ok(UnitTest {
+                mean: mean(differences),
+                se,
+                t: f64::NAN,
+                df: f64::NAN,
+                p: f64::NAN,
+                z: f64::NAN,
+                z_p: f64::NAN,
+                note: Some(note),
+            })
+        }
+    }
 }
 
 /// The `deltas` row of fig. 4d / S6's averaged social-proximity contrast.
@@ -190,9 +228,8 @@ fn push_delta(
     keys: [&str; 7],
     alternative: Alternative,
     (auc_a, auc_b): (f64, f64),
-    test: &herd_stats::TTestResult,
+    test: &UnitTest,
     n_pairs: usize,
-    (z, z_p): (f64, f64),
 ) {
     let alternative = match alternative {
         Alternative::Greater => "greater",
@@ -209,9 +246,10 @@ fn push_delta(
         test.se.into(),
         test.t.into(),
         test.df.into(),
-        test.p_value.into(),
-        z.into(),
-        z_p.into(),
+        test.p.into(),
+        test.z.into(),
+        test.z_p.into(),
+        test.note.into(),
     ]);
     out.push(row);
 }

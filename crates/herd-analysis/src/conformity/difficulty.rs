@@ -6,8 +6,8 @@ use herd_stats::{Alternative, Formula, ols, spearman};
 
 use super::curves::{CurveKey, curve_auc};
 use super::{ConformityTable, ConformityTrial, PWrong, mean};
-use crate::error::{AnalysisError, stats_context};
-use crate::table::{ResultTable, TableBuilder};
+use crate::error::{AnalysisError, TOO_FEW_UNITS, stats_context, undefined_reason};
+use crate::table::{ResultTable, TableBuilder, Value};
 
 pub(super) fn spearman_table(
     table: &ConformityTable,
@@ -15,7 +15,7 @@ pub(super) fn spearman_table(
 ) -> Result<ResultTable, AnalysisError> {
     let mut out = TableBuilder::new(
         "difficulty_spearman",
-        &[("model", 't'), ("task", 't'), ("measure", 't'), ("n_levels", 'i'), ("rho", 'f'), ("p", 'f')],
+        &[("model", 't'), ("task", 't'), ("measure", 't'), ("n_levels", 'i'), ("rho", 'f'), ("p", 'f'), ("note", 't')],
     );
     // (model, task, measure) → (difficulty level, AUC)
     type Levels<'a> = BTreeMap<(&'a str, &'a str, &'a str), Vec<(f64, f64)>>;
@@ -41,21 +41,23 @@ pub(super) fn spearman_table(
         let y: Vec<f64> = points.iter().map(|p| p.1).collect();
         // Fewer than three levels with trials (a small run, or levels no image passed the baseline filter
         // for), or the same AUC at every level (a model that answers alike whatever the difficulty): ρ is
-        // undefined, written as null, as scipy returns NaN for constant input.
-        let (rho, p) = if x.len() < 3 {
-            (f64::NAN, f64::NAN)
+        // undefined, written as null (as scipy returns NaN for constant input) with the reason in `note`.
+        let (rho, p, note) = if x.len() < 3 {
+            (f64::NAN, f64::NAN, Some(TOO_FEW_UNITS))
         } else {
             match spearman(&x, &y, Alternative::TwoSided) {
-                Ok(r) => (r.rho, r.p_value),
-                Err(herd_stats::StatsError::ConstantInput { .. }) => (f64::NAN, f64::NAN),
-                Err(e) => {
-                    return Err(stats_context(&table.origin, || {
-                        format!("Spearman of AUC on difficulty (model={model}, task={task}, {measure})")
-                    })(e));
-                }
+                Ok(r) => (r.rho, r.p_value, None),
+                Err(e) => match undefined_reason(&e) {
+                    Some(note) => (f64::NAN, f64::NAN, Some(note)),
+                    None => {
+                        return Err(stats_context(&table.origin, || {
+                            format!("Spearman of AUC on difficulty (model={model}, task={task}, {measure})")
+                        })(e));
+                    }
+                },
             }
         };
-        out.push(vec![model.into(), task.into(), measure.into(), x.len().into(), rho.into(), p.into()]);
+        out.push(vec![model.into(), task.into(), measure.into(), x.len().into(), rho.into(), p.into(), note.into()]);
     }
     Ok(out.finish())
 }
@@ -119,6 +121,7 @@ pub(super) fn ols_table(table: &ConformityTable, measures: &[PWrong]) -> Result<
             ("p", 'f'),
             ("r_squared", 'f'),
             ("n", 'i'),
+            ("note", 't'),
         ],
     );
     let difficulty: Vec<&ConformityTrial> = table.rows.iter().filter(|t| t.family == "difficulty").collect();
@@ -209,7 +212,23 @@ pub(super) fn ols_table(table: &ConformityTable, measures: &[PWrong]) -> Result<
                     ("performance", performance.as_slice()),
                 ])
                 .map_err(stats_context(&table.origin, context))?;
-            let fit = ols(&design, &y).map_err(stats_context(&table.origin, context))?;
+            let fit = match ols(&design, &y) {
+                Ok(fit) => fit,
+                Err(e) => {
+                    // Every hexagon's conformity alike, or a regressor without variation (or repeating
+                    // the other): the fit is undefined; each term's row says why, its numbers null.
+                    let Some(note) = undefined_reason(&e) else {
+                        return Err(stats_context(&table.origin, context)(e));
+                    };
+                    for term in &design.column_names {
+                        let mut row = vec![task.into(), measure.into(), term.as_str().into()];
+                        row.extend([f64::NAN.into(), f64::NAN.into(), f64::NAN.into(), f64::NAN.into()]);
+                        row.extend([f64::NAN.into(), conformity.len().into(), note.into()]);
+                        out.push(row);
+                    }
+                    continue;
+                }
+            };
             for c in &fit.coefficients {
                 out.push(vec![
                     task.into(),
@@ -221,6 +240,7 @@ pub(super) fn ols_table(table: &ConformityTable, measures: &[PWrong]) -> Result<
                     c.p_value.into(),
                     fit.r_squared.into(),
                     fit.n_obs.into(),
+                    Value::Null,
                 ]);
             }
         }

@@ -31,10 +31,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use herd_stats::{StatsError, WilcoxonOptions, students_t_cdf, wilcoxon_one_sample};
 
 use super::{DesignKey, DyadTable, Labels, MODEL, REASONING};
-use crate::error::{AnalysisError, stats_context};
+use crate::error::{AnalysisError, stats_context, undefined_reason};
 use crate::table::{ResultTable, TableBuilder, Value};
 
-pub const MODEL_CLAIMS_COLUMNS: [&str; 10] = [
+pub const MODEL_CLAIMS_COLUMNS: [&str; 11] = [
     "labels",
     "quantity",
     "m",
@@ -45,8 +45,9 @@ pub const MODEL_CLAIMS_COLUMNS: [&str; 10] = [
     "wilcoxon_p",
     "ci_low",
     "ci_high",
+    "note",
 ];
-const MODEL_CLAIMS_KINDS: &str = "tttiifffff";
+const MODEL_CLAIMS_KINDS: &str = "tttiiffffft";
 
 /// The reasoning value of the paired on − off rows.
 pub const ON_MINUS_OFF: &str = "on_minus_off";
@@ -79,6 +80,8 @@ pub struct SocietyTest {
     pub p: Option<f64>,
     /// `None` for fewer than two values.
     pub interval: Option<(f64, f64)>,
+    /// Why the test is undefined (`every value equal`, `too few units`), where it is.
+    pub note: Option<&'static str>,
 }
 
 /// The `q` quantile of Student's t with `df` degrees of freedom (bisection on statrs' cdf, to
@@ -98,17 +101,19 @@ pub fn society_test(values: &[f64]) -> Result<SocietyTest, StatsError> {
     let n = values.len();
     let mean = values.iter().sum::<f64>() / n as f64;
     let nonzero = values.iter().filter(|v| !herd_stats::approx_equal(**v, 0.0)).count();
-    let (statistic, p) = match wilcoxon_one_sample(values, &WilcoxonOptions::default()) {
-        Ok(w) => (Some(w.statistic), Some(w.p_value)),
-        Err(StatsError::AllZeroDifferences | StatsError::EmptyInput) => (None, None),
-        Err(e) => return Err(e),
+    let (statistic, p, note) = match wilcoxon_one_sample(values, &WilcoxonOptions::default()) {
+        Ok(w) => (Some(w.statistic), Some(w.p_value), None),
+        Err(e) => match undefined_reason(&e) {
+            Some(note) => (None, None, Some(note)),
+            None => return Err(e),
+        },
     };
     let interval = (n >= 2).then(|| {
         let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
         let half = students_t_quantile(0.975, (n - 1) as f64) * (var / n as f64).sqrt();
         (mean - half, mean + half)
     });
-    Ok(SocietyTest { n, nonzero, mean, statistic, p, interval })
+    Ok(SocietyTest { n, nonzero, mean, statistic, p, interval, note })
 }
 
 /// Agents per society, from the dyads (each decider rates every other member once).
@@ -236,6 +241,7 @@ pub fn model_claims(dyads: &DyadTable, take: impl Fn(&DesignKey) -> bool) -> Res
             test.p.into(),
             low.into(),
             high.into(),
+            test.note.into(),
         ]);
         table.push(row);
         Ok::<(), AnalysisError>(())

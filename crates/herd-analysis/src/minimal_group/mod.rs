@@ -80,7 +80,7 @@ const MODEL: usize = 0;
 const REASONING: usize = 1;
 const SWAP_PASS: usize = 3;
 
-pub const SEED_TESTS_COLUMNS: [&str; 16] = [
+pub const SEED_TESTS_COLUMNS: [&str; 17] = [
     "passes",
     "default_reasoning",
     "labels",
@@ -97,6 +97,7 @@ pub const SEED_TESTS_COLUMNS: [&str; 16] = [
     "rank_biserial",
     "q_paper_family",
     "q_all_cells",
+    "note",
 ];
 pub const GEE_COLUMNS: [&str; 15] = [
     "passes",
@@ -117,7 +118,7 @@ pub const GEE_COLUMNS: [&str; 15] = [
 ];
 pub const BOOTSTRAP_COLUMNS: [&str; 9] =
     ["passes", "labels", "m", "quantity", "estimate", "se", "ci_low", "ci_high", "resamples"];
-pub const ROBUSTNESS_COLUMNS: [&str; 13] = [
+pub const ROBUSTNESS_COLUMNS: [&str; 14] = [
     "passes",
     "labels",
     "m",
@@ -131,6 +132,7 @@ pub const ROBUSTNESS_COLUMNS: [&str; 13] = [
     "statistic",
     "p",
     "formula",
+    "note",
 ];
 
 /// Per-cell formulas of the `gee` table.

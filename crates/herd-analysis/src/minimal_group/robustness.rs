@@ -25,15 +25,15 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use herd_stats::{StatsError, WilcoxonOptions, sample_std, wilcoxon_one_sample};
+use herd_stats::{WilcoxonOptions, sample_std, wilcoxon_one_sample};
 
 use super::cells::{Cell, CellKey, DeciderSummary, Passes, mean};
 use super::gee::{ClusterBy, Extra, FitJob, FitPlan, FitResults};
 use super::{DyadTable, Labels, POSITION_FORMULA, ROBUSTNESS_COLUMNS, SWAP_PASS, schema};
-use crate::error::{AnalysisError, stats_context};
+use crate::error::{AnalysisError, TOO_FEW_UNITS, stats_context, undefined_reason};
 use crate::table::{ResultTable, TableBuilder, Value};
 
-const ROBUSTNESS_KINDS: &str = "ttittttifffft";
+const ROBUSTNESS_KINDS: &str = "ttittttifffftt";
 
 /// One row's values after the cell, fill and check columns.
 struct Measure<'a> {
@@ -45,13 +45,25 @@ struct Measure<'a> {
     statistic: f64,
     p: f64,
     formula: Option<&'a str>,
+    /// Why the test is undefined (`every value equal`, `too few units`), where a test is.
+    note: Option<&'static str>,
 }
 
 impl<'a> Measure<'a> {
     /// A descriptive row over all deciders: an estimate and its n, no test.
     fn describe(n: usize, estimate: f64) -> Self {
         let nan = f64::NAN;
-        Self { deciders: "all", target_group: None, n, estimate, se: nan, statistic: nan, p: nan, formula: None }
+        Self {
+            deciders: "all",
+            target_group: None,
+            n,
+            estimate,
+            se: nan,
+            statistic: nan,
+            p: nan,
+            formula: None,
+            note: None,
+        }
     }
 
     /// The `robustness` row of this measure in cell `key`, fill setting `fill` and check `check`.
@@ -68,6 +80,7 @@ impl<'a> Measure<'a> {
             self.statistic.into(),
             self.p.into(),
             Value::Text(self.formula.map(str::to_owned)),
+            self.note.into(),
         ]);
         row
     }
@@ -175,8 +188,8 @@ pub(super) fn robustness_table(
                 push("position_in_group", Measure::describe(balance.n_in, balance.mean_in));
                 push("position_out_group", Measure::describe(balance.n_out, balance.mean_out));
                 let context = || format!("position balance in {} (fills {fill})", cell.key.describe());
-                let (n, estimate, se, statistic, p) = seed_level_test(table, &balance.seed_differences, context)?;
-                push("position_balance", Measure { se, statistic, p, ..Measure::describe(n, estimate) });
+                let (n, estimate, se, statistic, p, note) = seed_level_test(table, &balance.seed_differences, context)?;
+                push("position_balance", Measure { se, statistic, p, note, ..Measure::describe(n, estimate) });
             }
             if table.has_target_group() && cell.key.passes.is_main() && cell.key.labels == Labels::Visible {
                 let receipts = token_receipts(table, &rows);
@@ -243,8 +256,8 @@ fn swap_pass_rows(
                 });
             }
             let context = || format!("swap-pass difference in {}", key.describe());
-            let (n, estimate, se, statistic, p) = seed_level_test(table, &differences, context)?;
-            let m = Measure { se, statistic, p, ..Measure::describe(n, estimate) };
+            let (n, estimate, se, statistic, p, note) = seed_level_test(table, &differences, context)?;
+            let m = Measure { se, statistic, p, note, ..Measure::describe(n, estimate) };
             out.push(m.row(&key, design_columns, fill, "swap_pass_difference"));
         }
     }
@@ -252,28 +265,33 @@ fn swap_pass_rows(
 }
 
 /// Seed-level summary of per-seed values, as the swap-pass difference: (n seeds, mean, SE with
-/// ddof 1, Wilcoxon signed-rank W and p with scipy's defaults); undefined parts are NaN (nulls in
-/// the table): all with no seed, the SE with one, the test when every value is zero.
+/// ddof 1, Wilcoxon signed-rank W and p with scipy's defaults, the reason the test is undefined);
+/// undefined parts are NaN (nulls in the table): all with no seed, the SE with one, the test when
+/// every value is zero (`every value equal`) or there are too few seeds (`too few units`).
+type SeedLevelTest = (usize, f64, f64, f64, f64, Option<&'static str>);
+
 fn seed_level_test(
     table: &DyadTable,
     values: &[f64],
     context: impl Fn() -> String,
-) -> Result<(usize, f64, f64, f64, f64), AnalysisError> {
+) -> Result<SeedLevelTest, AnalysisError> {
     let n = values.len();
     if n == 0 {
-        return Ok((0, f64::NAN, f64::NAN, f64::NAN, f64::NAN));
+        return Ok((0, f64::NAN, f64::NAN, f64::NAN, f64::NAN, Some(TOO_FEW_UNITS)));
     }
     let se = if n >= 2 {
         sample_std(values).map_err(stats_context(&table.origin, &context))? / (n as f64).sqrt()
     } else {
         f64::NAN
     };
-    let (statistic, p) = match wilcoxon_one_sample(values, &WilcoxonOptions::default()) {
-        Ok(w) => (w.statistic, w.p_value),
-        Err(StatsError::AllZeroDifferences) => (f64::NAN, f64::NAN),
-        Err(e) => return Err(stats_context(&table.origin, &context)(e)),
+    let (statistic, p, note) = match wilcoxon_one_sample(values, &WilcoxonOptions::default()) {
+        Ok(w) => (w.statistic, w.p_value, None),
+        Err(e) => match undefined_reason(&e) {
+            Some(note) => (f64::NAN, f64::NAN, Some(note)),
+            None => return Err(stats_context(&table.origin, &context)(e)),
+        },
     };
-    Ok((n, mean(values), se, statistic, p))
+    Ok((n, mean(values), se, statistic, p, note))
 }
 
 /// Presented positions of in- and out-group targets among `rows`.

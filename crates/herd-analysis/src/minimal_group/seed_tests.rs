@@ -3,14 +3,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use herd_stats::{StatsError, WilcoxonOptions, benjamini_hochberg, percentile, wilcoxon_one_sample};
+use herd_stats::{WilcoxonOptions, benjamini_hochberg, percentile, wilcoxon_one_sample};
 
 use super::cells::{Cell, SeedMeans, mean};
 use super::{DECIDER_SETS, DyadTable, MEASURES, MODEL, REASONING, SEED_TESTS_COLUMNS, design_values, schema};
-use crate::error::{AnalysisError, stats_context};
+use crate::error::{AnalysisError, stats_context, undefined_reason};
 use crate::table::{ResultTable, TableBuilder, Value};
 
-const SEED_TESTS_KINDS: &str = "titittiiifffffff";
+const SEED_TESTS_KINDS: &str = "titittiiiffffffft";
 
 /// One test before the q-values.
 struct Row {
@@ -25,6 +25,8 @@ struct Row {
     statistic: f64,
     p: f64,
     rank_biserial: f64,
+    /// Why the test is undefined (`every value equal`, `too few units`), where it is.
+    note: Option<&'static str>,
 }
 
 /// The `seed_tests` table over `cells` (all of them, or the main ones only).
@@ -42,11 +44,14 @@ pub(super) fn seed_tests_table(
                     || format!("Wilcoxon test of {measure_name} ({set_name} deciders) in {}", cell.key.describe());
                 let median = percentile(values, 50.0).map_err(stats_context(&table.origin, context))?;
                 // scipy's defaults: method "auto", zero_method "wilcox", no continuity correction.
-                let (statistic, p, rank_biserial) = match wilcoxon_one_sample(values, &WilcoxonOptions::default()) {
-                    Ok(w) => (w.statistic, w.p_value, w.rank_biserial),
-                    // Every seed mean exactly zero: the test is undefined (scipy gives NaN).
-                    Err(StatsError::AllZeroDifferences) => (f64::NAN, f64::NAN, f64::NAN),
-                    Err(e) => return Err(stats_context(&table.origin, context)(e)),
+                let (statistic, p, rank_biserial, note) = match wilcoxon_one_sample(values, &WilcoxonOptions::default())
+                {
+                    Ok(w) => (w.statistic, w.p_value, w.rank_biserial, None),
+                    // Every seed mean zero (the test is undefined: scipy gives NaN), or too few seeds.
+                    Err(e) => match undefined_reason(&e) {
+                        Some(note) => (f64::NAN, f64::NAN, f64::NAN, Some(note)),
+                        None => return Err(stats_context(&table.origin, context)(e)),
+                    },
                 };
                 rows.push(Row {
                     cell: ci,
@@ -60,6 +65,7 @@ pub(super) fn seed_tests_table(
                     statistic,
                     p,
                     rank_biserial,
+                    note,
                 });
             }
         }
@@ -115,6 +121,7 @@ pub(super) fn seed_tests_table(
             row.rank_biserial.into(),
             q_paper.into(),
             q_all.into(),
+            row.note.into(),
         ]);
         out.push(values);
     }

@@ -169,7 +169,7 @@ pub(super) fn difficulty_rho(h: &PaperHeadline, results: &Results, measure: PWro
         .map(|r| {
             let n = s.number("n_levels", r).unwrap_or(0.0) as usize;
             let rho = s.number("rho", r);
-            let mut e = Evidence::new("Spearman ρ", n, "difficulty levels");
+            let mut e = Evidence::new("Spearman ρ", n, "difficulty levels").with_note(s.text("note", r));
             e.estimate = rho;
             e.p = s.number("p", r);
             e.min_p = Some(spearman_min_p(n));
@@ -191,7 +191,8 @@ pub(super) fn performance_effect(h: &PaperHeadline, results: &Results, measure: 
         .map(|r| {
             let n = o.number("n", r).unwrap_or(0.0) as usize;
             let (coef, se) = (o.number("coef", r), o.number("se", r));
-            let mut e = Evidence::new("OLS on difficulty and performance", n, "fig. 3b hexagons");
+            let mut e =
+                Evidence::new("OLS on difficulty and performance", n, "fig. 3b hexagons").with_note(o.text("note", r));
             e.estimate = coef;
             e.p = o.number("p", r);
             // Intercept and two slopes leave n − 3 residual degrees of freedom.

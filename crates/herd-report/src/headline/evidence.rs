@@ -2,6 +2,7 @@
 //! into one of three verdicts. A verdict never rests on an undefined statistic, and a test that
 //! cannot reach significance at its n (an exact test on too few units) decides nothing.
 
+use herd_analysis::undefined_reason;
 use herd_stats::{Alternative, WilcoxonOptions, ttest_welch, wilcoxon_one_sample};
 
 use super::Verdict;
@@ -28,6 +29,9 @@ pub(crate) struct Evidence {
     pub interval: Option<(f64, f64)>,
     /// E.g. `95% t-interval`.
     pub interval_name: &'static str,
+    /// Why the test's statistic is undefined on this input (herd-analysis's `note`: `every value
+    /// equal`, `too few units`), where it is.
+    pub note: Option<String>,
 }
 
 impl Evidence {
@@ -42,7 +46,16 @@ impl Evidence {
             nonzero: None,
             interval: None,
             interval_name: "",
+            note: None,
         }
+    }
+
+    /// Records why the statistic is undefined (`note`), where `note` says.
+    pub fn with_note(mut self, note: Option<&str>) -> Self {
+        if let Some(note) = note {
+            self.note = Some(note.to_owned());
+        }
+        self
     }
 
     /// `Wilcoxon signed-rank, 8 seeds, p = 0.012, 95% t-interval [0.010, 0.050]`.
@@ -63,6 +76,13 @@ impl Evidence {
     }
 
     fn undefined(&self) -> Option<String> {
+        self.undefined_detail().map(|why| match &self.note {
+            Some(note) => format!("{note} ({why})"),
+            None => why,
+        })
+    }
+
+    fn undefined_detail(&self) -> Option<String> {
         let finite = |v: Option<f64>| v.is_some_and(f64::is_finite);
         let interval_ok = self.interval.is_none_or(|(lo, hi)| lo.is_finite() && hi.is_finite());
         if !finite(self.estimate) {
@@ -379,14 +399,18 @@ pub(crate) fn wilcoxon_evidence(differences: &[f64], alternative: Alternative, u
     let test = if two_sided { "Wilcoxon signed-rank" } else { "Wilcoxon signed-rank (one-sided)" };
     let mut e = Evidence::new(test, differences.len(), unit);
     let options = WilcoxonOptions { alternative, ..Default::default() };
-    if let Ok(w) = wilcoxon_one_sample(differences, &options) {
-        e.p = Some(w.p_value);
-        e.min_p = Some(wilcoxon_min_p(w.n - w.n_zero, two_sided));
-        e.nonzero = Some(w.n - w.n_zero);
-    } else {
-        // All differences zero or too few: the exact distribution has no mass below 1.
-        e.min_p = Some(1.0);
-        e.nonzero = Some(differences.iter().filter(|d| !herd_stats::approx_equal(**d, 0.0)).count());
+    match wilcoxon_one_sample(differences, &options) {
+        Ok(w) => {
+            e.p = Some(w.p_value);
+            e.min_p = Some(wilcoxon_min_p(w.n - w.n_zero, two_sided));
+            e.nonzero = Some(w.n - w.n_zero);
+        }
+        Err(error) => {
+            // All differences zero or too few: the exact distribution has no mass below 1.
+            e.min_p = Some(1.0);
+            e.nonzero = Some(differences.iter().filter(|d| !herd_stats::approx_equal(**d, 0.0)).count());
+            e = e.with_note(undefined_reason(&error));
+        }
     }
     let level = if two_sided { 0.95 } else { 0.90 };
     if let Some((mean, interval)) = t_interval(differences, level) {
@@ -405,14 +429,29 @@ pub(crate) fn wilcoxon_evidence(differences: &[f64], alternative: Alternative, u
 pub(crate) fn welch_evidence(a: &[f64], b: &[f64], unit: &'static str) -> Evidence {
     let mut e = Evidence::new(format!("Welch t ({} vs {})", a.len(), b.len()), a.len() + b.len(), unit);
     e.interval_name = "95% Welch t-interval";
-    if let Ok(w) = ttest_welch(a, b, Alternative::TwoSided) {
-        e.test = format!("Welch t ({} vs {}, df {:.1})", a.len(), b.len(), w.df);
-        e.estimate = Some(w.mean_difference);
-        e.p = Some(w.p_value);
-        e.interval = Some(w.confidence_interval(0.95));
-    } else if !a.is_empty() && !b.is_empty() {
-        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-        e.estimate = Some(mean(a) - mean(b));
+    // Both samples constant (to the tie tolerance of herd-stats' ranks: a deterministic or saturated
+    // model's trial indices differ only by summation order): Welch's t is undefined, however small the
+    // rounding noise that gives it a variance.
+    let constant = |v: &[f64]| v.iter().all(|x| herd_stats::approx_equal(*x, v[0]));
+    let tested = if a.len() >= 2 && b.len() >= 2 && constant(a) && constant(b) {
+        Err(herd_stats::StatsError::ConstantInput { what: "both samples" })
+    } else {
+        ttest_welch(a, b, Alternative::TwoSided)
+    };
+    match tested {
+        Ok(w) => {
+            e.test = format!("Welch t ({} vs {}, df {:.1})", a.len(), b.len(), w.df);
+            e.estimate = Some(w.mean_difference);
+            e.p = Some(w.p_value);
+            e.interval = Some(w.confidence_interval(0.95));
+        }
+        Err(error) => {
+            if !a.is_empty() && !b.is_empty() {
+                let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+                e.estimate = Some(mean(a) - mean(b));
+            }
+            e = e.with_note(undefined_reason(&error));
+        }
     }
     e
 }
@@ -522,7 +561,10 @@ mod tests {
         let zeros = wilcoxon_evidence(&[0.0; 8], Alternative::TwoSided, "seeds");
         assert_eq!(
             judge(&zeros, Claim::positive(None)),
-            (Verdict::Inconclusive, "no seed differs from zero: the signed-rank test is undefined".into())
+            (
+                Verdict::Inconclusive,
+                "every value equal (no seed differs from zero: the signed-rank test is undefined)".into()
+            )
         );
     }
 

@@ -141,6 +141,7 @@ fn per_model_favouritism(h: &PaperHeadline, results: &Results, selection: &Selec
             e.p = seed.p;
             e.min_p = seed.min_p;
             e.nonzero = seed.nonzero;
+            e.note = seed.note.clone();
             e.interval = fit.as_ref().and_then(|f| cluster_t_interval(f.coef, f.se, f.clusters));
             e.interval_name = "95% t-interval";
             let value = format!(
@@ -233,14 +234,15 @@ fn floor_row(tables: &MinimalGroupTables, r: usize) -> Row {
     let t = &tables.seed_tests;
     let key = cell_key(t, r);
     let n = t.number("n_seeds", r).unwrap_or(0.0) as usize;
-    let mut e = Evidence::new("Wilcoxon signed-rank and GEE z", n, "seeds");
+    let mut e = Evidence::new("Wilcoxon signed-rank and GEE z", n, "seeds").with_note(t.text("note", r));
     e.estimate = t.number("mean", r).filter(|v| v.is_finite());
     e.p = t.number("wilcoxon_p", r).filter(|v| v.is_finite());
     e.min_p = Some(wilcoxon_min_p(n, true));
     let z = floor_z(&tables.gee, &key).filter(|v| v.is_finite());
     let (verdict, reason) = match (e.estimate, e.p, z) {
         (None, _, _) | (_, None, _) | (_, _, None) => {
-            (Verdict::Inconclusive, "the mean, p or z is undefined: no floor can rest on it".to_owned())
+            let why = "the mean, p or z is undefined: no floor can rest on it";
+            (Verdict::Inconclusive, e.note.as_ref().map_or(why.to_owned(), |note| format!("{note} ({why})")))
         }
         _ if wilcoxon_min_p(n, true) > FLOOR_P => (
             Verdict::Inconclusive,

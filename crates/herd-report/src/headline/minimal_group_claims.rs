@@ -28,7 +28,7 @@ pub(super) fn claim_rows(claims: &ResultTable, labels: &str, quantity: &str) -> 
 pub(super) fn claim_evidence(claims: &ResultTable, r: usize, test: &str) -> Evidence {
     let n = claims.number("n_societies", r).unwrap_or(0.0) as usize;
     let nonzero = claims.number("n_nonzero", r).unwrap_or(0.0) as usize;
-    let mut e = Evidence::new(test, n, "societies");
+    let mut e = Evidence::new(test, n, "societies").with_note(claims.text("note", r));
     e.estimate = claims.number("mean", r);
     e.p = claims.number("wilcoxon_p", r);
     e.nonzero = Some(nonzero);
