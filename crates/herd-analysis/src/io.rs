@@ -538,15 +538,35 @@ pub fn write_tables<'t>(
     for table in tables {
         let mut frame = to_frame(table)?;
         let csv = dir.join(format!("{}.csv", table.name));
-        let mut file = std::fs::File::create(&csv).map_err(|e| io_error(&csv, e))?;
-        CsvWriter::new(&mut file).finish(&mut frame).map_err(|e| io_error(&csv, e))?;
+        write_atomic(&csv, |file| CsvWriter::new(file).finish(&mut frame).map_err(|e| e.to_string()))?;
         written.push(csv);
         let parquet = dir.join(format!("{}.parquet", table.name));
-        let file = std::fs::File::create(&parquet).map_err(|e| io_error(&parquet, e))?;
-        ParquetWriter::new(file).finish(&mut frame).map_err(|e| io_error(&parquet, e))?;
+        write_atomic(&parquet, |file| {
+            ParquetWriter::new(file).finish(&mut frame).map(|_| ()).map_err(|e| e.to_string())
+        })?;
         written.push(parquet);
     }
     Ok(written)
+}
+
+/// Writes `path` through a temporary `.<name>.tmp` beside it, synced and then renamed over it: a kill or
+/// a full disk mid-write leaves the previous table (or none), never half of one that reads as whole.
+fn write_atomic(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> Result<(), String>,
+) -> Result<(), AnalysisError> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let result = (|| {
+        let mut file = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
+        write(&mut file)?;
+        file.sync_all().map_err(|e| e.to_string())?;
+        std::fs::rename(&tmp, path).map_err(|e| e.to_string())
+    })();
+    result.map_err(|problem| {
+        let _ = std::fs::remove_file(&tmp);
+        io_error(path, problem)
+    })
 }
 
 /// The trials of a run held in memory (a power analysis's replications), as [`read_conformity_trials`](crate::study::read_conformity_trials)

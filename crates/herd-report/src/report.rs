@@ -414,8 +414,8 @@ fn write_figure(figure: &Figure, stem: &str, dir: &Path, written: &mut Vec<PathB
     let (png, svg) = figure.render()?;
     let png_path = dir.join(format!("{stem}.png"));
     let svg_path = dir.join(format!("{stem}.svg"));
-    std::fs::write(&png_path, png).map_err(|e| ReportError::io(&png_path, e))?;
-    std::fs::write(&svg_path, svg).map_err(|e| ReportError::io(&svg_path, e))?;
+    write_atomic(&png_path, &png)?;
+    write_atomic(&svg_path, svg.as_bytes())?;
     written.extend([png_path, svg_path]);
     Ok(())
 }
@@ -529,11 +529,11 @@ pub fn write_report(
 
     let html_path = out.join("report.html");
     let html = render_html(&page)?;
-    std::fs::write(&html_path, html).map_err(|e| ReportError::io(&html_path, e))?;
+    write_atomic(&html_path, html.as_bytes())?;
     let md_path = out.join("report.md");
-    std::fs::write(&md_path, render_markdown(&page)).map_err(|e| ReportError::io(&md_path, e))?;
+    write_atomic(&md_path, render_markdown(&page).as_bytes())?;
     let deviations = out.join("deviations.md");
-    std::fs::write(&deviations, DEVIATIONS).map_err(|e| ReportError::io(&deviations, e))?;
+    write_atomic(&deviations, DEVIATIONS.as_bytes())?;
     Ok(WrittenReport { html: html_path, markdown: md_path, deviations, figures: written, absent })
 }
 
@@ -563,10 +563,37 @@ fn render_html(page: &Page) -> Result<String, ReportError> {
     env.get_template("report.html").and_then(|t| t.render(page)).map_err(|e| ReportError::Template(format!("{e:#}")))
 }
 
-/// Text made safe for one Markdown table cell: pipes escaped, line breaks flattened, and HTML
+/// Writes `path` through a temporary `.<name>.tmp` beside it, then renames it over the old file: a
+/// reader (a browser reloading the report) never sees half a page, and a kill leaves the previous one.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        ReportError::io(path, e)
+    })
+}
+
+/// Text made safe for one Markdown table cell: backslashes, pipes and brackets escaped (no link or
+/// image can be made of data: `[text](url)` stays text), line breaks flattened, and HTML
 /// metacharacters written as entities so no tag from data is rendered.
 pub fn markdown_cell(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('|', "\\|").replace(['\n', '\r'], " ")
+    let mut cell = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => cell.push_str("&amp;"),
+            '<' => cell.push_str("&lt;"),
+            '>' => cell.push_str("&gt;"),
+            '\\' | '|' | '[' | ']' => {
+                cell.push('\\');
+                cell.push(c);
+            }
+            '\n' | '\r' => cell.push(' '),
+            _ => cell.push(c),
+        }
+    }
+    cell
 }
 
 fn markdown_table(md: &mut String, columns: &[String], rows: impl Iterator<Item = Vec<String>>) {
@@ -709,7 +736,7 @@ fn render_markdown(page: &Page) -> String {
             let _ = writeln!(
                 md,
                 "![{}](figures/{}.png)\n\n**{}** ({}; [SVG](figures/{}.svg)). {}\n",
-                markdown_cell(&f.title).replace(['[', ']'], ""),
+                markdown_cell(&f.title.replace(['[', ']'], "")),
                 f.name,
                 markdown_cell(&f.title),
                 f.paper_figure,
@@ -757,5 +784,20 @@ mod tests {
     #[test]
     fn markdown_cells_cannot_break_the_table_or_inject_html() {
         assert_eq!(markdown_cell("a|b\n<script>"), "a\\|b &lt;script&gt;");
+        // A model's text cannot become a link or an image, nor undo an escape with its own backslash.
+        assert_eq!(markdown_cell("[click](http://evil.example)"), "\\[click\\](http://evil.example)");
+        assert_eq!(markdown_cell("![x](y)"), "!\\[x\\](y)");
+        assert_eq!(markdown_cell("a\\|b"), "a\\\\\\|b");
+    }
+
+    #[test]
+    fn outputs_are_replaced_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.md");
+        write_atomic(&path, b"first").unwrap();
+        write_atomic(&path, b"second").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"second");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(names, ["report.md"], "no temporary file is left");
     }
 }
