@@ -193,6 +193,30 @@ fn utc(seconds: u64) -> String {
     format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rest / 3600, rest % 3600 / 60, rest % 60)
 }
 
+/// The run's units as its manifest knows them. The experiment units a session stored are counted when it
+/// ends; a session killed before (its status still `running`, or `interrupted` once resumed) left only
+/// the commit count, kept current at every commit, so that is what is said, not a stale "0 of N".
+fn units_line(m: &Manifest) -> String {
+    let skipped = match m.skipped.iter().filter(|s| s.by_design).map(|s| s.units).sum::<u64>() {
+        0 => String::new(),
+        n => format!("; {n} skipped by design (see skipped)"),
+    };
+    // `herd run --limit` marks the run it left unfinished.
+    let limited = if m.notes.contains_key("limited") { "; a --limit trial run, not complete" } else { "" };
+    let killed = m.sessions.last().is_some_and(|s| matches!(s.status.as_str(), "running" | "interrupted"));
+    if killed {
+        return format!(
+            "{} units committed (baseline candidates included) of {} experiment units; its last session was \
+             stopped before it counted them: rerun the same `herd run` to complete the run{skipped}{limited}",
+            m.units_stored, m.units_total
+        );
+    }
+    format!(
+        "{} of {} experiment units ({} with baseline candidates){skipped}{limited}",
+        m.experiment_units_stored, m.units_total, m.units_stored
+    )
+}
+
 fn run_view(study: &'static str, run: &RunFolder) -> RunView {
     let m: &Manifest = &run.manifest;
     RunView {
@@ -204,18 +228,7 @@ fn run_view(study: &'static str, run: &RunFolder) -> RunView {
         model: m.identity.model.clone(),
         backend: m.identity.backend.clone(),
         shard: m.identity.shard.clone(),
-        units: format!(
-            "{} of {} experiment units ({} with baseline candidates){}{}",
-            m.experiment_units_stored,
-            m.units_total,
-            m.units_stored,
-            match m.skipped.iter().filter(|s| s.by_design).map(|s| s.units).sum::<u64>() {
-                0 => String::new(),
-                n => format!("; {n} skipped by design (see skipped)"),
-            },
-            // `herd run --limit` marks the run it left unfinished.
-            if m.notes.contains_key("limited") { "; a --limit trial run, not complete" } else { "" }
-        ),
+        units: units_line(m),
         rows: m.rows.iter().map(|(t, n)| format!("{t} {n}")).collect::<Vec<_>>().join(", "),
         skipped: m
             .skipped
@@ -788,6 +801,41 @@ mod tests {
         assert_eq!(markdown_cell("[click](http://evil.example)"), "\\[click\\](http://evil.example)");
         assert_eq!(markdown_cell("![x](y)"), "!\\[x\\](y)");
         assert_eq!(markdown_cell("a\\|b"), "a\\\\\\|b");
+    }
+
+    #[test]
+    fn a_killed_session_is_reported_by_its_commits_not_as_zero_units() {
+        let identity = herd_store::RunIdentity {
+            experiment: "e".into(),
+            study: "conformity".into(),
+            experiment_sha256: "ab".repeat(32),
+            model: "m".into(),
+            backend: "sim".into(),
+            shard: "all".into(),
+        };
+        let mut m = Manifest { units_total: 1080, units_stored: 88, ..Manifest::new(identity) };
+        let session = |status: &str| herd_store::Session {
+            started: 0,
+            ended: None,
+            herd_version: "0".into(),
+            git_commit: String::new(),
+            device: "cpu".into(),
+            compute: None,
+            units_already_stored: 0,
+            units_run: 88,
+            status: status.into(),
+        };
+        for status in ["running", "interrupted"] {
+            m.sessions = vec![session(status)];
+            let line = units_line(&m);
+            assert!(
+                line.starts_with("88 units committed") && line.contains("of 1080") && !line.contains("0 of"),
+                "{line}"
+            );
+        }
+        m.sessions = vec![session("complete")];
+        m.experiment_units_stored = 1080;
+        assert_eq!(units_line(&m), "1080 of 1080 experiment units (88 with baseline candidates)");
     }
 
     #[test]
