@@ -37,8 +37,8 @@ pub use compute::{ComputePath, WeightChoice};
 pub use error::{BackendError, Result};
 pub use fetch::{FetchOptions, fetch_model, fetch_model_into, fetch_model_with};
 pub use locate::{
-    cached_file_path, check_hf_folder, gated_note, herd_cache_dir, hf_download_command, hf_hub_cache_dir, locate_model,
-    locate_model_in, model_sampling, resolve_hf_snapshot,
+    cached_file_path, check_hf_folder, gated_note, herd_cache_dir, hf_download_command, hf_home_dir, hf_hub_cache_dir,
+    locate_model, locate_model_in, model_sampling, resolve_hf_snapshot,
 };
 pub use registry::{
     BaselineOverride, DEFAULT_MODEL, Family, ModelEntry, ModelFiles, ModelRegistry, ModelSource, PypiPart, WeightDType,

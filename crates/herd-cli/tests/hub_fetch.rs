@@ -165,7 +165,9 @@ fn a_killed_fetch_resumes_where_it_stopped() {
     let partial = |blobs: &Path| -> Option<(PathBuf, u64)> {
         std::fs::read_dir(blobs).ok()?.flatten().find_map(|e| {
             let len = e.metadata().ok()?.len();
-            (e.file_name().to_string_lossy().ends_with(".incomplete") && len > 0).then(|| (e.path(), len))
+            // Past the size of every small file, so this is a weight shard mid-transfer (a small file can
+            // be whole but not yet renamed when the kill lands, and then needs no Range request).
+            (e.file_name().to_string_lossy().ends_with(".incomplete") && len > 8_192).then(|| (e.path(), len))
         })
     };
     let started = Instant::now();
@@ -211,4 +213,24 @@ fn a_gated_repo_prints_the_licence_step() {
     let out = setup.run("hub", &["models", "--fetch", "tiny-gated"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(!text(&out.stderr).contains("hf_loopback_token") && !text(&out.stdout).contains("hf_loopback_token"));
+}
+
+#[test]
+fn without_hf_home_the_cache_and_token_are_under_xdg_cache_home_as_huggingface_hub_has_them() {
+    let setup = Setup::new();
+    setup.server.allow_token("hf_xdg_token");
+    let xdg = setup.dir.path().join("xdg");
+    std::fs::create_dir_all(xdg.join("huggingface")).unwrap();
+    std::fs::write(xdg.join("huggingface/token"), "hf_xdg_token\n").unwrap();
+    let out = setup
+        .herd("unused", &["models", "--fetch", "tiny-gated"])
+        .env_remove("HF_HUB_CACHE")
+        .env_remove("HF_HOME")
+        .env("XDG_CACHE_HOME", &xdg)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let root = xdg.join("huggingface/hub/models--herd-test--tiny-gated");
+    assert!(root.join("refs/main").is_file(), "{}", text(&out.stderr));
+    assert!(!setup.dir.path().join("unused").exists());
 }

@@ -13,7 +13,7 @@
 //! ```no_run
 //! use herd_hub::{HubConfig, fetch_snapshot};
 //!
-//! let config = HubConfig::from_env("/root/.cache/huggingface/hub".into());
+//! let config = HubConfig::from_env("/root/.cache/huggingface/hub".into(), "/root/.cache/huggingface".as_ref());
 //! let snapshot = fetch_snapshot(&config, "Qwen/Qwen3-8B", "main", &mut |_| {})?;
 //! println!("{} files in {}", snapshot.files.len(), snapshot.dir.display());
 //! # Ok::<(), herd_hub::HubError>(())
@@ -47,7 +47,8 @@ pub struct HubConfig {
     /// The Hub cache folder (`HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`;
     /// herd-backend's `hf_hub_cache_dir` is the one reading of those variables).
     pub cache: PathBuf,
-    /// `HF_TOKEN`, else the token file `hf auth login` writes. Sent only to the endpoint's own host.
+    /// `HF_TOKEN`, else the token file (`HF_TOKEN_PATH`, else `<hf_home>/token`, where `hf auth login`
+    /// writes). Sent only to the endpoint's own host.
     pub token: Option<String>,
     /// `HF_HUB_OFFLINE`: never touch the network; a repo is found in the cache or not at all.
     pub offline: bool,
@@ -70,11 +71,16 @@ impl std::fmt::Debug for HubConfig {
 }
 
 impl HubConfig {
-    /// The environment's settings, with `cache` as the Hub cache folder.
-    pub fn from_env(cache: PathBuf) -> Self {
+    /// The environment's settings, with `cache` as the Hub cache folder and `hf_home` as
+    /// `huggingface_hub`'s home (where `hf auth login` writes the token; herd-backend's `hf_home_dir` and
+    /// `hf_hub_cache_dir` are the one reading of `HF_HOME`, `HF_HUB_CACHE` and `XDG_CACHE_HOME`).
+    pub fn from_env(cache: PathBuf, hf_home: &Path) -> Self {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let endpoint = var("HF_ENDPOINT").unwrap_or_else(|| DEFAULT_ENDPOINT.into()).trim_end_matches('/').to_string();
-        let token = var("HF_TOKEN").map(|t| t.trim().to_string()).or_else(|| token_file().and_then(read_token));
+        let token_file = std::env::var_os("HF_TOKEN_PATH")
+            .filter(|v| !v.is_empty())
+            .map_or_else(|| hf_home.join("token"), PathBuf::from);
+        let token = var("HF_TOKEN").map(|t| t.trim().to_string()).or_else(|| read_token(token_file));
         let offline = var("HF_HUB_OFFLINE").is_some_and(|v| is_true(&v));
         HubConfig { endpoint, cache, token, offline, retries: 4, retry_delay: Duration::from_secs(1) }
     }
@@ -83,15 +89,6 @@ impl HubConfig {
 /// `huggingface_hub`'s truthy spellings of a boolean variable.
 fn is_true(value: &str) -> bool {
     matches!(value.trim().to_ascii_uppercase().as_str(), "1" | "ON" | "YES" | "TRUE")
-}
-
-/// `HF_TOKEN_PATH`, else `$HF_HOME/token`, else `~/.cache/huggingface/token` (where `hf auth login`
-/// writes).
-fn token_file() -> Option<PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    var("HF_TOKEN_PATH")
-        .or_else(|| var("HF_HOME").map(|home| home.join("token")))
-        .or_else(|| var("HOME").map(|home| home.join(".cache").join("huggingface").join("token")))
 }
 
 fn read_token(path: PathBuf) -> Option<String> {
