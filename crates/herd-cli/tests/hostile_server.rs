@@ -146,6 +146,14 @@ fn prompt_file(dir: &Path) -> PathBuf {
     path
 }
 
+/// `herd score` or `herd generate` of `prompt` on the server, with `extra` flags, killed past `limit`.
+fn ask(command: &str, server: &HostileServer, prompt: &Path, extra: &[&str], limit: Duration) -> Output {
+    let url = server.url();
+    let mut args = vec![command, "--backend", "openai", "--endpoint", &url, "--prompt-file", prompt.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    herd_within(&args, limit)
+}
+
 #[test]
 fn impossible_probabilities_fail_the_request_after_its_retries_naming_the_rule() {
     let dir = tempfile::tempdir().unwrap();
@@ -157,25 +165,8 @@ fn impossible_probabilities_fail_the_request_after_its_retries_naming_the_rule()
         (Mode::NanMissing, "`A` is missing or not a number"),
     ] {
         let server = HostileServer::start(mode);
-        let out = herd_within(
-            &[
-                "score",
-                "--backend",
-                "openai",
-                "--endpoint",
-                &server.url(),
-                "--prompt-file",
-                prompt.to_str().unwrap(),
-                "--answers",
-                "A,B",
-                "--json",
-                "--max-attempts",
-                "3",
-                "--retry-delay",
-                "0.01",
-            ],
-            Duration::from_secs(60),
-        );
+        let extra = ["--answers", "A,B", "--json", "--max-attempts", "3", "--retry-delay", "0.01"];
+        let out = ask("score", &server, &prompt, &extra, Duration::from_secs(60));
         let text = stderr(&out);
         assert!(!out.status.success(), "{mode:?}: stored as a score: {}", String::from_utf8_lossy(&out.stdout));
         assert_eq!(server.requests(), 3, "{mode:?}: a bad reply is retried like a transient failure");
@@ -216,23 +207,8 @@ fn an_overlong_top_logprobs_list_is_read_in_linear_time_and_cut_to_what_was_aske
     let dir = tempfile::tempdir().unwrap();
     let prompt = prompt_file(dir.path());
     let started = Instant::now();
-    let out = herd_within(
-        &[
-            "score",
-            "--backend",
-            "openai",
-            "--endpoint",
-            &server.url(),
-            "--prompt-file",
-            prompt.to_str().unwrap(),
-            "--answers",
-            "A,B",
-            "--json",
-            "--top-logprobs",
-            "20",
-        ],
-        Duration::from_secs(20),
-    );
+    let extra = ["--answers", "A,B", "--json", "--top-logprobs", "20"];
+    let out = ask("score", &server, &prompt, &extra, Duration::from_secs(20));
     assert!(out.status.success(), "{}", stderr(&out));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let p_a = json["answers"]["A"]["p"].as_f64().unwrap();
@@ -248,22 +224,8 @@ fn a_reply_longer_than_the_cap_is_refused_naming_the_cap_without_reading_it_whol
     let dir = tempfile::tempdir().unwrap();
     let prompt = prompt_file(dir.path());
     let started = Instant::now();
-    let out = herd_within(
-        &[
-            "generate",
-            "--backend",
-            "openai",
-            "--endpoint",
-            &server.url(),
-            "--prompt-file",
-            prompt.to_str().unwrap(),
-            "--max-attempts",
-            "3",
-            "--retry-delay",
-            "0.01",
-        ],
-        Duration::from_secs(60),
-    );
+    let extra = ["--max-attempts", "3", "--retry-delay", "0.01"];
+    let out = ask("generate", &server, &prompt, &extra, Duration::from_secs(60));
     let text = stderr(&out);
     assert!(!out.status.success(), "a 50 MB reasoning text is refused");
     assert!(text.contains("8 MB") && text.contains("--max-reply-mb"), "the error names the cap and the flag: {text}");
@@ -275,20 +237,7 @@ fn a_reply_longer_than_the_cap_is_refused_naming_the_cap_without_reading_it_whol
 
     // A larger cap takes it.
     let server = HostileServer::start(Mode::LongReasoning(1 << 20));
-    let out = herd_within(
-        &[
-            "generate",
-            "--backend",
-            "openai",
-            "--endpoint",
-            &server.url(),
-            "--prompt-file",
-            prompt.to_str().unwrap(),
-            "--max-reply-mb",
-            "2",
-        ],
-        Duration::from_secs(60),
-    );
+    let out = ask("generate", &server, &prompt, &["--max-reply-mb", "2"], Duration::from_secs(60));
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
