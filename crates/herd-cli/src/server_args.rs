@@ -48,6 +48,16 @@ pub struct ServerArgs {
     /// longer reply fails its request (the unit is retried on the next run) instead of filling memory.
     #[arg(long, value_name = "MB", default_value_t = 8.0)]
     pub max_reply_mb: f64,
+    /// Longest reasoning kept of one generation reply, in MB (a reasoning model's `reasoning_content`,
+    /// stored in the `reasoning_output` column); longer reasoning fails its request (the unit is retried
+    /// on the next run) instead of being stored. Checked after --max-reply-mb, which bounds the whole reply.
+    #[arg(long, value_name = "MB", default_value_t = 1.0)]
+    pub max_reasoning_mb: f64,
+}
+
+/// A size flag's MB (checked positive and finite) as bytes, at least 1.
+fn megabytes_to_bytes(mb: f64) -> u64 {
+    ((mb * f64::from(1u32 << 20)) as u64).max(1)
 }
 
 impl ServerArgs {
@@ -75,6 +85,12 @@ impl ServerArgs {
                 self.max_reply_mb
             );
         }
+        if !(self.max_reasoning_mb > 0.0 && self.max_reasoning_mb <= 4_096.0) {
+            bail!(
+                "--max-reasoning-mb {:?}: give the longest reasoning kept of one reply in MB, more than 0 and at most 4096",
+                self.max_reasoning_mb
+            );
+        }
         Ok(OpenAiOptions {
             endpoints: self.endpoints.clone(),
             served_model: self.served_model.clone().unwrap_or_else(|| entry.alias.clone()),
@@ -89,7 +105,8 @@ impl ServerArgs {
                 base_delay: Duration::from_secs_f64(self.retry_delay),
                 max_delay: Duration::from_secs(30),
             },
-            max_reply_bytes: ((self.max_reply_mb * f64::from(1u32 << 20)) as u64).max(1),
+            max_reply_bytes: megabytes_to_bytes(self.max_reply_mb),
+            max_reasoning_bytes: megabytes_to_bytes(self.max_reasoning_mb),
         })
     }
 

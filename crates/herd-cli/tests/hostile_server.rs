@@ -2,8 +2,8 @@
 //! one bad reply per test, through the `herd` binary: probabilities that sum past 1 by float rounding are
 //! stored normalised; impossible ones (a mass of 2, NaN, a missing value) fail the request after its
 //! retries, and the unit is recomputed by the next run; an over-long top-k list costs linear time; an
-//! over-long reply is refused naming the cap; an API key the server echoes, and URL credentials, are
-//! never written.
+//! over-long reply, or reasoning over its own cap inside a reply the body cap allows, is refused naming
+//! the cap; an API key the server echoes, and URL credentials, are never written.
 
 use herd_store::{Table, read_table};
 use herd_test_support::hostile_server::{HostileServer, Mode};
@@ -238,6 +238,33 @@ fn a_reply_longer_than_the_cap_is_refused_naming_the_cap_without_reading_it_whol
     // A larger cap takes it.
     let server = HostileServer::start(Mode::LongReasoning(1 << 20));
     let out = ask("generate", &server, &prompt, &["--max-reply-mb", "2"], Duration::from_secs(60));
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn reasoning_longer_than_its_cap_is_refused_naming_the_flag_inside_a_reply_the_body_cap_allows() {
+    // 2 MB of reasoning: under the 8 MB body cap, over a 0.5 MB reasoning cap.
+    const REASONING: usize = 2 << 20;
+    let server = HostileServer::start(Mode::LongReasoning(REASONING));
+    let dir = tempfile::tempdir().unwrap();
+    let prompt = prompt_file(dir.path());
+    let extra = ["--max-reasoning-mb", "0.5", "--max-attempts", "3", "--retry-delay", "0.01"];
+    let out = ask("generate", &server, &prompt, &extra, Duration::from_secs(60));
+    let text = stderr(&out);
+    assert!(!out.status.success(), "2 MB of reasoning is refused: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(!text.contains("panicked"), "{text}");
+    assert!(
+        text.contains(&format!("reasoning is {REASONING} bytes"))
+            && text.contains("0.5 MB (--max-reasoning-mb 0.5)")
+            && text.contains(&server.url()),
+        "the error names the size, the cap, the flag and the endpoint: {text}"
+    );
+    assert!(!text.contains("--max-reply-mb"), "the body cap is not what refused it: {text}");
+    assert_eq!(server.requests(), 1, "reasoning over the cap is not asked for again");
+
+    // The default cap (1 MB) takes 0.5 MB of reasoning.
+    let server = HostileServer::start(Mode::LongReasoning(1 << 19));
+    let out = ask("generate", &server, &prompt, &[], Duration::from_secs(60));
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
