@@ -45,6 +45,16 @@ pub(crate) fn read_frame(path: &Path) -> Result<DataFrame, AnalysisError> {
     if !path.exists() {
         return Err(does_not_exist(path));
     }
+    // Only a regular file is read: a FIFO in a table's place would block the read forever, and a
+    // device such as /dev/zero would fill memory.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return Err(AnalysisError::Io {
+            file: path.display().to_string(),
+            problem: "is not a regular file (a folder, FIFO, socket or device)\n  fix: give the table file itself \
+                      (.csv or .parquet), or a folder holding it"
+                .into(),
+        });
+    }
     match TableFormat::of(path)? {
         TableFormat::Csv => {
             let frame = CsvReadOptions::default()

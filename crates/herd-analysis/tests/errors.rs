@@ -141,3 +141,19 @@ fn a_cell_of_uniform_allocations_analyses_with_undefined_errors_not_a_hang() {
     assert_eq!(gee.number("z", row), None);
     assert_eq!(gee.number("p", row), None);
 }
+
+#[test]
+fn a_fifo_or_device_in_a_tables_place_is_refused_without_reading_it() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("herd-analysis-errors");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("fifo-dyads.csv");
+    let _ = std::fs::remove_file(&fifo);
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+    assert!(made.success());
+    // Reading a FIFO nobody writes would block forever; /dev/zero would fill memory.
+    for path in [fifo.clone(), PathBuf::from("/dev/zero")] {
+        let message = read_dyads(&path).unwrap_err().to_string();
+        assert!(message.contains("not a regular file") && message.contains("fix:"), "{}: {message}", path.display());
+    }
+    std::fs::remove_file(&fifo).unwrap();
+}

@@ -15,7 +15,7 @@ use herd_runner::{
     Fingerprint, Respondent, RunOptions, RunSummary, experiment_inputs, json_sha256, model_folder_sha256,
     run_experiment, shard_units,
 };
-use herd_store::{FileRecord, Manifest, RunIdentity, RunStore, input_differences, read_run_manifest};
+use herd_store::{FileRecord, Manifest, RunIdentity, RunStore};
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -388,7 +388,6 @@ pub fn run_loaded(
         inputs,
         ..Manifest::new(identity)
     };
-    refuse_other_inputs(out, &manifest)?;
     let mut store = RunStore::open(out, manifest, &info.device)?;
     if store.orphans_removed() > 0 {
         eprintln!("removed {} unfinished files of an interrupted session", store.orphans_removed());
@@ -468,28 +467,6 @@ fn redact_json(value: &serde_json::Value, secrets: &[String]) -> serde_json::Val
         Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), redact_json(v, secrets))).collect()),
         other => other.clone(),
     }
-}
-
-/// A resumed run must be computed from the inputs its stored units were: a bank edited, or other sim
-/// parameters given, between sessions would mix two designs in one run's tables. Checked before the
-/// store opens the folder, which rewrites its manifest; a folder of another run (or none) is left to
-/// the store to judge.
-fn refuse_other_inputs(out: &Path, manifest: &Manifest) -> Result<()> {
-    let Ok(previous) = read_run_manifest(out) else { return Ok(()) };
-    if previous.identity != manifest.identity {
-        return Ok(());
-    }
-    let differences = input_differences(&previous.inputs, &manifest.inputs);
-    if differences.is_empty() {
-        return Ok(());
-    }
-    bail!(
-        "{}: its stored units were computed from other inputs than this session's ({}); one run's rows must come \
-         from one set of inputs\n  fix: restore the inputs the run began with (the manifest's `files` lists them), \
-         or give this session a new --out",
-        out.display(),
-        differences.join("; ")
-    )
 }
 
 /// The manifest note that marks a run a `--limit` session left unfinished.

@@ -118,7 +118,7 @@ fn other_sim_parameters_are_another_run_and_out_of_range_ones_never_run() {
 }
 
 #[test]
-fn a_folder_from_before_fingerprints_takes_this_sessions() {
+fn a_manifest_that_lost_its_fingerprint_is_refused_and_a_folder_from_before_fingerprints_takes_this_sessions() {
     let dir = tempfile::tempdir().unwrap();
     let file = experiment(dir.path(), 1, &[]);
     let out = dir.path().join("run");
@@ -127,6 +127,12 @@ fn a_folder_from_before_fingerprints_takes_this_sessions() {
     let path = out.join("manifest.json");
     let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     manifest.as_object_mut().unwrap().remove("inputs").expect("the manifest records its inputs");
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    // Every herd since store format 2 records the fingerprint: without it, a resume could mix inputs.
+    let stderr = fails(&run(e, o, &[]));
+    assert!(stderr.contains("no input fingerprint") && stderr.contains("fix:"), "{stderr}");
+    // A folder of store format 1 predates fingerprints: it takes this session's.
+    manifest["store_format"] = 1.into();
     std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
     succeeds(&run(e, o, &[]));
     assert!(!herd_store::read_run_manifest(&out).unwrap().inputs.is_empty());

@@ -1,7 +1,8 @@
 //! What herd promises about the rows it reads, through the `herd` binary: a unit read twice is refused
 //! (or, with `--dedupe`, read once), a run beside its own shard is refused, empty and missing inputs are
-//! named as such, and `herd verify` finds a changed byte that `herd run` then repairs. The sim backend
-//! answers the runs.
+//! named as such, `herd verify` finds a changed byte that `herd run` then repairs, and `herd verify
+//! --strict` against a digest kept elsewhere finds a rewrite the folder's own digests cannot. The sim
+//! backend answers the runs.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -183,7 +184,7 @@ fn verify_finds_a_changed_byte_and_a_rerun_repairs_it() {
     let part_name = part.file_name().unwrap().to_str().unwrap();
     assert_eq!(damaged.status.code(), Some(1), "{stdout}");
     assert!(
-        stdout.contains("damaged:") && stdout.contains(part_name) && stdout.contains("bytes changed after the commit"),
+        stdout.contains("problem:") && stdout.contains(part_name) && stdout.contains("bytes changed after the commit"),
         "{stdout}"
     );
     assert!(!String::from_utf8_lossy(&damaged.stderr).contains("panicked"));
@@ -231,4 +232,49 @@ fn verify_says_when_an_input_file_changed_since_the_run() {
     assert_eq!(after.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains("names.toml") && stdout.contains("changed since the run"), "{stdout}");
     assert!(stdout.contains("refuse to resume"), "{stdout}");
+}
+
+/// The `run digest: …` line of `herd verify`'s output.
+fn run_digest(stdout: &str) -> String {
+    stdout.lines().find_map(|l| l.strip_prefix("run digest: ")).expect("verify prints the run digest").to_owned()
+}
+
+#[test]
+fn verify_strict_against_a_kept_digest_finds_a_consistent_rewrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = experiment(dir.path(), 1);
+    let out = dir.path().join("run");
+    let o = out.to_str().unwrap();
+    sim_run(&file, &out, &[]);
+    let kept = run_digest(&String::from_utf8_lossy(&succeeds(&["verify", o]).stdout));
+    let strict = succeeds(&["verify", "--strict", &kept, o]);
+    assert!(String::from_utf8_lossy(&strict.stdout).contains("the one you kept"));
+
+    // A rewrite with its digests recomputed: the same run, a second time with other sim parameters, into
+    // another folder; its record and part replace ours (the same units give the same batch name).
+    let sim = dir.path().join("sim.toml");
+    std::fs::write(&sim, "[allocation]\ningroup_minority = 0.9\n").unwrap();
+    let other = dir.path().join("other");
+    sim_run(&file, &other, &["--sim", sim.to_str().unwrap()]);
+    let record = files_with(&other.join("committed"), "json").into_iter().next().unwrap();
+    let name = record.file_name().unwrap();
+    std::fs::copy(&record, out.join("committed").join(name)).unwrap();
+    let part = Path::new(name).with_extension("parquet");
+    std::fs::copy(other.join("allocation_deciders").join(&part), out.join("allocation_deciders").join(&part)).unwrap();
+    // Its input fingerprint gives it away; a forger who also rewrites that passes the folder's checks,
+    // and the kept digest still fails.
+    let stdout = String::from_utf8_lossy(&herd(&["verify", o]).stdout).into_owned();
+    assert!(stdout.contains("other inputs"), "{stdout}");
+    let ours: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(files_with(&out.join("committed"), "json").last().unwrap()).unwrap())
+            .unwrap();
+    let copied = out.join("committed").join(name);
+    let mut forged: serde_json::Value = serde_json::from_slice(&std::fs::read(&copied).unwrap()).unwrap();
+    forged["inputs"] = ours["inputs"].clone();
+    std::fs::write(&copied, serde_json::to_vec_pretty(&forged).unwrap()).unwrap();
+    assert_eq!(herd(&["verify", o]).status.code(), Some(0), "the forgery passes the folder's own checks");
+    let caught = herd(&["verify", "--strict", &kept, o]);
+    let stdout = String::from_utf8_lossy(&caught.stdout);
+    assert_eq!(caught.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("not the") && stdout.contains(&kept), "{stdout}");
 }

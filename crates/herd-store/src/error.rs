@@ -40,6 +40,14 @@ pub enum StoreError {
     DuplicateUnit { unit: String, sources: Box<[PathBuf; 2]>, detail: String },
     #[error("{dir}: {problem}\n  fix: rerun `herd run` with the same arguments and --out (units without a commit record are run again), or run `herd verify {dir}` for the details", dir = .dir.display())]
     Counts { dir: PathBuf, problem: String },
+    #[error("{record}: {problem}\n  fix: rerun `herd run` with the same arguments and --out: it drops this record and runs its units again (or run `herd verify {dir}` to list every problem)", record = .record.display(), dir = .record.parent().and_then(std::path::Path::parent).unwrap_or(std::path::Path::new(".")).display())]
+    BadRecord { record: PathBuf, problem: String },
+    #[error("{dir}: its stored units were computed from other inputs than this session's ({differences}); one run's rows must come from one set of inputs\n  fix: restore the inputs the run began with (the manifest's `files` lists them), or give this session a new --out", dir = .dir.display())]
+    DifferentInputs { dir: PathBuf, differences: String },
+    #[error("{path}: has no input fingerprint (`inputs`), which every manifest of store format 2 or later records: it was edited, and a resume could not tell whether the banks, sim parameters or model changed\n  fix: restore manifest.json (`inputs` lists the SHA-256 of each input), or run into a new --out", path = .path.display())]
+    LostFingerprint { path: PathBuf },
+    #[error("{first} and {second} are shards of one run computed from different inputs ({differences}); their rows cannot be merged into one run's tables\n  fix: rerun the shard that used other banks, sim parameters or model files with the inputs of the others, into a new --out", first = .first.display(), second = .second.display())]
+    ShardInputs { first: PathBuf, second: PathBuf, differences: String },
     #[error("{first} and {second} hold the same units: {why}\n  fix: read one of them, or shards of one split that do not overlap (k/n with the same n)", first = .first.display(), second = .second.display())]
     Overlap { first: PathBuf, second: PathBuf, why: String },
 }

@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 
 /// Version of the run-directory layout; a directory written by a newer herd is refused. Format 2 added
 /// each part's SHA-256 to its commit record and keeps the manifest's totals current at every commit
-/// (so a deleted record is visible); format 1 folders are still read and resumed.
-pub const STORE_FORMAT: u32 = 2;
+/// (so a deleted record is visible); format 3 has every record name its run and the digest of the
+/// run's inputs (so a record copied in from another run, or computed from other inputs, is refused).
+/// Folders of formats 1 and 2 are still read and resumed.
+pub const STORE_FORMAT: u32 = 3;
 
 /// What makes two sessions parts of the same run: a resumed session must match on every field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,6 +127,10 @@ pub struct Manifest {
     /// [`input_differences`]); folders written before herd recorded it take the session's.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<String, String>,
+    /// The first commit number from which every record names its run and inputs (store format 3): 1
+    /// in a folder begun by format 3, the next number where a format-3 herd resumed an older folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identified_from: Option<u64>,
     pub sessions: Vec<Session>,
 }
 
@@ -150,6 +156,7 @@ impl Manifest {
             notes: BTreeMap::new(),
             compute: None,
             inputs: BTreeMap::new(),
+            identified_from: None,
             sessions: Vec::new(),
         }
     }

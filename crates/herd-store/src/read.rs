@@ -5,7 +5,7 @@
 use crate::error::StoreError;
 use crate::manifest::Manifest;
 use crate::records::{COMMITTED, MANIFEST, StoredRecord, read_part, read_records};
-use crate::records::{duplicate_in_records, lost_digests, read_manifest};
+use crate::records::{duplicate_in_records, read_manifest, record_problem};
 use crate::schema::Table;
 use polars::prelude::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -86,6 +86,9 @@ pub(crate) fn read_frame_with(
             if let Some(why) = overlap(a, b) {
                 return Err(StoreError::Overlap { first: a.dir.clone(), second: b.dir.clone(), why });
             }
+            if let Some(differences) = shards_differ(a, b) {
+                return Err(StoreError::ShardInputs { first: a.dir.clone(), second: b.dir.clone(), differences });
+            }
         }
     }
     let (dropped, duplicate_units_dropped) = duplicates_across(&runs, options)?;
@@ -143,14 +146,8 @@ impl RunRead {
             let mut batches = BTreeSet::new();
             records.retain(|s| batches.insert(s.record.batch.clone()));
         }
-        if let Some(stored) = records.iter().find(|s| lost_digests(s).is_some()) {
-            return Err(StoreError::Corrupt {
-                path: stored.path.clone(),
-                problem: format!(
-                    "{}\n  fix: run `herd run` with the same arguments: it runs that record's units again",
-                    lost_digests(stored).unwrap_or_default()
-                ),
-            });
+        if let Some((stored, problem)) = records.iter().find_map(|s| record_problem(s, &manifest).map(|p| (s, p))) {
+            return Err(StoreError::BadRecord { record: stored.path.clone(), problem });
         }
         if let Some(problem) = totals_problem(&manifest, &records) {
             return Err(StoreError::Counts { dir: dir.to_path_buf(), problem });
@@ -329,6 +326,18 @@ fn same_split(a: &RunRead, b: &RunRead) -> bool {
     (&x.experiment, &x.experiment_sha256, &x.model, &x.backend)
         == (&y.experiment, &y.experiment_sha256, &y.model, &y.backend)
         && matches!(splits, (Some((i, n)), Some((j, m))) if n == m && i != j)
+}
+
+/// How the inputs of two shards of one split differ, if they do: shards merge into one run's tables,
+/// so they must have been computed from the same banks, parameters and model files. Shards of folders
+/// written before herd recorded inputs cannot be compared.
+fn shards_differ(a: &RunRead, b: &RunRead) -> Option<String> {
+    let (x, y) = (&a.manifest.inputs, &b.manifest.inputs);
+    if !same_split(a, b) || x.is_empty() || y.is_empty() {
+        return None;
+    }
+    let differences = crate::manifest::input_differences(x, y);
+    (!differences.is_empty()).then(|| differences.join("; "))
 }
 
 /// `frame` without the rows of `units`.

@@ -38,6 +38,15 @@ pub(crate) struct CommitRecord {
     /// The batch's share of the manifest's `counts`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counts: BTreeMap<String, u64>,
+    /// The run that committed it, its manifest's `run_id` (store format 3): a record (and the parts it
+    /// names) copied in from another run is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// The SHA-256 of the run's input fingerprint when the batch was computed ([`inputs_digest`] of the
+    /// manifest's `inputs`; store format 3): a batch computed from other banks, sim parameters or model
+    /// files is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<String>,
 }
 
 impl CommitRecord {
@@ -194,6 +203,77 @@ pub(crate) fn lost_digests(stored: &StoredRecord) -> Option<String> {
     })
 }
 
+/// The SHA-256 of an input fingerprint (the manifest's `inputs`), as commit records carry it: of its
+/// canonical JSON (names in order).
+pub(crate) fn inputs_digest(inputs: &BTreeMap<String, String>) -> String {
+    let json = serde_json::to_vec(inputs).unwrap_or_default();
+    hex::encode(Sha256::digest(&json))
+}
+
+/// The first commit number whose record must name its run and inputs: store format 3 records carry
+/// them from the folder's start (or from where a format-3 herd resumed an older folder, recorded in
+/// the manifest); `None` for folders of older formats, whose records are identified only when they do
+/// carry the fields.
+fn identified_from(manifest: &Manifest) -> Option<u64> {
+    (manifest.store_format >= 3).then(|| manifest.identified_from.unwrap_or(1))
+}
+
+/// What is wrong with a commit record itself, before its parts are looked at: a read refuses it, a
+/// resume drops it (its units are run again) and `herd verify` lists it. The record lost the digests of
+/// parts it commits; its units were edited (they no longer give its batch id); it is filed under
+/// another batch's name; or it belongs to another run, or to other inputs, than the folder's manifest.
+pub(crate) fn record_problem(stored: &StoredRecord, manifest: &Manifest) -> Option<String> {
+    if let Some(problem) = lost_digests(stored) {
+        return Some(problem);
+    }
+    let record = &stored.record;
+    let path = stored.path.display();
+    let stem = stored.path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+    if stem != record.batch {
+        return Some(format!(
+            "{path}: holds batch {}, but herd names a record after its batch (a copy?)",
+            record.batch
+        ));
+    }
+    if crate::store::batch_id(&record.units) != record.batch {
+        return Some(format!(
+            "{path}: its list of units was changed after the commit (it no longer gives batch id {})",
+            record.batch
+        ));
+    }
+    let must_identify = identified_from(manifest).is_some_and(|from| record.seq.unwrap_or(0) >= from);
+    match &record.run {
+        Some(run) if *run != manifest.run_id => {
+            return Some(format!(
+                "{path}: committed by another run ({run}; this folder holds {}): a record and its parts were copied \
+                 in from another run folder",
+                manifest.run_id
+            ));
+        }
+        None if must_identify => {
+            return Some(format!(
+                "{path}: a commit record of store format 3 without its run id: the record was edited, so whose \
+                 rows it commits cannot be told"
+            ));
+        }
+        _ => {}
+    }
+    let expected = inputs_digest(&manifest.inputs);
+    match &record.inputs {
+        Some(inputs) if !manifest.inputs.is_empty() && *inputs != expected => Some(format!(
+            "{path}: its rows were computed from other inputs (fingerprint sha256 {}…) than the run's (sha256 {}…): \
+             a batch of a run with other banks, sim parameters or model files was copied in",
+            &inputs[..inputs.len().min(12)],
+            &expected[..12]
+        )),
+        None if must_identify => Some(format!(
+            "{path}: a commit record of store format 3 without its input fingerprint: the record was edited, so \
+             what its rows were computed from cannot be told"
+        )),
+        _ => None,
+    }
+}
+
 /// The bytes of one committed part of `record`, checked against its size and digest when the record
 /// has them (format 2).
 fn checked_bytes(dir: &Path, record: &CommitRecord, table: Table) -> Result<Vec<u8>, PartFault> {
@@ -252,13 +332,19 @@ pub(crate) fn read_part(dir: &Path, record: &CommitRecord, table: Table) -> Resu
     Ok(frame)
 }
 
-/// Checks one committed part without keeping its rows: a record with digests needs no parse (the
-/// bytes are the committed ones); one without (format 1) is read in full.
+/// Checks one committed part without decoding its rows: size and digest (when the record has them),
+/// then the row count from the Parquet footer against the record's, so a record whose counts were
+/// edited is found here as in a read.
 pub(crate) fn check_part(dir: &Path, record: &CommitRecord, table: Table) -> Result<(), PartFault> {
-    if record.parts.contains_key(&table) {
-        return checked_bytes(dir, record, table).map(|_| ());
+    let bytes = checked_bytes(dir, record, table)?;
+    let found = ParquetReader::new(std::io::Cursor::new(bytes))
+        .num_rows()
+        .map_err(|e| PartFault::Unreadable(e.to_string()))? as u64;
+    let recorded = record.rows.get(&table).copied().unwrap_or(0);
+    if found != recorded {
+        return Err(PartFault::Rows { recorded, found });
     }
-    read_part(dir, record, table).map(|_| ())
+    Ok(())
 }
 
 /// Two records holding one unit: a copied record (or a part of another run's committed/ copied in),

@@ -15,10 +15,10 @@
 //! half-written file or a unit stored twice.
 
 use crate::error::StoreError;
-use crate::manifest::{Manifest, STORE_FORMAT, Session, compute_differences, git_commit, now};
+use crate::manifest::{Manifest, STORE_FORMAT, Session, compute_differences, git_commit, input_differences, now};
 use crate::records::{
-    COMMITTED, CommitRecord, HashingWriter, MANIFEST, PartDigest, StoredRecord, check_part, duplicate_in_records, io,
-    is_batch_id, is_herd_temporary, read_manifest, read_records,
+    COMMITTED, CommitRecord, HashingWriter, MANIFEST, PartDigest, StoredRecord, check_part, duplicate_in_records,
+    inputs_digest, io, is_batch_id, is_herd_temporary, read_manifest, read_records, record_problem,
 };
 use crate::schema::{BaselineCandidateRow, Table, TableRow};
 use polars::prelude::*;
@@ -88,6 +88,8 @@ pub struct RunStore {
     orphans_removed: usize,
     repairs: Vec<String>,
     foreign: Vec<PathBuf>,
+    /// The digest of the run's input fingerprint every record of this session carries.
+    inputs_digest: String,
     _lock: File,
 }
 
@@ -176,8 +178,25 @@ impl RunStore {
                     });
                 }
             }
+            // Format 2 introduced the input fingerprint: a manifest of format 2 or later without one was
+            // edited, and a resume could no longer tell whether the banks or parameters changed. Folders
+            // of format 1 take this session's.
+            if previous.store_format >= 2 && previous.inputs.is_empty() && !manifest.inputs.is_empty() {
+                return Err(StoreError::LostFingerprint { path: manifest_path });
+            }
+            let differences = input_differences(&previous.inputs, &manifest.inputs);
+            if !differences.is_empty() {
+                return Err(StoreError::DifferentInputs {
+                    dir: dir.to_path_buf(),
+                    differences: differences.join("; "),
+                });
+            }
             // Format 1 wrote its totals only at a session's start and end: nothing to compare.
             previous_totals = previous.batches.map(|_| previous.units_stored);
+            // Records name their run and inputs from format 3 on; an older folder's records do from the
+            // first commit of this session (set below, once the records are known).
+            manifest.identified_from =
+                if previous.store_format >= 3 { Some(previous.identified_from.unwrap_or(1)) } else { Some(u64::MAX) };
             previous_sessions = previous.sessions;
         } else if read_records(dir)?.iter().any(|r| !r.record.units.is_empty()) {
             return Err(StoreError::Corrupt {
@@ -186,13 +205,18 @@ impl RunStore {
             });
         }
 
+        manifest.store_format = STORE_FORMAT;
+        manifest.run_id = manifest.identity.run_id();
+        manifest.identified_from = manifest.identified_from.or(Some(1));
         let mut records = read_records(dir)?;
         if let Some(duplicate) = duplicate_in_records(&records) {
             return Err(duplicate);
         }
         let mut repairs = Vec::new();
         let mut units_dropped = 0;
-        records.retain(|stored| match verify_for_resume(dir, stored) {
+        // A resume makes every check a read makes (record_problem, then each part's size, digest and
+        // rows): what a read would refuse is dropped here and its units run again.
+        records.retain(|stored| match verify_for_resume(dir, stored, &manifest) {
             Ok(()) => true,
             Err(problem) => {
                 repairs.push(problem);
@@ -250,9 +274,12 @@ impl RunStore {
             status: "running".into(),
         });
         manifest.sessions = previous_sessions;
-        manifest.store_format = STORE_FORMAT;
-        manifest.run_id = manifest.identity.run_id();
         let n_records = records.len() as u64;
+        let next_seq = last_seq.max(n_records) + 1;
+        if manifest.identified_from == Some(u64::MAX) {
+            manifest.identified_from = Some(next_seq);
+        }
+        let inputs_digest = inputs_digest(&manifest.inputs);
         let mut store = RunStore {
             dir: dir.to_path_buf(),
             manifest,
@@ -260,10 +287,11 @@ impl RunStore {
             rows: store_rows,
             counts,
             batches: n_records,
-            next_seq: last_seq.max(n_records) + 1,
+            next_seq,
             orphans_removed,
             repairs,
             foreign,
+            inputs_digest,
             _lock: lock,
         };
         store.update_counts();
@@ -342,6 +370,8 @@ impl RunStore {
             parts,
             seq: Some(self.next_seq),
             counts: batch.counts,
+            run: Some(self.manifest.run_id.clone()),
+            inputs: Some(self.inputs_digest.clone()),
         };
         write_json(&committed.join(format!("{id}.json")), &record)?;
         self.next_seq += 1;
@@ -393,37 +423,32 @@ impl RunStore {
     }
 }
 
-/// Checks a record's parts before a session trusts them; a failing batch's record is removed (its
-/// parts then go as orphans) and the returned line says what was wrong. Records of format 1 carry no
-/// digests: their parts need only exist, as before.
-fn verify_for_resume(dir: &Path, stored: &StoredRecord) -> Result<(), String> {
+/// Checks a record and its parts before a session trusts them, as a read would: a failing batch's
+/// record is removed (its parts then go as orphans) and the returned line says what was wrong.
+fn verify_for_resume(dir: &Path, stored: &StoredRecord, manifest: &Manifest) -> Result<(), String> {
     let record = &stored.record;
-    if let Some(problem) = crate::records::lost_digests(stored) {
-        return Err(match std::fs::remove_file(&stored.path) {
+    let drop_record = |problem: String| -> String {
+        match std::fs::remove_file(&stored.path) {
             Ok(()) => format!("{problem}; its {} units are run again", record.units.len()),
-            Err(e) => format!("{problem}; could not remove the record ({e}): remove it by hand to run its units again"),
-        });
+            Err(e) => format!(
+                "{problem}; could not remove the record ({e}): remove {} by hand to run its units again",
+                stored.path.display()
+            ),
+        }
+    };
+    if let Some(problem) = record_problem(stored, manifest) {
+        return Err(drop_record(problem));
     }
     for (table, &n) in &record.rows {
         if n == 0 {
             continue;
         }
-        let fault = if record.parts.is_empty() {
-            (!record.part_path(dir, *table).exists()).then_some(crate::records::PartFault::Missing)
-        } else {
-            check_part(dir, record, *table).err()
-        };
-        if let Some(fault) = fault {
-            let removed = std::fs::remove_file(&stored.path);
-            return Err(format!(
-                "{}: {fault} (committed by {}); {}",
+        if let Err(fault) = check_part(dir, record, *table) {
+            return Err(drop_record(format!(
+                "{}: {fault} (committed by {})",
                 record.part_path(dir, *table).display(),
-                stored.path.display(),
-                match removed {
-                    Ok(()) => format!("its {} units are run again", record.units.len()),
-                    Err(e) => format!("could not remove the record ({e}); remove it by hand to run its units again"),
-                }
-            ));
+                stored.path.display()
+            )));
         }
     }
     Ok(())

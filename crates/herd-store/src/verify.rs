@@ -5,9 +5,9 @@ use crate::error::StoreError;
 use crate::read::totals_problem;
 use crate::records::duplicate_in_records;
 use crate::records::read_manifest;
-use crate::records::{COMMITTED, MANIFEST, StoredRecord, is_batch_id, is_herd_temporary, read_part};
+use crate::records::{COMMITTED, MANIFEST, StoredRecord, is_batch_id, is_herd_temporary, read_part, record_problem};
 use crate::schema::Table;
-use crate::store::batch_id;
+use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -26,6 +26,9 @@ pub struct Verification {
     pub problems: Vec<String>,
     /// Things worth knowing that do not stop a read (files herd did not write, leftovers of a kill).
     pub notes: Vec<String>,
+    /// The run's digest: SHA-256 over `manifest.json` and every commit record (which hold every part's
+    /// digest), so one line kept elsewhere pins the whole folder ([`run_digest`]).
+    pub digest: String,
 }
 
 impl Verification {
@@ -46,27 +49,12 @@ pub fn verify_run(dir: &Path) -> Result<Verification, StoreError> {
     let mut v = Verification { dir: dir.to_path_buf(), store_format: manifest.store_format, ..Verification::default() };
     let records = readable_records(dir, &mut v);
     v.records = records.len();
-    for stored in &records {
-        let stem = stored.path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-        if stem != stored.record.batch {
-            v.problems.push(format!(
-                "{}: holds batch {}, but herd names a record after its batch (a copy?)",
-                stored.path.display(),
-                stored.record.batch
-            ));
-        } else if batch_id(&stored.record.units) != stored.record.batch {
-            v.problems.push(format!(
-                "{}: its list of units was changed after the commit (it no longer gives batch id {})",
-                stored.path.display(),
-                stored.record.batch
-            ));
-        }
-    }
+    v.digest = run_digest(dir, &records)?;
     if let Some(duplicate) = duplicate_in_records(&records) {
         v.problems.push(duplicate.to_string().lines().next().unwrap_or_default().to_owned());
     }
     for stored in &records {
-        if let Some(problem) = crate::records::lost_digests(stored) {
+        if let Some(problem) = record_problem(stored, &manifest) {
             v.problems.push(problem);
             continue;
         }
@@ -104,15 +92,45 @@ pub fn verify_run(dir: &Path) -> Result<Verification, StoreError> {
     Ok(v)
 }
 
+/// The digest of a run folder as it stands: SHA-256 over `manifest.json`'s bytes and then each commit
+/// record's name and bytes, in name order (each length-prefixed). The records hold every part's
+/// SHA-256, so a change anywhere in what the run committed changes it; kept outside the folder, it
+/// detects what the folder's own digests cannot: a forger who rewrote parts and recomputed their
+/// records. Every session of `herd run` changes it (the manifest records the session).
+fn run_digest(dir: &Path, records: &[StoredRecord]) -> Result<String, StoreError> {
+    let mut hash = Sha256::new();
+    let mut add = |name: &str, path: &Path| -> Result<(), StoreError> {
+        let bytes = std::fs::read(path).map_err(crate::records::io(path, "read"))?;
+        for field in [name.as_bytes(), &bytes] {
+            hash.update((field.len() as u64).to_le_bytes());
+            hash.update(field);
+        }
+        Ok(())
+    };
+    add(MANIFEST, &dir.join(MANIFEST))?;
+    let mut paths: Vec<&Path> = records.iter().map(|s| s.path.as_path()).collect();
+    paths.sort();
+    for path in paths {
+        add(&path.file_name().unwrap_or_default().to_string_lossy(), path)?;
+    }
+    Ok(format!("sha256:{}", hex::encode(hash.finalize())))
+}
+
 /// What a resume would find of the run's inputs. The input fingerprint itself is recomputed by
 /// `herd run` (it needs the run's arguments: the sim file, the model); here the files the manifest
 /// names are hashed again where they still exist, so an edited bank is reported before a resume is
 /// refused for it.
 fn inputs(manifest: &crate::manifest::Manifest, v: &mut Verification) {
-    use sha2::{Digest, Sha256};
-    if manifest.inputs.is_empty() {
+    if manifest.inputs.is_empty() && manifest.store_format >= 2 {
+        v.problems.push(format!(
+            "{}: has no input fingerprint (`inputs`), which every manifest of store format 2 or later records: it \
+             was edited, and a resume is refused",
+            v.dir.join(MANIFEST).display()
+        ));
+    } else if manifest.inputs.is_empty() {
         v.notes.push(
-            "manifest.json has no input fingerprint (written before herd recorded one): a resume cannot tell              whether banks, sentence files or sim parameters changed"
+            "manifest.json has no input fingerprint (written before herd recorded one): a resume cannot tell \
+             whether banks, sentence files or sim parameters changed"
                 .into(),
         );
     }
@@ -127,7 +145,8 @@ fn inputs(manifest: &crate::manifest::Manifest, v: &mut Verification) {
             && hex::encode(Sha256::digest(&bytes)) != *recorded
         {
             v.notes.push(format!(
-                "{} ({}) changed since the run recorded it: the stored units were computed from the old file, and                  `herd run` into this folder will refuse to resume with the new one (restore it, or run into a new --out)",
+                "{} ({}) changed since the run recorded it: the stored units were computed from the old file, and \
+                 `herd run` into this folder will refuse to resume with the new one (restore it, or run into a new --out)",
                 file.path, file.role
             ));
         }

@@ -18,7 +18,9 @@ fn manifest(shard: &str) -> Manifest {
         backend: "sim".into(),
         shard: shard.into(),
     };
-    Manifest { experiment_file: "exp.toml".into(), units_total: 4, ..Manifest::new(identity) }
+    // What herd run records of every input (banks, sim parameters) since store format 2.
+    let inputs = [("experiment".to_owned(), "cd".repeat(32))].into();
+    Manifest { experiment_file: "exp.toml".into(), units_total: 4, inputs, ..Manifest::new(identity) }
 }
 
 fn decider(unit: &str, decider: i64) -> AllocationDeciderRow {
@@ -316,11 +318,15 @@ fn a_format_1_folder_reads_as_before_and_verify_says_it_is_unverifiable() {
         object.remove("parts");
         object.remove("seq");
         object.remove("counts");
+        object.remove("run");
+        object.remove("inputs");
         std::fs::write(&record, serde_json::to_vec(&value).unwrap()).unwrap();
     }
     let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
     m["store_format"] = 1.into();
     m.as_object_mut().unwrap().remove("batches");
+    m.as_object_mut().unwrap().remove("inputs");
+    m.as_object_mut().unwrap().remove("identified_from");
     std::fs::write(out.join("manifest.json"), serde_json::to_vec(&m).unwrap()).unwrap();
     assert_eq!(read(&out).unwrap().unwrap().height(), 80);
     let v = verify_run(&out).unwrap();

@@ -84,7 +84,7 @@ fn another_run_a_newer_format_and_a_second_writer_are_refused() {
     assert!(other.to_string().contains("holds another run") && other.to_string().contains("other-model"), "{other}");
 
     let text = std::fs::read_to_string(out.join("manifest.json")).unwrap();
-    std::fs::write(out.join("manifest.json"), text.replace("\"store_format\": 2", "\"store_format\": 9")).unwrap();
+    std::fs::write(out.join("manifest.json"), text.replace("\"store_format\": 3", "\"store_format\": 9")).unwrap();
     let newer = RunStore::open(&out, manifest("m"), "cpu").err().unwrap();
     assert!(newer.to_string().contains("newer herd") && newer.to_string().contains("upgrade"), "{newer}");
 
