@@ -84,13 +84,38 @@ pub(crate) fn is_herd_temporary(path: &Path) -> bool {
     inner.strip_suffix(".parquet").or_else(|| inner.strip_suffix(".json")).is_some_and(is_batch_id)
 }
 
+/// Largest commit record read: a record lists its batch's unit ids, a few kilobytes; a file far
+/// larger in its place is damage, not a record.
+const MAX_RECORD_BYTES: u64 = 64 << 20;
+
+/// A file in `committed/` that should be a commit record and cannot be read as one, and why.
+#[derive(Debug, Clone)]
+pub(crate) struct UnreadableRecord {
+    pub path: PathBuf,
+    pub problem: String,
+}
+
 /// The commit records of a run folder, by file name. A record that cannot be parsed is an error
-/// naming it; files in `committed/` that are not records (`*.json`) are left for the caller's
-/// foreign-file warnings.
+/// naming it (a resume drops it instead: [`read_records_lenient`]); files in `committed/` that are not
+/// records (`*.json`) are left for the caller's foreign-file warnings.
 pub(crate) fn read_records(dir: &Path) -> Result<Vec<StoredRecord>, StoreError> {
+    let (records, unreadable) = read_records_lenient(dir)?;
+    match unreadable.into_iter().next() {
+        Some(bad) => Err(StoreError::BadRecord {
+            record: bad.path,
+            problem: format!("not a readable commit record ({})", bad.problem),
+        }),
+        None => Ok(records),
+    }
+}
+
+/// The commit records that read, and the files that should be records but do not: not regular files
+/// (a FIFO would block the read), too large, or not a record's JSON.
+pub(crate) fn read_records_lenient(dir: &Path) -> Result<(Vec<StoredRecord>, Vec<UnreadableRecord>), StoreError> {
+    use std::io::Read;
     let committed = dir.join(COMMITTED);
     if !committed.exists() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&committed)
         .map_err(io(&committed, "list"))?
@@ -98,14 +123,27 @@ pub(crate) fn read_records(dir: &Path) -> Result<Vec<StoredRecord>, StoreError> 
         .filter(|p| p.extension().is_some_and(|e| e == "json") && !is_herd_temporary(p))
         .collect();
     paths.sort();
-    let mut records = Vec::with_capacity(paths.len());
+    let (mut records, mut unreadable) = (Vec::with_capacity(paths.len()), Vec::new());
     for path in paths {
-        let text = std::fs::read_to_string(&path).map_err(io(&path, "read"))?;
-        let record: CommitRecord = serde_json::from_str(&text)
-            .map_err(|e| StoreError::Corrupt { path: path.clone(), problem: e.to_string() })?;
-        records.push(StoredRecord { path, record });
+        let meta = std::fs::metadata(&path).map_err(io(&path, "read"))?;
+        let problem = if !meta.is_file() {
+            "not a regular file (a folder, FIFO, socket or device stands where herd wrote a record)".to_owned()
+        } else if meta.len() > MAX_RECORD_BYTES {
+            format!("{} bytes, far more than any commit record", meta.len())
+        } else {
+            let mut text = String::new();
+            let read = std::fs::File::open(&path).and_then(|f| f.take(MAX_RECORD_BYTES).read_to_string(&mut text));
+            match read.map_err(|e| e.to_string()).and_then(|_| serde_json::from_str(&text).map_err(|e| e.to_string())) {
+                Ok(record) => {
+                    records.push(StoredRecord { path, record });
+                    continue;
+                }
+                Err(problem) => problem,
+            }
+        };
+        unreadable.push(UnreadableRecord { path, problem });
     }
-    Ok(records)
+    Ok((records, unreadable))
 }
 
 /// A writer that hashes what it passes on, so a part's digest costs no second read. It keeps the

@@ -18,7 +18,8 @@ use crate::error::StoreError;
 use crate::manifest::{Manifest, STORE_FORMAT, Session, compute_differences, git_commit, input_differences, now};
 use crate::records::{
     COMMITTED, CommitRecord, HashingWriter, MANIFEST, PartDigest, StoredRecord, check_part, duplicate_in_records,
-    inputs_digest, io, is_batch_id, is_herd_temporary, read_manifest, read_records, record_problem,
+    inputs_digest, io, is_batch_id, is_herd_temporary, read_manifest, read_records, read_records_lenient,
+    record_problem,
 };
 use crate::schema::{BaselineCandidateRow, Table, TableRow};
 use polars::prelude::*;
@@ -208,11 +209,30 @@ impl RunStore {
         manifest.store_format = STORE_FORMAT;
         manifest.run_id = manifest.identity.run_id();
         manifest.identified_from = manifest.identified_from.or(Some(1));
-        let mut records = read_records(dir)?;
+        let (mut records, unreadable) = read_records_lenient(dir)?;
+        let mut repairs = Vec::new();
+        // A record herd wrote that no longer parses (truncated, overwritten) is dropped like a damaged
+        // part: its parts go as orphans and its units are run again. A file of another name is the
+        // user's: refused, not removed.
+        for bad in unreadable {
+            let stem = bad.path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+            let is_folder = std::fs::symlink_metadata(&bad.path).is_ok_and(|m| m.is_dir());
+            if !is_batch_id(stem) || is_folder {
+                return Err(StoreError::BadRecord {
+                    record: bad.path,
+                    problem: format!("not a readable commit record ({}), and not named like one of herd's", bad.problem),
+                });
+            }
+            std::fs::remove_file(&bad.path).map_err(io(&bad.path, "remove"))?;
+            repairs.push(format!(
+                "{}: not a readable commit record ({}); removed, and its batch's units are run again",
+                bad.path.display(),
+                bad.problem
+            ));
+        }
         if let Some(duplicate) = duplicate_in_records(&records) {
             return Err(duplicate);
         }
-        let mut repairs = Vec::new();
         let mut units_dropped = 0;
         // A resume makes every check a read makes (record_problem, then each part's size, digest and
         // rows): what a read would refuse is dropped here and its units run again.

@@ -5,7 +5,9 @@ use crate::error::StoreError;
 use crate::read::totals_problem;
 use crate::records::duplicate_in_records;
 use crate::records::read_manifest;
-use crate::records::{COMMITTED, MANIFEST, StoredRecord, is_batch_id, is_herd_temporary, read_part, record_problem};
+use crate::records::{
+    COMMITTED, MANIFEST, StoredRecord, is_batch_id, is_herd_temporary, read_part, read_records_lenient, record_problem,
+};
 use crate::schema::Table;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
@@ -47,7 +49,7 @@ pub fn verify_run(dir: &Path) -> Result<Verification, StoreError> {
     }
     let manifest = read_manifest(&manifest_path)?;
     let mut v = Verification { dir: dir.to_path_buf(), store_format: manifest.store_format, ..Verification::default() };
-    let records = readable_records(dir, &mut v);
+    let records = readable_records(dir, &mut v)?;
     v.records = records.len();
     v.digest = run_digest(dir, &records)?;
     if let Some(duplicate) = duplicate_in_records(&records) {
@@ -154,25 +156,12 @@ fn inputs(manifest: &crate::manifest::Manifest, v: &mut Verification) {
 }
 
 /// The records that parse; each one that does not is a problem.
-fn readable_records(dir: &Path, v: &mut Verification) -> Vec<StoredRecord> {
-    let committed = dir.join(COMMITTED);
-    let Ok(entries) = std::fs::read_dir(&committed) else { return Vec::new() };
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "json") && !is_herd_temporary(p))
-        .collect();
-    paths.sort();
-    let mut records = Vec::new();
-    for path in paths {
-        let parsed = std::fs::read_to_string(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()));
-        match parsed {
-            Ok(record) => records.push(StoredRecord { path, record }),
-            Err(problem) => v.problems.push(format!("{}: not a readable commit record ({problem})", path.display())),
-        }
+fn readable_records(dir: &Path, v: &mut Verification) -> Result<Vec<StoredRecord>, StoreError> {
+    let (records, unreadable) = read_records_lenient(dir)?;
+    for bad in unreadable {
+        v.problems.push(format!("{}: not a readable commit record ({})", bad.path.display(), bad.problem));
     }
-    records
+    Ok(records)
 }
 
 /// Notes on files a read ignores: parts and temporary files of an interrupted session (the next

@@ -234,3 +234,32 @@ fn the_run_digest_pins_what_the_folders_own_digests_cannot() {
     assert!(v.is_clean(), "{v:?}");
     assert_ne!(v.digest, kept);
 }
+
+#[test]
+fn a_record_that_no_longer_parses_is_refused_by_a_read_and_dropped_by_a_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, damage) in ["truncate", "fifo"].into_iter().enumerate() {
+        let out = run(dir.path(), &format!("run-{i}"), manifest("m", "all", "11"), &["u1", "u2"], 50);
+        let record = records(&out)[0].clone();
+        if damage == "truncate" {
+            let bytes = std::fs::read(&record).unwrap();
+            std::fs::write(&record, &bytes[..bytes.len() / 2]).unwrap();
+        } else {
+            // A FIFO nobody writes: reading it would block forever.
+            std::fs::remove_file(&record).unwrap();
+            assert!(std::process::Command::new("mkfifo").arg(&record).status().unwrap().success());
+        }
+        let err = read(std::slice::from_ref(&out)).unwrap_err().to_string();
+        assert!(err.contains("not a readable commit record") && err.contains("fix:"), "{damage}: {err}");
+        let v = verify_run(&out).unwrap();
+        assert!(v.problems.iter().any(|p| p.contains("not a readable commit record")), "{damage}: {v:?}");
+        let mut store = RunStore::open(&out, manifest("m", "all", "11"), "cpu").unwrap();
+        assert_eq!(store.units_stored(), 1, "{damage}");
+        assert!(store.repairs().iter().any(|r| r.contains("run again")), "{damage}: {:?}", store.repairs());
+        let unit = ["u1", "u2"].into_iter().find(|u| !store.is_stored(u)).unwrap().to_owned();
+        commit(&mut store, &[&unit], 50);
+        store.finish("complete").unwrap();
+        assert_eq!(read(std::slice::from_ref(&out)).unwrap(), 20, "{damage}");
+        assert!(verify_run(&out).unwrap().is_clean(), "{damage}");
+    }
+}
