@@ -6,7 +6,7 @@
 //! the cap; an API key the server echoes, and URL credentials, are never written.
 
 use herd_store::{Table, read_table};
-use herd_test_support::hostile_server::{HostileServer, Mode};
+use herd_test_support::hostile_server::{HostileServer, Mode, TINY_CONFORMITY};
 use herd_test_support::stored_table;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -41,27 +41,9 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-const CONFORMITY: &str = r#"
-[experiment]
-name = "hostile-conformity"
-study = "conformity"
-seed = 5
-[prompts]
-bank = "@DATA@/banks/conformity-prompts.toml"
-[stimuli]
-tasks = ["lines"]
-general_pool_size = 2
-[baseline_filter]
-enabled = false
-[trials]
-n_values = [0, 2, 5]
-trials_per_n = 2
-[families.group_size]
-"#;
-
 fn conformity(dir: &Path) -> PathBuf {
     let path = dir.join("conformity.toml");
-    std::fs::write(&path, CONFORMITY.replace("@DATA@", &root().join("data").display().to_string())).unwrap();
+    std::fs::write(&path, TINY_CONFORMITY.replace("@DATA@", &root().join("data").display().to_string())).unwrap();
     path
 }
 

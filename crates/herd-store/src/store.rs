@@ -220,7 +220,10 @@ impl RunStore {
             if !is_batch_id(stem) || is_folder {
                 return Err(StoreError::BadRecord {
                     record: bad.path,
-                    problem: format!("not a readable commit record ({}), and not named like one of herd's", bad.problem),
+                    problem: format!(
+                        "not a readable commit record ({}), and not named like one of herd's",
+                        bad.problem
+                    ),
                 });
             }
             std::fs::remove_file(&bad.path).map_err(io(&bad.path, "remove"))?;

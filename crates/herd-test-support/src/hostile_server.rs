@@ -38,6 +38,26 @@ pub enum Mode {
     Redirect(&'static str),
 }
 
+/// A conformity experiment small enough to run against a hostile server in a second: one task, two
+/// images, N = 0, 2, 5, no baseline filter. `@DATA@` stands for the checkout's `data` folder.
+pub const TINY_CONFORMITY: &str = r#"
+[experiment]
+name = "hostile-conformity"
+study = "conformity"
+seed = 5
+[prompts]
+bank = "@DATA@/banks/conformity-prompts.toml"
+[stimuli]
+tasks = ["lines"]
+general_pool_size = 2
+[baseline_filter]
+enabled = false
+[trials]
+n_values = [0, 2, 5]
+trials_per_n = 2
+[families.group_size]
+"#;
+
 pub struct HostileServer {
     pub port: u16,
     mode: Arc<Mutex<Mode>>,
