@@ -279,6 +279,14 @@ pub(crate) fn record_problem(stored: &StoredRecord, manifest: &Manifest) -> Opti
             record.batch
         ));
     }
+    // A record without a commit number is of store format 1, which a folder begun by format 3 never
+    // held: one rewritten to look older (no digests, no run) to escape the checks.
+    if record.seq.is_none() && identified_from(manifest) == Some(1) {
+        return Some(format!(
+            "{path}: a commit record without its commit number, in a folder begun by store format 3 (which \
+             numbers every record): the record was edited, so what it commits cannot be checked"
+        ));
+    }
     let must_identify = identified_from(manifest).is_some_and(|from| record.seq.unwrap_or(0) >= from);
     match &record.run {
         Some(run) if *run != manifest.run_id => {
