@@ -157,10 +157,11 @@ fn every_fault_ends_in_a_clear_error_or_a_recorded_failure() {
     );
 
     // Server faults, on the scaled path a user drives (`herd run --backend openai`).
-    let server_cases: [(&str, Mode, &Path, &[&str], Expect); 10] = [
+    let server_cases: [(&str, Mode, &Path, &[&str], Expect); 11] = [
         ("a good server", Mode::Good, &conformity, &[], Expect::Stored),
         ("float32 rounding over 1", Mode::OverOneRounding, &conformity, &[], Expect::Stored),
         ("230,000 top logprobs", Mode::LongList(230_000), &conformity, &[], Expect::Stored),
+        ("neither answer in the top-k", Mode::AnswersMissing, &conformity, &[], Expect::Stored),
         ("every logprob 0 (a mass of 2)", Mode::AllZero, &conformity, &[], Expect::FailedThenRecomputed),
         ("a mass of 1.98", Mode::NearOneTwice, &conformity, &[], Expect::FailedThenRecomputed),
         ("NaN as a bare word", Mode::NanText, &conformity, &[], Expect::FailedThenRecomputed),

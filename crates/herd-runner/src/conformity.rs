@@ -175,7 +175,9 @@ fn trial_row(
     let get = |answer: herd_design::Answer| score.answers.get(answer.as_str());
     let (p_correct, p_wrong) = (get(correct).map_or(0.0, |a| a.p), get(wrong).map_or(0.0, |a| a.p));
     let logit = |answer| get(answer).map_or(f64::NEG_INFINITY, |a| f64::from(a.logit));
-    let mass_ab = p_correct + p_wrong;
+    // Two upper bounds (both answers outside a server's top-k) are each the whole mass left out, so
+    // their sum may pass 1; the mass of A and B together is at most 1, which is still an upper bound.
+    let mass_ab = (p_correct + p_wrong).min(1.0);
     let bounds = [correct, wrong].map(|a| get(a).map_or(ScoreBound::Exact, |s| s.bound));
     let bound = if bounds.contains(&ScoreBound::Upper) {
         ScoreBound::Upper

@@ -26,6 +26,9 @@ pub enum Mode {
     NanText,
     /// `A`'s log-probability missing (`null`).
     NanMissing,
+    /// Neither answer among the top tokens (`The` −1.5, `Hello` −3): each is bounded by the mass left out
+    /// (0.73), so the two bounds sum past 1 unless the sum is bounded too.
+    AnswersMissing,
     /// A good reply's top tokens followed by this many more (log-probability −30 each), whatever was asked.
     LongList(usize),
     /// A generation reply whose `reasoning_content` is this many bytes (Content-Length given; the
@@ -194,6 +197,7 @@ fn top_of(mode: Mode) -> Vec<(String, String)> {
         Mode::NearOneTwice => &[("A", "-0.01"), ("B", "-0.01")],
         Mode::NanText => &[("A", "NaN"), ("B", "-1.2")],
         Mode::NanMissing => &[("A", "null"), ("B", "-1.2")],
+        Mode::AnswersMissing => &[("The", "-1.5"), ("Hello", "-3.0")],
         _ => &[("A", "-0.7"), (" A", "-4.0"), ("B", "-1.2"), ("The", "-3.0")],
     };
     let mut top: Vec<(String, String)> = pairs.iter().map(|(t, l)| ((*t).to_owned(), (*l).to_owned())).collect();
