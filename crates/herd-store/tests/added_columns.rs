@@ -95,6 +95,12 @@ fn parts_with_and_without_added_columns_read_back_together() {
         value.as_object_mut().unwrap().remove(key);
     }
     std::fs::write(&record, serde_json::to_vec(&value).unwrap()).unwrap();
+    // And the folder as this herd leaves an older one it resumed: its records are identified from the
+    // first commit of that session on (here, after both).
+    let manifest_path = out.join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    manifest["identified_from"] = 3.into();
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
 
     let mixed = stored_table::frame(read_table(std::slice::from_ref(&out), Table::AllocationDyads).unwrap().unwrap());
     assert_eq!(mixed.height(), 4);

@@ -2,62 +2,26 @@
 //! records, overlapping runs, a user's files, a full disk and a killed session. Each is an error naming
 //! the file (or is repaired by resuming), never rows read in silence.
 
+mod common;
+
+use common::{decider, identity};
 use herd_store::{
-    AllocationDeciderRow, Batch, Manifest, ReadOptions, RunIdentity, RunStore, StoreError, Table, read_run_manifest,
-    read_table, read_table_with, verify_run,
+    Batch, Manifest, ReadOptions, RunStore, StoreError, Table, read_run_manifest, read_table, read_table_with,
+    verify_run,
 };
 use herd_test_support::stored_table::frame;
 use std::path::{Path, PathBuf};
 
 fn manifest(shard: &str) -> Manifest {
-    let identity = RunIdentity {
-        experiment: "exp".into(),
-        study: "minimal-group".into(),
-        experiment_sha256: "ab".repeat(32),
-        model: "m".into(),
-        backend: "sim".into(),
-        shard: shard.into(),
-    };
     // What herd run records of every input (banks, sim parameters) since store format 2.
     let inputs = [("experiment".to_owned(), "cd".repeat(32))].into();
-    Manifest { experiment_file: "exp.toml".into(), units_total: 4, inputs, ..Manifest::new(identity) }
-}
-
-fn decider(unit: &str, decider: i64) -> AllocationDeciderRow {
-    AllocationDeciderRow {
-        run_id: "r".into(),
-        unit_id: unit.into(),
-        experiment: "exp".into(),
-        model: "m".into(),
-        backend: "sim".into(),
-        reasoning: "off".into(),
-        instrument: "points".into(),
-        labels: "visible".into(),
-        m: 3,
-        seed: decider * 7,
-        swap_pass: "original".into(),
-        decider,
-        decider_id: format!("agent-{decider}"),
-        minority_decider: decider % 3 == 0,
-        decider_group: "Feltu".into(),
-        prompt_hash: format!("{:016x}", decider * 7919),
-        raw_output: format!("{{\"agent-1\": {decider}, \"agent-2\": {}}}", 100 - decider),
-        reasoning_output: None,
-        stripped_output: String::new(),
-        parse_status: "ok".into(),
-        filled: decider % 5 == 0,
-        qc_flags: String::new(),
-        finish_reason: "stop".into(),
-        prompt_tokens: 400 + decider,
-        tokens_generated: 20,
-        latency_s: 0.01,
-    }
+    Manifest { experiment_file: "exp.toml".into(), units_total: 4, inputs, ..Manifest::new(identity("m", shard)) }
 }
 
 /// Commits one batch per unit, 40 deciders each.
 fn commit(store: &mut RunStore, units: &[&str]) {
     for unit in units {
-        let rows: Vec<_> = (1..=40).map(|d| decider(unit, d)).collect();
+        let rows: Vec<_> = (1..=40).map(|d| decider(unit, d, d)).collect();
         let mut batch = Batch::new(vec![unit.to_string()]);
         batch.add(&rows).unwrap();
         store.commit(batch).unwrap();
@@ -253,7 +217,7 @@ fn a_full_disk_is_named_as_such() {
     };
     let tmp = out.join("allocation_deciders").join(format!(".{id}.parquet.tmp"));
     std::os::unix::fs::symlink("/dev/full", &tmp).unwrap();
-    let rows: Vec<_> = (1..=40).map(|d| decider("u2", d)).collect();
+    let rows: Vec<_> = (1..=40).map(|d| decider("u2", d, d)).collect();
     let mut batch = Batch::new(vec!["u2".into()]);
     batch.add(&rows).unwrap();
     let err = store.commit(batch).unwrap_err();

@@ -4,54 +4,16 @@
 //! resume; a manifest that lost its input fingerprint is refused for resume; and the run's digest,
 //! kept elsewhere, pins the whole folder.
 
-use herd_store::{
-    AllocationDeciderRow, Batch, Manifest, RunIdentity, RunStore, StoreError, Table, read_table, verify_run,
-};
+mod common;
+
+use common::{decider, identity};
+use herd_store::{Batch, Manifest, RunStore, StoreError, Table, read_table, verify_run};
 use herd_test_support::stored_table::frame;
 use std::path::{Path, PathBuf};
 
 fn manifest(model: &str, shard: &str, sim: &str) -> Manifest {
-    let identity = RunIdentity {
-        experiment: "exp".into(),
-        study: "minimal-group".into(),
-        experiment_sha256: "ab".repeat(32),
-        model: model.into(),
-        backend: "sim".into(),
-        shard: shard.into(),
-    };
     let inputs = [("experiment".to_owned(), "cd".repeat(32)), ("sim parameters".to_owned(), sim.repeat(32))].into();
-    Manifest { experiment_file: "exp.toml".into(), units_total: 4, inputs, ..Manifest::new(identity) }
-}
-
-fn decider(unit: &str, decider: i64, points: i64) -> AllocationDeciderRow {
-    AllocationDeciderRow {
-        run_id: "r".into(),
-        unit_id: unit.into(),
-        experiment: "exp".into(),
-        model: "m".into(),
-        backend: "sim".into(),
-        reasoning: "off".into(),
-        instrument: "points".into(),
-        labels: "visible".into(),
-        m: 3,
-        seed: decider,
-        swap_pass: "original".into(),
-        decider,
-        decider_id: format!("agent-{decider}"),
-        minority_decider: decider % 3 == 0,
-        decider_group: "Feltu".into(),
-        prompt_hash: format!("{decider:016x}"),
-        raw_output: format!("{{\"agent-1\": {points}}}"),
-        reasoning_output: None,
-        stripped_output: String::new(),
-        parse_status: "ok".into(),
-        filled: false,
-        qc_flags: String::new(),
-        finish_reason: "stop".into(),
-        prompt_tokens: 400,
-        tokens_generated: 20,
-        latency_s: 0.01,
-    }
+    Manifest { experiment_file: "exp.toml".into(), units_total: 4, inputs, ..Manifest::new(identity(model, shard)) }
 }
 
 /// A finished run of `units` (one batch each, 10 deciders whose output holds `points`).
