@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use crate::readme_times;
+use crate::readme_times::{self, duration};
 use crate::replicate::{Study, build_herd, cpu_paths, fetch_models, jobs, profile_suffix, run_study};
 
 /// `cargo xtask bench replicate`'s flags.
@@ -229,10 +229,6 @@ fn cpu_name() -> String {
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
     format!("{name}, {cores} cores")
-}
-
-pub(crate) fn duration(minutes: f64) -> String {
-    if minutes >= 120.0 { format!("{:.1} h", minutes / 60.0) } else { format!("{minutes:.1} min") }
 }
 
 /// The result table, one line per path and study, and each path's total.

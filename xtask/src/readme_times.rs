@@ -32,7 +32,7 @@ impl TimesRow {
 
     fn cells(&self, old: Option<&[String]>) -> Vec<String> {
         let kept = |i: usize| old.and_then(|c| c.get(i)).cloned().unwrap_or_else(|| "not measured".into());
-        let minutes = |m: Option<f64>, i: usize| m.map_or_else(|| kept(i), super::bench_replicate::duration);
+        let minutes = |m: Option<f64>, i: usize| m.map_or_else(|| kept(i), duration);
         vec![
             self.cpu.clone(),
             format!("`{}`", self.path),
@@ -42,7 +42,7 @@ impl TimesRow {
             minutes(self.fetch, 5),
             self.conformity.clone().unwrap_or_else(|| kept(6)),
             self.minimal_group.clone().unwrap_or_else(|| kept(7)),
-            super::bench_replicate::duration(self.total),
+            duration(self.total),
         ]
     }
 }
@@ -89,6 +89,11 @@ pub fn today() -> String {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .filter(|d| d.len() == 10)
         .unwrap_or_else(|| "undated".into())
+}
+
+/// Minutes as README's times table and `cargo xtask bench replicate` print them (hours past two).
+pub(crate) fn duration(minutes: f64) -> String {
+    if minutes >= 120.0 { format!("{:.1} h", minutes / 60.0) } else { format!("{minutes:.1} min") }
 }
 
 #[cfg(test)]

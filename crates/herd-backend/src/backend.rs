@@ -1,6 +1,6 @@
 //! What the runner asks of a model, whatever runs it: the [`Backend`] trait and its requests and results.
 
-use herd_prompts::ChatPrompt;
+use crate::chat::ChatPrompt;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;

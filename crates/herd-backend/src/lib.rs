@@ -6,6 +6,9 @@
 //! The simulated agent ([`SimAgent`]) lives here too: it answers from each trial's facts, which the
 //! runner hands it through [`SimBackend`], not from prompts.
 //!
+//! The prompt a request carries is [`chat::ChatPrompt`] (chat messages of text and image parts), defined
+//! here so that the contract depends on no herd crate; herd-prompts builds them.
+//!
 //! This crate knows no engine: no candle, no tokenizer, no HTTP. herd-infer implements [`Backend`] for
 //! local models and servers; their errors arrive boxed in [`BackendError::Engine`].
 //!
@@ -19,6 +22,7 @@
 //! ```
 
 mod backend;
+pub mod chat;
 mod checksum;
 mod compute;
 mod error;

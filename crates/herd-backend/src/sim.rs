@@ -380,7 +380,7 @@ mod tests {
             minority_decider: true,
             pool: 100,
         };
-        let prompt = herd_prompts::ChatPrompt::user(vec![herd_prompts::Part::Text { text: "x".into() }]);
+        let prompt = crate::chat::ChatPrompt::user(vec![crate::chat::Part::Text { text: "x".into() }]);
         let request = GenerateRequest::new(prompt, crate::backend::SamplingParams::default());
         let e = SimAgent::new(params).generate_trials(&[request], &[facts]).unwrap_err().to_string();
         assert!(e.contains("allocation.ingroup_minority") && e.contains("1000"), "{e}");

@@ -28,7 +28,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use herd_stats::{StatsError, WilcoxonOptions, students_t_cdf, wilcoxon_one_sample};
+// The one t-quantile, herd-stats' (golden against scipy's `t.ppf`), re-exported for the crates above.
+pub use herd_stats::students_t_quantile;
+use herd_stats::{StatsError, WilcoxonOptions, wilcoxon_one_sample};
 
 use super::{DesignKey, DyadTable, Labels, MODEL, REASONING};
 use crate::error::{AnalysisError, stats_context, undefined_reason};
@@ -82,17 +84,6 @@ pub struct SocietyTest {
     pub interval: Option<(f64, f64)>,
     /// Why the test is undefined (`every value equal`, `too few units`), where it is.
     pub note: Option<&'static str>,
-}
-
-/// The `q` quantile of Student's t with `df` degrees of freedom (bisection on statrs' cdf, to
-/// within 1e-12 of scipy's `t.ppf` for the levels herd uses).
-pub fn students_t_quantile(q: f64, df: f64) -> f64 {
-    let (mut lo, mut hi) = (-1e7_f64, 1e7_f64);
-    for _ in 0..200 {
-        let mid = 0.5 * (lo + hi);
-        if students_t_cdf(mid, df) < q { lo = mid } else { hi = mid }
-    }
-    0.5 * (lo + hi)
 }
 
 /// The two-sided Wilcoxon signed-rank test of `values` against zero (scipy's defaults) and the 95%
