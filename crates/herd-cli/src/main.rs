@@ -61,7 +61,7 @@ enum Command {
 
 // Model runs allocate and free large tensors at every layer; mimalloc reuses the pages.
 #[global_allocator]
-static ALLOCATOR: herd_kernels::MiMalloc = herd_kernels::MiMalloc;
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     herd_kernels::keep_freed_pages();

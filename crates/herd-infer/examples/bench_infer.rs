@@ -17,7 +17,7 @@ use std::time::Instant;
 
 // As herd's binary does (see herd-cli's main).
 #[global_allocator]
-static ALLOCATOR: herd_kernels::MiMalloc = herd_kernels::MiMalloc;
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Reads `herd prompts --jsonl` output.
 fn read_prompts(path: &str) -> Vec<(Value, ChatPrompt)> {

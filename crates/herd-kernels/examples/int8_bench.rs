@@ -7,7 +7,8 @@
 //! for 1, 20 and 256 activation rows, each product's rate in GMAC/s and as a share of that peak: the
 //! best of several repetitions, since the machine may be shared. It prints numbers, it asserts none.
 
-use herd_kernels::{CPU_PATH_VAR, CpuPath, Int8Matrix, MiMalloc, int8_peak_macs_per_second, keep_freed_pages};
+use herd_kernels::{CPU_PATH_VAR, CpuPath, Int8Matrix, int8_peak_macs_per_second, keep_freed_pages};
+use mimalloc::MiMalloc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::process::Command;

@@ -1,4 +1,5 @@
-//! The allocator herd's binaries run on: mimalloc, told to keep the pages it frees.
+//! The allocator policy herd's kernels rely on: mimalloc, told to keep the pages it frees. The binaries
+//! choose mimalloc as their global allocator themselves (herd-cli's `main.rs`); this sets the policy.
 //!
 //! A forward pass allocates and frees megabytes of activations per layer. glibc hands such blocks back
 //! to the kernel and faults them in again, zeroed, on the next pass; mimalloc by default does the same
@@ -6,7 +7,7 @@
 //!
 //! ```
 //! #[global_allocator]
-//! static ALLOCATOR: herd_kernels::MiMalloc = herd_kernels::MiMalloc;
+//! static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 //!
 //! fn main() {
 //!     herd_kernels::keep_freed_pages();
@@ -14,8 +15,6 @@
 //!     assert_eq!(activations.len(), 1 << 20);
 //! }
 //! ```
-
-pub use mimalloc::MiMalloc;
 
 /// `mi_option_purge_delay` in mimalloc.h's `mi_option_e` (the same index in mimalloc 2 and 3).
 const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;

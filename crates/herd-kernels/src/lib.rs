@@ -34,7 +34,7 @@ mod int8;
 mod mapped;
 mod stats;
 
-pub use allocator::{MiMalloc, keep_freed_pages};
+pub use allocator::keep_freed_pages;
 pub use attention::{AttentionShape, HeadsView, KeyMask, masked_attention};
 pub use cpu::{CPU_PATH_VAR, CpuPath};
 pub use int8::{BLOCK, INT8_LAYOUT_VERSION, Int8Matrix, Int8Parts, int8_peak_macs_per_second, int8_uses_vnni};

@@ -23,4 +23,3 @@ impl std::str::FromStr for Modality {
         }
     }
 }
-
