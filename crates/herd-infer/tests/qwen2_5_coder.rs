@@ -9,7 +9,7 @@ use herd_infer::WeightFormat;
 use herd_infer::{LoadOptions, LocalModel};
 use std::path::{Path, PathBuf};
 
-use herd_test_support::llamacpp;
+mod llamacpp;
 
 fn registry() -> ModelRegistry {
     ModelRegistry::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/models.toml")).unwrap()

@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use herd_test_support::llamacpp;
+mod llamacpp;
 use llamacpp::user;
 
 fn registry() -> ModelRegistry {

@@ -1,7 +1,6 @@
 //! Fixtures of herd's tests and examples, in one crate Cargo can see instead of files included across
 //! crates with `#[path]`: tiny deterministic checkpoints ([`tiny_vl`], [`tiny_text`]), the inputs the
-//! golden scripts read ([`vl_golden`], [`mistral3_golden`]), llama.cpp golden checks ([`llamacpp`]), a
-//! llama.cpp server ([`llama_server`]), a fault-injecting HTTP proxy ([`fault_proxy`]), a hostile
+//! golden scripts read ([`vl_golden`], [`mistral3_golden`]), a llama.cpp server ([`llama_server`]), a fault-injecting HTTP proxy ([`fault_proxy`]), a hostile
 //! OpenAI-compatible server with one mode per bad reply ([`hostile_server`]), a loopback
 //! Hugging Face Hub with its CDN ([`hub_server`]) and the decoding of the tables herd-store reads
 //! ([`stored_table`]).
@@ -13,7 +12,6 @@ pub mod fault_proxy;
 pub mod hostile_server;
 pub mod hub_server;
 pub mod llama_server;
-pub mod llamacpp;
 pub mod mistral3_golden;
 pub mod stored_table;
 pub mod tiny_text;

@@ -1,15 +1,16 @@
-//! Checks of a GGUF model against llama.cpp's golden values (herd-infer's
-//! `tests/golden/generate_llamacpp.py`), shared by the tests of each real model.
+//! Checks of a GGUF model against llama.cpp's golden values (`tests/golden/generate_llamacpp.py`),
+//! shared by the tests of each real model (`smollm2.rs`, `qwen2_5_coder.rs`). Here rather than in
+//! herd-test-support, which would then depend on herd-infer: a dev-dependency circle.
 
+use herd_backend::chat::{ChatPrompt, Part};
 use herd_backend::{Backend, ScoreRequest};
 use herd_infer::LocalModel;
-use herd_prompts::{ChatPrompt, Part};
 use serde_json::Value;
 use std::path::Path;
 
 /// herd-infer's golden files, which the scripts beside them write.
 fn golden_dir() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../herd-infer/tests/golden"))
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden"))
 }
 
 /// A golden file written by `generate_llamacpp.py` (its second argument, `llamacpp.json` by default).
