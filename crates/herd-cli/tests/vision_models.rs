@@ -61,7 +61,7 @@ fn load(registry: &ModelRegistry, dir: &Path, family: VlFamily) -> VisionModel {
 
 fn write_checkpoints(dir: &Path) {
     for family in FAMILIES {
-        tiny::write_checkpoint(&dir.join(family.model_type()), family, SEED, &DEFAULT).unwrap();
+        tiny::write_checkpoint(&dir.join(family.model_type()), family.model_type(), SEED, &DEFAULT).unwrap();
     }
 }
 

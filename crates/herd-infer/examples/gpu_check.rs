@@ -126,10 +126,10 @@ fn prepare(out: &Path) -> AnyResult<()> {
     tiny::write_all(&tiny_dir, tiny::SEED)?;
     let vl = tiny_dir.join("vl");
     for family in VL_FAMILIES {
-        let dir = vl.join(herd_test_support::tiny_vl::folder(family));
+        let dir = vl.join(herd_test_support::tiny_vl::folder(family.model_type()));
         herd_test_support::tiny_vl::write_checkpoint(
             &dir,
-            family,
+            family.model_type(),
             herd_test_support::tiny_vl::SEED,
             &herd_test_support::tiny_vl::DEFAULT,
         )?;
@@ -448,12 +448,14 @@ fn text_logits(dir: &Path, device: &Device, dtype: DType) -> AnyResult<Vec<Vec<f
 /// A tiny VL checkpoint's next-token logits for its prompt with the image, and without an image.
 fn vl_logits(dir: &Path, family: VlFamily, device: &Device, dtype: DType) -> AnyResult<Vec<Vec<f32>>> {
     use herd_test_support::tiny_vl::{folder, prompt, text_prompt};
-    let model = herd_vision::VlModel::load(&dir.join(folder(family)), device, dtype)?;
+    let model = herd_vision::VlModel::load(&dir.join(folder(family.model_type())), device, dtype)?;
     let prepared = model.preprocess(&image::open(dir.join("image.png"))?)?;
-    let ids = model.encode_prompt(prompt(family), Some(&prepared))?;
+    let ids = model.encode_prompt(prompt(family.model_type()), Some(&prepared))?;
     let with_image = model.next_token_logits(&ids, Some(&prepared))?.to_dtype(DType::F32)?.to_vec1()?;
-    let text_only =
-        model.next_token_logits(&model.encode(text_prompt(family))?, None)?.to_dtype(DType::F32)?.to_vec1()?;
+    let text_only = model
+        .next_token_logits(&model.encode(text_prompt(family.model_type()))?, None)?
+        .to_dtype(DType::F32)?
+        .to_vec1()?;
     Ok(vec![with_image, text_only])
 }
 

@@ -832,12 +832,13 @@ mod tests {
         for (family, registry_family) in [(VlFamily::Qwen2_5Vl, "qwen2_5_vl"), (VlFamily::Gemma3, "gemma3")] {
             let dir = tempfile::tempdir().unwrap();
             let opts = tiny_vl::Options { sharded: true, ..tiny_vl::DEFAULT };
-            tiny_vl::write_checkpoint(dir.path(), family, tiny_vl::SEED, &opts).unwrap();
-            let parameters: u64 = tiny_vl::tensors(family, tiny_vl::SEED, &opts)
+            tiny_vl::write_checkpoint(dir.path(), family.model_type(), tiny_vl::SEED, &opts).unwrap();
+            let parameters: u64 = tiny_vl::tensors(family.model_type(), tiny_vl::SEED, &opts)
                 .values()
                 .map(|(shape, _)| shape.iter().product::<usize>() as u64)
                 .sum();
-            let (layers, kv_heads, head_dim, vocab) = vl_text_numbers(&tiny_vl::config_json(family, false));
+            let (layers, kv_heads, head_dim, vocab) =
+                vl_text_numbers(&tiny_vl::config_json(family.model_type(), false));
             let entry = entry(registry_family, "vision", dir.path(), "dtype = \"bf16\"\n");
             let files = ModelFiles::HfFolder(dir.path().to_path_buf());
             let cpu = estimate_memory(&entry, &files, DeviceChoice::Cpu, None, WORK).unwrap();

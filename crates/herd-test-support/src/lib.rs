@@ -1,9 +1,10 @@
 //! Fixtures of herd's tests and examples, in one crate Cargo can see instead of files included across
-//! crates with `#[path]`: tiny deterministic checkpoints ([`tiny_vl`], [`tiny_text`]), the inputs the
-//! golden scripts read ([`vl_golden`], [`mistral3_golden`]), a llama.cpp server ([`llama_server`]), a fault-injecting HTTP proxy ([`fault_proxy`]), a hostile
-//! OpenAI-compatible server with one mode per bad reply ([`hostile_server`]), a loopback
-//! Hugging Face Hub with its CDN ([`hub_server`]) and the decoding of the tables herd-store reads
-//! ([`stored_table`]).
+//! crates with `#[path]`: tiny deterministic checkpoints ([`tiny_vl`], keyed by config.json's
+//! `model_type`, and [`tiny_text`]), a llama.cpp server ([`llama_server`]), a fault-injecting HTTP proxy
+//! ([`fault_proxy`]), a hostile OpenAI-compatible server with one mode per bad reply
+//! ([`hostile_server`]), a loopback Hugging Face Hub with its CDN ([`hub_server`]) and the decoding of
+//! the tables herd-store reads ([`stored_table`]). The inputs of herd-vision's golden scripts, which
+//! load its models, are in herd-vision's `tests/support/` (so this crate does not depend on herd-vision).
 //!
 //! Only a dev-dependency (tests, examples): no shipped crate depends on it. The writers are
 //! byte-for-byte what the committed golden values were computed from.
@@ -12,8 +13,6 @@ pub mod fault_proxy;
 pub mod hostile_server;
 pub mod hub_server;
 pub mod llama_server;
-pub mod mistral3_golden;
 pub mod stored_table;
 pub mod tiny_text;
 pub mod tiny_vl;
-pub mod vl_golden;

@@ -5,9 +5,9 @@
 //!
 //! Used by herd-vision's tests, by its `examples/write_tiny_vl.rs` (which writes what
 //! `tests/golden/tiny_transformers.py` and `tests/golden/tiny_qwen2_vl.py` run through HF transformers,
-//! through [`vl_golden`](crate::vl_golden)) and by other crates' end-to-end tests, so that there is one
-//! writer. The same seed gives byte-identical
-//! files: weights come from a SplitMix64 stream and are written in name order by a hand-rolled
+//! through its `tests/support/vl_golden.rs`) and by other crates' end-to-end tests, so that there is one
+//! writer. Families are named by config.json's `model_type` ([`FAMILIES`]). The same seed gives
+//! byte-identical files: weights come from a SplitMix64 stream and are written in name order by a hand-rolled
 //! safetensors writer ([`safetensors_bytes`]); JSON goes through serde_json.
 
 use std::collections::BTreeMap;
@@ -16,7 +16,39 @@ use std::path::Path;
 use image::{DynamicImage, Rgb, RgbImage};
 use serde_json::{Value, json};
 
-use herd_vision::VlFamily;
+/// Every family's config.json `model_type`, the key of this module's functions (herd-vision's
+/// `VlFamily::model_type`, so that this crate need not depend on herd-vision).
+pub const FAMILIES: [&str; 5] = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "gemma3", "mistral3"];
+
+/// The family a `model_type` names, for the writers' own branching.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    Qwen2Vl,
+    Qwen2_5Vl,
+    Qwen3Vl,
+    Gemma3,
+    Mistral3,
+}
+
+impl Family {
+    const ALL: [Family; 5] = [Family::Qwen2Vl, Family::Qwen2_5Vl, Family::Qwen3Vl, Family::Gemma3, Family::Mistral3];
+
+    /// The family of `model_type`; panics on any other string, naming the known ones.
+    fn of(model_type: &str) -> Self {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.model_type() == model_type)
+            .unwrap_or_else(|| panic!("tiny_vl: unknown model_type {model_type:?}, expected one of {FAMILIES:?}"))
+    }
+
+    fn model_type(self) -> &'static str {
+        FAMILIES[self as usize]
+    }
+
+    fn is_qwen2(self) -> bool {
+        matches!(self, Family::Qwen2Vl | Family::Qwen2_5Vl)
+    }
+}
 
 pub mod gemma3;
 pub mod mistral3;
@@ -79,19 +111,21 @@ const SPECIALS: [&str; 8] = [
 
 /// The family's test prompt with one unexpanded image marker ([`PROMPT`], [`gemma3::PROMPT`] or
 /// [`mistral3::PROMPT`]).
-pub fn prompt(family: VlFamily) -> &'static str {
+pub fn prompt(model_type: &str) -> &'static str {
+    let family = Family::of(model_type);
     match family {
-        VlFamily::Gemma3 => gemma3::PROMPT,
-        VlFamily::Mistral3 => mistral3::PROMPT,
+        Family::Gemma3 => gemma3::PROMPT,
+        Family::Mistral3 => mistral3::PROMPT,
         _ => PROMPT,
     }
 }
 
 /// The family's test prompt without an image.
-pub fn text_prompt(family: VlFamily) -> &'static str {
+pub fn text_prompt(model_type: &str) -> &'static str {
+    let family = Family::of(model_type);
     match family {
-        VlFamily::Gemma3 => gemma3::TEXT_PROMPT,
-        VlFamily::Mistral3 => mistral3::TEXT_PROMPT,
+        Family::Gemma3 => gemma3::TEXT_PROMPT,
+        Family::Mistral3 => mistral3::TEXT_PROMPT,
         _ => TEXT_PROMPT,
     }
 }
@@ -129,9 +163,9 @@ pub struct Options {
 /// One file, released names, untied.
 pub const DEFAULT: Options = Options { sharded: false, tie: false, skip_tensor: None, nested_names: false };
 
-/// config.json's `model_type`, also the folder name [`write_all`]-style writers use.
-pub fn folder(family: VlFamily) -> &'static str {
-    family.model_type()
+/// config.json's `model_type` (checked), also the folder name the golden writers use.
+pub fn folder(model_type: &str) -> &'static str {
+    Family::of(model_type).model_type()
 }
 
 /// The token's id in the tiny vocabulary.
@@ -184,8 +218,9 @@ fn merge_into(target: &mut Value, extra: Value) {
 
 /// config.json as each family's released files lay it out: Qwen3-VL nested, Qwen2-VL and Qwen2.5-VL flat
 /// (text keys at the top level, `rope_scaling` with `"type": "mrope"`, `in_chans`).
-pub fn config_json(family: VlFamily, tie: bool) -> Value {
-    if family == VlFamily::Gemma3 {
+pub fn config_json(model_type: &str, tie: bool) -> Value {
+    let family = Family::of(model_type);
+    if family == Family::Gemma3 {
         return gemma3::config_json(tie);
     }
     let ids = json!({
@@ -198,8 +233,8 @@ pub fn config_json(family: VlFamily, tie: bool) -> Value {
         "torch_dtype": "float32",
     });
     let mut c = match family {
-        VlFamily::Mistral3 => return mistral3::config_json(tie),
-        VlFamily::Qwen3Vl => {
+        Family::Mistral3 => return mistral3::config_json(tie),
+        Family::Qwen3Vl => {
             let mut text = text_keys(tie);
             merge_into(
                 &mut text,
@@ -235,9 +270,9 @@ pub fn config_json(family: VlFamily, tie: bool) -> Value {
             })
         }
         // (Gemma 3 returned above.)
-        VlFamily::Qwen2Vl | VlFamily::Qwen2_5Vl | VlFamily::Gemma3 => {
+        Family::Qwen2Vl | Family::Qwen2_5Vl | Family::Gemma3 => {
             let mut c = text_keys(tie);
-            let (arch, vision) = if family == VlFamily::Qwen2Vl {
+            let (arch, vision) = if family == Family::Qwen2Vl {
                 (
                     "Qwen2VLForConditionalGeneration",
                     json!({"depth": V_DEPTH, "embed_dim": V_HIDDEN, "mlp_ratio": 4, "num_heads": V_HEADS,
@@ -278,13 +313,14 @@ pub fn config_json(family: VlFamily, tie: bool) -> Value {
 }
 
 /// The slow (PIL) processor's settings at the tiny patch size.
-pub fn preprocessor_json(family: VlFamily) -> Value {
+pub fn preprocessor_json(model_type: &str) -> Value {
+    let family = Family::of(model_type);
     let processor = match family {
-        VlFamily::Qwen2Vl => "Qwen2VLProcessor",
-        VlFamily::Qwen2_5Vl => "Qwen2_5_VLProcessor",
-        VlFamily::Qwen3Vl => "Qwen3VLProcessor",
-        VlFamily::Gemma3 => return gemma3::preprocessor_json(),
-        VlFamily::Mistral3 => return mistral3::preprocessor_json(),
+        Family::Qwen2Vl => "Qwen2VLProcessor",
+        Family::Qwen2_5Vl => "Qwen2_5_VLProcessor",
+        Family::Qwen3Vl => "Qwen3VLProcessor",
+        Family::Gemma3 => return gemma3::preprocessor_json(),
+        Family::Mistral3 => return mistral3::preprocessor_json(),
     };
     json!({
         "size": {"longest_edge": 4096, "shortest_edge": 256},
@@ -316,10 +352,10 @@ pub fn tokenizer_config_json() -> Value {
 }
 
 /// Names and shapes of every tensor, as in the Hugging Face checkpoints, in generation order.
-fn tensor_specs(family: VlFamily, nested: bool) -> Vec<(String, Vec<usize>)> {
+fn tensor_specs(family: Family, nested: bool) -> Vec<(String, Vec<usize>)> {
     let mut v: Vec<(String, Vec<usize>)> = Vec::new();
     let mut add = |name: String, shape: &[usize]| v.push((name, shape.to_vec()));
-    let (lm, vis) = if nested || family == VlFamily::Qwen3Vl {
+    let (lm, vis) = if nested || family == Family::Qwen3Vl {
         ("model.language_model", "model.visual")
     } else {
         ("model", "visual")
@@ -353,8 +389,8 @@ fn tensor_specs(family: VlFamily, nested: bool) -> Vec<(String, Vec<usize>)> {
         add(format!("{vis}.patch_embed.proj.bias"), &[V_HIDDEN]);
         add(format!("{vis}.pos_embed.weight"), &[POS_EMB, V_HIDDEN]);
     }
-    let rms = family == VlFamily::Qwen2_5Vl;
-    let inter = if family == VlFamily::Qwen2Vl { 4 * V_HIDDEN } else { V_INTER };
+    let rms = family == Family::Qwen2_5Vl;
+    let inter = if family == Family::Qwen2Vl { 4 * V_HIDDEN } else { V_INTER };
     let linear = |add: &mut dyn FnMut(String, &[usize]), p: String, out: usize, inp: usize| {
         add(format!("{p}.weight"), &[out, inp]);
         add(format!("{p}.bias"), &[out]);
@@ -370,16 +406,16 @@ fn tensor_specs(family: VlFamily, nested: bool) -> Vec<(String, Vec<usize>)> {
         linear(&mut add, format!("{p}.attn.qkv"), 3 * V_HIDDEN, V_HIDDEN);
         linear(&mut add, format!("{p}.attn.proj"), V_HIDDEN, V_HIDDEN);
         match family {
-            VlFamily::Qwen3Vl => {
+            Family::Qwen3Vl => {
                 linear(&mut add, format!("{p}.mlp.linear_fc1"), inter, V_HIDDEN);
                 linear(&mut add, format!("{p}.mlp.linear_fc2"), V_HIDDEN, inter);
             }
-            VlFamily::Qwen2Vl => {
+            Family::Qwen2Vl => {
                 linear(&mut add, format!("{p}.mlp.fc1"), inter, V_HIDDEN);
                 linear(&mut add, format!("{p}.mlp.fc2"), V_HIDDEN, inter);
             }
             // (Gemma 3's and Mistral3's tensors are their own modules'; `tensors` never asks for them here.)
-            VlFamily::Qwen2_5Vl | VlFamily::Gemma3 | VlFamily::Mistral3 => {
+            Family::Qwen2_5Vl | Family::Gemma3 | Family::Mistral3 => {
                 linear(&mut add, format!("{p}.mlp.gate_proj"), inter, V_HIDDEN);
                 linear(&mut add, format!("{p}.mlp.up_proj"), inter, V_HIDDEN);
                 linear(&mut add, format!("{p}.mlp.down_proj"), V_HIDDEN, inter);
@@ -429,13 +465,14 @@ pub type Tensors = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
 /// 0.1, Qwen2's q/k/v biases 0.5 so that they matter, as the real ones do). Each family draws from its
 /// own stream (Qwen3-VL's is the seed itself, as its committed golden values were written with), and a
 /// tied or skipped tensor is drawn and dropped, so the others keep their values.
-pub fn tensors(family: VlFamily, seed: u64, opts: &Options) -> Tensors {
+pub fn tensors(model_type: &str, seed: u64, opts: &Options) -> Tensors {
+    let family = Family::of(model_type);
     let stream = match family {
-        VlFamily::Gemma3 => return gemma3::tensors(seed, opts),
-        VlFamily::Qwen3Vl => seed,
-        VlFamily::Qwen2Vl => seed ^ 0x5157_454e_3256_4c00,
-        VlFamily::Qwen2_5Vl => seed ^ 0x5157_454e_3235_564c,
-        VlFamily::Mistral3 => return mistral3::tensors(seed, opts),
+        Family::Gemma3 => return gemma3::tensors(seed, opts),
+        Family::Qwen3Vl => seed,
+        Family::Qwen2Vl => seed ^ 0x5157_454e_3256_4c00,
+        Family::Qwen2_5Vl => seed ^ 0x5157_454e_3235_564c,
+        Family::Mistral3 => return mistral3::tensors(seed, opts),
     };
     let mut rng = SplitMix(stream);
     let sqrt3 = 3f32.sqrt();
@@ -507,14 +544,15 @@ pub fn pretty(v: &Value) -> Vec<u8> {
 }
 
 /// Writes the checkpoint folder at `dir` (created if needed).
-pub fn write_checkpoint(dir: &Path, family: VlFamily, seed: u64, opts: &Options) -> std::io::Result<()> {
-    if family == VlFamily::Mistral3 {
+pub fn write_checkpoint(dir: &Path, model_type: &str, seed: u64, opts: &Options) -> std::io::Result<()> {
+    let family = Family::of(model_type);
+    if family == Family::Mistral3 {
         return mistral3::write_checkpoint(dir, seed, opts);
     }
     std::fs::create_dir_all(dir)?;
-    std::fs::write(dir.join("config.json"), pretty(&config_json(family, opts.tie)))?;
-    std::fs::write(dir.join("preprocessor_config.json"), pretty(&preprocessor_json(family)))?;
-    let gemma = family == VlFamily::Gemma3;
+    std::fs::write(dir.join("config.json"), pretty(&config_json(model_type, opts.tie)))?;
+    std::fs::write(dir.join("preprocessor_config.json"), pretty(&preprocessor_json(model_type)))?;
+    let gemma = family == Family::Gemma3;
     let (tokenizer, tokenizer_config, template) = if gemma {
         (gemma3::tokenizer_json(), gemma3::tokenizer_config_json(), gemma3::CHAT_TEMPLATE)
     } else {
@@ -526,7 +564,7 @@ pub fn write_checkpoint(dir: &Path, family: VlFamily, seed: u64, opts: &Options)
     if gemma {
         std::fs::write(dir.join("generation_config.json"), pretty(&gemma3::generation_config_json()))?;
     }
-    let all = tensors(family, seed, opts);
+    let all = tensors(model_type, seed, opts);
     if !opts.sharded {
         return std::fs::write(dir.join("model.safetensors"), safetensors_bytes(&all));
     }

@@ -18,7 +18,10 @@
 
 use std::path::PathBuf;
 
-use herd_test_support::{mistral3_golden, vl_golden};
+#[path = "../tests/support/mistral3_golden.rs"]
+mod mistral3_golden;
+#[path = "../tests/support/vl_golden.rs"]
+mod vl_golden;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

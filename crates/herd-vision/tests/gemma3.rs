@@ -238,10 +238,10 @@ fn released_gemma3_4b_config_reads_as_transformers_does() {
     assert_eq!(c5.text_config.rope_local, t.rope_local);
 
     let p = Gemma3Processor::from_json(
-        &herd_test_support::vl_golden::gemma3_processor_json().to_string(),
+        &support::vl_golden::gemma3_processor_json().to_string(),
         Path::new("preprocessor_config.json"),
     )
     .unwrap();
     assert_eq!((p.size, p.resample, p.image_seq_length), ((896, 896), Resample::Bilinear, Some(256)));
-    assert_eq!(tiny::folder(FAMILY), "gemma3");
+    assert_eq!(tiny::folder(FAMILY.model_type()), "gemma3");
 }

@@ -8,10 +8,10 @@ mod support;
 use std::path::Path;
 
 use herd_test_support::tiny_vl::{self as tiny, PROMPT, SEED, TEXT_PROMPT};
-use herd_test_support::vl_golden::{self, FAMILIES, gemma3_processor_json, qwen2_vl_processor_json, stimuli};
 use herd_vision::{Gemma3Processor, ImageProcessor, VlFamily};
 use serde_json::Value;
 use support::checks::{TempDir, f32s, load, max_abs_diff, u32s};
+use support::vl_golden::{self, FAMILIES, gemma3_processor_json, qwen2_vl_processor_json, stimuli};
 
 #[test]
 fn tiny_checkpoints_are_byte_identical_for_a_seed() {
@@ -24,7 +24,7 @@ fn tiny_checkpoints_are_byte_identical_for_a_seed() {
         for f in
             ["config.json", "preprocessor_config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors"]
         {
-            files.push(format!("{}/{f}", tiny::folder(family)));
+            files.push(format!("{}/{f}", tiny::folder(family.model_type())));
         }
     }
     for f in &files {
@@ -34,7 +34,8 @@ fn tiny_checkpoints_are_byte_identical_for_a_seed() {
         );
     }
     for family in FAMILIES {
-        let weights = |d: &TempDir| std::fs::read(d.0.join(tiny::folder(family)).join("model.safetensors")).unwrap();
+        let weights =
+            |d: &TempDir| std::fs::read(d.0.join(tiny::folder(family.model_type())).join("model.safetensors")).unwrap();
         assert!(weights(&a) != weights(&c), "{family:?}: another seed gave the same weights");
     }
     // The inputs hold 12 expanded image tokens (6×8 patches merged 2×2) and herd's 48 patch rows.
@@ -61,7 +62,7 @@ fn golden(name: &str, script: &str) -> Value {
 fn compare_with_transformers(family: VlFamily, inputs: &Value, values: &Value) {
     let tmp = TempDir::new(&format!("golden-{}", family.model_type()));
     vl_golden::write_all(&tmp.0, SEED).unwrap();
-    let model = load(&tmp.0.join(tiny::folder(family))).unwrap();
+    let model = load(&tmp.0.join(tiny::folder(family.model_type()))).unwrap();
     let prepared = model.preprocess(&image::open(tmp.0.join("image.png")).unwrap()).unwrap();
     assert_eq!(serde_json::json!(prepared.grid_thw()), inputs["grid_thw"]);
     let herd_pixels: Vec<Vec<f32>> = prepared.pixel_values().to_vec2().unwrap();
@@ -177,7 +178,7 @@ fn tiny_gemma3_matches_transformers() {
     assert_eq!(g["prompt"].as_str(), Some(prompt), "transformers rendered Gemma 3's chat template differently");
     let tmp = TempDir::new("golden-gemma3");
     vl_golden::write_all(&tmp.0, SEED).unwrap();
-    let model = load(&tmp.0.join(tiny::folder(VlFamily::Gemma3))).unwrap();
+    let model = load(&tmp.0.join(tiny::folder(VlFamily::Gemma3.model_type()))).unwrap();
     let prepared = model.preprocess(&image::open(tmp.0.join("image.png")).unwrap()).unwrap();
     assert_eq!(prepared.pixel_values().dims(), &[1, 3, 32, 32]);
     let pixels: Vec<f32> = prepared.pixel_values().flatten_all().unwrap().to_vec1().unwrap();

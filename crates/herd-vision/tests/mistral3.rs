@@ -6,12 +6,12 @@ mod support;
 
 use std::path::Path;
 
-use herd_test_support::mistral3_golden::{chw, write_all};
 use herd_test_support::tiny_vl::{self as tiny, DEFAULT, Options, SEED, VOCAB, mistral3};
-use herd_test_support::vl_golden::{self, stimuli};
 use herd_vision::{VisionError, VlFamily, pixtral_processor_from_json, pixtral_resize};
 use serde_json::Value;
 use support::checks::{TempDir, f32s, load, logits_vec, max_abs_diff, u32s};
+use support::mistral3_golden::{chw, write_all};
+use support::vl_golden::{self, stimuli};
 
 const FAMILY: VlFamily = VlFamily::Mistral3;
 
@@ -40,7 +40,7 @@ fn tiny_mistral3_matches_transformers() {
     let tmp = TempDir::new("golden-mistral3");
     vl_golden::write_all(&tmp.0, SEED).unwrap();
     write_all(&tmp.0, SEED).unwrap();
-    let model = load(&tmp.0.join(tiny::folder(FAMILY))).unwrap();
+    let model = load(&tmp.0.join(tiny::folder(FAMILY.model_type()))).unwrap();
     let prepared = model.preprocess(&image::open(tmp.0.join("image.png")).unwrap()).unwrap();
     let (h, w) = prepared.resized_size();
     assert_eq!(serde_json::json!([h, w]), golden["resized"]);

@@ -24,7 +24,7 @@ impl TempDir {
     /// A folder holding `family`'s tiny checkpoint written with `opts`.
     pub fn checkpoint(family: VlFamily, name: &str, opts: &Options) -> Self {
         let tmp = Self::new(&format!("{}-{name}", family.model_type()));
-        tiny::write_checkpoint(&tmp.0, family, SEED, opts).expect("write tiny checkpoint");
+        tiny::write_checkpoint(&tmp.0, family.model_type(), SEED, opts).expect("write tiny checkpoint");
         tmp
     }
 }
@@ -222,7 +222,7 @@ pub fn inconsistent_files_are_reported(family: VlFamily) {
 
     // preprocessor_config.json's patch size is not the vision encoder's.
     let tmp = TempDir::checkpoint(family, "bad-patch", &DEFAULT);
-    let mut pre = tiny::preprocessor_json(family);
+    let mut pre = tiny::preprocessor_json(family.model_type());
     pre["patch_size"] = serde_json::json!(8);
     std::fs::write(tmp.0.join("preprocessor_config.json"), pre.to_string()).unwrap();
     let msg = load_err(&tmp.0).to_string();

@@ -1,11 +1,12 @@
 //! What herd-vision's `tests/golden/tiny_mistral3.py` reads, written from
-//! [`tiny_vl::mistral3`](crate::tiny_vl::mistral3)'s checkpoint: shared by its `tests/mistral3.rs` and
-//! `examples/write_tiny_vl.rs`.
+//! `herd_test_support::tiny_vl::mistral3`'s checkpoint: shared by `tests/mistral3.rs` (through
+//! `mod support`) and `examples/write_tiny_vl.rs` (through `#[path]`).
+#![allow(dead_code)] // Each test binary uses a different part.
 
 use std::path::Path;
 
-use crate::tiny_vl::{self as tiny, DEFAULT, mistral3, pretty};
 use herd_design::Task;
+use herd_test_support::tiny_vl::{self as tiny, DEFAULT, mistral3, pretty};
 use herd_vision::{PreparedImage, VlFamily};
 use serde_json::json;
 
@@ -42,10 +43,11 @@ pub fn chw(prepared: &PreparedImage) -> Vec<f32> {
 /// Writes `out/mistral3/` (the checkpoint), `out/mistral3_processor/preprocessor_config.json` (the
 /// released settings) and `out/mistral3_inputs.json` (the seed, the prompts, the expanded token ids with
 /// and without the image, the resized size and herd's pixel values of `image.png` as [3, H, W]).
-/// `out/image.png` and `out/stimuli/` are written by [`vl_golden::write_all`](crate::vl_golden::write_all), which runs first.
+/// `out/image.png` and `out/stimuli/` are written by [`vl_golden::write_all`](super::vl_golden::write_all),
+/// which runs first.
 pub fn write_all(out: &Path, seed: u64) -> Result<(), Box<dyn std::error::Error>> {
-    let dir = out.join(tiny::folder(VlFamily::Mistral3));
-    tiny::write_checkpoint(&dir, VlFamily::Mistral3, seed, &DEFAULT)?;
+    let dir = out.join(tiny::folder(VlFamily::Mistral3.model_type()));
+    tiny::write_checkpoint(&dir, VlFamily::Mistral3.model_type(), seed, &DEFAULT)?;
     let processor = out.join("mistral3_processor");
     std::fs::create_dir_all(&processor)?;
     std::fs::write(processor.join("preprocessor_config.json"), pretty(&mistral3::released_preprocessor_json()))?;

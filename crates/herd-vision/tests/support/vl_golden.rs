@@ -1,17 +1,18 @@
-//! What herd-vision's golden scripts read, written from [`tiny_vl`](crate::tiny_vl)'s checkpoints:
-//! shared by its `tests/hf_golden.rs`, `tests/qwen2_vl.rs` and `examples/write_tiny_vl.rs` (which writes
-//! the folder that `tests/golden/tiny_transformers.py` and `tests/golden/tiny_qwen2_vl.py` feed to HF
-//! transformers).
+//! What herd-vision's golden scripts read, written from `herd_test_support::tiny_vl`'s checkpoints:
+//! shared by `tests/hf_golden.rs`, `tests/gemma3.rs`, `tests/mistral3.rs` (through `mod support`) and
+//! `examples/write_tiny_vl.rs` (through `#[path]`; it writes the folder that
+//! `tests/golden/tiny_transformers.py` and `tests/golden/tiny_qwen2_vl.py` feed to HF transformers).
+#![allow(dead_code)] // Each test binary uses a different part.
 
 use std::path::Path;
 
-use crate::tiny_vl::{self as tiny, DEFAULT, PROMPT, TEXT_PROMPT, pretty};
 use herd_design::{StimuliConfig, StreamKey, Task};
 use herd_stimuli::{Pool, generate, render};
+use herd_test_support::tiny_vl::{self as tiny, DEFAULT, PROMPT, TEXT_PROMPT, pretty};
 use herd_vision::VlFamily;
 use serde_json::{Value, json};
 
-pub use crate::tiny_vl::SEED;
+pub use herd_test_support::tiny_vl::SEED;
 
 /// Every family, in the order the golden files list them.
 pub const FAMILIES: [VlFamily; 4] = [VlFamily::Qwen3Vl, VlFamily::Qwen2Vl, VlFamily::Qwen2_5Vl, VlFamily::Gemma3];
@@ -19,7 +20,7 @@ pub const FAMILIES: [VlFamily; 4] = [VlFamily::Qwen3Vl, VlFamily::Qwen2Vl, VlFam
 /// preprocessor_config.json of `google/gemma-3-4b-it` (12b and 27b ship the same): 896×896, bilinear,
 /// mean and std 0.5, pan-and-scan unset (off).
 pub fn gemma3_processor_json() -> Value {
-    let mut v = tiny::preprocessor_json(VlFamily::Gemma3);
+    let mut v = tiny::preprocessor_json(VlFamily::Gemma3.model_type());
     v["size"] = json!({"height": 896, "width": 896});
     v["image_seq_length"] = json!(256);
     v
@@ -61,7 +62,7 @@ pub fn stimuli() -> Vec<(Task, image::DynamicImage)> {
 /// the processor's text rule, and herd's pixel values, `[3, 32, 32]` flattened).
 pub fn write_all(out: &Path, seed: u64) -> Result<(), Box<dyn std::error::Error>> {
     for family in FAMILIES {
-        tiny::write_checkpoint(&out.join(tiny::folder(family)), family, seed, &DEFAULT)?;
+        tiny::write_checkpoint(&out.join(tiny::folder(family.model_type())), family.model_type(), seed, &DEFAULT)?;
     }
     tiny::image().save(out.join("image.png"))?;
     std::fs::create_dir_all(out.join("stimuli"))?;
@@ -74,7 +75,7 @@ pub fn write_all(out: &Path, seed: u64) -> Result<(), Box<dyn std::error::Error>
 
     // Every family's tiny tokenizer and processor are the same, so one model gives the inputs.
     let model = herd_vision::VlModel::load(
-        &out.join(tiny::folder(VlFamily::Qwen3Vl)),
+        &out.join(tiny::folder(VlFamily::Qwen3Vl.model_type())),
         &candle_core::Device::Cpu,
         candle_core::DType::F32,
     )?;
@@ -85,7 +86,7 @@ pub fn write_all(out: &Path, seed: u64) -> Result<(), Box<dyn std::error::Error>
     let pixels: Vec<Vec<f32>> = prepared.pixel_values().to_vec2()?;
     let inputs = json!({
         "seed": seed,
-        "families": FAMILIES.map(tiny::folder),
+        "families": FAMILIES.map(VlFamily::model_type),
         "token_ids": ids,
         "text_token_ids": text_ids,
         "grid_thw": prepared.grid_thw(),
@@ -98,7 +99,7 @@ pub fn write_all(out: &Path, seed: u64) -> Result<(), Box<dyn std::error::Error>
     std::fs::create_dir_all(&processor)?;
     std::fs::write(processor.join("preprocessor_config.json"), pretty(&gemma3_processor_json()))?;
     let gemma = herd_vision::VlModel::load(
-        &out.join(tiny::folder(VlFamily::Gemma3)),
+        &out.join(tiny::folder(VlFamily::Gemma3.model_type())),
         &candle_core::Device::Cpu,
         candle_core::DType::F32,
     )?;
