@@ -66,6 +66,17 @@ pub(crate) fn io<'p>(path: &'p Path, action: &'static str) -> impl FnOnce(std::i
     move |source| StoreError::io(path, action, source)
 }
 
+/// The id of the batch of `units`: content-derived, so recomputing the same units after a kill overwrites
+/// rather than duplicates.
+pub(crate) fn batch_id(units: &[String]) -> String {
+    let mut hash = Sha256::new();
+    for unit in units {
+        hash.update((unit.len() as u64).to_le_bytes());
+        hash.update(unit.as_bytes());
+    }
+    format!("b{}", &hex::encode(hash.finalize())[..20])
+}
+
 /// A batch id as herd makes them: `b` and 20 lowercase hex digits.
 pub(crate) fn is_batch_id(stem: &str) -> bool {
     stem.len() == 21
@@ -273,7 +284,7 @@ pub(crate) fn record_problem(stored: &StoredRecord, manifest: &Manifest) -> Opti
             record.batch
         ));
     }
-    if crate::store::batch_id(&record.units) != record.batch {
+    if batch_id(&record.units) != record.batch {
         return Some(format!(
             "{path}: its list of units was changed after the commit (it no longer gives batch id {})",
             record.batch

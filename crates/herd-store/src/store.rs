@@ -17,14 +17,13 @@
 use crate::error::StoreError;
 use crate::manifest::{Manifest, STORE_FORMAT, Session, compute_differences, git_commit, input_differences, now};
 use crate::records::{
-    COMMITTED, CommitRecord, HashingWriter, MANIFEST, PartDigest, StoredRecord, check_part, duplicate_in_records,
-    inputs_digest, io, is_batch_id, is_herd_temporary, read_manifest, read_records, read_records_lenient,
-    record_problem,
+    COMMITTED, CommitRecord, HashingWriter, MANIFEST, PartDigest, StoredRecord, batch_id, check_part,
+    duplicate_in_records, inputs_digest, io, is_batch_id, is_herd_temporary, read_manifest, read_records,
+    read_records_lenient, record_problem,
 };
 use crate::schema::{BaselineCandidateRow, Table, TableRow};
 use polars::prelude::*;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::Write;
@@ -64,16 +63,6 @@ impl Batch {
     fn id(&self) -> String {
         batch_id(&self.units)
     }
-}
-
-/// Content-derived, so recomputing the same units after a kill overwrites rather than duplicates.
-pub(crate) fn batch_id(units: &[String]) -> String {
-    let mut hash = Sha256::new();
-    for unit in units {
-        hash.update((unit.len() as u64).to_le_bytes());
-        hash.update(unit.as_bytes());
-    }
-    format!("b{}", &hex::encode(hash.finalize())[..20])
 }
 
 /// An open run directory: at most one process writes it at a time (an OS file lock, released on exit or
