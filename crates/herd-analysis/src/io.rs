@@ -411,7 +411,7 @@ pub fn dyads_from_rows(origin: &str, rows: &[AllocationDyadRow]) -> Result<DyadT
                     Some(r.swap_pass.clone()),
                 ]),
                 labels: labels(origin, i, &r.labels)?,
-                m: r.m as u32,
+                m: minority_size(origin, i, r.m)?,
                 seed: r.seed,
                 decider: r.decider,
                 target: r.target,
@@ -439,6 +439,29 @@ fn labels(origin: &str, i: usize, text: &str) -> Result<Labels, AnalysisError> {
     })
 }
 
+/// The minority size of row `i` (from 0), checked: both converters of the dyad table (from a frame,
+/// from rows in memory) take it from here, so they accept the same values.
+fn minority_size(origin: &str, i: usize, m: i64) -> Result<u32, AnalysisError> {
+    u32::try_from(m).ok().filter(|&v| v >= 1).ok_or_else(|| AnalysisError::InvalidValue {
+        origin: origin.to_owned(),
+        column: "m".into(),
+        row: i + 1,
+        problem: format!("minority size {m}"),
+        fix: "m is the number of minority agents, a positive integer".into(),
+    })
+}
+
+/// The number of confederates N of row `i` (from 0), checked, for both converters of the trial table.
+fn confederates(origin: &str, i: usize, n: i64) -> Result<u32, AnalysisError> {
+    u32::try_from(n).map_err(|_| AnalysisError::InvalidValue {
+        origin: origin.to_owned(),
+        column: "n".into(),
+        row: i + 1,
+        problem: format!("N = {n}"),
+        fix: "N is the number of confederates, 0 or more".into(),
+    })
+}
+
 /// Converts a frame with the `allocation_dyads` columns.
 pub(crate) fn dyads_from_frame(frame: &DataFrame, origin: String) -> Result<DyadTable, AnalysisError> {
     let c = Columns::new(frame, origin);
@@ -463,13 +486,7 @@ pub(crate) fn dyads_from_frame(frame: &DataFrame, origin: String) -> Result<Dyad
     let mut rows = Vec::with_capacity(c.height());
     for i in 0..c.height() {
         let labels = labels(c.origin(), i, &labels_text[i])?;
-        let m_value = u32::try_from(m[i]).ok().filter(|&v| v >= 1).ok_or_else(|| AnalysisError::InvalidValue {
-            origin: c.origin().to_owned(),
-            column: "m".into(),
-            row: i + 1,
-            problem: format!("minority size {}", m[i]),
-            fix: "m is the number of minority agents, a positive integer".into(),
-        })?;
+        let m_value = minority_size(c.origin(), i, m[i])?;
         let mut key: [Option<String>; 4] = Default::default();
         for (slot, column) in key.iter_mut().zip(&design) {
             *slot = column.as_ref().map(|v| v[i].clone());
@@ -594,13 +611,7 @@ pub fn conformity_from_rows(origin: &str, rows: &[ConformityTrialRow]) -> Result
                 task: r.task.clone(),
                 family: r.family.clone(),
                 level: r.level.clone().unwrap_or_default(),
-                n: u32::try_from(r.n).map_err(|_| AnalysisError::InvalidValue {
-                    origin: origin.into(),
-                    column: "n".into(),
-                    row: i + 1,
-                    problem: format!("N = {}", r.n),
-                    fix: "N is the number of confederates, 0 or more".into(),
-                })?,
+                n: confederates(origin, i, r.n)?,
                 seed: r.seed,
                 paraphrase: r.paraphrase.clone(),
                 p_wrong_full: r.p_wrong_full,
@@ -651,13 +662,7 @@ pub(crate) fn conformity_from_frame(frame: &DataFrame, origin: String) -> Result
         if bounded.as_ref().is_some_and(|b| b[i]) {
             continue;
         }
-        let n_value = u32::try_from(n[i]).map_err(|_| AnalysisError::InvalidValue {
-            origin: c.origin().to_owned(),
-            column: "n".into(),
-            row: i + 1,
-            problem: format!("N = {}", n[i]),
-            fix: "N is the number of confederates, 0 or more".into(),
-        })?;
+        let n_value = confederates(c.origin(), i, n[i])?;
         rows.push(ConformityTrial {
             model: model[i].clone(),
             task: task[i].clone(),

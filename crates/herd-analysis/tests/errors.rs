@@ -157,3 +157,48 @@ fn a_fifo_or_device_in_a_tables_place_is_refused_without_reading_it() {
     }
     std::fs::remove_file(&fifo).unwrap();
 }
+
+/// Rows a power analysis holds in memory go through the same checks as a table read from a file: a
+/// minority size of 0 (or a negative one, which once wrapped to four billion) is refused by both.
+#[test]
+fn rows_in_memory_are_checked_as_a_file_is() {
+    use herd_analysis::io::dyads_from_rows;
+    let row = |m: i64| herd_store::AllocationDyadRow {
+        run_id: "r".into(),
+        unit_id: "u".into(),
+        experiment: "e".into(),
+        model: "m".into(),
+        backend: "sim".into(),
+        reasoning: "off".into(),
+        instrument: "points".into(),
+        labels: "visible".into(),
+        m,
+        seed: 1,
+        swap_pass: "original".into(),
+        decider: 0,
+        target: 1,
+        target_id: "agent_01".into(),
+        minority_decider: true,
+        minority_target: true,
+        same_group: true,
+        decider_group: "Kalvo".into(),
+        target_group: "Kalvo".into(),
+        target_position: 1.0,
+        points: 100.0,
+        filled: false,
+    };
+    for m in [0, -1] {
+        let from_rows = dyads_from_rows("simulation", &[row(m)]).unwrap_err().to_string();
+        let file = write(
+            &format!("m{m}.csv"),
+            &society(|_, _| "33.333333333".into()).replace("visible,2,", &format!("visible,{m},")),
+        );
+        let from_file = read_dyads(&file).unwrap_err().to_string();
+        for message in [&from_rows, &from_file] {
+            assert!(
+                message.contains(&format!("minority size {m}")) && message.contains("positive integer"),
+                "{message}"
+            );
+        }
+    }
+}
