@@ -378,7 +378,7 @@ pub fn run_loaded(
         experiment_file: file.path.display().to_string(),
         parameters: parameters(file),
         model: serde_json::json!({"backend": info, "registry": model_record, "run_options": {
-            "modality": format!("{:?}", options.modality).to_lowercase(),
+            "modality": options.modality.as_str(),
             "reasoning_modes": options.reasoning_modes,
             "baseline_override": options.baseline_override,
         }}),

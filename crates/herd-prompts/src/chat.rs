@@ -13,13 +13,23 @@ pub enum Modality {
     Text,
 }
 
+impl Modality {
+    /// The one spelling of a modality in tables, manifests and flags (`vision`, `text`); serde writes
+    /// the same.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Modality::Vision => "vision",
+            Modality::Text => "text",
+        }
+    }
+}
+
 impl std::str::FromStr for Modality {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "vision" => Ok(Modality::Vision),
-            "text" => Ok(Modality::Text),
-            other => Err(format!("unknown modality `{other}`: expected vision or text")),
-        }
+        [Modality::Vision, Modality::Text]
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| format!("unknown modality `{s}`: expected vision or text"))
     }
 }

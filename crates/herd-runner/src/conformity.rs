@@ -201,10 +201,7 @@ fn trial_row(
         experiment: experiment.to_owned(),
         model: model.to_owned(),
         backend: backend.to_owned(),
-        modality: match modality {
-            Modality::Vision => "vision".into(),
-            Modality::Text => "text".into(),
-        },
+        modality: modality.as_str().to_owned(),
         task: trial.task.to_string(),
         family: trial.family.to_string(),
         level: trial.level.clone(),

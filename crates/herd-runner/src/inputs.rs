@@ -77,6 +77,8 @@ pub fn experiment_inputs(file: &ExperimentFile, options: &RunOptions) -> Result<
     }
     // How the runner treats the model: modality, reasoning modes, the model's own baseline rule.
     let run_options = serde_json::json!({
+        // Spelled as herd first fingerprinted it (`Vision`, `Text`): a new spelling would refuse the
+        // resume of every run folder written before it. Tables and manifests use `Modality::as_str`.
         "modality": format!("{:?}", options.modality),
         "reasoning_modes": options.reasoning_modes,
         "switch_thinking": options.switch_thinking,
