@@ -187,6 +187,23 @@ pub struct MinimalGroupInput {
 }
 
 impl MinimalGroupInput {
+    /// The pool the analysis checks every decider against: the one the runs recorded, else `given`
+    /// (`herd analyze --pool` for a plain table), else the paper's 100. A `given` pool that contradicts
+    /// the runs' is an error naming both. `herd analyze` and `herd report` both take it from here.
+    pub fn pool_or(&self, given: Option<f64>) -> Result<f64, AnalysisError> {
+        match (self.pool, given) {
+            (Some(run), Some(given)) if run != given => Err(AnalysisError::Io {
+                file: self.source.origin().to_owned(),
+                problem: format!(
+                    "--pool {given}: the run records a pool of {run} points (its experiment's society.pool)\n  fix: \
+                     leave out --pool for a run folder, or give --pool {run}"
+                ),
+            }),
+            (Some(run), _) => Ok(run),
+            (None, given) => Ok(given.unwrap_or(crate::MinimalGroupOptions::default().pool)),
+        }
+    }
+
     /// Per model × reasoning × instrument: deciders, parse success, fills, QC flags (from the
     /// `allocation_deciders` table that goes with the dyads; no rows where there is none).
     pub fn quality(&self, options: ReadOptions) -> Result<ResultTable, AnalysisError> {

@@ -77,20 +77,6 @@ fn say_dropped(dropped: u64) {
     }
 }
 
-/// The pool every decider's points must sum to: the run's own (`recorded`), else `--pool`, else the
-/// paper's 100.
-fn pool(args: &MinimalGroupArgs, recorded: Option<f64>) -> Result<f64> {
-    match (recorded, args.pool) {
-        (Some(run), Some(given)) if run != given => anyhow::bail!(
-            "--pool {given}: {} records a pool of {run} points (its experiment's society.pool)\n  fix: leave out \
-             --pool for a run folder, or give --pool {run}",
-            args.dyads.display()
-        ),
-        (Some(run), _) => Ok(run),
-        (None, given) => Ok(given.unwrap_or(MinimalGroupOptions::default().pool)),
-    }
-}
-
 pub fn run(cmd: AnalyzeCommand) -> Result<()> {
     match cmd {
         AnalyzeCommand::MinimalGroup(args) => minimal_group(args),
@@ -102,9 +88,10 @@ fn minimal_group(args: MinimalGroupArgs) -> Result<()> {
     let source = TrialSource::at(&args.dyads, herd_store::Table::AllocationDyads)?;
     let input = read_minimal_group(source, ReadOptions { dedupe: args.dedupe })?;
     say_dropped(input.dropped);
+    let pool = input.pool_or(args.pool)?;
     let table = input.dyads;
     let options = MinimalGroupOptions {
-        pool: pool(&args, input.pool)?,
+        pool,
         bootstrap: BootstrapPlan::Seeded { resamples: args.resamples, seed: args.bootstrap_seed },
         gee_bootstrap: !args.no_gee_bootstrap,
         ..MinimalGroupOptions::default()

@@ -297,7 +297,7 @@ fn analyse_minimal_group(
     options: ReadOptions,
 ) -> Result<MinimalGroupResults, ReportError> {
     let analysis = MinimalGroupOptions {
-        pool: input.pool.unwrap_or(MinimalGroupOptions::default().pool),
+        pool: input.pool_or(None)?,
         bootstrap: BootstrapPlan::Seeded { resamples: BOOTSTRAP_RESAMPLES, seed: BOOTSTRAP_SEED },
         ..MinimalGroupOptions::default()
     };
