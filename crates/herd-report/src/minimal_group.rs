@@ -167,11 +167,7 @@ impl Context {
         let passes = levels(&deciders, SWAP_PASS);
         let several_reasoning = levels(&deciders, REASONING).len() > 1;
         let minority_sizes: BTreeSet<u32> = deciders.iter().map(|d| d.m).collect();
-        let mut agents: BTreeMap<(&DesignKey, Labels, u32, i64), BTreeSet<i64>> = BTreeMap::new();
-        for d in &table.rows {
-            agents.entry((&d.design, d.labels, d.m, d.seed)).or_default().extend([d.decider, d.target]);
-        }
-        let society_sizes = agents.values().map(BTreeSet::len).collect();
+        let society_sizes = herd_analysis::minimal_group::society_sizes(table).into_values().collect();
         Self {
             deciders,
             instruments,

@@ -107,17 +107,26 @@ pub fn society_test(values: &[f64]) -> Result<SocietyTest, StatsError> {
     Ok(SocietyTest { n, nonzero, mean, statistic, p, interval, note })
 }
 
-/// Agents per society, from the dyads (each decider rates every other member once).
+/// One society of a dyad table: its design (model, reasoning, instrument, pass), label condition,
+/// minority size and seed.
+pub type SocietyKey<'a> = (&'a DesignKey, Labels, u32, i64);
+
+/// The number of agents in each society: every decider and every target its dyads name. A decider
+/// whose allocation failed to parse still counts as a target of the others, so the count does not
+/// fall with a parse failure. The one rule for a society's size (the claims' shares, the report's axis
+/// titles).
+pub fn society_sizes(dyads: &DyadTable) -> BTreeMap<SocietyKey<'_>, usize> {
+    let mut agents: BTreeMap<SocietyKey<'_>, BTreeSet<i64>> = BTreeMap::new();
+    for d in &dyads.rows {
+        agents.entry((&d.design, d.labels, d.m, d.seed)).or_default().extend([d.decider, d.target]);
+    }
+    agents.into_iter().map(|(key, members)| (key, members.len())).collect()
+}
+
+/// The size of the table's first society ([`society_sizes`]); `None` for an empty table.
 pub fn society_size(dyads: &DyadTable) -> Option<usize> {
     let first = dyads.rows.first()?;
-    let same = |d: &&super::Dyad| {
-        d.design == first.design
-            && d.labels == first.labels
-            && d.m == first.m
-            && d.seed == first.seed
-            && d.decider == first.decider
-    };
-    Some(dyads.rows.iter().filter(same).count() + 1)
+    society_sizes(dyads).get(&(&first.design, first.labels, first.m, first.seed)).copied()
 }
 
 /// The taken rows' deciders per (model, reasoning, labels), society by society.
@@ -295,5 +304,33 @@ mod tests {
         let zeros = society_test(&[0.0, 0.0, 0.0]).unwrap();
         assert_eq!((zeros.p, zeros.nonzero), (None, 0));
         assert_eq!(society_test(&[1.0]).unwrap().interval, None);
+    }
+
+    /// A society of 4 whose first decider named only two of the other three: counting that decider's
+    /// dyads said 3 agents; every member named by any dyad says 4.
+    #[test]
+    fn a_society_is_as_large_as_the_agents_its_dyads_name() {
+        let dyad = |decider: i64, target: i64| super::super::Dyad {
+            design: DesignKey::default(),
+            labels: Labels::Visible,
+            m: 2,
+            seed: 1,
+            decider,
+            target,
+            minority_decider: decider < 2,
+            minority_target: target < 2,
+            same_group: (decider < 2) == (target < 2),
+            points: 50.0,
+            target_position: None,
+            filled: None,
+            target_group: None,
+        };
+        let mut rows = vec![dyad(0, 1), dyad(0, 2)];
+        for decider in 1..4 {
+            rows.extend((0..4).filter(|&t| t != decider).map(|t| dyad(decider, t)));
+        }
+        let table = DyadTable::new("t", rows).unwrap();
+        assert_eq!(society_size(&table), Some(4));
+        assert_eq!(society_sizes(&table).into_values().collect::<Vec<_>>(), [4]);
     }
 }

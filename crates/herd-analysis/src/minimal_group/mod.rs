@@ -64,7 +64,8 @@ use herd_stats::GeeOptions;
 use self::bootstrap::{BOOTSTRAP_KINDS, Resamples, bootstrap_rows};
 use self::cells::{Cell, build_cells, seed_means_of};
 pub use self::claims::{
-    MODEL_CLAIMS_COLUMNS, ON_MINUS_OFF, SocietyTest, model_claims, society_size, society_test, students_t_quantile,
+    MODEL_CLAIMS_COLUMNS, ON_MINUS_OFF, SocietyKey, SocietyTest, model_claims, society_size, society_sizes,
+    society_test, students_t_quantile,
 };
 use self::gee::{FitPlan, GEE_KINDS, gee_rows, plan_gee};
 use self::robustness::{plan_position_fits, robustness_table};
