@@ -22,15 +22,21 @@ pub(super) fn curve_level(t: &ConformityTrial) -> String {
     }
 }
 
-/// Mean per N and the AUC of those means (trapezoid over N / N range).
+/// Mean per N and the AUC of those means ([`auc`]).
 pub(super) fn curve_auc(points: &BTreeMap<u32, Vec<f64>>) -> Option<f64> {
-    if points.len() < 2 {
+    auc(points.iter().map(|(&n, v)| (n, mean(v))))
+}
+
+/// The paper's AUC of a p_wrong(N) curve given as (N, p_wrong) in increasing N: the trapezoid over N
+/// divided by the N range, so it lies in [0, 1]. `None` for fewer than two N. The one AUC of herd:
+/// the `auc` table's curves, and the unit curves the report's paired contrasts compare.
+pub fn auc(curve: impl IntoIterator<Item = (u32, f64)>) -> Option<f64> {
+    let (ns, values): (Vec<f64>, Vec<f64>) = curve.into_iter().map(|(n, p)| (f64::from(n), p)).unzip();
+    if ns.len() < 2 {
         return None;
     }
-    let ns: Vec<f64> = points.keys().map(|&n| f64::from(n)).collect();
-    let means: Vec<f64> = points.values().map(|v| mean(v)).collect();
     let range = ns[ns.len() - 1] - ns[0];
-    trapezoid(&means, &ns).ok().map(|a| a / range)
+    trapezoid(&values, &ns).ok().map(|a| a / range)
 }
 
 /// The first N whose rise from the curve's own baseline (its first N, normally N = 0) reaches 90% of

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use herd_analysis::{ConformityTable, ConformityTables, GroupSizeRise, PWrong, group_size_rises};
 use herd_design::{SourceClass, SourceStrengthFamily};
-use herd_stats::{Alternative, trapezoid};
+use herd_stats::Alternative;
 
 use super::evidence::{
     Claim, Combine, Evidence, Row, spearman_interval, spearman_min_p, t_quantile, wilcoxon_evidence,
@@ -52,12 +52,9 @@ fn unit_aucs(
     }
     curves
         .into_iter()
-        .filter(|(_, curve)| curve.len() >= 2)
         .filter_map(|(unit, curve)| {
-            let ns: Vec<f64> = curve.keys().map(|&n| f64::from(n)).collect();
-            let means: Vec<f64> = curve.values().map(|v| v.iter().sum::<f64>() / v.len() as f64).collect();
-            let range = ns[ns.len() - 1] - ns[0];
-            trapezoid(&means, &ns).ok().map(|a| (unit, a / range))
+            let means = curve.into_iter().map(|(n, v)| (n, v.iter().sum::<f64>() / v.len() as f64));
+            herd_analysis::conformity::auc(means).map(|a| (unit, a))
         })
         .collect()
 }

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use herd_analysis::{ConformityTable, ConformityTrial, PWrong};
-use herd_stats::{Alternative, trapezoid};
+use herd_stats::Alternative;
 
 use super::conformity::model_tasks;
 use super::evidence::{Claim, Combine, Row, judge, welch_evidence, wilcoxon_evidence};
@@ -46,16 +46,11 @@ fn ns_of(curves: &Curves) -> BTreeSet<u32> {
 /// Each unit's AUC over the N values `ns` (trapezoid of p_wrong over N, divided by the N range),
 /// for units that ran all of them; empty for fewer than two N.
 fn aucs(curves: &Curves, ns: &BTreeSet<u32>) -> BTreeMap<i64, f64> {
-    if ns.len() < 2 {
-        return BTreeMap::new();
-    }
-    let x: Vec<f64> = ns.iter().map(|&n| f64::from(n)).collect();
-    let range = x[x.len() - 1] - x[0];
     curves
         .iter()
         .filter_map(|(unit, curve)| {
-            let y: Option<Vec<f64>> = ns.iter().map(|n| curve.get(n).copied()).collect();
-            trapezoid(&y?, &x).ok().map(|a| (*unit, a / range))
+            let points: Option<Vec<(u32, f64)>> = ns.iter().map(|&n| curve.get(&n).map(|&p| (n, p))).collect();
+            herd_analysis::conformity::auc(points?).map(|a| (*unit, a))
         })
         .collect()
 }
