@@ -7,7 +7,7 @@ use herd_backend::{
     Backend, BackendError, ModelEntry, ModelFiles, ModelSource, WeightChoice, hf_hub_cache_dir, locate_model,
 };
 use herd_hub::{HubConfig, Progress};
-use herd_infer::{DeviceChoice, LoadOptions, LocalModel, VisionModel, Workload};
+use herd_infer::{DeviceChoice, LoadOptions, Workload};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -156,11 +156,7 @@ pub fn load_local(entry: &ModelEntry, options: &LocalOptions) -> Result<(Box<dyn
     check_memory(entry, &files, options)?;
     let load = LoadOptions { device: options.device, weights: options.weights, ..Default::default() };
     let context = || format!("loading `{}` from {}", entry.alias, files.path().display());
-    let backend: Box<dyn Backend> = if entry.vision {
-        Box::new(VisionModel::load(entry, &files, &load).with_context(context)?)
-    } else {
-        Box::new(LocalModel::load(entry, &files, &load).with_context(context)?)
-    };
+    let backend = herd_infer::load_engine(entry, &files, &load).with_context(context)?;
     Ok((backend, files))
 }
 

@@ -56,3 +56,18 @@ pub use redact::{REDACTED, redact_secrets};
 pub use sampler::{sample_token, sequence_rng};
 pub use tokenizer::TextTokenizer;
 pub use vision::VisionModel;
+
+/// The engine for `entry` on this machine: the vision engine for a model that reads images
+/// (`entry.vision`), the text engine otherwise. The one place the choice is made; `herd run`,
+/// `herd score` and `herd generate` all load through it.
+pub fn load_engine(
+    entry: &herd_backend::ModelEntry,
+    files: &herd_backend::ModelFiles,
+    options: &LoadOptions,
+) -> Result<Box<dyn herd_backend::Backend>> {
+    Ok(if entry.vision {
+        Box::new(VisionModel::load(entry, files, options)?)
+    } else {
+        Box::new(LocalModel::load(entry, files, options)?)
+    })
+}
