@@ -1,6 +1,6 @@
 //! `herd verify RUN`: checks a run folder as every read does (records, each part's SHA-256 and rows, the
 //! manifest's totals, each unit once) and lists everything wrong. Exit 0 when the run is sound, 1 when
-//! it is damaged. It prints the run's digest; `--strict DIGEST` checks the folder against a digest kept
+//! it is damaged. It prints the run's digest; `--strict=DIGEST` checks the folder against a digest kept
 //! elsewhere, and makes every note a problem.
 
 use std::path::PathBuf;
@@ -18,8 +18,9 @@ pub struct VerifyArgs {
     /// input file changed since the run) counts as a problem. With DIGEST (the `run digest` an earlier
     /// `herd verify` printed, kept outside the folder), the folder must also still have that digest:
     /// the folder's own digests detect damage and mixing, but not a forger who rewrote parts and
-    /// recomputed their records; a digest kept elsewhere does.
-    #[arg(long, value_name = "DIGEST", num_args = 0..=1, default_missing_value = "")]
+    /// recomputed their records; a digest kept elsewhere does. Give it as `--strict=DIGEST` (with `=`,
+    /// so that `--strict RUN` stays a strict check of RUN).
+    #[arg(long, value_name = "DIGEST", num_args = 0..=1, default_missing_value = "", require_equals = true)]
     strict: Option<String>,
 }
 
@@ -54,7 +55,7 @@ pub fn run(args: VerifyArgs) -> Result<()> {
             if args.strict.as_deref().is_some_and(|d| !d.trim().is_empty()) {
                 ", whose digest is the one you kept"
             } else {
-                "\n  (keep the run digest outside the folder: `herd verify --strict DIGEST` then finds any change since)"
+                "\n  (keep the run digest outside the folder: `herd verify --strict=DIGEST` then finds any change since)"
             }
         );
         return Ok(());

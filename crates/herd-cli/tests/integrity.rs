@@ -247,7 +247,9 @@ fn verify_strict_against_a_kept_digest_finds_a_consistent_rewrite() {
     let o = out.to_str().unwrap();
     sim_run(&file, &out, &[]);
     let kept = run_digest(&String::from_utf8_lossy(&succeeds(&["verify", o]).stdout));
-    let strict = succeeds(&["verify", "--strict", &kept, o]);
+    let strict = succeeds(&["verify", &format!("--strict={kept}"), o]);
+    // `--strict RUN` is a strict check of RUN, not RUN taken for a digest.
+    succeeds(&["verify", "--strict", o]);
     assert!(String::from_utf8_lossy(&strict.stdout).contains("the one you kept"));
 
     // A rewrite with its digests recomputed: the same run, a second time with other sim parameters, into
@@ -273,7 +275,7 @@ fn verify_strict_against_a_kept_digest_finds_a_consistent_rewrite() {
     forged["inputs"] = ours["inputs"].clone();
     std::fs::write(&copied, serde_json::to_vec_pretty(&forged).unwrap()).unwrap();
     assert_eq!(herd(&["verify", o]).status.code(), Some(0), "the forgery passes the folder's own checks");
-    let caught = herd(&["verify", "--strict", &kept, o]);
+    let caught = herd(&["verify", &format!("--strict={kept}"), o]);
     let stdout = String::from_utf8_lossy(&caught.stdout);
     assert_eq!(caught.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("not the") && stdout.contains(&kept), "{stdout}");
