@@ -5,7 +5,7 @@
 use crate::error::StoreError;
 use crate::manifest::Manifest;
 use crate::records::{COMMITTED, MANIFEST, StoredRecord, read_part, read_records};
-use crate::records::{duplicate_in_records, read_manifest, record_problem};
+use crate::records::{RecordJudge, duplicate_in_records, read_manifest};
 use crate::schema::Table;
 use polars::prelude::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -146,7 +146,8 @@ impl RunRead {
             let mut batches = BTreeSet::new();
             records.retain(|s| batches.insert(s.record.batch.clone()));
         }
-        if let Some((stored, problem)) = records.iter().find_map(|s| record_problem(s, &manifest).map(|p| (s, p))) {
+        let judge = RecordJudge::of(&manifest);
+        if let Some((stored, problem)) = records.iter().find_map(|s| judge.problem(s).map(|p| (s, p))) {
             return Err(StoreError::BadRecord { record: stored.path.clone(), problem });
         }
         if let Some(problem) = totals_problem(&manifest, &records) {

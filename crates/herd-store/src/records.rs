@@ -259,75 +259,91 @@ pub(crate) fn inputs_digest(inputs: &BTreeMap<String, String>) -> String {
     hex::encode(Sha256::digest(&json))
 }
 
-/// The first commit number whose record must name its run and inputs: store format 3 records carry
-/// them from the folder's start (or from where a format-3 herd resumed an older folder, recorded in
-/// the manifest); `None` for folders of older formats, whose records are identified only when they do
-/// carry the fields.
-fn identified_from(manifest: &Manifest) -> Option<u64> {
-    (manifest.store_format >= 3).then(|| manifest.identified_from.unwrap_or(1))
+/// What a folder's manifest says every commit record must match, worked out once per read, resume or
+/// verification and then asked of each record ([`RecordJudge::problem`]).
+pub(crate) struct RecordJudge<'m> {
+    run_id: &'m str,
+    /// The digest of the manifest's input fingerprint; `None` where it has none (folders from before
+    /// herd recorded one), so records' input digests cannot be compared.
+    inputs: Option<String>,
+    /// The first commit number whose record must name its run and inputs: store format 3 records carry
+    /// them from the folder's start (or from where a format-3 herd resumed an older folder, recorded in
+    /// the manifest); `None` for folders of older formats, whose records are identified only when they
+    /// do carry the fields.
+    identified_from: Option<u64>,
 }
 
-/// What is wrong with a commit record itself, before its parts are looked at: a read refuses it, a
-/// resume drops it (its units are run again) and `herd verify` lists it. The record lost the digests of
-/// parts it commits; its units were edited (they no longer give its batch id); it is filed under
-/// another batch's name; or it belongs to another run, or to other inputs, than the folder's manifest.
-pub(crate) fn record_problem(stored: &StoredRecord, manifest: &Manifest) -> Option<String> {
-    if let Some(problem) = lost_digests(stored) {
-        return Some(problem);
+impl<'m> RecordJudge<'m> {
+    pub fn of(manifest: &'m Manifest) -> Self {
+        RecordJudge {
+            run_id: &manifest.run_id,
+            inputs: (!manifest.inputs.is_empty()).then(|| inputs_digest(&manifest.inputs)),
+            identified_from: (manifest.store_format >= 3).then(|| manifest.identified_from.unwrap_or(1)),
+        }
     }
-    let record = &stored.record;
-    let path = stored.path.display();
-    let stem = stored.path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-    if stem != record.batch {
-        return Some(format!(
-            "{path}: holds batch {}, but herd names a record after its batch (a copy?)",
-            record.batch
-        ));
-    }
-    if batch_id(&record.units) != record.batch {
-        return Some(format!(
-            "{path}: its list of units was changed after the commit (it no longer gives batch id {})",
-            record.batch
-        ));
-    }
-    // A record without a commit number is of store format 1, which a folder begun by format 3 never
-    // held: one rewritten to look older (no digests, no run) to escape the checks.
-    if record.seq.is_none() && identified_from(manifest) == Some(1) {
-        return Some(format!(
-            "{path}: a commit record without its commit number, in a folder begun by store format 3 (which \
-             numbers every record): the record was edited, so what it commits cannot be checked"
-        ));
-    }
-    let must_identify = identified_from(manifest).is_some_and(|from| record.seq.unwrap_or(0) >= from);
-    match &record.run {
-        Some(run) if *run != manifest.run_id => {
+
+    /// What is wrong with a commit record itself, before its parts are looked at: a read refuses it, a
+    /// resume drops it (its units are run again) and `herd verify` lists it. The record lost the digests
+    /// of parts it commits; its units were edited (they no longer give its batch id); it is filed under
+    /// another batch's name; or it belongs to another run, or to other inputs, than the folder's
+    /// manifest.
+    pub fn problem(&self, stored: &StoredRecord) -> Option<String> {
+        if let Some(problem) = lost_digests(stored) {
+            return Some(problem);
+        }
+        let record = &stored.record;
+        let path = stored.path.display();
+        let stem = stored.path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        if stem != record.batch {
             return Some(format!(
-                "{path}: committed by another run ({run}; this folder holds {}): a record and its parts were copied \
-                 in from another run folder",
-                manifest.run_id
+                "{path}: holds batch {}, but herd names a record after its batch (a copy?)",
+                record.batch
             ));
         }
-        None if must_identify => {
+        if batch_id(&record.units) != record.batch {
             return Some(format!(
-                "{path}: a commit record of store format 3 without its run id: the record was edited, so whose \
-                 rows it commits cannot be told"
+                "{path}: its list of units was changed after the commit (it no longer gives batch id {})",
+                record.batch
             ));
         }
-        _ => {}
-    }
-    let expected = inputs_digest(&manifest.inputs);
-    match &record.inputs {
-        Some(inputs) if !manifest.inputs.is_empty() && *inputs != expected => Some(format!(
-            "{path}: its rows were computed from other inputs (fingerprint sha256 {}…) than the run's (sha256 {}…): \
-             a batch of a run with other banks, sim parameters or model files was copied in",
-            &inputs[..inputs.len().min(12)],
-            &expected[..12]
-        )),
-        None if must_identify => Some(format!(
-            "{path}: a commit record of store format 3 without its input fingerprint: the record was edited, so \
-             what its rows were computed from cannot be told"
-        )),
-        _ => None,
+        // A record without a commit number is of store format 1, which a folder begun by format 3 never
+        // held: one rewritten to look older (no digests, no run) to escape the checks.
+        if record.seq.is_none() && self.identified_from == Some(1) {
+            return Some(format!(
+                "{path}: a commit record without its commit number, in a folder begun by store format 3 (which \
+                 numbers every record): the record was edited, so what it commits cannot be checked"
+            ));
+        }
+        let must_identify = self.identified_from.is_some_and(|from| record.seq.unwrap_or(0) >= from);
+        match &record.run {
+            Some(run) if run != self.run_id => {
+                return Some(format!(
+                    "{path}: committed by another run ({run}; this folder holds {}): a record and its parts were \
+                     copied in from another run folder",
+                    self.run_id
+                ));
+            }
+            None if must_identify => {
+                return Some(format!(
+                    "{path}: a commit record of store format 3 without its run id: the record was edited, so whose \
+                     rows it commits cannot be told"
+                ));
+            }
+            _ => {}
+        }
+        match (&record.inputs, &self.inputs) {
+            (Some(inputs), Some(expected)) if inputs != expected => Some(format!(
+                "{path}: its rows were computed from other inputs (fingerprint sha256 {}…) than the run's (sha256 \
+                 {}…): a batch of a run with other banks, sim parameters or model files was copied in",
+                &inputs[..inputs.len().min(12)],
+                &expected[..12]
+            )),
+            (None, _) if must_identify => Some(format!(
+                "{path}: a commit record of store format 3 without its input fingerprint: the record was edited, \
+                 so what its rows were computed from cannot be told"
+            )),
+            _ => None,
+        }
     }
 }
 

@@ -17,9 +17,9 @@
 use crate::error::StoreError;
 use crate::manifest::{Manifest, STORE_FORMAT, Session, compute_differences, git_commit, input_differences, now};
 use crate::records::{
-    COMMITTED, CommitRecord, HashingWriter, MANIFEST, PartDigest, StoredRecord, batch_id, check_part,
+    COMMITTED, CommitRecord, HashingWriter, MANIFEST, PartDigest, RecordJudge, StoredRecord, batch_id, check_part,
     duplicate_in_records, inputs_digest, io, is_batch_id, is_herd_temporary, read_manifest, read_records,
-    read_records_lenient, record_problem,
+    read_records_lenient,
 };
 use crate::schema::{BaselineCandidateRow, Table, TableRow};
 use polars::prelude::*;
@@ -226,9 +226,10 @@ impl RunStore {
             return Err(duplicate);
         }
         let mut units_dropped = 0;
-        // A resume makes every check a read makes (record_problem, then each part's size, digest and
+        // A resume makes every check a read makes (RecordJudge::problem, then each part's size, digest and
         // rows): what a read would refuse is dropped here and its units run again.
-        records.retain(|stored| match verify_for_resume(dir, stored, &manifest) {
+        let judge = RecordJudge::of(&manifest);
+        records.retain(|stored| match verify_for_resume(dir, stored, &judge) {
             Ok(()) => true,
             Err(problem) => {
                 repairs.push(problem);
@@ -437,7 +438,7 @@ impl RunStore {
 
 /// Checks a record and its parts before a session trusts them, as a read would: a failing batch's
 /// record is removed (its parts then go as orphans) and the returned line says what was wrong.
-fn verify_for_resume(dir: &Path, stored: &StoredRecord, manifest: &Manifest) -> Result<(), String> {
+fn verify_for_resume(dir: &Path, stored: &StoredRecord, judge: &RecordJudge<'_>) -> Result<(), String> {
     let record = &stored.record;
     let drop_record = |problem: String| -> String {
         match std::fs::remove_file(&stored.path) {
@@ -448,7 +449,7 @@ fn verify_for_resume(dir: &Path, stored: &StoredRecord, manifest: &Manifest) -> 
             ),
         }
     };
-    if let Some(problem) = record_problem(stored, manifest) {
+    if let Some(problem) = judge.problem(stored) {
         return Err(drop_record(problem));
     }
     for (table, &n) in &record.rows {

@@ -6,7 +6,7 @@ use crate::read::totals_problem;
 use crate::records::duplicate_in_records;
 use crate::records::read_manifest;
 use crate::records::{
-    COMMITTED, MANIFEST, StoredRecord, is_batch_id, is_herd_temporary, read_part, read_records_lenient, record_problem,
+    COMMITTED, MANIFEST, RecordJudge, StoredRecord, is_batch_id, is_herd_temporary, read_part, read_records_lenient,
 };
 use crate::schema::Table;
 use sha2::{Digest, Sha256};
@@ -55,8 +55,9 @@ pub fn verify_run(dir: &Path) -> Result<Verification, StoreError> {
     if let Some(duplicate) = duplicate_in_records(&records) {
         v.problems.push(duplicate.to_string().lines().next().unwrap_or_default().to_owned());
     }
+    let judge = RecordJudge::of(&manifest);
     for stored in &records {
-        if let Some(problem) = record_problem(stored, &manifest) {
+        if let Some(problem) = judge.problem(stored) {
             v.problems.push(problem);
             continue;
         }
