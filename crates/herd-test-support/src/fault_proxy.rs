@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::http::read_request;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
     Forward,
@@ -91,40 +93,6 @@ impl Drop for FaultProxy {
             let _ = t.join();
         }
     }
-}
-
-/// Reads one HTTP/1.1 request (headers and a Content-Length body).
-fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
-    stream.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    let mut data = Vec::new();
-    let mut buf = [0u8; 8192];
-    let head_end = loop {
-        if let Some(at) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        let n = stream.read(&mut buf).ok()?;
-        if n == 0 {
-            return None;
-        }
-        data.extend_from_slice(&buf[..n]);
-    };
-    let head = String::from_utf8_lossy(&data[..head_end]).into_owned();
-    let length = head
-        .lines()
-        .find_map(|l| {
-            l.split_once(':')
-                .filter(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-                .and_then(|(_, v)| v.trim().parse::<usize>().ok())
-        })
-        .unwrap_or(0);
-    while data.len() < head_end + length {
-        let n = stream.read(&mut buf).ok()?;
-        if n == 0 {
-            return None;
-        }
-        data.extend_from_slice(&buf[..n]);
-    }
-    Some((head, data[head_end..head_end + length].to_vec()))
 }
 
 /// Sends the request upstream as HTTP/1.0 (one exchange per connection, no chunking) and returns the

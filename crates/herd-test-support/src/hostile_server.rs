@@ -3,11 +3,13 @@
 //! 127.0.0.1 only (std::net, a thread per connection, one exchange per connection) and stops when
 //! dropped. What it saw is kept: requests, the last `Authorization` header, the bytes of reply it sent.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use crate::http::{header, read_request};
 
 /// The reply every request gets. Scoring requests (those asking for `logprobs`) get the log-probabilities
 /// named; generation requests get `{}` as their content (and, for [`Mode::LongReasoning`], the
@@ -127,39 +129,6 @@ impl Drop for HostileServer {
             let _ = t.join();
         }
     }
-}
-
-/// Reads one HTTP/1.1 request: its head and a Content-Length body (at most 64 MB).
-fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
-    stream.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    let mut data = Vec::new();
-    let mut buf = [0u8; 8192];
-    let head_end = loop {
-        if let Some(at) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        let n = stream.read(&mut buf).ok()?;
-        if n == 0 || data.len() > 1 << 20 {
-            return None;
-        }
-        data.extend_from_slice(&buf[..n]);
-    };
-    let head = String::from_utf8_lossy(&data[..head_end]).into_owned();
-    let length = header(&head, "content-length").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0).min(64 << 20);
-    while data.len() < head_end + length {
-        let n = stream.read(&mut buf).ok()?;
-        if n == 0 {
-            return None;
-        }
-        data.extend_from_slice(&buf[..n]);
-    }
-    Some((head, data[head_end..head_end + length].to_vec()))
-}
-
-fn header(head: &str, name: &str) -> Option<String> {
-    head.lines().find_map(|l| {
-        l.split_once(':').filter(|(k, _)| k.trim().eq_ignore_ascii_case(name)).map(|(_, v)| v.trim().to_owned())
-    })
 }
 
 /// Writes `parts` in turn as one reply with the given status; stops at the first failed write (the

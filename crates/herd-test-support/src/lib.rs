@@ -11,6 +11,7 @@
 
 pub mod fault_proxy;
 pub mod hostile_server;
+mod http;
 pub mod hub_server;
 pub mod llama_server;
 pub mod stored_table;
