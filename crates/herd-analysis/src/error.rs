@@ -34,6 +34,20 @@ pub enum AnalysisError {
     Statistics { origin: String, context: String, error: StatsError },
     #[error("{file}: {problem}")]
     Io { file: String, problem: String },
+    /// A result folder (run folders, plain tables) that cannot be read as one.
+    #[error("{path}: {problem}\n  fix: {fix}")]
+    Folder { path: String, problem: String, fix: String },
+    /// A run folder herd-store refuses (newer format, corrupt part); its message carries the fix.
+    #[error("{path}: {source}")]
+    Store {
+        path: String,
+        #[source]
+        source: herd_store::StoreError,
+    },
+    #[error(
+        "the papers' headline numbers (data/paper-headlines.toml): {0}\n  fix: correct the file; each entry needs id, study, quantity, paper, replicates_if, does_not_replicate_if and source, and may give a positive effect"
+    )]
+    Headlines(String),
 }
 
 /// Attaches the table and what was being computed to a statistics error.

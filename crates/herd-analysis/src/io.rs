@@ -555,6 +555,34 @@ fn to_frame(table: &ResultTable) -> Result<DataFrame, AnalysisError> {
         .map_err(|e| AnalysisError::Io { file: table.name.clone(), problem: e.to_string() })
 }
 
+/// Reads a result table that [`write_tables`] wrote as Parquet (`name` from the file stem): text,
+/// float and integer columns in the written order, nulls kept. A column of another type is refused.
+pub(crate) fn read_result_table(path: &Path, bytes: Vec<u8>) -> Result<ResultTable, AnalysisError> {
+    let origin = path.display().to_string();
+    let frame = parquet_frame(std::io::Cursor::new(bytes), &origin)?;
+    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut columns = Vec::with_capacity(frame.width());
+    for column in frame.columns() {
+        let wrong = |expected: &str| AnalysisError::WrongType {
+            origin: origin.clone(),
+            column: column.name().to_string(),
+            expected: expected.into(),
+            found: column.dtype().to_string(),
+            fix: "the analysis folder was not written by this herd: run `herd analyze` again".into(),
+        };
+        let values = match column.dtype() {
+            DataType::String => ColumnValues::Text(
+                column.str().map_err(|_| wrong("text"))?.iter().map(|v| v.map(str::to_owned)).collect(),
+            ),
+            DataType::Float64 => ColumnValues::Float(column.f64().map_err(|_| wrong("numbers"))?.iter().collect()),
+            DataType::Int64 => ColumnValues::Integer(column.i64().map_err(|_| wrong("integers"))?.iter().collect()),
+            _ => return Err(wrong("text, 64-bit floats or 64-bit integers")),
+        };
+        columns.push((column.name().to_string(), values));
+    }
+    Ok(ResultTable { name, columns })
+}
+
 /// Writes `DIR/<name>.csv` and `DIR/<name>.parquet` for each table; returns the paths written.
 pub fn write_tables<'t>(
     dir: &Path,
@@ -578,7 +606,7 @@ pub fn write_tables<'t>(
 
 /// Writes `path` through a temporary `.<name>.tmp` beside it, synced and then renamed over it: a kill or
 /// a full disk mid-write leaves the previous table (or none), never half of one that reads as whole.
-fn write_atomic(
+pub(crate) fn write_atomic(
     path: &Path,
     write: impl FnOnce(&mut std::fs::File) -> Result<(), String>,
 ) -> Result<(), AnalysisError> {

@@ -53,14 +53,20 @@
 //! # Ok::<(), herd_analysis::AnalysisError>(())
 //! ```
 
+pub mod claims;
 pub mod conformity;
 mod error;
+pub mod format;
 pub mod io;
 pub mod minimal_group;
 mod quality;
+pub mod results;
+pub mod stored;
 pub mod study;
+pub mod summary;
 pub mod table;
 
+pub use claims::{HeadlineComparison, PaperHeadline, RunNumber, Verdict, compare_headlines, paper_headlines};
 pub use conformity::{
     ConformityOptions, ConformityTable, ConformityTables, ConformityTrial, DIFFICULTY_HEXBIN_GRIDSIZE, GroupSizeRise,
     PWrong, SOCIAL_MEAN, analyze_conformity, group_size_rises,
@@ -70,4 +76,8 @@ pub use minimal_group::{
     BootstrapPlan, DesignKey, Dyad, DyadTable, Labels, MinimalGroupOptions, MinimalGroupTables, analyze_minimal_group,
     analyze_minimal_group_with_progress, minimal_group_seed_tests,
 };
-pub use table::{ColumnValues, ResultTable, TableBuilder, Value};
+pub use results::{
+    ConformityResults, MinimalGroupResults, Provenance, Results, RunFolder, find_run_folders, load_results,
+    load_results_with,
+};
+pub use table::{ColumnValues, ResultTable, TableBuilder, Value, rows_where};

@@ -97,13 +97,16 @@ impl TrialSource {
 
     /// The trial table, each unit once (a plain table's repeated unit is refused, or left out with
     /// `options.dedupe`; run folders are checked by herd-store), and how many units were left out.
-    fn read(&self, table: Table, options: ReadOptions) -> Result<(DataFrame, u64), AnalysisError> {
+    fn read(&self, table: Table, options: ReadOptions) -> Result<(DataFrame, u64, String), AnalysisError> {
         match &self.place {
             Place::File(file) => {
                 if !file.exists() {
                     return Err(does_not_exist(file));
                 }
-                plain_without_duplicates(read_frame(file)?, table, &file.display().to_string(), options)
+                let (frame, dropped) =
+                    plain_without_duplicates(read_frame(file)?, table, &file.display().to_string(), options)?;
+                let bytes = std::fs::read(file).map_err(|e| io_error(file, e))?;
+                Ok((frame, dropped, input_digest(&bytes, options)))
             }
             Place::Runs(dirs) => {
                 let read = read_table_with(dirs, table, options).map_err(|e| io_error(&dirs[0], e))?;
@@ -114,7 +117,8 @@ impl TrialSource {
                         dirs[0].display()
                     ),
                 })?;
-                Ok((decode_stored(parquet, &origin(dirs, table))?, read.duplicate_units_dropped))
+                let digest = input_digest(&parquet, options);
+                Ok((decode_stored(parquet, &origin(dirs, table))?, read.duplicate_units_dropped, digest))
             }
         }
     }
@@ -141,6 +145,15 @@ impl TrialSource {
     }
 }
 
+/// What an analysis was computed from: the SHA-256 of the trial table's bytes as read (a plain file's
+/// bytes; the Parquet herd-store returned after its checks) and whether second copies were left out.
+/// A stored analysis is read back only for the same digest ([`crate::stored`]).
+fn input_digest(bytes: &[u8], options: ReadOptions) -> String {
+    use sha2::Digest;
+    let hash = hex::encode(sha2::Sha256::digest(bytes));
+    if options.dedupe { format!("sha256:{hash}+dedupe") } else { format!("sha256:{hash}") }
+}
+
 /// `dir/<table>` for each run folder, joined with ` + `: the name of a table read from several runs.
 fn origin(dirs: &[PathBuf], table: Table) -> String {
     dirs.iter().map(|d| d.join(table.name()).display().to_string()).collect::<Vec<_>>().join(" + ")
@@ -153,6 +166,8 @@ pub struct ConformityInput {
     pub trials: ConformityTable,
     /// Units left out as second copies under [`ReadOptions::dedupe`].
     pub dropped: u64,
+    /// What the trials were read from, as a stored analysis records it ([`crate::stored`]).
+    pub digest: String,
     /// The trial table as stored, for [`Self::quality`] (it counts the bounded trials too).
     frame: DataFrame,
     source: TrialSource,
@@ -169,9 +184,9 @@ impl ConformityInput {
 
 /// Reads the `conformity_trials` table of `source`.
 pub fn read_conformity(source: TrialSource, options: ReadOptions) -> Result<ConformityInput, AnalysisError> {
-    let (frame, dropped) = source.read(Table::ConformityTrials, options)?;
+    let (frame, dropped, digest) = source.read(Table::ConformityTrials, options)?;
     let trials = conformity_from_frame(&frame, source.origin.clone())?;
-    Ok(ConformityInput { trials, dropped, frame, source })
+    Ok(ConformityInput { trials, dropped, digest, frame, source })
 }
 
 /// A minimal-group study's dyads as read.
@@ -180,6 +195,8 @@ pub struct MinimalGroupInput {
     pub dyads: DyadTable,
     /// Units left out as second copies under [`ReadOptions::dedupe`].
     pub dropped: u64,
+    /// What the dyads were read from, as a stored analysis records it ([`crate::stored`]).
+    pub digest: String,
     /// The pool every decider's points sum to, as the run folders recorded it (their experiment's
     /// `society.pool`); `None` for a plain table or runs that did not record one.
     pub pool: Option<f64>,
@@ -214,11 +231,11 @@ impl MinimalGroupInput {
 /// Reads the `allocation_dyads` table of `source` and the pool its runs recorded; runs that recorded
 /// different pools are an error, since one analysis checks every decider against one pool.
 pub fn read_minimal_group(source: TrialSource, options: ReadOptions) -> Result<MinimalGroupInput, AnalysisError> {
-    let (frame, dropped) = source.read(Table::AllocationDyads, options)?;
+    let (frame, dropped, digest) = source.read(Table::AllocationDyads, options)?;
     let dyads = dyads_from_frame(&frame, source.origin.clone())?;
     drop(frame);
     let pool = recorded_pool(source.run_folders())?;
-    Ok(MinimalGroupInput { dyads, dropped, pool, source })
+    Ok(MinimalGroupInput { dyads, dropped, digest, pool, source })
 }
 
 /// The one pool `runs` recorded, or `None` where none did.

@@ -153,3 +153,25 @@ impl TableBuilder {
         self.table
     }
 }
+
+/// Row indices of `table` where every `(column, value)` matches (text columns).
+pub fn rows_where(table: &ResultTable, conditions: &[(&str, &str)]) -> Vec<usize> {
+    (0..table.n_rows()).filter(|&r| conditions.iter().all(|(c, v)| table.text(c, r) == Some(*v))).collect()
+}
+
+/// Takes tables out of `tables` by name; a missing one is an error naming `origin`.
+pub(crate) fn taker(
+    tables: Vec<ResultTable>,
+    origin: &str,
+) -> impl FnMut(&str) -> Result<ResultTable, crate::AnalysisError> {
+    let mut tables: Vec<Option<ResultTable>> = tables.into_iter().map(Some).collect();
+    let origin = origin.to_owned();
+    move |name| {
+        tables.iter_mut().find(|t| t.as_ref().is_some_and(|t| t.name == name)).and_then(Option::take).ok_or_else(|| {
+            crate::AnalysisError::Io {
+                file: origin.clone(),
+                problem: format!("has no `{name}` table\n  fix: run `herd analyze` again to rewrite the analysis"),
+            }
+        })
+    }
+}

@@ -1,6 +1,7 @@
 //! `herd analyze`: the two papers' analyses over trial tables (CSV or Parquet), written as tidy CSV
-//! and Parquet tables. The tables are read through herd-analysis's `study`, the path `herd report`
-//! reads through too.
+//! and Parquet tables with the record of what they were computed from (herd-analysis's `stored`).
+//! The tables are read through herd-analysis's `study`, the path `herd report` reads through too; by
+//! default they are kept in the run folder's `analysis/<study>/`, where `herd report` reads them.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -8,7 +9,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use herd_analysis::io::{ReadOptions, write_tables};
+use herd_analysis::io::ReadOptions;
+use herd_analysis::stored::{AnalysisSettings, Study, analysis_dir, write_stored};
 use herd_analysis::study::{BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, TrialSource, read_conformity, read_minimal_group};
 use herd_analysis::{
     BootstrapPlan, ConformityOptions, MinimalGroupOptions, ResultTable, analyze_conformity,
@@ -31,9 +33,10 @@ pub struct MinimalGroupArgs {
     /// `herd run` folder
     #[arg(long)]
     dyads: PathBuf,
-    /// Folder for the result tables (created if missing)
+    /// Folder for the result tables (created if missing). Default: DYADS/analysis/minimal-group when
+    /// DYADS is a folder, where `herd report DYADS` reads them instead of analysing again
     #[arg(long)]
-    out: PathBuf,
+    out: Option<PathBuf>,
     /// Bootstrap resamples of the seeds per cell
     #[arg(long, default_value_t = BOOTSTRAP_RESAMPLES)]
     resamples: usize,
@@ -61,13 +64,26 @@ pub struct ConformityArgs {
     /// `herd run` folder
     #[arg(long)]
     trials: PathBuf,
-    /// Folder for the result tables (created if missing)
+    /// Folder for the result tables (created if missing). Default: TRIALS/analysis/conformity when
+    /// TRIALS is a folder, where `herd report TRIALS` reads them instead of analysing again
     #[arg(long)]
-    out: PathBuf,
+    out: Option<PathBuf>,
     /// Keep the first row of a unit stored twice (a copied record, concatenated tables) instead of
     /// refusing the table
     #[arg(long)]
     dedupe: bool,
+}
+
+/// `--out`, or the input folder's analysis folder; a table file needs `--out`.
+fn out_folder(out: Option<PathBuf>, input: &Path, flag: &str, study: Study) -> Result<PathBuf> {
+    match out {
+        Some(out) => Ok(out),
+        None if input.is_dir() => Ok(analysis_dir(input, study)),
+        None => anyhow::bail!(
+            "{flag} {} is a table file: say where the result tables go\n  fix: add --out DIR",
+            input.display()
+        ),
+    }
 }
 
 /// Says how many second copies `--dedupe` left out.
@@ -85,11 +101,12 @@ pub fn run(cmd: AnalyzeCommand) -> Result<()> {
 }
 
 fn minimal_group(args: MinimalGroupArgs) -> Result<()> {
+    let out = out_folder(args.out, &args.dyads, "--dyads", Study::MinimalGroup)?;
     let source = TrialSource::at(&args.dyads, herd_store::Table::AllocationDyads)?;
     let input = read_minimal_group(source, ReadOptions { dedupe: args.dedupe })?;
     say_dropped(input.dropped);
     let pool = input.pool_or(args.pool)?;
-    let table = input.dyads;
+    let table = &input.dyads;
     let options = MinimalGroupOptions {
         pool,
         bootstrap: BootstrapPlan::Seeded { resamples: args.resamples, seed: args.bootstrap_seed },
@@ -115,7 +132,7 @@ fn minimal_group(args: MinimalGroupArgs) -> Result<()> {
         ProgressBar::hidden()
     };
     let mut tenths_said = 0;
-    let tables = analyze_minimal_group_with_progress(&table, &options, &mut |done, total| {
+    let tables = analyze_minimal_group_with_progress(table, &options, &mut |done, total| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
         let tenths = (done * 10).checked_div(total).unwrap_or(0);
@@ -129,20 +146,30 @@ fn minimal_group(args: MinimalGroupArgs) -> Result<()> {
         }
     })?;
     bar.finish_and_clear();
-    report(&args.out, &tables.all(), table.rows.len(), "dyads")
+    let settings = AnalysisSettings::of_minimal_group(&options);
+    report(&out, Study::MinimalGroup, &input.digest, &settings, &tables.all(), table.rows.len(), "dyads")
 }
 
 fn conformity(args: ConformityArgs) -> Result<()> {
+    let out = out_folder(args.out, &args.trials, "--trials", Study::Conformity)?;
     let source = TrialSource::at(&args.trials, herd_store::Table::ConformityTrials)?;
     let input = read_conformity(source, ReadOptions { dedupe: args.dedupe })?;
     say_dropped(input.dropped);
-    let table = input.trials;
-    let tables = analyze_conformity(&table, &ConformityOptions::default())?;
-    report(&args.out, &tables.all(), table.rows.len(), "trials")
+    let tables = analyze_conformity(&input.trials, &ConformityOptions::default())?;
+    let settings = AnalysisSettings::default();
+    report(&out, Study::Conformity, &input.digest, &settings, &tables.all(), input.trials.rows.len(), "trials")
 }
 
-fn report(out: &Path, tables: &[&ResultTable], n_input: usize, what: &str) -> Result<()> {
-    let written = write_tables(out, tables.iter().copied())
+fn report(
+    out: &Path,
+    study: Study,
+    input: &str,
+    settings: &AnalysisSettings,
+    tables: &[&ResultTable],
+    n_input: usize,
+    what: &str,
+) -> Result<()> {
+    let written = write_stored(out, study, input, settings, tables)
         .with_context(|| format!("writing result tables to {}", out.display()))?;
     println!("analysed {n_input} {what}");
     for table in tables {

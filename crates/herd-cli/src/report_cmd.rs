@@ -7,7 +7,8 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::Args;
 use herd_analysis::io::ReadOptions;
-use herd_report::{load_results_with, write_report};
+use herd_analysis::load_results_with;
+use herd_report::write_report;
 
 #[derive(Args)]
 pub struct ReportArgs {

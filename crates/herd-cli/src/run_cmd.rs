@@ -543,8 +543,8 @@ pub fn print_summary(summary: &RunSummary, out: &Path, look: QuickLook) {
 /// read back from the folder (verified, as `herd report` reads them), so a resumed run shows all of
 /// its sessions. A folder that cannot be read yet says why in one line; the run's own outcome stands.
 fn print_quick_look(out: &Path, look: QuickLook) {
-    let studies = herd_report::load_results(out, &mut |_| {})
-        .and_then(|results| herd_report::compare_headlines(&results))
+    let studies = herd_analysis::load_results(out, &mut |_| {})
+        .and_then(|results| herd_analysis::compare_headlines(&results))
         .map(|comparisons| herd_report::scorecard(&comparisons, &[]));
     let studies = match studies {
         Ok(studies) => studies,

@@ -2,7 +2,7 @@
 //! copied into a fresh folder outside herd's `data/`, every `herd` line of its `sh` blocks runs there in
 //! order with the sim backend, and the outputs are checked. The page cannot drift from what herd does.
 
-use herd_report::{Verdict, compare_headlines, load_results};
+use herd_analysis::{Verdict, compare_headlines, load_results};
 use herd_store::read_run_manifest;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -48,7 +48,10 @@ fn family_units(expand: &str, family: &str) -> u64 {
     words[words.len() - 2].parse().unwrap()
 }
 
-fn headline<'a>(comparisons: &'a [herd_report::HeadlineComparison], id: &str) -> &'a herd_report::HeadlineComparison {
+fn headline<'a>(
+    comparisons: &'a [herd_analysis::HeadlineComparison],
+    id: &str,
+) -> &'a herd_analysis::HeadlineComparison {
     comparisons.iter().find(|c| c.headline.id == id).unwrap_or_else(|| panic!("no headline {id}"))
 }
 

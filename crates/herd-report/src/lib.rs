@@ -46,10 +46,8 @@ mod chart;
 mod conformity;
 mod error;
 mod figure;
-mod headline;
 mod minimal_group;
 mod report;
-mod results;
 mod scorecard;
 
 pub use chart::{Bar, BarChart, BarSeries, Chart, FIGURE_HEIGHT, FIGURE_WIDTH, Heatmap, LineChart, LineSeries, Point};
@@ -61,10 +59,6 @@ pub use conformity::{
 };
 pub use error::ReportError;
 pub use figure::{AbsentFigure, Figure, FigureResult};
-pub use headline::{HeadlineComparison, PaperHeadline, RunNumber, Verdict, compare_headlines, paper_headlines};
 pub use minimal_group::minimal_group_figures;
 pub use report::{WrittenReport, markdown_cell, write_report};
-pub use results::{
-    ConformityResults, MinimalGroupResults, Results, RunFolder, find_run_folders, load_results, load_results_with,
-};
 pub use scorecard::{ScorecardRow, StudyScorecard, scorecard};

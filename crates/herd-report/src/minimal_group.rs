@@ -470,9 +470,7 @@ fn favouritism_distribution_per_decider(context: &Context) -> FigureResult {
             })
             .collect();
         let share = own.iter().filter(|v| **v > 0.0).count() as f64 / own.len() as f64;
-        let mut sorted = own.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median = herd_stats::percentile(&sorted, 50.0).unwrap_or(f64::NAN);
+        let median = herd_analysis::summary::median(&own);
         prevalence.push(format!("{label} {:.1}% of {} deciders (median {})", 100.0 * share, own.len(), signed(median)));
         series.push(LineSeries { label: format!("{label} (n = {})", own.len()), points });
     }
@@ -580,7 +578,7 @@ fn favouritism_by_reasoning_mode(context: &Context, tables: &MinimalGroupTables)
                 // The headline's test: the robust-SE t on societies − 1 df (a normal p on few
                 // clusters would claim more than the societies give).
                 let p = if clusters >= 2 {
-                    2.0 * herd_stats::students_t_cdf(-(coef / se).abs(), (clusters - 1) as f64)
+                    herd_analysis::summary::t_two_sided_p(coef / se, (clusters - 1) as f64)
                 } else {
                     f64::NAN
                 };

@@ -16,10 +16,10 @@ use crate::chart::{FIGURE_HEIGHT, FIGURE_WIDTH};
 use crate::conformity::conformity_figures;
 use crate::error::ReportError;
 use crate::figure::{AbsentFigure, Figure, FigureResult};
-use crate::headline::{HeadlineComparison, compare_headlines};
 use crate::minimal_group::minimal_group_figures;
-use crate::results::{Results, RunFolder};
 use crate::scorecard::{StudyScorecard, scorecard, verdict_class};
+use herd_analysis::claims::{HeadlineComparison, compare_headlines};
+use herd_analysis::results::{Provenance, Results, RunFolder};
 
 static PAGE_TEMPLATE: &str = include_str!("../templates/report.html");
 static TABLE_TEMPLATE: &str = include_str!("../templates/table.html");
@@ -394,7 +394,7 @@ fn write_figures(
 /// Each conformity figure read with the lead measure, followed by the same figure read with the
 /// other measure (file stem `NAME.p_wrong_ab` or `NAME.p_wrong_full`), where the trials define it.
 fn write_conformity_figures(
-    c: &crate::results::ConformityResults,
+    c: &herd_analysis::results::ConformityResults,
     dir: &Path,
     written: &mut Vec<PathBuf>,
     absent: &mut Vec<AbsentFigure>,
@@ -421,6 +421,33 @@ fn write_conformity_figures(
         }
     }
     Ok((figures, absent_views))
+}
+
+/// Where a study's analysis came from and how it was computed, in a sentence or two.
+fn analysis_note(analysis: &Provenance) -> String {
+    let mut how = Vec::new();
+    if let Some((resamples, seed)) = analysis.settings.bootstrap {
+        how.push(format!("{resamples} seed-bootstrap resamples (seed {seed})"));
+    }
+    if analysis.settings.pool.is_some() {
+        how.push(if analysis.settings.gee_bootstrap {
+            "the GEE fits bootstrapped".to_owned()
+        } else {
+            "the GEE fits not bootstrapped (`herd analyze minimal-group` adds it)".to_owned()
+        });
+    }
+    let how = if how.is_empty() { String::new() } else { format!(", with {}", how.join(" and ")) };
+    let mut text = match (&analysis.folder, analysis.read_back) {
+        (Some(dir), true) => format!("The analysis tables were read from {}{how}.", dir.display()),
+        (Some(dir), false) => {
+            format!("The analysis tables were computed for this report{how} and kept in {}.", dir.display())
+        }
+        (None, _) => format!("The analysis tables were computed for this report{how}."),
+    };
+    if let Some(note) = &analysis.note {
+        text = format!("{text} Note: {note}.");
+    }
+    text
 }
 
 fn write_figure(figure: &Figure, stem: &str, dir: &Path, written: &mut Vec<PathBuf>) -> Result<(), ReportError> {
@@ -463,6 +490,7 @@ pub fn write_report(
             if let Some(why) = &c.measure_note {
                 note = format!("{why} {note}");
             }
+            note = format!("{note} {}", analysis_note(&c.analysis));
             studies.push(StudyView {
                 id: "conformity",
                 title: "Conformity (Asch paradigm)",
@@ -494,7 +522,7 @@ pub fn write_report(
             studies.push(StudyView {
                 id: "minimal-group",
                 title: "Minimal groups (allocation)",
-                note: String::new(),
+                note: analysis_note(&m.analysis),
                 quality: table_view(&m.quality, "Deciders per model × reasoning × instrument: share parsed, share filled uniformly after a parse failure, share with QC flags (repairs, renormalisation), mean tokens generated."),
                 figures,
                 absent_figures,

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::headline::{HeadlineComparison, Verdict};
+use herd_analysis::claims::{HeadlineComparison, Verdict};
 
 /// A claim the run tests.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -101,7 +101,7 @@ pub fn scorecard(comparisons: &[HeadlineComparison], absent_studies: &[&str]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::headline::{PaperHeadline, RunNumber};
+    use herd_analysis::claims::{PaperHeadline, RunNumber};
 
     fn comparison(id: &str, study: &str, verdict: Verdict) -> HeadlineComparison {
         let headline = PaperHeadline {

@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use common::{Variant, stored_results};
 use herd_analysis::PWrong;
-use herd_report::{FIGURE_HEIGHT, FIGURE_WIDTH, Figure, conformity_figures, load_results, minimal_group_figures};
+use herd_analysis::load_results;
+use herd_report::{FIGURE_HEIGHT, FIGURE_WIDTH, Figure, conformity_figures, minimal_group_figures};
 
 /// Every figure of both studies, rendered, by name (conformity read with p_wrong_full).
 fn rendered(variant: Variant) -> BTreeMap<&'static str, (Figure, Vec<u8>, String)> {

@@ -8,14 +8,12 @@ use common::noise;
 use std::path::PathBuf;
 
 use herd_analysis::{
-    ColumnValues, ConformityOptions, ConformityTable, ConformityTrial, DesignKey, Dyad, DyadTable, Labels,
-    MinimalGroupOptions, MinimalGroupTables, PWrong, ResultTable, analyze_conformity, analyze_minimal_group,
-    group_size_rises,
+    ColumnValues, ConformityOptions, ConformityResults, ConformityTable, ConformityTrial, DesignKey, Dyad, DyadTable,
+    HeadlineComparison, Labels, MinimalGroupOptions, MinimalGroupResults, MinimalGroupTables, PWrong, Provenance,
+    ResultTable, Results, Verdict, analyze_conformity, analyze_minimal_group, compare_headlines, group_size_rises,
+    load_results,
 };
-use herd_report::{
-    ConformityResults, HeadlineComparison, MinimalGroupResults, Results, Verdict, compare_headlines, load_results,
-    write_report,
-};
+use herd_report::write_report;
 
 fn empty(name: &str) -> ResultTable {
     ResultTable { name: name.into(), columns: Vec::new() }
@@ -61,6 +59,7 @@ fn conformity_results_led_by(rows: Vec<ConformityTrial>, measure: PWrong) -> Res
             quality: empty("quality"),
             measure,
             measure_note: None,
+            analysis: Provenance::default(),
         }),
         minimal_group: None,
         empty_runs: Vec::new(),
@@ -300,6 +299,7 @@ fn hidden_cells(cells: [(i64, Option<f64>, Option<f64>); 3]) -> Results {
             dyads: one_society(),
             tables,
             quality: empty("quality"),
+            analysis: Provenance::default(),
         }),
         empty_runs: Vec::new(),
         plain_tables: Vec::new(),
@@ -404,7 +404,13 @@ fn societies(seeds: i64) -> Results {
     Results {
         source: PathBuf::from("test"),
         conformity: None,
-        minimal_group: Some(MinimalGroupResults { runs: Vec::new(), dyads, tables, quality: empty("quality") }),
+        minimal_group: Some(MinimalGroupResults {
+            runs: Vec::new(),
+            dyads,
+            tables,
+            quality: empty("quality"),
+            analysis: Provenance::default(),
+        }),
         empty_runs: Vec::new(),
         plain_tables: Vec::new(),
     }
@@ -841,7 +847,13 @@ fn planted(models: &[(&str, &str)], ms: &[i64], seeds: i64, bias: Bias, gee_boot
     Results {
         source: PathBuf::from("test"),
         conformity: None,
-        minimal_group: Some(MinimalGroupResults { runs: Vec::new(), dyads, tables, quality: empty("quality") }),
+        minimal_group: Some(MinimalGroupResults {
+            runs: Vec::new(),
+            dyads,
+            tables,
+            quality: empty("quality"),
+            analysis: Provenance::default(),
+        }),
         empty_runs: Vec::new(),
         plain_tables: Vec::new(),
     }

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{Variant, stored_results};
-use herd_report::{load_results, write_report};
+use herd_analysis::load_results;
+use herd_report::write_report;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 
@@ -208,10 +209,10 @@ fn the_scorecard_fits_one_screen_at_1400_px() {
     // Both studies with every family and condition: more claims tested than the quick run's.
     let results = load_results(&stored_results(&work.path().join("results"), Variant::Planted), &mut |_| {}).unwrap();
     let written = write_report(&results, &work.path().join("report"), &mut |_| {}).unwrap();
-    let tested = herd_report::compare_headlines(&results)
+    let tested = herd_analysis::compare_headlines(&results)
         .unwrap()
         .iter()
-        .filter(|c| c.verdict != herd_report::Verdict::NotInRun)
+        .filter(|c| c.verdict != herd_analysis::Verdict::NotInRun)
         .count();
     assert!(tested >= 12, "the fixture tests most claims ({tested})");
 

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Variant, stored_results};
-use herd_report::{find_run_folders, load_results};
+use herd_analysis::{find_run_folders, load_results};
 use herd_test_support::stored_table;
 
 fn error_of(dir: &std::path::Path) -> String {
@@ -179,4 +179,104 @@ fn runs_computed_differently_are_named_in_the_report() {
     let (md, html) = report("different");
     assert!(md.contains("**Computed differently**") && md.contains("isa: avx512-vnni → avx2"), "{md}");
     assert!(html.contains("Computed differently</strong>") && html.contains("isa: avx512-vnni → avx2"));
+}
+
+/// The run folders' analysis is computed once and kept in `OUT/analysis/<study>/`: a second report
+/// reads it back (the same tables, through Parquet), and an edited table or other trials make it stale,
+/// so it is computed again rather than shown.
+#[test]
+fn the_analysis_is_computed_once_kept_beside_the_runs_and_read_back() {
+    let work = tempfile::tempdir().unwrap();
+    let out = stored_results(work.path(), Variant::Planted);
+    let mut heard = Vec::new();
+    let first = load_results(&out, &mut |s| heard.push(s.to_owned())).unwrap();
+    let (c, m) = (first.conformity.as_ref().unwrap(), first.minimal_group.as_ref().unwrap());
+    assert!(!c.analysis.read_back && !m.analysis.read_back, "nothing was kept yet");
+    assert_eq!(c.analysis.folder, Some(out.join("analysis/conformity")));
+    assert_eq!(m.analysis.folder, Some(out.join("analysis/minimal-group")));
+    assert!(heard.iter().any(|h| h == "minimal-group: analysing"), "{heard:?}");
+    for file in ["analysis.json", "seed_tests.parquet", "seed_tests.csv", "gee.parquet", "robustness.parquet"] {
+        assert!(out.join("analysis/minimal-group").join(file).is_file(), "{file} kept");
+    }
+
+    let mut heard = Vec::new();
+    let second = load_results(&out, &mut |s| heard.push(s.to_owned())).unwrap();
+    let (c2, m2) = (second.conformity.as_ref().unwrap(), second.minimal_group.as_ref().unwrap());
+    assert!(c2.analysis.read_back && m2.analysis.read_back);
+    assert!(!heard.iter().any(|h| h.ends_with(": analysing")), "no analysis ran: {heard:?}");
+    assert_eq!(c2.tables, c.tables, "the conformity tables read back are the ones computed");
+    assert_eq!(m2.tables, m.tables, "the minimal-group tables read back are the ones computed");
+
+    // A hand-edited table is never shown: the analysis is computed again, and the report says why.
+    let kept = out.join("analysis/minimal-group");
+    std::fs::copy(kept.join("gee.parquet"), kept.join("seed_tests.parquet")).unwrap();
+    let third = load_results(&out, &mut |_| {}).unwrap();
+    let m3 = third.minimal_group.as_ref().unwrap();
+    assert!(!m3.analysis.read_back);
+    let note = m3.analysis.note.as_deref().unwrap_or_default();
+    assert!(note.contains("seed_tests.parquet changed after it was written"), "{note}");
+    assert_eq!(m3.tables, m.tables);
+    assert!(load_results(&out, &mut |_| {}).unwrap().minimal_group.unwrap().analysis.read_back, "and kept again");
+
+    // Other trials (another result set in the same place) make the kept analysis stale too.
+    let other = tempfile::tempdir().unwrap();
+    let null = stored_results(other.path(), Variant::Shifted);
+    std::fs::rename(null.join("runs/conformity"), work.path().join("null-conformity")).unwrap();
+    std::fs::remove_dir_all(out.join("runs/conformity")).unwrap();
+    std::fs::rename(work.path().join("null-conformity"), out.join("runs/conformity")).unwrap();
+    let fourth = load_results(&out, &mut |_| {}).unwrap();
+    let c4 = fourth.conformity.as_ref().unwrap();
+    assert!(!c4.analysis.read_back);
+    assert!(c4.analysis.note.as_deref().unwrap_or_default().contains("other trials"), "{:?}", c4.analysis.note);
+    assert_ne!(c4.tables, c.tables);
+}
+
+/// What `herd analyze minimal-group` keeps (with the GEE fits bootstrapped) is what the report reads,
+/// so `bootstrap_se_agreement` is judged; the report's own analysis skips that bootstrap and says how
+/// to get it.
+#[test]
+fn bootstrap_se_agreement_is_judged_when_the_kept_analysis_bootstrapped_the_gee_fits() {
+    use herd_analysis::stored::{AnalysisSettings, Study, analysis_dir, write_stored};
+    use herd_analysis::study::{TrialSource, read_minimal_group};
+    use herd_analysis::{BootstrapPlan, MinimalGroupOptions, Verdict, analyze_minimal_group, compare_headlines};
+
+    let work = tempfile::tempdir().unwrap();
+    let out = stored_results(work.path(), Variant::Planted);
+    let run = out.join("runs/minimal-group");
+    let without = compare_headlines(&load_results(&run, &mut |_| {}).unwrap()).unwrap();
+    let row = without.iter().find(|h| h.headline.id == "bootstrap_se_agreement").unwrap();
+    assert_eq!(row.verdict, Verdict::NotInRun);
+    assert!(row.basis.contains("herd analyze minimal-group --dyads"), "{}", row.basis);
+
+    // `herd analyze minimal-group --dyads RUN`'s path, with fewer resamples for a test's time.
+    let input = read_minimal_group(
+        TrialSource::runs(vec![run.clone()], herd_store::Table::AllocationDyads),
+        Default::default(),
+    )
+    .unwrap();
+    let options = MinimalGroupOptions {
+        pool: input.pool_or(None).unwrap(),
+        bootstrap: BootstrapPlan::Seeded { resamples: 200, seed: 7 },
+        gee_bootstrap: true,
+        ..MinimalGroupOptions::default()
+    };
+    let tables = analyze_minimal_group(&input.dyads, &options).unwrap();
+    let settings = AnalysisSettings::of_minimal_group(&options);
+    write_stored(
+        &analysis_dir(&run, Study::MinimalGroup),
+        Study::MinimalGroup,
+        &input.digest,
+        &settings,
+        &tables.all(),
+    )
+    .unwrap();
+
+    let results = load_results(&run, &mut |_| {}).unwrap();
+    let m = results.minimal_group.as_ref().unwrap();
+    assert!(m.analysis.read_back && m.analysis.settings.gee_bootstrap);
+    assert_eq!(m.analysis.settings.bootstrap, Some((200, 7)));
+    let with = compare_headlines(&results).unwrap();
+    let row = with.iter().find(|h| h.headline.id == "bootstrap_se_agreement").unwrap();
+    assert_ne!(row.verdict, Verdict::NotInRun, "{row:?}");
+    assert!(row.this_run.contains("societies"), "{}", row.this_run);
 }

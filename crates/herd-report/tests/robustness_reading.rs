@@ -6,7 +6,8 @@ mod common;
 
 use common::{Variant, stored_results};
 use herd_analysis::ResultTable;
-use herd_report::{load_results, minimal_group_figures};
+use herd_analysis::load_results;
+use herd_report::minimal_group_figures;
 
 /// Main visible model × m × decider-block cells of `instrument` in the default reasoning mode, and
 /// how many have a positive seed-level mean.

@@ -120,6 +120,18 @@ impl ConformityTables {
     pub fn all(&self) -> [&ResultTable; 5] {
         [&self.curves, &self.auc, &self.deltas, &self.difficulty_spearman, &self.difficulty_ols]
     }
+
+    /// The tables from a stored analysis ([`crate::stored`]), found by name; `origin` names it in errors.
+    pub fn from_tables(tables: Vec<ResultTable>, origin: &str) -> Result<Self, AnalysisError> {
+        let mut take = crate::table::taker(tables, origin);
+        Ok(Self {
+            curves: take("curves")?,
+            auc: take("auc")?,
+            deltas: take("deltas")?,
+            difficulty_spearman: take("difficulty_spearman")?,
+            difficulty_ols: take("difficulty_ols")?,
+        })
+    }
 }
 
 /// The measures analysed: `p_wrong_full` always, `p_wrong_ab` where every trial defines it.

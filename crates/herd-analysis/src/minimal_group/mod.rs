@@ -150,6 +150,12 @@ pub const POSITION_FORMULA: &str = "points ~ same_group * minority_decider + tar
 /// Whether group labels were shown: herd-design's, the experiment file's own label arm.
 pub use herd_design::Labels;
 
+/// Whether a result row (seed_tests, gee, bootstrap) is a main estimate: each society's passes
+/// pooled (`passes` = `both`, or `single` with one pass); each pass alone (`per_pass`) is robustness.
+pub fn is_main_row(table: &crate::ResultTable, r: usize) -> bool {
+    table.text("passes", r) != Some("per_pass")
+}
+
 /// Values of the optional design columns ([`DESIGN_COLUMNS`] order); `None` where the column is
 /// absent from the table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -303,6 +309,17 @@ pub struct MinimalGroupTables {
 impl MinimalGroupTables {
     pub fn all(&self) -> [&ResultTable; 4] {
         [&self.seed_tests, &self.gee, &self.bootstrap, &self.robustness]
+    }
+
+    /// The tables from a stored analysis ([`crate::stored`]), found by name; `origin` names it in errors.
+    pub fn from_tables(tables: Vec<ResultTable>, origin: &str) -> Result<Self, AnalysisError> {
+        let mut take = crate::table::taker(tables, origin);
+        Ok(Self {
+            seed_tests: take("seed_tests")?,
+            gee: take("gee")?,
+            bootstrap: take("bootstrap")?,
+            robustness: take("robustness")?,
+        })
     }
 }
 

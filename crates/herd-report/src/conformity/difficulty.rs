@@ -4,8 +4,8 @@
 use super::{absent, family, family_auc};
 use crate::chart::{Chart, Heatmap, LineChart, LineSeries, Point};
 use crate::figure::{Figure, FigureResult, num, p_value, rows_where};
+use herd_analysis::conformity::auc;
 use herd_analysis::{ConformityTable, ConformityTables, PWrong};
-use herd_stats::trapezoid;
 use std::collections::BTreeMap;
 
 /// Paper fig. 3a: AUC against difficulty level per model and task, Spearman ρ in the legend.
@@ -109,10 +109,9 @@ pub fn conformity_by_difficulty_and_performance(
             if curve.len() < 2 || logits.is_empty() {
                 continue;
             }
-            let ns: Vec<f64> = curve.keys().map(|&n| f64::from(n)).collect();
-            let means: Vec<f64> = curve.values().map(|v| v.iter().sum::<f64>() / v.len() as f64).collect();
-            let Ok(area) = trapezoid(&means, &ns) else { continue };
-            conformity.push(area / (ns[ns.len() - 1] - ns[0]));
+            let means = curve.iter().map(|(&n, v)| (n, v.iter().sum::<f64>() / v.len() as f64));
+            let Some(area) = auc(means) else { continue };
+            conformity.push(area);
             difficulty.push(indices.iter().sum::<f64>() / indices.len() as f64);
             performance.push(logits.iter().sum::<f64>() / logits.len() as f64);
         }

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use herd_analysis::{ConformityTable, ConformityTables, GroupSizeRise, PWrong, group_size_rises};
+use crate::{ConformityTable, ConformityTables, GroupSizeRise, PWrong, group_size_rises};
 use herd_design::{SourceClass, SourceStrengthFamily};
 use herd_stats::Alternative;
 
@@ -12,8 +12,9 @@ use super::evidence::{
     Claim, Combine, Evidence, Row, spearman_interval, spearman_min_p, t_quantile, wilcoxon_evidence,
 };
 use super::{Outcome, PaperHeadline, population};
-use crate::figure::{num, rows_where, signed};
+use crate::format::{num, signed};
 use crate::results::Results;
+use crate::table::rows_where;
 
 /// The neutral source of the source-strength family (`herd analyze`'s default).
 const SOURCE_BASE: &str = "participants";
@@ -54,7 +55,7 @@ fn unit_aucs(
         .into_iter()
         .filter_map(|(unit, curve)| {
             let means = curve.into_iter().map(|(n, v)| (n, v.iter().sum::<f64>() / v.len() as f64));
-            herd_analysis::conformity::auc(means).map(|a| (unit, a))
+            crate::conformity::auc(means).map(|a| (unit, a))
         })
         .collect()
 }

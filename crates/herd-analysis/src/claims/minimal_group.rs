@@ -8,15 +8,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use herd_analysis::{Dyad, DyadTable, Labels, MinimalGroupTables, ResultTable};
+use crate::{Dyad, DyadTable, Labels, MinimalGroupTables, ResultTable};
 use herd_stats::{Alternative, students_t_cdf};
 
 use super::evidence::{ALPHA, Claim, Combine, Evidence, Row, t_quantile, wilcoxon_evidence, wilcoxon_min_p};
 use super::minimal_group_claims::{claim_evidence, claim_model, claim_ms, claim_rows, claims_on};
 use super::societies::{Selection, Society, deciders_by_model, model_name, society_means};
 use super::{Outcome, PaperHeadline, Verdict};
-use crate::figure::{is_main_row, num, p_value, rows_where, signed};
+use crate::format::{num, p_value, signed};
+use crate::minimal_group::is_main_row;
 use crate::results::Results;
+use crate::table::rows_where;
 
 /// Fewest units on which a normal-theory (z) p-value is printed: below it the report shows the
 /// seed-level test's p alone.

@@ -4,17 +4,18 @@
 //! majority deciders reversing at the smallest m, the gap falling with thinking off, and bootstrap
 //! and analytic standard errors agreeing.
 
-use herd_analysis::ResultTable;
-use herd_analysis::minimal_group::{ON_MINUS_OFF, model_claims};
+use crate::ResultTable;
+use crate::minimal_group::{ON_MINUS_OFF, model_claims};
 
 use super::evidence::{ALPHA, Claim, Combine, Evidence, Row, judge, wilcoxon_min_p};
 use super::societies::Selection;
 use super::{Outcome, PaperHeadline, Verdict};
-use crate::figure::{num, rows_where, signed};
+use crate::format::{num, signed};
 use crate::results::Results;
+use crate::table::rows_where;
 
 /// The per-model claims table on `selection`, or why it could not be computed.
-pub(super) fn claims_on(dyads: &herd_analysis::DyadTable, selection: &Selection) -> Result<ResultTable, String> {
+pub(super) fn claims_on(dyads: &crate::DyadTable, selection: &Selection) -> Result<ResultTable, String> {
     model_claims(dyads, |k| selection.takes_design(k)).map_err(|e| e.to_string())
 }
 

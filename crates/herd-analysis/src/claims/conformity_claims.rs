@@ -8,13 +8,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use herd_analysis::{ConformityTable, ConformityTrial, PWrong};
+use crate::{ConformityTable, ConformityTrial, PWrong};
 use herd_stats::Alternative;
 
 use super::conformity::model_tasks;
 use super::evidence::{Claim, Combine, Row, judge, welch_evidence, wilcoxon_evidence};
 use super::{Outcome, PaperHeadline, Verdict, population};
-use crate::figure::{num, signed};
+use crate::format::{num, signed};
 use crate::results::Results;
 
 /// The families of fig. 4b's social proximity (fig. 4d averages the same three).
@@ -50,7 +50,7 @@ fn aucs(curves: &Curves, ns: &BTreeSet<u32>) -> BTreeMap<i64, f64> {
         .iter()
         .filter_map(|(unit, curve)| {
             let points: Option<Vec<(u32, f64)>> = ns.iter().map(|&n| curve.get(&n).map(|&p| (n, p))).collect();
-            herd_analysis::conformity::auc(points?).map(|a| (*unit, a))
+            crate::conformity::auc(points?).map(|a| (*unit, a))
         })
         .collect()
 }

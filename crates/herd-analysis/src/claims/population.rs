@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use super::evidence::Row;
 use super::{Outcome, Verdict};
-use crate::figure::num;
+use crate::format::num;
 use crate::results::Results;
 
 /// Baseline accuracy below which a model × task is outside the paper's population: the lowest

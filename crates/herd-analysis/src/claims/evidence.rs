@@ -2,12 +2,13 @@
 //! into one of three verdicts. A verdict never rests on an undefined statistic, and a test that
 //! cannot reach significance at its n (an exact test on too few units) decides nothing.
 
-use herd_analysis::undefined_reason;
+use crate::undefined_reason;
 use herd_stats::{Alternative, WilcoxonOptions, ttest_welch, wilcoxon_one_sample};
 
 use super::Verdict;
-pub(crate) use crate::figure::t_quantile;
-use crate::figure::{Z95, num, p_value, signed};
+use crate::format::{num, p_value, signed};
+use crate::summary::Z95;
+pub(crate) use crate::summary::t_quantile;
 
 /// Significance level of every headline test.
 pub(crate) const ALPHA: f64 = 0.05;

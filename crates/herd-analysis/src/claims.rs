@@ -17,9 +17,9 @@ mod societies;
 
 use serde::{Deserialize, Serialize};
 
-use herd_analysis::PWrong;
+use crate::PWrong;
 
-use crate::error::ReportError;
+use crate::error::AnalysisError;
 use crate::results::Results;
 use evidence::{Combine, Row, combine};
 
@@ -133,7 +133,7 @@ fn undefined_notes(rows: &[Row], verdict: Verdict) -> Option<String> {
     let mut notes: Vec<&str> = Vec::new();
     for row in rows.iter().filter(|r| r.verdict == Verdict::Inconclusive) {
         // An undefined statistic says why; a test that cannot reach p < 0.05 at its n has too few units.
-        let too_few = row.evidence.too_few(evidence::ALPHA).map(|_| herd_analysis::TOO_FEW_UNITS);
+        let too_few = row.evidence.too_few(evidence::ALPHA).map(|_| crate::TOO_FEW_UNITS);
         let note = row.evidence.note.as_deref().or(too_few)?;
         if !notes.contains(&note) {
             notes.push(note);
@@ -189,13 +189,13 @@ impl RunNumber {
             reading = reading.chars().take(LONGEST - 1).collect::<String>() + "…";
         }
         let estimate = match self.estimate {
-            Some(estimate) => crate::figure::signed(estimate),
+            Some(estimate) => crate::format::signed(estimate),
             None if !reading.is_empty() => reading,
             None => "undefined".to_owned(),
         };
         let interval = self
             .interval
-            .map(|(lo, hi)| format!(" [{}, {}]", crate::figure::num(lo), crate::figure::num(hi)))
+            .map(|(lo, hi)| format!(" [{}, {}]", crate::format::num(lo), crate::format::num(hi)))
             .unwrap_or_default();
         format!("{estimate}{interval}, {} {}", self.n, self.unit)
     }
@@ -207,20 +207,20 @@ impl RunNumber {
 }
 
 /// The papers' headline results bundled with herd.
-pub fn paper_headlines() -> Result<Vec<PaperHeadline>, ReportError> {
-    let file: HeadlineFile = toml::from_str(HEADLINES).map_err(|e| ReportError::Headlines(e.to_string()))?;
+pub fn paper_headlines() -> Result<Vec<PaperHeadline>, AnalysisError> {
+    let file: HeadlineFile = toml::from_str(HEADLINES).map_err(|e| AnalysisError::Headlines(e.to_string()))?;
     for h in &file.headline {
         if measure_of(&h.id).is_none() {
-            return Err(ReportError::Headlines(format!("no computation for id `{}`", h.id)));
+            return Err(AnalysisError::Headlines(format!("no computation for id `{}`", h.id)));
         }
         if !["conformity", "minimal_group"].contains(&h.study.as_str()) {
-            return Err(ReportError::Headlines(format!(
+            return Err(AnalysisError::Headlines(format!(
                 "`{}`: study `{}` is not conformity or minimal_group",
                 h.id, h.study
             )));
         }
         if h.effect.is_some_and(|e| !(e.is_finite() && e > 0.0)) {
-            return Err(ReportError::Headlines(format!("`{}`: effect must be a positive magnitude", h.id)));
+            return Err(AnalysisError::Headlines(format!("`{}`: effect must be a positive magnitude", h.id)));
         }
     }
     Ok(file.headline)
@@ -299,8 +299,21 @@ fn outcome(headline: &PaperHeadline, measure: Measure, results: &Results) -> Opt
     }
 }
 
+/// Why a headline has no rows in this run.
+fn why_absent(headline: &PaperHeadline, results: &Results) -> String {
+    if headline.id == "bootstrap_se_agreement"
+        && let Some(m) = &results.minimal_group
+        && !m.analysis.settings.gee_bootstrap
+    {
+        return "the analysis did not bootstrap the GEE fits (one refit per resample, which `herd report` and the \
+                quick look skip): run `herd analyze minimal-group --dyads DIR` on the run folder and report again"
+            .to_owned();
+    }
+    "the run lacks the study, family or condition".to_owned()
+}
+
 /// Every headline of the papers with this run's number and verdict.
-pub fn compare_headlines(results: &Results) -> Result<Vec<HeadlineComparison>, ReportError> {
+pub fn compare_headlines(results: &Results) -> Result<Vec<HeadlineComparison>, AnalysisError> {
     Ok(paper_headlines()?
         .into_iter()
         .map(|headline| {
@@ -317,13 +330,7 @@ pub fn compare_headlines(results: &Results) -> Result<Vec<HeadlineComparison>, R
                     let deciding = o.rows.iter().find(|r| r.verdict == verdict).unwrap_or(&o.rows[0]);
                     (text, verdict, basis, Some(RunNumber::of(deciding, o.rows.len())), undefined)
                 }
-                None => (
-                    "—".to_owned(),
-                    Verdict::NotInRun,
-                    "the run lacks the study, family or condition".to_owned(),
-                    None,
-                    None,
-                ),
+                None => ("—".to_owned(), Verdict::NotInRun, why_absent(&headline, results), None, None),
             };
             HeadlineComparison { headline, this_run, verdict, basis, number, undefined }
         })

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use herd_analysis::{DesignKey, DyadTable, Labels, ResultTable};
+use crate::{DesignKey, DyadTable, Labels, ResultTable};
 
 const MODEL: usize = 0;
 const REASONING: usize = 1;
@@ -42,7 +42,7 @@ impl Selection {
             None if instruments.contains(BASE) || instruments.len() != 1 => BASE.to_owned(),
             None => instruments.first().map(|i| (*i).to_owned()).unwrap_or_default(),
         });
-        let defaults = herd_analysis::minimal_group::default_reasoning(dyads);
+        let defaults = crate::minimal_group::default_reasoning(dyads);
         let passes: BTreeSet<&str> = dyads.rows.iter().filter_map(|d| d.design.0[SWAP_PASS].as_deref()).collect();
         Self { instrument, defaults, two_passes: passes.len() > 1, pass: None, every_mode: false }
     }
@@ -215,7 +215,7 @@ pub(super) fn model_name(model: &Option<String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use herd_analysis::{DesignKey, Dyad};
+    use crate::{DesignKey, Dyad};
 
     fn dyad(
         model: &str,
@@ -270,7 +270,7 @@ mod tests {
         // Two deciders in each of the two base passes with thinking on; the off mode and paraphrase left out.
         assert_eq!(societies[&(1, 0)].len(), 4);
         let favouritism = |selection: &Selection| {
-            let claims = herd_analysis::minimal_group::model_claims(&dyads, |k| selection.takes_design(k)).unwrap();
+            let claims = crate::minimal_group::model_claims(&dyads, |k| selection.takes_design(k)).unwrap();
             (0..claims.n_rows())
                 .filter(|&r| claims.text("quantity", r) == Some("favouritism"))
                 .map(|r| {
