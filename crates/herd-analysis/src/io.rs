@@ -1,5 +1,5 @@
 //! Reading trial tables and writing result tables, CSV or Parquet (polars). With [`crate::study`] and
-//! [`crate::quality`], the only code of herd-analysis that touches files or polars; the analyses
+//! `quality`, the only code of herd-analysis that touches files or polars; the analyses
 //! themselves take and return plain structs, and no polars type is public.
 
 use std::path::{Path, PathBuf};

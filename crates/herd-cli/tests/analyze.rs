@@ -79,12 +79,32 @@ fn minimal_group_writes_csv_and_parquet_that_agree() {
         assert_csv_and_parquet_agree(&out, table);
     }
     let stdout = String::from_utf8_lossy(&result.stdout);
-    assert!(stdout.contains("seed_tests") && stdout.contains("wrote 8 files"), "{stdout}");
+    assert!(stdout.contains("seed_tests") && stdout.contains("wrote 9 files"), "{stdout}");
+    assert!(out.join("analysis.json").is_file(), "the record of what the tables were computed from");
     // Off a terminal (here, a pipe) the long work says how far it is, a line per tenth of its steps.
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(stderr.contains("read ") && stderr.contains(" dyads from "), "{stderr}");
     assert!(stderr.contains("analysing: ") && stderr.contains("(100%)"), "{stderr}");
     assert!(stderr.matches("analysing: ").count() <= 10, "{stderr}");
+}
+
+#[test]
+fn a_table_file_needs_out_and_a_folder_keeps_its_analysis_inside() {
+    let trials = data("conformity_trials.csv");
+    let result = herd(&["analyze", "conformity", "--trials", trials.to_str().unwrap()]);
+    assert!(!result.status.success());
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(stderr.contains("is a table file") && stderr.contains("fix: add --out DIR"), "{stderr}");
+
+    let folder = out_dir("analyze-default-out");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::copy(&trials, folder.join("conformity_trials.csv")).unwrap();
+    let result = herd(&["analyze", "conformity", "--trials", folder.to_str().unwrap()]);
+    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+    let kept = folder.join("analysis").join("conformity");
+    for file in ["analysis.json", "curves.parquet", "auc.csv"] {
+        assert!(kept.join(file).is_file(), "{file} in {}", kept.display());
+    }
 }
 
 #[test]

@@ -1,14 +1,14 @@
 //! The two papers' figures and a report, regenerated from a run's stored Parquet alone.
 //!
-//! [`load_results`] finds the run folders under a result folder (a `herd run` folder, or
-//! `cargo xtask replicate`'s `OUT/runs/<study>/`), reads their trial tables and manifests, and
-//! recomputes the analyses with `herd analyze`'s defaults; no model or experiment file is needed, so
-//! a folder copied from another machine is enough. [`write_report`] draws every figure as PNG and
-//! SVG into `OUT/figures/` and writes `OUT/report.html` and its Markdown twin `OUT/report.md`: the
-//! opening scorecard (per study, one line per paper claim with the run's number and verdict badge,
-//! [`scorecard`]), the run manifests, parse and QC rates, each study's tables, every figure with a one-line reading,
-//! and this run's headline numbers beside the papers' ([`compare_headlines`]), each with one of
-//! three verdicts (replicates, does not replicate, inconclusive) and the test and n it rests on;
+//! It words and draws what herd-analysis computed: [`herd_analysis::load_results`] reads a result
+//! folder (a `herd run` folder, or `cargo xtask replicate`'s `OUT/runs/<study>/`) with each study's
+//! analysis (read back from `analysis/<study>/` or computed once), and
+//! [`herd_analysis::compare_headlines`] judges the papers' claims on it; no model or experiment file is
+//! needed, so a folder copied from another machine is enough. [`write_report`] draws every figure as
+//! PNG and SVG into `OUT/figures/` and writes `OUT/report.html` and its Markdown twin `OUT/report.md`:
+//! the opening scorecard (per study, one line per paper claim with the run's number and verdict badge,
+//! [`scorecard`]), the run manifests, parse and QC rates, each study's tables, every figure with a
+//! one-line reading, and the claims with their verdicts and the test and n each rests on;
 //! `OUT/deviations.md` beside them lists where herd differs from the papers.
 //!
 //! Figures are values first: each function named after what it shows (e.g.
