@@ -61,6 +61,7 @@ pub mod io;
 pub mod minimal_group;
 mod quality;
 pub mod results;
+pub mod rows;
 pub mod stored;
 pub mod study;
 pub mod summary;

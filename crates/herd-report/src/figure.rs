@@ -3,9 +3,7 @@
 //! claims use too.
 
 pub use herd_analysis::format::{num, p_value, signed};
-pub use herd_analysis::minimal_group::is_main_row;
-pub use herd_analysis::rows_where;
-pub use herd_analysis::summary::{Z95, mean_interval, t_quantile};
+pub use herd_analysis::summary::mean_interval;
 
 use crate::chart::{Chart, render};
 use crate::error::ReportError;

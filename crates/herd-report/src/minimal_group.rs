@@ -7,10 +7,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use herd_analysis::{DesignKey, DyadTable, Labels, MinimalGroupTables, ResultTable};
+use herd_analysis::{DesignKey, DyadTable, Labels, MinimalGroupTables};
 
 use crate::chart::{Bar, BarChart, BarSeries, Chart, LineChart, LineSeries, Point};
-use crate::figure::{AbsentFigure, Figure, FigureResult, is_main_row, mean_interval, num, p_value, rows_where, signed};
+use crate::figure::{AbsentFigure, Figure, FigureResult, mean_interval, num, p_value, signed};
+use herd_analysis::rows::{GeeTerm, RobustnessCheck, SeedTest};
 
 const FAVOURITISM: &str = "favouritism (points per in-group − per out-group target)";
 
@@ -259,19 +260,18 @@ fn seed_test(
     deciders: &str,
     measure: &str,
 ) -> Vec<(String, f64, f64)> {
-    let t = &tables.seed_tests;
-    rows_where(t, &[("labels", labels), ("deciders", deciders), ("measure", measure)])
+    tables
+        .seed_test_rows()
         .into_iter()
-        .filter(|&r| {
-            (!context.instruments.contains("base") || t.text("instrument", r) == Some("base")) && is_main_row(t, r)
-        })
-        .map(|r| {
-            let mut name: Vec<String> = t.text("model", r).map(str::to_owned).into_iter().collect();
+        .filter(|t| t.labels == labels && t.deciders == deciders && t.measure == measure)
+        .filter(|t| (!context.instruments.contains("base") || t.instrument.as_deref() == Some("base")) && t.is_main())
+        .map(|t| {
+            let mut name: Vec<String> = t.model.into_iter().collect();
             if context.several_reasoning {
-                name.extend(t.text("reasoning", r).map(|v| format!("thinking {v}")));
+                name.extend(t.reasoning.map(|v| format!("thinking {v}")));
             }
-            name.push(t.number("m", r).map_or("m = ?".into(), |m| format!("m = {m}")));
-            (name.join(" · "), t.number("mean", r).unwrap_or(f64::NAN), t.number("wilcoxon_p", r).unwrap_or(f64::NAN))
+            name.push(t.m.map_or("m = ?".into(), |m| format!("m = {m}")));
+            (name.join(" · "), t.mean, t.wilcoxon_p)
         })
         .collect()
 }
@@ -566,31 +566,29 @@ fn favouritism_by_reasoning_mode(context: &Context, tables: &MinimalGroupTables)
         })
         .filter(|s| s.bars.iter().any(Option::is_some))
         .collect();
-    let gee = &tables.gee;
-    let interaction: Vec<String> =
-        rows_where(gee, &[("labels", "visible"), ("term", "same_group:reasoning"), ("analysis", "reasoning_control")])
-            .into_iter()
-            .filter(|&r| is_main_row(gee, r))
-            .map(|r| {
-                let (coef, se) =
-                    (gee.number("coef", r).unwrap_or(f64::NAN), gee.number("se_robust", r).unwrap_or(f64::NAN));
-                let clusters = gee.number("n_clusters", r).unwrap_or(0.0) as usize;
-                // The headline's test: the robust-SE t on societies − 1 df (a normal p on few
-                // clusters would claim more than the societies give).
-                let p = if clusters >= 2 {
-                    herd_analysis::summary::t_two_sided_p(coef / se, (clusters - 1) as f64)
-                } else {
-                    f64::NAN
-                };
-                format!(
-                    "same_group × reasoning = {} (robust SE {}, t({}) p = {}, {clusters} societies)",
-                    num(coef),
-                    num(se),
-                    clusters.saturating_sub(1),
-                    p_value(p)
-                )
-            })
-            .collect();
+    let interaction: Vec<String> = tables
+        .gee_terms()
+        .into_iter()
+        .filter(|g| g.labels == "visible" && g.term == "same_group:reasoning" && g.analysis == "reasoning_control")
+        .filter(|g| g.is_main())
+        .map(|g| {
+            let (coef, se, clusters) = (g.coef, g.se_robust, g.n_clusters);
+            // The headline's test: the robust-SE t on societies − 1 df (a normal p on few
+            // clusters would claim more than the societies give).
+            let p = if clusters >= 2 {
+                herd_analysis::summary::t_two_sided_p(coef / se, (clusters - 1) as f64)
+            } else {
+                f64::NAN
+            };
+            format!(
+                "same_group × reasoning = {} (robust SE {}, t({}) p = {}, {clusters} societies)",
+                num(coef),
+                num(se),
+                clusters.saturating_sub(1),
+                p_value(p)
+            )
+        })
+        .collect();
     let reading = if interaction.is_empty() {
         "No pooled reasoning GEE in the analysis (it needs reasoning modes `on` and `off`).".to_owned()
     } else {
@@ -644,19 +642,12 @@ fn favouritism_across_swap_pass_and_paraphrase(context: &Context, tables: &Minim
                 .collect(),
         })
         .collect();
-    let r = &tables.robustness;
-    let swaps: Vec<String> =
-        rows_where(r, &[("labels", "visible"), ("check", "swap_pass_difference"), ("fills", "included")])
-            .into_iter()
-            .map(|i| {
-                format!(
-                    "{}: {} (p = {})",
-                    robustness_cell(r, i),
-                    signed(r.number("estimate", i).unwrap_or(f64::NAN)),
-                    p_value(r.number("p", i).unwrap_or(f64::NAN))
-                )
-            })
-            .collect();
+    let swaps: Vec<String> = tables
+        .robustness_checks()
+        .iter()
+        .filter(|c| c.labels == "visible" && c.check == "swap_pass_difference" && c.fills == "included")
+        .map(|c| format!("{}: {} (p = {})", robustness_cell(c), signed(c.estimate), p_value(c.p)))
+        .collect();
     let mut reading = vec![if swaps.is_empty() {
         format!("Favouritism per instrument and pass, visible labels ({} variants).", variants.len())
     } else {
@@ -694,51 +685,38 @@ fn paraphrase_counts(context: &Context, tables: &MinimalGroupTables) -> Option<S
         return None;
     }
     let original = if context.instruments.contains("base") { "base" } else { context.instruments.first()?.as_str() };
-    let seed = &tables.seed_tests;
-    let default_mode = |r: usize| seed.number("default_reasoning", r).is_none_or(|d| d == 1.0);
+    let seed = tables.seed_test_rows();
+    let gee = tables.gee_terms();
+    let default_mode = |t: &SeedTest| t.default_reasoning.is_none_or(|d| d == 1);
     // (model, reasoning) of the default modes, to pick the matching GEE rows (which lack the flag).
-    let defaults: BTreeSet<(Option<&str>, Option<&str>)> = (0..seed.n_rows())
-        .filter(|&r| default_mode(r))
-        .map(|r| (seed.text("model", r), seed.text("reasoning", r)))
-        .collect();
-    let gee = &tables.gee;
+    let defaults: BTreeSet<(Option<&str>, Option<&str>)> =
+        seed.iter().filter(|t| default_mode(t)).map(|t| (t.model.as_deref(), t.reasoning.as_deref())).collect();
     let count = |instrument: &str| {
-        let cells: Vec<usize> = ["minority", "majority"]
+        let cells: Vec<&SeedTest> = ["minority", "majority"]
             .iter()
             .flat_map(|&deciders| {
-                rows_where(
-                    seed,
-                    &[
-                        ("labels", "visible"),
-                        ("deciders", deciders),
-                        ("measure", "favouritism"),
-                        ("instrument", instrument),
-                    ],
-                )
+                seed.iter().filter(move |t| {
+                    t.labels == "visible"
+                        && t.deciders == deciders
+                        && t.measure == "favouritism"
+                        && t.instrument.as_deref() == Some(instrument)
+                })
             })
-            .filter(|&r| is_main_row(seed, r) && default_mode(r))
+            .filter(|t| t.is_main() && default_mode(t))
             .collect();
-        let fits: Vec<usize> = rows_where(
-            gee,
-            &[
-                ("labels", "visible"),
-                ("analysis", "cell"),
-                ("formula", "points ~ same_group"),
-                ("term", "same_group"),
-                ("instrument", instrument),
-            ],
-        )
-        .into_iter()
-        .filter(|&r| is_main_row(gee, r) && defaults.contains(&(gee.text("model", r), gee.text("reasoning", r))))
-        .collect();
-        let positive = |t: &ResultTable, rows: &[usize], column: &str| {
-            format!(
-                "{} of {}",
-                rows.iter().filter(|&&r| t.number(column, r).is_some_and(|v| v > 0.0)).count(),
-                rows.len()
-            )
-        };
-        (positive(seed, &cells, "mean"), positive(gee, &fits, "coef"))
+        let fits: Vec<&GeeTerm> = gee
+            .iter()
+            .filter(|g| {
+                g.labels == "visible"
+                    && g.analysis == "cell"
+                    && g.formula == "points ~ same_group"
+                    && g.term == "same_group"
+                    && g.instrument.as_deref() == Some(instrument)
+            })
+            .filter(|g| g.is_main() && defaults.contains(&(g.model.as_deref(), g.reasoning.as_deref())))
+            .collect();
+        let positive = |values: Vec<f64>| format!("{} of {}", values.iter().filter(|&&v| v > 0.0).count(), values.len());
+        (positive(cells.iter().map(|t| t.mean).collect()), positive(fits.iter().map(|g| g.coef).collect()))
     };
     let (base_cells, base_fits) = count(original);
     let sentences: Vec<String> = context
@@ -757,64 +735,56 @@ fn paraphrase_counts(context: &Context, tables: &MinimalGroupTables) -> Option<S
 }
 
 /// A robustness row's cell: model, reasoning and instrument where present, labels and m.
-fn robustness_cell(t: &ResultTable, r: usize) -> String {
-    let mut parts: Vec<String> = t.text("model", r).map(str::to_owned).into_iter().collect();
-    parts.extend(t.text("reasoning", r).map(|v| format!("thinking {v}")));
-    parts.extend(t.text("instrument", r).map(str::to_owned));
-    parts.extend(t.text("labels", r).map(str::to_owned));
-    parts.push(t.number("m", r).map_or("m = ?".into(), |m| format!("m = {m}")));
+fn robustness_cell(c: &RobustnessCheck) -> String {
+    let mut parts: Vec<String> = c.model.iter().cloned().collect();
+    parts.extend(c.reasoning.as_ref().map(|v| format!("thinking {v}")));
+    parts.extend(c.instrument.iter().cloned());
+    parts.push(c.labels.clone());
+    parts.push(c.m.map_or("m = ?".into(), |m| format!("m = {m}")));
     parts.join(" · ")
 }
 
 /// Main robustness rows of `check` with uniform fills included and a defined estimate.
-fn robustness_rows(t: &ResultTable, check: &str) -> Vec<usize> {
-    rows_where(t, &[("check", check), ("fills", "included")])
-        .into_iter()
-        .filter(|&r| is_main_row(t, r) && t.number("estimate", r).is_some_and(f64::is_finite))
+fn robustness_rows<'a>(checks: &'a [RobustnessCheck], check: &str) -> Vec<&'a RobustnessCheck> {
+    checks
+        .iter()
+        .filter(|c| c.check == check && c.fills == "included" && c.is_main() && c.estimate.is_finite())
         .collect()
 }
 
 /// The paper's nonce-label check ("token-receipt standard deviations were at most 0.24
 /// points/target"): the largest SD across group names of the mean points a target receives.
 fn token_receipt_reading(tables: &MinimalGroupTables) -> Option<String> {
-    let t = &tables.robustness;
-    let rows = robustness_rows(t, "token_receipt_sd");
-    let estimate = |r: usize| t.number("estimate", r).unwrap_or(f64::NAN);
-    let top = *rows.iter().max_by(|&&a, &&b| estimate(a).total_cmp(&estimate(b)))?;
+    let checks = tables.robustness_checks();
+    let rows = robustness_rows(&checks, "token_receipt_sd");
+    let top = *rows.iter().max_by(|a, b| a.estimate.total_cmp(&b.estimate))?;
     Some(format!(
         "Token receipt (mean points per target by group name, visible labels): SD across names at most {} points/target over {} cells (largest: {}, {} names).",
-        num(estimate(top)),
+        num(top.estimate),
         rows.len(),
-        robustness_cell(t, top),
-        t.number("n", top).map_or("n/a".into(), |n| format!("{n}"))
+        robustness_cell(top),
+        top.n.map_or("n/a".into(), |n| format!("{n}"))
     ))
 }
 
 /// The paper's roster-position check ("In- and out-group targets had balanced presented
 /// positions"): the largest in − out difference of mean presented position, with its cell's means.
 fn position_balance_reading(tables: &MinimalGroupTables) -> Option<String> {
-    let t = &tables.robustness;
-    let rows = robustness_rows(t, "position_balance");
-    let estimate = |r: usize| t.number("estimate", r).unwrap_or(f64::NAN);
-    let top = *rows.iter().max_by(|&&a, &&b| estimate(a).abs().total_cmp(&estimate(b).abs()))?;
-    let same_cell = |r: usize| {
-        ["model", "reasoning", "instrument", "swap_pass", "passes", "labels", "fills"]
-            .iter()
-            .all(|c| t.text(c, r) == t.text(c, top))
-            && t.number("m", r) == t.number("m", top)
+    let checks = tables.robustness_checks();
+    let rows = robustness_rows(&checks, "position_balance");
+    let top = *rows.iter().max_by(|a, b| a.estimate.abs().total_cmp(&b.estimate.abs()))?;
+    let same_cell = |c: &RobustnessCheck| {
+        (&c.model, &c.reasoning, &c.instrument, &c.swap_pass, &c.passes, &c.labels, &c.fills, c.m)
+            == (&top.model, &top.reasoning, &top.instrument, &top.swap_pass, &top.passes, &top.labels, &top.fills, top.m)
     };
-    let mean_of = |check: &str| {
-        (0..t.n_rows())
-            .find(|&r| t.text("check", r) == Some(check) && same_cell(r))
-            .and_then(|r| t.number("estimate", r))
-    };
+    let mean_of = |check: &str| checks.iter().find(|c| c.check == check && same_cell(c)).map(|c| c.estimate);
     Some(format!(
         "Presented positions: in- minus out-group mean position within ±{} over {} cells (largest: {}, in-group {} vs out-group {}, Wilcoxon over seeds p = {}).",
-        num(estimate(top).abs()),
+        num(top.estimate.abs()),
         rows.len(),
-        robustness_cell(t, top),
+        robustness_cell(top),
         mean_of("position_in_group").map_or("n/a".into(), num),
         mean_of("position_out_group").map_or("n/a".into(), num),
-        p_value(t.number("p", top).unwrap_or(f64::NAN))
+        p_value(top.p)
     ))
 }

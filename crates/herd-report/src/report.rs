@@ -499,7 +499,7 @@ pub fn write_report(
                 figures,
                 absent_figures,
                 tables: vec![
-                    table_view(&t.auc, "AUC: trapezoid of mean p_wrong over N divided by the N range, per model × task × family × level."),
+                    table_view(&t.auc, "AUC: area under the mean p_wrong(N) curve divided by the N range, per model × task × family × level."),
                     table_view(&t.deltas, "Condition contrasts of AUC per pairing unit (paraphrase or trial index): one-sample t test and z = mean/SE with its normal p (public − private one-tailed)."),
                     table_view(&t.difficulty_spearman, "Spearman ρ between difficulty level and AUC per model × task."),
                     table_view(&t.difficulty_ols, "OLS of min-max normalised image AUC on normalised difficulty index and performance (logit of the correct answer at N = 0), per task, pooled over models."),

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use herd_stats::{Alternative, Formula, ols, spearman};
 
 use super::curves::{CurveKey, curve_auc};
+use super::summaries::min_max;
 use super::{ConformityTable, ConformityTrial, PWrong, mean};
 use crate::error::{AnalysisError, TOO_FEW_UNITS, stats_context, undefined_reason};
 use crate::table::{ResultTable, TableBuilder, Value};
@@ -60,18 +61,6 @@ pub(super) fn spearman_table(
         out.push(vec![model.into(), task.into(), measure.into(), x.len().into(), rho.into(), p.into(), note.into()]);
     }
     Ok(out.finish())
-}
-
-fn min_max(values: &mut [f64]) -> bool {
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if hi <= lo {
-        return false;
-    }
-    for v in values.iter_mut() {
-        *v = (*v - lo) / (hi - lo);
-    }
-    true
 }
 
 /// Columns of the matplotlib hexagon grid fig. 3b's regression bins the images in (`gridsize`; its rows

@@ -33,6 +33,7 @@ mod curves;
 mod deltas;
 mod difficulty;
 mod group_size;
+mod summaries;
 
 use std::collections::BTreeMap;
 
@@ -47,6 +48,7 @@ use deltas::deltas_table;
 pub use difficulty::DIFFICULTY_HEXBIN_GRIDSIZE;
 use difficulty::{ols_table, spearman_table};
 pub use group_size::{GroupSizeRise, group_size_rises};
+pub use summaries::{CurveMean, NormalisedImage, curves_by_key, normalised_images};
 
 /// One conformity trial.
 #[derive(Debug, Clone, PartialEq)]
@@ -119,6 +121,31 @@ pub struct ConformityTables {
 impl ConformityTables {
     pub fn all(&self) -> [&ResultTable; 5] {
         [&self.curves, &self.auc, &self.deltas, &self.difficulty_spearman, &self.difficulty_ols]
+    }
+
+    /// The `curves` table's rows, typed.
+    pub fn curve_points(&self) -> Vec<crate::rows::CurvePoint> {
+        crate::rows::TableRow::all(&self.curves)
+    }
+
+    /// The `auc` table's rows, typed.
+    pub fn curve_aucs(&self) -> Vec<crate::rows::CurveAuc> {
+        crate::rows::TableRow::all(&self.auc)
+    }
+
+    /// The `deltas` table's rows, typed.
+    pub fn auc_deltas(&self) -> Vec<crate::rows::AucDelta> {
+        crate::rows::TableRow::all(&self.deltas)
+    }
+
+    /// The `difficulty_spearman` table's rows, typed.
+    pub fn difficulty_rhos(&self) -> Vec<crate::rows::DifficultyRho> {
+        crate::rows::TableRow::all(&self.difficulty_spearman)
+    }
+
+    /// The `difficulty_ols` table's rows, typed.
+    pub fn difficulty_fits(&self) -> Vec<crate::rows::DifficultyFit> {
+        crate::rows::TableRow::all(&self.difficulty_ols)
     }
 
     /// The tables from a stored analysis ([`crate::stored`]), found by name; `origin` names it in errors.

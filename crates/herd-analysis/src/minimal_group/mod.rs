@@ -311,6 +311,26 @@ impl MinimalGroupTables {
         [&self.seed_tests, &self.gee, &self.bootstrap, &self.robustness]
     }
 
+    /// The `seed_tests` table's rows, typed.
+    pub fn seed_test_rows(&self) -> Vec<crate::rows::SeedTest> {
+        crate::rows::TableRow::all(&self.seed_tests)
+    }
+
+    /// The `gee` table's rows, typed.
+    pub fn gee_terms(&self) -> Vec<crate::rows::GeeTerm> {
+        crate::rows::TableRow::all(&self.gee)
+    }
+
+    /// The `bootstrap` table's rows, typed.
+    pub fn bootstrap_estimates(&self) -> Vec<crate::rows::BootstrapEstimate> {
+        crate::rows::TableRow::all(&self.bootstrap)
+    }
+
+    /// The `robustness` table's rows, typed.
+    pub fn robustness_checks(&self) -> Vec<crate::rows::RobustnessCheck> {
+        crate::rows::TableRow::all(&self.robustness)
+    }
+
     /// The tables from a stored analysis ([`crate::stored`]), found by name; `origin` names it in errors.
     pub fn from_tables(tables: Vec<ResultTable>, origin: &str) -> Result<Self, AnalysisError> {
         let mut take = crate::table::taker(tables, origin);

@@ -1,10 +1,10 @@
 //! Fig. 3: conformity against difficulty (AUC by level with Spearman ρ, and the hexagon heat map of
 //! performance and difficulty).
 
-use super::{absent, family, family_auc};
+use super::{absent, family_auc};
 use crate::chart::{Chart, Heatmap, LineChart, LineSeries, Point};
-use crate::figure::{Figure, FigureResult, num, p_value, rows_where};
-use herd_analysis::conformity::auc;
+use crate::figure::{Figure, FigureResult, num, p_value};
+use herd_analysis::conformity::normalised_images;
 use herd_analysis::{ConformityTable, ConformityTables, PWrong};
 use std::collections::BTreeMap;
 
@@ -21,10 +21,12 @@ pub fn auc_by_difficulty(tables: &ConformityTables, measure: PWrong) -> FigureRe
     if curves.is_empty() {
         return Err(absent(NAME, PAPER, "the run has no difficulty trials"));
     }
+    let rhos = tables.difficulty_rhos();
     let rho = |model: &str, task: &str| {
-        rows_where(&tables.difficulty_spearman, &[("model", model), ("task", task), ("measure", measure.column())])
-            .first()
-            .map(|&r| (tables.difficulty_spearman.number("rho", r), tables.difficulty_spearman.number("p", r)))
+        let defined = |v: f64| v.is_finite().then_some(v);
+        rhos.iter()
+            .find(|r| r.model == model && r.task == task && r.measure == measure.column())
+            .map(|r| (defined(r.rho), defined(r.p)))
     };
     let several = curves.keys().map(|(m, _)| m).collect::<std::collections::BTreeSet<_>>().len() > 1;
     let mut readings = Vec::new();
@@ -63,17 +65,6 @@ pub fn auc_by_difficulty(tables: &ConformityTables, measure: PWrong) -> FigureRe
     })
 }
 
-/// Min-max normalisation in place; false when the values do not vary.
-fn normalise(values: &mut [f64]) -> bool {
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if hi <= lo {
-        return false;
-    }
-    values.iter_mut().for_each(|v| *v = (*v - lo) / (hi - lo));
-    true
-}
-
 /// Paper fig. 3b: conformity (image AUC) over normalised difficulty × normalised performance, as
 /// a heatmap of mean normalised conformity; normalisation within model and task, as in the
 /// regression.
@@ -85,44 +76,12 @@ pub fn conformity_by_difficulty_and_performance(
     const NAME: &str = "conformity_by_difficulty_and_performance";
     const PAPER: &str = "conformity paper, fig. 3b";
     const BINS: usize = 5;
-    // (model, task) → image → (N → p_wrong, difficulty index, correct logit at N = 0)
-    type Image = (BTreeMap<u32, Vec<f64>>, Vec<f64>, Vec<f64>);
-    let mut groups: BTreeMap<(&str, &str), BTreeMap<&str, Image>> = BTreeMap::new();
-    for t in family(trials, "difficulty") {
-        let (Some(image), Some(index), Some(p)) = (t.image_id.as_deref(), t.difficulty_index, t.p_wrong(measure))
-        else {
-            continue;
-        };
-        let entry = groups.entry((t.model.as_str(), t.task.as_str())).or_default().entry(image).or_default();
-        entry.0.entry(t.n).or_default().push(p);
-        entry.1.push(index);
-        if t.n == 0 {
-            let correct = if t.correct_label.as_deref() == Some("A") { t.logit_a } else { t.logit_b };
-            entry.2.extend(correct);
-        }
-    }
     let mut cells = vec![vec![Vec::<f64>::new(); BINS]; BINS];
     let mut images = 0;
-    for images_of_group in groups.values() {
-        let (mut conformity, mut difficulty, mut performance) = (Vec::new(), Vec::new(), Vec::new());
-        for (curve, indices, logits) in images_of_group.values() {
-            if curve.len() < 2 || logits.is_empty() {
-                continue;
-            }
-            let means = curve.iter().map(|(&n, v)| (n, v.iter().sum::<f64>() / v.len() as f64));
-            let Some(area) = auc(means) else { continue };
-            conformity.push(area);
-            difficulty.push(indices.iter().sum::<f64>() / indices.len() as f64);
-            performance.push(logits.iter().sum::<f64>() / logits.len() as f64);
-        }
-        if !(normalise(&mut conformity) && normalise(&mut difficulty) && normalise(&mut performance)) {
-            continue;
-        }
-        for ((c, d), p) in conformity.iter().zip(&difficulty).zip(&performance) {
-            let bin = |v: f64| ((v * BINS as f64) as usize).min(BINS - 1);
-            cells[bin(*d)][bin(*p)].push(*c);
-            images += 1;
-        }
+    for image in normalised_images(&trials.rows, measure).values().flatten() {
+        let bin = |v: f64| ((v * BINS as f64) as usize).min(BINS - 1);
+        cells[bin(image.difficulty)][bin(image.performance)].push(image.conformity);
+        images += 1;
     }
     if images == 0 {
         return Err(absent(
@@ -137,24 +96,22 @@ pub fn conformity_by_difficulty_and_performance(
             column.into_iter().map(|v| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)).collect()
         })
         .collect();
-    let ols = &tables.difficulty_ols;
+    let ols = tables.difficulty_fits();
     let term = |task: &str, term: &str| {
-        rows_where(ols, &[("task", task), ("measure", measure.column()), ("term", term)]).first().map(|&r| {
-            format!(
-                "β_{term} = {} (p = {})",
-                num(ols.number("coef", r).unwrap_or(f64::NAN)),
-                p_value(ols.number("p", r).unwrap_or(f64::NAN))
-            )
-        })
+        ols.iter()
+            .find(|f| f.task == task && f.measure == measure.column() && f.term == term)
+            .map(|f| format!("β_{term} = {} (p = {})", num(f.coef), p_value(f.p)))
     };
-    let mut tasks: Vec<&str> = (0..ols.n_rows()).filter_map(|r| ols.text("task", r)).collect();
+    let mut tasks: Vec<&str> = ols.iter().map(|f| f.task.as_str()).collect();
     tasks.dedup();
     let fits: Vec<String> = tasks
         .iter()
         .map(|task| {
-            let r2 = rows_where(ols, &[("task", task), ("measure", measure.column())])
-                .first()
-                .and_then(|&r| ols.number("r_squared", r));
+            let r2 = ols
+                .iter()
+                .find(|f| f.task == *task && f.measure == measure.column())
+                .map(|f| f.r_squared)
+                .filter(|v| v.is_finite());
             format!(
                 "{task}: {}, {}, R² = {}",
                 term(task, "difficulty").unwrap_or_default(),

@@ -1,7 +1,6 @@
 //! The conformity paper's figures: one function per figure, each from the trial rows (for curves
 //! with confidence bands from the trials themselves) or the analysis tables (AUC, contrasts).
 
-use std::collections::BTreeMap;
 
 use herd_analysis::{ConformityTable, ConformityTables, ConformityTrial, PWrong};
 
@@ -15,7 +14,8 @@ pub use social::{
 };
 
 use crate::chart::{Chart, LineChart, LineSeries, Point};
-use crate::figure::{AbsentFigure, Figure, FigureResult, band_name, mean_interval, num, rows_where};
+use crate::figure::{AbsentFigure, Figure, FigureResult, band_name, num};
+use herd_analysis::conformity::curves_by_key;
 
 /// Fig. 4c's sources in order of strength, as the paper lists them: the neutral base, low-authority
 /// sources, ordinary people, then authorities (the conformity paper, section 2.3 and fig. 4a).
@@ -79,26 +79,20 @@ fn curves_by<'a>(
     series_of: impl Fn(&ConformityTrial) -> String,
     order: Option<&[String]>,
 ) -> (Vec<LineSeries>, Vec<usize>) {
-    let mut grouped: BTreeMap<String, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
-    for t in trials {
-        if let Some(p) = t.p_wrong(measure) {
-            grouped.entry(series_of(t)).or_default().entry(t.n).or_default().push(p);
-        }
-    }
+    let mut grouped = curves_by_key(trials, measure, series_of);
     let labels: Vec<String> = match order {
         Some(order) => order.iter().filter(|l| grouped.contains_key(*l)).cloned().collect(),
         None => grouped.keys().cloned().collect(),
     };
-    let counts = labels.iter().flat_map(|l| grouped[l].values().map(Vec::len)).collect();
+    let counts = labels.iter().flat_map(|l| grouped[l].iter().map(|p| p.trials)).collect();
     let series = labels
         .into_iter()
         .map(|label| {
-            let points = grouped[&label]
-                .iter()
-                .map(|(&n, values)| {
-                    let (y, interval) = mean_interval(values);
-                    Point { x: f64::from(n), y, interval }
-                })
+            let points = grouped
+                .remove(&label)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| Point { x: f64::from(p.n), y: p.mean, interval: p.interval })
                 .collect();
             LineSeries { label, points }
         })
@@ -148,15 +142,14 @@ fn rise(series: &LineSeries) -> String {
 /// Where each model's group-size curve saturates (the `auc` table's `saturation_n`: the first N whose rise from
 /// N = 0 reaches 90% of the rise at the largest N), per task, for readings.
 fn saturation(tables: &ConformityTables, measure: PWrong, task: Option<&str>) -> String {
-    let auc = &tables.auc;
-    let points: Vec<String> = rows_where(auc, &[("family", "group_size"), ("measure", measure.column())])
+    let points: Vec<String> = tables
+        .curve_aucs()
         .into_iter()
-        .filter(|&r| task.is_none_or(|task| auc.text("task", r) == Some(task)))
-        .map(|r| {
-            let at = auc
-                .number("saturation_n", r)
-                .map_or("none (the curve does not rise)".to_owned(), |n| format!("N = {n}"));
-            format!("{} · {} {at}", auc.text("model", r).unwrap_or("?"), auc.text("task", r).unwrap_or("?"))
+        .filter(|a| a.family == "group_size" && a.measure == measure.column())
+        .filter(|a| task.is_none_or(|task| a.task == task))
+        .map(|a| {
+            let at = a.saturation_n.map_or("none (the curve does not rise)".to_owned(), |n| format!("N = {n}"));
+            format!("{} · {} {at}", a.model, a.task)
         })
         .collect();
     if points.is_empty() {
@@ -250,16 +243,11 @@ pub fn p_wrong_by_group_size_per_task(trials: &ConformityTable, measure: PWrong)
 
 /// AUCs of one family from the `auc` table, (model, task, level) → AUC.
 fn family_auc(tables: &ConformityTables, family: &str, measure: PWrong) -> Vec<(String, String, String, f64)> {
-    rows_where(&tables.auc, &[("family", family), ("measure", measure.column())])
+    tables
+        .curve_aucs()
         .into_iter()
-        .filter_map(|r| {
-            Some((
-                tables.auc.text("model", r)?.to_owned(),
-                tables.auc.text("task", r)?.to_owned(),
-                tables.auc.text("level", r).unwrap_or_default().to_owned(),
-                tables.auc.number("auc", r)?,
-            ))
-        })
+        .filter(|a| a.family == family && a.measure == measure.column() && a.auc.is_finite())
+        .map(|a| (a.model, a.task, a.level, a.auc))
         .collect()
 }
 

@@ -3,55 +3,23 @@
 
 use super::{SOURCE_ORDER, absent, curve_chart, curves_by, family, family_auc, levels_in_order, models};
 use crate::chart::{Bar, BarChart, BarSeries, Chart, LineSeries};
-use crate::figure::{Figure, FigureResult, Z95, num, p_value, signed, t_quantile};
+use crate::figure::{Figure, FigureResult, num, p_value, signed};
+use herd_analysis::rows::{AucDelta, NORMAL_MIN_UNITS};
 use herd_analysis::{ConformityTable, ConformityTables, ConformityTrial, PWrong, SOCIAL_MEAN};
 
-/// Contrast rows of `families` from the `deltas` table.
-struct Contrast {
-    model: String,
-    task: String,
-    family: String,
-    level_a: String,
-    level_b: String,
-    delta: f64,
-    se: f64,
-    /// Paired units (trials, paraphrases) and the one-sample t-test over them (the `deltas` table's).
-    n_pairs: usize,
-    t: f64,
-    df: f64,
-    t_p: f64,
-    z: f64,
-    z_p: f64,
-}
+/// A contrast row of the `deltas` table.
+type Contrast = AucDelta;
 
-impl Contrast {
-    /// The contrast's test as a reading prints it: the normal z only on 30 or more paired units
-    /// (the `deltas` table's z-test, the paper's), else the one-sample t-test with its df, so that no
-    /// p rests on a normal approximation two trials cannot support.
-    fn test(&self) -> String {
-        if self.n_pairs >= Z_MIN_UNITS {
-            format!("z = {}, p = {}, {} pairs", fixed2(self.z), p_value(self.z_p), self.n_pairs)
-        } else {
-            format!("t({}) = {}, p = {}", num_df(self.df), fixed2(self.t), p_value(self.t_p))
-        }
-    }
-
-    /// 95% interval of the difference: t quantile on the t-test's df (normal from 30 pairs on).
-    fn interval(&self) -> Option<(f64, f64)> {
-        if !(self.se.is_finite() && self.delta.is_finite()) {
-            return None;
-        }
-        let q = if self.n_pairs >= Z_MIN_UNITS || self.df.is_nan() || self.df < 1.0 {
-            Z95
-        } else {
-            t_quantile(0.975, self.df)
-        };
-        Some((self.delta - q * self.se, self.delta + q * self.se))
+/// The contrast's test as a reading prints it: the normal z only on [`NORMAL_MIN_UNITS`] or more
+/// paired units (the `deltas` table's z-test, the paper's), else the one-sample t-test with its df, so
+/// that no p rests on a normal approximation two trials cannot support.
+fn contrast_test(c: &Contrast) -> String {
+    if c.n_pairs >= NORMAL_MIN_UNITS {
+        format!("z = {}, p = {}, {} pairs", fixed2(c.z), p_value(c.z_p), c.n_pairs)
+    } else {
+        format!("t({}) = {}, p = {}", num_df(c.df), fixed2(c.t), p_value(c.t_p))
     }
 }
-
-/// Fewest paired units on which a reading prints a normal-theory p.
-const Z_MIN_UNITS: usize = 30;
 
 fn fixed2(v: f64) -> String {
     if v.is_finite() { format!("{v:.2}") } else { "n/a".into() }
@@ -62,31 +30,15 @@ fn num_df(df: f64) -> String {
 }
 
 fn contrasts(tables: &ConformityTables, families: &[&str], measure: PWrong) -> Vec<Contrast> {
-    let d = &tables.deltas;
-    (0..d.n_rows())
-        .filter(|&r| {
-            d.text("measure", r) == Some(measure.column()) && families.iter().any(|f| d.text("family", r) == Some(*f))
-        })
-        .map(|r| Contrast {
-            model: d.text("model", r).unwrap_or_default().to_owned(),
-            task: d.text("task", r).unwrap_or_default().to_owned(),
-            family: d.text("family", r).unwrap_or_default().to_owned(),
-            level_a: d.text("level_a", r).unwrap_or_default().to_owned(),
-            level_b: d.text("level_b", r).unwrap_or_default().to_owned(),
-            delta: d.number("delta", r).unwrap_or(f64::NAN),
-            se: d.number("se", r).unwrap_or(f64::NAN),
-            n_pairs: d.number("n_pairs", r).unwrap_or(0.0) as usize,
-            t: d.number("t", r).unwrap_or(f64::NAN),
-            df: d.number("df", r).unwrap_or(f64::NAN),
-            t_p: d.number("t_p", r).unwrap_or(f64::NAN),
-            z: d.number("z", r).unwrap_or(f64::NAN),
-            z_p: d.number("z_p", r).unwrap_or(f64::NAN),
-        })
+    tables
+        .auc_deltas()
+        .into_iter()
+        .filter(|d| d.measure == measure.column() && families.contains(&d.family.as_str()))
         .collect()
 }
 
 fn contrast_bar(c: &Contrast) -> Bar {
-    Bar { value: c.delta, interval: c.interval(), note: Some(c.test()) }
+    Bar { value: c.delta, interval: c.interval95(), note: Some(contrast_test(c)) }
 }
 
 /// Paper fig. 3c: public − private ΔAUC per model (and task), with z.
@@ -101,7 +53,7 @@ pub fn public_minus_private_auc_per_model(tables: &ConformityTables, measure: PW
     let reading = format!(
         "public − private ΔAUC (one-tailed): {}.",
         rows.iter()
-            .map(|c| format!("{} {} {} ({})", c.model, c.task, signed(c.delta), c.test()))
+            .map(|c| format!("{} {} {} ({})", c.model, c.task, signed(c.delta), contrast_test(c)))
             .collect::<Vec<_>>()
             .join("; ")
     );
@@ -214,7 +166,7 @@ fn paired_curves(
         "ΔAUC {}.",
         deltas
             .iter()
-            .map(|c| format!("{} {} − {}: {} ({})", c.family, c.level_a, c.level_b, signed(c.delta), c.test()))
+            .map(|c| format!("{} {} − {}: {} ({})", c.family, c.level_a, c.level_b, signed(c.delta), contrast_test(c)))
             .collect::<Vec<_>>()
             .join("; ")
     );
@@ -364,7 +316,7 @@ pub fn proximity_auc_differences(tables: &ConformityTables, measure: PWrong) -> 
     let reading = format!(
         "ΔAUC closer − farther source ({SOCIAL_MEAN}: same − different averaged over the social families, as fig. 4d / S6): {}.",
         rows.iter()
-            .map(|c| format!("{} · {} {} {} ({})", c.model, c.task, c.family, signed(c.delta), c.test()))
+            .map(|c| format!("{} · {} {} {} ({})", c.model, c.task, c.family, signed(c.delta), contrast_test(c)))
             .collect::<Vec<_>>()
             .join(", ")
     );
