@@ -91,7 +91,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "GB", value_parser = crate::model_files::parse_gigabytes)]
     pub max_memory: Option<f64>,
     /// End without the quick look: it reads the run folder back and computes the headline analyses
-    /// (seconds on the quick grids, longer on the papers'); `herd report` computes them anyway.
+    /// (seconds on the quick grids, longer on the papers'), kept in OUT/analysis/ where `herd report`
+    /// reads them; without it, `herd report` computes them.
     #[arg(long)]
     pub no_quick_look: bool,
     #[command(flatten)]
