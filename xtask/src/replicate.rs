@@ -33,9 +33,13 @@ pub struct ReplicateArgs {
     /// Hugging Face repos into the Hub cache: `herd models --fetch`)
     #[arg(long)]
     no_fetch: bool,
+    /// The simulated agent's parameters for `--backend sim` (a `herd run --sim` file, e.g.
+    /// data/sim/paper-effects.toml)
+    #[arg(long, value_name = "FILE")]
+    sim: Option<PathBuf>,
 }
 
-const USAGE: &str = "cargo xtask replicate [--profile quick|full] [--model ALIAS]… [--backend candle|openai|sim] [--endpoint URL]… [--device DEVICE] [--out DIR] [--no-fetch]";
+const USAGE: &str = "cargo xtask replicate [--profile quick|full] [--model ALIAS]… [--backend candle|openai|sim [--sim FILE]] [--endpoint URL]… [--device DEVICE] [--out DIR] [--no-fetch]";
 
 struct Options {
     profile: String,
@@ -48,11 +52,21 @@ struct Options {
     out: PathBuf,
     /// Models missing here are an error (`herd run --no-fetch`) instead of fetched first.
     no_fetch: bool,
+    /// The sim agent's parameters (`--backend sim` only).
+    sim: Option<PathBuf>,
 }
 
 fn parse(args: ReplicateArgs) -> Result<Options> {
-    let ReplicateArgs { profile, models, backend, endpoints, device, out, no_fetch } = args;
-    let mut options = Options { profile, models, backend, endpoints, device, out: PathBuf::new(), no_fetch };
+    let ReplicateArgs { profile, models, backend, endpoints, device, out, no_fetch, sim } = args;
+    let mut options = Options { profile, models, backend, endpoints, device, out: PathBuf::new(), no_fetch, sim };
+    if let Some(sim) = options.sim.as_ref().filter(|_| options.backend != "sim") {
+        bail!(
+            "--sim {} is the simulated agent's parameters, but the backend is {}\n  fix: add --backend sim, or \
+             leave out --sim\n\nusage: {USAGE}",
+            sim.display(),
+            options.backend
+        );
+    }
     if !["quick", "full"].contains(&options.profile.as_str()) {
         bail!(
             "--profile {}: use quick (every family, minutes on a laptop) or full (the papers' grids)",
@@ -264,7 +278,10 @@ pub fn replicate(args: ReplicateArgs) -> Result<()> {
     if o.backend == "candle" && !o.no_fetch {
         fetch_models(&herd, models.iter().copied())?;
     }
-    let run_args: &[&str] = if o.no_fetch { &["--no-fetch"] } else { &[] };
+    let mut run_args: Vec<&str> = if o.no_fetch { vec!["--no-fetch"] } else { Vec::new() };
+    if let Some(sim) = &o.sim {
+        run_args.extend(["--sim", sim.to_str().context("UTF-8 path")?]);
+    }
     let mut sections = Vec::new();
     for (study, model) in &jobs {
         let experiment = format!("data/experiments/{study}{suffix}.toml");
@@ -275,7 +292,7 @@ pub fn replicate(args: ReplicateArgs) -> Result<()> {
         let analysis_dir = o.out.join("analysis").join(&name);
         println!("== {study} · {model}: {experiment} → {}", job.run_dir.display());
         let study_started = Instant::now();
-        run_study(&herd, &job, &o.backend, &o.device, &o.endpoints, run_args, &[])?;
+        run_study(&herd, &job, &o.backend, &o.device, &o.endpoints, &run_args, &[])?;
         analyze_study(&herd, &job, &analysis_dir)?;
         println!("   {study} · {model} took {:.1} min", study_started.elapsed().as_secs_f64() / 60.0);
         sections.push((format!("{study} · {model}"), job.run_dir, analysis_dir));

@@ -53,6 +53,7 @@
 //! # Ok::<(), herd_analysis::AnalysisError>(())
 //! ```
 
+pub mod calibration;
 pub mod claims;
 pub mod conformity;
 mod error;

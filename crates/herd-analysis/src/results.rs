@@ -393,3 +393,37 @@ fn analyse_minimal_group(
     let quality = input.quality(options)?;
     Ok(MinimalGroupResults { runs, dyads: input.dyads, tables, quality, analysis: provenance })
 }
+
+/// The quality table of rows analysed in memory: none is kept (no deciders or baseline table).
+fn no_quality() -> ResultTable {
+    ResultTable { name: "quality".into(), columns: Vec::new() }
+}
+
+/// Conformity trials held in memory (a simulated replication: `herd calibrate`) analysed as a run
+/// folder's are, nothing kept; `runs` carry the manifests the claims read (the lead measure, the
+/// source-strength classes).
+pub fn conformity_in_memory(runs: Vec<RunFolder>, trials: ConformityTable) -> Result<ConformityResults, AnalysisError> {
+    let tables = analyze_conformity(&trials, &ConformityOptions::default())?;
+    let (measure, measure_note) = lead_measure(&runs, &tables)?;
+    Ok(ConformityResults {
+        runs,
+        trials,
+        tables,
+        quality: no_quality(),
+        measure,
+        measure_note,
+        analysis: Provenance::default(),
+    })
+}
+
+/// Minimal-group dyads held in memory analysed with `options`, nothing kept (see
+/// [`conformity_in_memory`]).
+pub fn minimal_group_in_memory(
+    runs: Vec<RunFolder>,
+    dyads: DyadTable,
+    options: &MinimalGroupOptions,
+) -> Result<MinimalGroupResults, AnalysisError> {
+    let tables = analyze_minimal_group_with_progress(&dyads, options, &mut |_, _| {})?;
+    let analysis = Provenance { settings: AnalysisSettings::of_minimal_group(options), ..Provenance::default() };
+    Ok(MinimalGroupResults { runs, dyads, tables, quality: no_quality(), analysis })
+}

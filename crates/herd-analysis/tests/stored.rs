@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use herd_analysis::rows::{
-    AucDelta, BootstrapEstimate, CurveAuc, CurvePoint, DifficultyFit, DifficultyRho, GeeTerm, RobustnessCheck, SeedTest,
-    TableRow,
+    AucDelta, BootstrapEstimate, CurveAuc, CurvePoint, DifficultyFit, DifficultyRho, GeeTerm, RobustnessCheck,
+    SeedTest, TableRow,
 };
 use herd_analysis::stored::{AnalysisSettings, Stored, Study, read_stored, write_stored};
 use herd_analysis::study::{TrialSource, read_conformity, read_minimal_group};
@@ -37,8 +37,8 @@ fn conformity_tables_read_back_as_the_same_typed_rows() {
     let tables = analyze_conformity(&input.trials, &ConformityOptions::default()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_stored(dir.path(), Study::Conformity, &input.digest, &AnalysisSettings::default(), &tables.all()).unwrap();
-    let back = ConformityTables::from_tables(read_back(dir.path(), Study::Conformity, &input.digest, None), "kept")
-        .unwrap();
+    let back =
+        ConformityTables::from_tables(read_back(dir.path(), Study::Conformity, &input.digest, None), "kept").unwrap();
     assert_eq!(back, tables);
     assert!(!tables.curve_points().is_empty() && !tables.difficulty_fits().is_empty(), "the data exercise every table");
     assert!(same(&back.curve_points(), &CurvePoint::all(&tables.curves)));

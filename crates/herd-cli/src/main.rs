@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 mod analyze_cmd;
+mod calibrate_cmd;
 mod expand_cmd;
 mod model_cmd;
 mod model_files;
@@ -47,6 +48,9 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Power analysis: the chance that the report's headline test detects an effect of a given size, by simulation.
     Power(power_cmd::PowerArgs),
+    /// Error rates of the verdicts: how often each claim reads replicates, does not replicate, … on a design
+    /// answered by simulated agents with known effects (the papers' effects, none).
+    Calibrate(calibrate_cmd::CalibrateArgs),
     /// Analyse trial tables (CSV or Parquet) into tidy CSV and Parquet result tables.
     Analyze {
         #[command(subcommand)]
@@ -76,6 +80,7 @@ fn main() -> std::process::ExitCode {
         Command::Generate(args) => model_cmd::generate(args),
         Command::Run(args) => run_cmd::run(args),
         Command::Power(args) => power_cmd::run(args),
+        Command::Calibrate(args) => calibrate_cmd::run(args),
         Command::Analyze { cmd } => analyze_cmd::run(cmd),
         Command::Report(args) => report_cmd::run(args),
         Command::Verify(args) => verify_cmd::run(args),

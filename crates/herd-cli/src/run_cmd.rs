@@ -280,7 +280,7 @@ fn file_record(role: &str, path: &Path, hash: bool) -> Result<FileRecord> {
     Ok(FileRecord { role: role.into(), path: path.display().to_string(), bytes, sha256 })
 }
 
-fn parameters(file: &ExperimentFile) -> serde_json::Value {
+pub(crate) fn parameters(file: &ExperimentFile) -> serde_json::Value {
     match &file.experiment {
         Experiment::Conformity(e) => serde_json::to_value(e),
         Experiment::MinimalGroup(e) => serde_json::to_value(e),
@@ -289,6 +289,14 @@ fn parameters(file: &ExperimentFile) -> serde_json::Value {
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
+    if let Some(sim) = args.sim.as_deref().filter(|_| !matches!(args.backend, BackendKind::Sim)) {
+        anyhow::bail!(
+            "--sim {} is the simulated agent's parameters, but the backend is {}: the file would be ignored and a \
+             model would answer\n  fix: add --backend sim, or leave out --sim",
+            sim.display(),
+            args.backend.name()
+        );
+    }
     let file = load_experiment(&args.experiment)?;
     let local = LocalOptions {
         device: args.device,

@@ -95,7 +95,11 @@ pub fn normalised_images(
             continue;
         }
         let normalised = (0..conformity.len())
-            .map(|i| NormalisedImage { conformity: conformity[i], difficulty: difficulty[i], performance: performance[i] })
+            .map(|i| NormalisedImage {
+                conformity: conformity[i],
+                difficulty: difficulty[i],
+                performance: performance[i],
+            })
             .collect();
         out.insert((model.to_owned(), task.to_owned()), normalised);
     }

@@ -1,0 +1,95 @@
+//! `herd calibrate`: replications of a design answered by the shipped simulated agents, every claim
+//! of the study counted once per replication, the same table on a rerun, and an agent with the papers'
+//! effects telling apart from one with none on the rule that carries the effect.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn calibrate(experiment: &str, replications: u32, out: &Path) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_herd"))
+        .current_dir(root())
+        .args(["calibrate", "--experiment", experiment, "--replications", &replications.to_string(), "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The CSV rows without the timing column: (agent, claim, study, verdict, count, replications).
+fn rows(csv: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(csv)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').take(6).map(str::to_owned).collect())
+        .collect()
+}
+
+fn count(rows: &[Vec<String>], agent: &str, claim: &str, verdict: &str) -> u32 {
+    rows.iter()
+        .find(|r| r[0].ends_with(agent) && r[1] == claim && r[3] == verdict)
+        .unwrap_or_else(|| panic!("no row {agent} {claim} {verdict}"))[4]
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn the_shipped_agents_calibrate_the_conformity_rules_reproducibly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (dir.path().join("first.csv"), dir.path().join("second.csv"));
+    let stdout = calibrate("data/experiments/conformity.quick.toml", 4, &first);
+    assert!(stdout.contains("agent data/sim/paper-effects.toml: 4 replications"), "{stdout}");
+    assert!(stdout.contains("agent data/sim/null.toml: 4 replications"), "{stdout}");
+    let table = rows(&first);
+    // Conformity's 11 claims × 5 verdicts × 2 agents, and no minimal-group claim.
+    assert_eq!(table.len(), 11 * 5 * 2);
+    assert!(table.iter().all(|r| r[2] == "conformity"));
+    for agent in ["paper-effects.toml", "null.toml"] {
+        for claim in ["group_size_rise", "public_private", "near_far"] {
+            let total: u32 =
+                ["replicates", "does not replicate", "inconclusive", "not the paper's population", "not in this run"]
+                    .iter()
+                    .map(|v| count(&table, agent, claim, v))
+                    .sum();
+            assert_eq!(total, 4, "{agent} {claim}: every replication judged once");
+        }
+    }
+    // N rises conformity for the agent with the papers' effects, never for the one without.
+    assert_eq!(count(&table, "paper-effects.toml", "group_size_rise", "replicates"), 4);
+    assert_eq!(count(&table, "null.toml", "group_size_rise", "replicates"), 0);
+
+    calibrate("data/experiments/conformity.quick.toml", 4, &second);
+    assert_eq!(rows(&second), table, "replication r draws with sim seed + r: a rerun gives the same table");
+}
+
+#[test]
+fn a_missing_agent_file_is_named_before_any_replication_runs() {
+    let output = Command::new(env!("CARGO_BIN_EXE_herd"))
+        .current_dir(root())
+        .args(["calibrate", "--experiment", "data/experiments/conformity.quick.toml", "--agent", "no/such.toml"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no/such.toml"), "{stderr}");
+}
+
+#[test]
+fn a_sim_file_without_the_sim_backend_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_herd"))
+        .current_dir(root())
+        .args(["run", "--experiment", "data/experiments/conformity.quick.toml", "--sim", "data/sim/null.toml", "--out"])
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--sim data/sim/null.toml") && stderr.contains("fix: add --backend sim"), "{stderr}");
+    assert!(!dir.path().join("run").exists(), "nothing was started");
+}
