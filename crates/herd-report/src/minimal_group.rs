@@ -7,7 +7,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use herd_analysis::{DesignKey, DyadTable, Labels, MinimalGroupTables};
+use herd_analysis::minimal_group::{DeciderOutcome, decider_outcomes};
+use herd_analysis::{DyadTable, Labels, MinimalGroupTables};
 
 use crate::chart::{Bar, BarChart, BarSeries, Chart, LineChart, LineSeries, Point};
 use crate::figure::{AbsentFigure, Figure, FigureResult, mean_interval, num, p_value, signed};
@@ -15,58 +16,11 @@ use herd_analysis::rows::{GeeTerm, RobustnessCheck, SeedTest};
 
 const FAVOURITISM: &str = "favouritism (points per in-group − per out-group target)";
 
-/// What one decider did. Recomputed from the dyads because the analysis tables hold seed-level
-/// summaries only; the definitions are the paper's (and herd-analysis's).
-#[derive(Debug, Clone)]
-struct Decider {
-    design: DesignKey,
-    labels: Labels,
-    m: u32,
-    seed: i64,
-    minority: bool,
-    favouritism: f64,
-    excess_share: f64,
-    extreme: bool,
-}
+/// What one decider did: herd-analysis's per-decider outcome (the paper's definitions).
+type Decider = DeciderOutcome;
 
 fn deciders(table: &DyadTable) -> Vec<Decider> {
-    // (design, labels, m, seed, decider) → (in sum, in count, out sum, out count, all out zero, minority)
-    type Sums = (f64, usize, f64, usize, bool, bool);
-    let mut sums: BTreeMap<(DesignKey, Labels, u32, i64, i64), Sums> = BTreeMap::new();
-    for d in &table.rows {
-        let e = sums.entry((d.design.clone(), d.labels, d.m, d.seed, d.decider)).or_insert((
-            0.0,
-            0,
-            0.0,
-            0,
-            true,
-            d.minority_decider,
-        ));
-        if d.same_group {
-            e.0 += d.points;
-            e.1 += 1;
-        } else {
-            e.2 += d.points;
-            e.3 += 1;
-            e.4 &= d.points == 0.0;
-        }
-    }
-    sums.into_iter()
-        .filter(|(_, s)| s.1 > 0 && s.3 > 0)
-        .map(|((design, labels, m, seed, _), (in_sum, n_in, out_sum, n_out, extreme, minority))| {
-            let total = in_sum + out_sum;
-            Decider {
-                design,
-                labels,
-                m,
-                seed,
-                minority,
-                favouritism: in_sum / n_in as f64 - out_sum / n_out as f64,
-                excess_share: if total > 0.0 { in_sum / total } else { 0.0 } - n_in as f64 / (n_in + n_out) as f64,
-                extreme,
-            }
-        })
-        .collect()
+    decider_outcomes(table)
 }
 
 const MODEL: usize = 0;
@@ -715,7 +669,8 @@ fn paraphrase_counts(context: &Context, tables: &MinimalGroupTables) -> Option<S
             })
             .filter(|g| g.is_main() && defaults.contains(&(g.model.as_deref(), g.reasoning.as_deref())))
             .collect();
-        let positive = |values: Vec<f64>| format!("{} of {}", values.iter().filter(|&&v| v > 0.0).count(), values.len());
+        let positive =
+            |values: Vec<f64>| format!("{} of {}", values.iter().filter(|&&v| v > 0.0).count(), values.len());
         (positive(cells.iter().map(|t| t.mean).collect()), positive(fits.iter().map(|g| g.coef).collect()))
     };
     let (base_cells, base_fits) = count(original);
@@ -775,7 +730,16 @@ fn position_balance_reading(tables: &MinimalGroupTables) -> Option<String> {
     let top = *rows.iter().max_by(|a, b| a.estimate.abs().total_cmp(&b.estimate.abs()))?;
     let same_cell = |c: &RobustnessCheck| {
         (&c.model, &c.reasoning, &c.instrument, &c.swap_pass, &c.passes, &c.labels, &c.fills, c.m)
-            == (&top.model, &top.reasoning, &top.instrument, &top.swap_pass, &top.passes, &top.labels, &top.fills, top.m)
+            == (
+                &top.model,
+                &top.reasoning,
+                &top.instrument,
+                &top.swap_pass,
+                &top.passes,
+                &top.labels,
+                &top.fills,
+                top.m,
+            )
     };
     let mean_of = |check: &str| checks.iter().find(|c| c.check == check && same_cell(c)).map(|c| c.estimate);
     Some(format!(

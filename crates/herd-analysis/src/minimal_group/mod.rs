@@ -55,6 +55,7 @@
 mod bootstrap;
 mod cells;
 mod claims;
+mod deciders;
 mod gee;
 mod robustness;
 mod seed_tests;
@@ -69,6 +70,7 @@ pub use self::claims::{
 };
 use self::gee::{FitPlan, GEE_KINDS, gee_rows, plan_gee};
 use self::robustness::{plan_position_fits, robustness_table};
+pub use self::deciders::{DeciderOutcome, decider_outcomes};
 pub use self::seed_tests::default_reasoning;
 use self::seed_tests::seed_tests_table;
 use crate::error::AnalysisError;
