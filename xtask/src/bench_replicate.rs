@@ -222,7 +222,7 @@ fn estimate_study(
 }
 
 /// The machine's CPU as the kernel names it (`model name` in /proc/cpuinfo), with its core count.
-fn cpu_name() -> String {
+pub(crate) fn cpu_name() -> String {
     let name = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| t.lines().find_map(|l| Some(l.strip_prefix("model name")?.split_once(':')?.1.trim().to_owned())))

@@ -8,6 +8,7 @@ use std::process::Command;
 mod bench_infer;
 mod bench_parse;
 mod bench_replicate;
+mod calibrate;
 mod cuda_build;
 mod llama_server;
 mod readme_times;
@@ -37,6 +38,16 @@ enum XtaskCommand {
     /// every family in minutes). --model more than once: each model runs both studies
     /// (OUT/runs/<study>-<model>) and the report shows the models side by side
     Replicate(replicate::ReplicateArgs),
+    /// The committed calibration table (docs/calibration.md and docs/calibration.csv): `herd calibrate` on
+    /// the full conformity and minimal-group designs with the shipped agents (data/sim/)
+    Calibrate {
+        /// Replications of each design per agent
+        #[arg(long, default_value_t = 100)]
+        replications: u32,
+        /// Folder for calibration.md and calibration.csv
+        #[arg(long, value_name = "DIR", default_value = "docs")]
+        out: PathBuf,
+    },
     /// Benchmarks; with no subcommand: stimuli and parse
     Bench {
         #[command(subcommand)]
@@ -132,6 +143,7 @@ fn main() -> Result<()> {
         }
         XtaskCommand::Test => test::run(),
         XtaskCommand::Replicate(args) => replicate::replicate(args),
+        XtaskCommand::Calibrate { replications, out } => calibrate::run(replications, &out),
         XtaskCommand::CudaBuild { out } => cuda_build::build(out),
         XtaskCommand::Demo { out } => demo(&out),
     }
