@@ -175,12 +175,13 @@ pub(crate) fn run_study(
     run(&mut herd_run, &format!("herd run ({}, {})", job.study, job.model))
 }
 
-/// `herd analyze` of one study's run folder into `analysis_dir`.
-pub(crate) fn analyze_study(herd: &Path, job: &Study<'_>, analysis_dir: &Path) -> Result<()> {
-    let (command, flag) =
-        if job.study == "conformity" { ("conformity", "--trials") } else { ("minimal-group", "--dyads") };
-    let (r, a) = (job.run_dir.to_str().context("UTF-8 path")?, analysis_dir.to_str().context("UTF-8 path")?);
-    run(Command::new(herd).args(["analyze", command, flag, r, "--out", a]), &format!("herd analyze {command}"))
+/// `herd analyze` of one study over every run folder under `out` that holds its rows (all models
+/// together, as `herd report` reads them), kept in `out/analysis/<study>/` where the report reads it.
+pub(crate) fn analyze_study(herd: &Path, study: &str, out: &Path) -> Result<PathBuf> {
+    let (command, flag) = if study == "conformity" { ("conformity", "--trials") } else { ("minimal-group", "--dyads") };
+    let folder = out.to_str().context("UTF-8 path")?;
+    run(Command::new(herd).args(["analyze", command, flag, folder]), &format!("herd analyze {command}"))?;
+    Ok(out.join("analysis").join(command))
 }
 
 pub(crate) fn run(command: &mut Command, what: &str) -> Result<()> {
@@ -289,13 +290,21 @@ pub fn replicate(args: ReplicateArgs) -> Result<()> {
         // of which `herd report` finds under OUT/runs/ and reports side by side.
         let name = if models.len() == 1 { study.to_string() } else { format!("{study}-{model}") };
         let job = Study { study, model, experiment: &experiment, run_dir: o.out.join("runs").join(&name) };
-        let analysis_dir = o.out.join("analysis").join(&name);
         println!("== {study} · {model}: {experiment} → {}", job.run_dir.display());
         let study_started = Instant::now();
         run_study(&herd, &job, &o.backend, &o.device, &o.endpoints, &run_args, &[])?;
-        analyze_study(&herd, &job, &analysis_dir)?;
         println!("   {study} · {model} took {:.1} min", study_started.elapsed().as_secs_f64() / 60.0);
-        sections.push((format!("{study} · {model}"), job.run_dir, analysis_dir));
+        sections.push((format!("{study} · {model}"), job.run_dir));
+    }
+    let mut analyses = Vec::new();
+    for study in jobs.iter().map(|(study, _)| *study).fold(Vec::new(), |mut seen, s| {
+        if !seen.contains(&s) {
+            seen.push(s);
+        }
+        seen
+    }) {
+        println!("== analysis: {study}, every model's runs together");
+        analyses.push((study, analyze_study(&herd, study, &o.out)?));
     }
     let report_dir = o.out.join("report");
     println!("== report: {}", report_dir.display());
@@ -303,13 +312,15 @@ pub fn replicate(args: ReplicateArgs) -> Result<()> {
     run(Command::new(&herd).args(["report", "--results", results, "--out", report]), "herd report")?;
     check_report(&report_dir)?;
     println!("\n== done in {:.1} min", started.elapsed().as_secs_f64() / 60.0);
-    for (study, run_dir, analysis_dir) in &sections {
+    for (study, run_dir) in &sections {
         println!(
             "{study:>28}: trial tables {}/*/*.parquet, manifest {}/manifest.json",
             run_dir.display(),
             run_dir.display()
         );
-        println!("{:>28}  analysis tables {}/*.csv|parquet", "", analysis_dir.display());
+    }
+    for (study, analysis_dir) in &analyses {
+        println!("{study:>28}: analysis tables {}/*.csv|parquet", analysis_dir.display());
     }
     println!(
         "{:>28}: {} (Markdown twin: report.md, figures in figures/)",

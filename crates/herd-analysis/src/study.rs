@@ -57,7 +57,8 @@ impl TrialSource {
     }
 
     /// `herd analyze`'s input: `path` is a table file (CSV or Parquet), a folder of plain tables
-    /// (`DIR/<table>.parquet` or `.csv`), or one `herd run` folder. Rows are named by `path`.
+    /// (`DIR/<table>.parquet` or `.csv`), one `herd run` folder, or a folder of run folders (those holding
+    /// `table`'s rows, found as `herd report` finds them). Rows are named by `path`.
     pub fn at(path: &Path, table: Table) -> Result<Self, AnalysisError> {
         if !path.exists() {
             return Err(does_not_exist(path));
@@ -69,17 +70,30 @@ impl TrialSource {
         if let Some(file) = plain_table_file(path, table) {
             return Ok(Self { place: Place::File(file), origin });
         }
-        if !path.join("manifest.json").is_file() {
+        if path.join("manifest.json").is_file() {
+            return Ok(Self { place: Place::Runs(vec![path.to_path_buf()]), origin });
+        }
+        // A folder of run folders (`cargo xtask replicate`'s OUT, or OUT/runs): the runs holding the
+        // table, read together, as `herd report` reads them.
+        let runs = crate::results::find_run_folders(path).ok().unwrap_or_default();
+        let mut holding = Vec::new();
+        for run in runs {
+            if !herd_store::committed_parts(&run, table).map_err(|e| io_error(&run, e))?.is_empty() {
+                holding.push(run);
+            }
+        }
+        if holding.is_empty() {
             return Err(AnalysisError::Io {
                 file: origin,
                 problem: format!(
-                    "neither a run folder (no manifest.json) nor a folder of plain tables (no {0}.parquet or \
-                     {0}.csv)\n  fix: pass a `herd run` folder, the table file itself, or a folder holding {0}.parquet",
+                    "neither a run folder (no manifest.json), a folder of run folders holding {0} rows, nor a folder \
+                     of plain tables (no {0}.parquet or {0}.csv)\n  fix: pass a `herd run` folder, a folder of them \
+                     (e.g. what `cargo xtask replicate` wrote), the table file itself, or a folder holding {0}.parquet",
                     table.name()
                 ),
             });
         }
-        Ok(Self { place: Place::Runs(vec![path.to_path_buf()]), origin })
+        Ok(Self { place: Place::Runs(holding), origin })
     }
 
     /// The name errors and the typed tables give the rows.

@@ -280,3 +280,32 @@ fn bootstrap_se_agreement_is_judged_when_the_kept_analysis_bootstrapped_the_gee_
     assert_ne!(row.verdict, Verdict::NotInRun, "{row:?}");
     assert!(row.this_run.contains("societies"), "{}", row.this_run);
 }
+
+/// `herd analyze` given a folder of run folders (what `cargo xtask replicate` writes) reads the runs
+/// holding the study's rows, as the report does: the analysis it keeps there is the one the report reads.
+#[test]
+fn an_analysis_of_a_folder_of_runs_is_the_one_the_report_reads() {
+    use herd_analysis::stored::{AnalysisSettings, Study, analysis_dir, write_stored};
+    use herd_analysis::study::{TrialSource, read_conformity};
+    use herd_analysis::{ConformityOptions, analyze_conformity};
+
+    let work = tempfile::tempdir().unwrap();
+    let out = stored_results(work.path(), Variant::Planted);
+    let input =
+        read_conformity(TrialSource::at(&out, herd_store::Table::ConformityTrials).unwrap(), Default::default())
+            .unwrap();
+    let tables = analyze_conformity(&input.trials, &ConformityOptions::default()).unwrap();
+    let kept = analysis_dir(&out, Study::Conformity);
+    write_stored(&kept, Study::Conformity, &input.digest, &AnalysisSettings::default(), &tables.all()).unwrap();
+    let results = load_results(&out, &mut |_| {}).unwrap();
+    let c = results.conformity.as_ref().unwrap();
+    assert!(c.analysis.read_back, "{:?}", c.analysis);
+    assert_eq!(c.analysis.folder.as_deref(), Some(kept.as_path()));
+    assert_eq!(c.tables, tables);
+
+    // A folder with no run holding the table is refused naming what it looked for.
+    let empty = work.path().join("nothing");
+    std::fs::create_dir(&empty).unwrap();
+    let err = TrialSource::at(&empty, herd_store::Table::ConformityTrials).map(drop).unwrap_err().to_string();
+    assert!(err.contains("a folder of run folders holding conformity_trials rows"), "{err}");
+}
