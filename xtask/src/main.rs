@@ -65,7 +65,7 @@ enum XtaskCommand {
     LlamaServer,
     /// The project's test suite (what CI runs), with its set-up: builds the tests, fetches the models
     /// they read, builds llama.cpp's server once, finds or installs (as root, with apt-get) Debian's
-    /// chromium, then runs `cargo test --workspace --locked`
+    /// chromium, then runs `cargo test --workspace --release --locked`
     Test,
     /// Render sample stimuli of every task and print example prompts
     Demo {

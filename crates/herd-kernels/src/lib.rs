@@ -1,5 +1,5 @@
 //! CPU compute kernels for herd's local inference, free of any tensor library: herd-infer wraps them
-//! as candle operations where they beat candle's own (see ARCHITECTURE.md, "Local inference speed").
+//! as candle operations where they beat candle's own (see herd-infer's README, "Local inference speed").
 //!
 //! - [`Int8Matrix`]: linear layers with 8-bit weights and activations, llama.cpp's Q4_1 × Q8_1
 //!   arithmetic; on AVX-512 VNNI or AVX-VNNI at four times the multiply-adds per instruction of f32,

@@ -26,7 +26,7 @@ use herd_backend::Family;
 use herd_kernels::{AttentionShape, HeadsView, Int8Matrix, KeyMask, masked_attention};
 use std::sync::Arc;
 
-/// How a model's linear weights are held, chosen per operation (see ARCHITECTURE.md).
+/// How a model's linear weights are held, chosen per operation (see herd-infer's README, "Loading and prepared weights").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WeightFormat {
     /// Dense at the activation dtype: fastest prefill (large matrix products).
