@@ -13,7 +13,7 @@
 //! ```no_run
 //! use herd_backend::{Backend, DEFAULT_MODEL, ModelRegistry, ScoreRequest, locate_model};
 //! use herd_infer::{LoadOptions, LocalModel};
-//! use herd_prompts::{ChatPrompt, Part};
+//! use herd_backend::chat::{ChatPrompt, Part};
 //!
 //! let registry = ModelRegistry::load("data/models.toml".as_ref())?;
 //! let entry = registry.get(DEFAULT_MODEL)?;

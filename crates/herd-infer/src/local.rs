@@ -7,12 +7,12 @@ use crate::prepared::{LoadReport, PreparedCache};
 use crate::sampler::{RepetitionPenalty, sample_forced, sample_token, sequence_rng};
 use crate::tokenizer::TextTokenizer;
 use candle_core::{DType, Device, Tensor};
+use herd_backend::chat::{ChatPrompt, Part};
 use herd_backend::{
     AnswerScore, Backend, BackendInfo, ComputePath, Family, FinishReason, GenerateRequest, Generation, ModelEntry,
     ModelFiles, ScoreBound, ScoreRequest, ScoreResult, TopToken, WeightChoice, WeightDType,
 };
 use herd_chat::{ChatTemplate, SpecialTokens, TemplateMessage};
-use herd_prompts::{ChatPrompt, Part};
 use std::collections::BTreeMap;
 use std::path::Path;
 

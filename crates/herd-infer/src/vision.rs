@@ -10,12 +10,12 @@ use crate::local::{LoadOptions, answer_scores, device_isa, device_name, dtype_na
 use crate::sampler::{RepetitionPenalty, sample_token, sequence_rng};
 use crate::tokenizer::TextTokenizer;
 use candle_core::DType;
+use herd_backend::chat::{ChatPrompt, Part};
 use herd_backend::{
     Backend, BackendInfo, ComputePath, FinishReason, GenerateRequest, Generation, ModelEntry, ModelFiles, ScoreRequest,
     ScoreResult, WeightChoice,
 };
 use herd_chat::{ChatTemplate, ContentPart, TemplateMessage};
-use herd_prompts::{ChatPrompt, Part};
 
 pub struct VisionModel {
     pub alias: String,
