@@ -175,7 +175,8 @@ impl RunNumber {
         }
     }
 
-    /// `+0.412 [0.301, 0.523], 8 seeds`: the estimate, its interval and n; without an estimate,
+    /// `+0.412 [0.301, 0.523], 8 seeds`: the estimate, its interval and n; an interval whose bounds
+    /// print alike is no interval (`no variation: every seed +0.000, 8 seeds`); without an estimate,
     /// the row's reading (a count of cells; up to its first `;`, and at most 48 characters, where
     /// long: the detail table has the rest), or `undefined`.
     pub fn value_text(&self) -> String {
@@ -193,6 +194,12 @@ impl RunNumber {
             None if !reading.is_empty() => reading,
             None => "undefined".to_owned(),
         };
+        if let (Some(_), Some((lo, hi))) = (self.estimate, self.interval)
+            && evidence::zero_width(lo, hi)
+        {
+            let unit = evidence::singular(self.unit);
+            return format!("no variation: every {unit} {estimate}, {} {}", self.n, self.unit);
+        }
         let interval = self
             .interval
             .map(|(lo, hi)| format!(" [{}, {}]", crate::format::num(lo), crate::format::num(hi)))
@@ -282,6 +289,12 @@ fn outcome(headline: &PaperHeadline, measure: Measure, results: &Results) -> Opt
         Measure::Conformity(f) => {
             let lead = results.conformity.as_ref()?.measure;
             let mut outcome = f(headline, results, lead)?;
+            // Every conformity row names the (model, task) pairs it rests on, so none escapes the gate.
+            debug_assert!(
+                outcome.rows.iter().all(|r| !r.members.is_empty()),
+                "`{}`: a conformity row without members",
+                headline.id
+            );
             population::mark(&mut outcome, results);
             let other = f(headline, results, lead.other()).map(|o| o.rows).unwrap_or_default();
             for row in &mut outcome.rows {
@@ -418,6 +431,11 @@ mod tests {
         };
         assert_eq!(number.value_text(), "+0.412 [0.301, 0.523], 8 seeds");
         assert_eq!(number.row_text(), "model-a · colour (1 of 4 rows)");
+        // A zero-width interval is no evidence of precision: it says the units did not vary.
+        let constant = RunNumber { estimate: Some(0.0), interval: Some((0.0, 0.0)), ..number.clone() };
+        assert_eq!(constant.value_text(), "no variation: every seed +0.000, 8 seeds");
+        let rounded = RunNumber { estimate: Some(0.30001), interval: Some((0.29999, 0.30004)), ..number.clone() };
+        assert_eq!(rounded.value_text(), "no variation: every seed +0.300, 8 seeds");
         let alone = RunNumber { estimate: None, interval: None, rows: 1, ..number };
         assert_eq!(alone.value_text(), "undefined, 8 seeds");
         assert_eq!(alone.row_text(), "model-a · colour");

@@ -2,7 +2,7 @@
 //! the summary arithmetic figures share come from herd-analysis (`format`, `summary`), which the
 //! claims use too.
 
-pub use herd_analysis::format::{num, p_value, signed};
+pub use herd_analysis::format::{num, p_is, p_value, signed};
 pub use herd_analysis::summary::mean_interval;
 
 use crate::chart::{Chart, render};

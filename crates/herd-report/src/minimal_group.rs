@@ -11,7 +11,7 @@ use herd_analysis::minimal_group::{DeciderOutcome, decider_outcomes};
 use herd_analysis::{DyadTable, Labels, MinimalGroupTables};
 
 use crate::chart::{Bar, BarChart, BarSeries, Chart, LineChart, LineSeries, Point};
-use crate::figure::{AbsentFigure, Figure, FigureResult, mean_interval, num, p_value, signed};
+use crate::figure::{AbsentFigure, Figure, FigureResult, mean_interval, num, p_is, signed};
 use herd_analysis::rows::{GeeTerm, RobustnessCheck, SeedTest};
 
 const FAVOURITISM: &str = "favouritism (points per in-group − per out-group target)";
@@ -245,7 +245,7 @@ fn favouritism_by_minority_size(context: &Context, tables: &MinimalGroupTables) 
         main_selection(context),
         tests
             .iter()
-            .map(|(cell, mean, p)| format!("{cell}: {} points/target (p = {})", signed(*mean), p_value(*p)))
+            .map(|(cell, mean, p)| format!("{cell}: {} points/target ({})", signed(*mean), p_is(*p)))
             .collect::<Vec<_>>()
             .join("; ")
     );
@@ -324,7 +324,7 @@ fn favouritism_visible_vs_hidden(context: &Context, tables: &MinimalGroupTables)
             .iter()
             .map(|(cell, mean, p)| {
                 let shown = visible.iter().find(|v| &v.0 == cell).map_or("n/a".into(), |v| signed(v.1));
-                format!("{cell}: {shown} vs {} (hidden p = {})", signed(*mean), p_value(*p))
+                format!("{cell}: {shown} vs {} (hidden {})", signed(*mean), p_is(*p))
             })
             .collect::<Vec<_>>()
             .join("; ")
@@ -535,11 +535,11 @@ fn favouritism_by_reasoning_mode(context: &Context, tables: &MinimalGroupTables)
                 f64::NAN
             };
             format!(
-                "same_group × reasoning = {} (robust SE {}, t({}) p = {}, {clusters} societies)",
+                "same_group × reasoning = {} (robust SE {}, t({}) {}, {clusters} societies)",
                 num(coef),
                 num(se),
                 clusters.saturating_sub(1),
-                p_value(p)
+                p_is(p)
             )
         })
         .collect();
@@ -600,7 +600,7 @@ fn favouritism_across_swap_pass_and_paraphrase(context: &Context, tables: &Minim
         .robustness_checks()
         .iter()
         .filter(|c| c.labels == "visible" && c.check == "swap_pass_difference" && c.fills == "included")
-        .map(|c| format!("{}: {} (p = {})", robustness_cell(c), signed(c.estimate), p_value(c.p)))
+        .map(|c| format!("{}: {} ({})", robustness_cell(c), signed(c.estimate), p_is(c.p)))
         .collect();
     let mut reading = vec![if swaps.is_empty() {
         format!("Favouritism per instrument and pass, visible labels ({} variants).", variants.len())
@@ -743,12 +743,12 @@ fn position_balance_reading(tables: &MinimalGroupTables) -> Option<String> {
     };
     let mean_of = |check: &str| checks.iter().find(|c| c.check == check && same_cell(c)).map(|c| c.estimate);
     Some(format!(
-        "Presented positions: in- minus out-group mean position within ±{} over {} cells (largest: {}, in-group {} vs out-group {}, Wilcoxon over seeds p = {}).",
+        "Presented positions: in- minus out-group mean position within ±{} over {} cells (largest: {}, in-group {} vs out-group {}, Wilcoxon over seeds {}).",
         num(top.estimate.abs()),
         rows.len(),
         robustness_cell(top),
         mean_of("position_in_group").map_or("n/a".into(), num),
         mean_of("position_out_group").map_or("n/a".into(), num),
-        p_value(top.p)
+        p_is(top.p)
     ))
 }

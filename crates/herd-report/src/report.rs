@@ -324,13 +324,14 @@ fn is_count_column(name: &str) -> bool {
 }
 
 fn format_number(column: &str, v: f64) -> String {
-    if v == 0.0 {
+    if is_p_column(column) {
+        // A p of 0 is a p below what f64 resolves, never zero (`p_value` says so).
+        crate::figure::p_value(v)
+    } else if v == 0.0 {
         "0".into()
     } else if is_count_column(column) && v.fract() == 0.0 && v.abs() < 1e15 {
         // A count prints as the integer it is: 168, not 168.0000.
         format!("{}", v as i64)
-    } else if is_p_column(column) {
-        crate::figure::p_value(v)
     } else if v != 0.0 && (v.abs() < 1e-3 || v.abs() >= 1e6) {
         format!("{v:.3e}")
     } else {

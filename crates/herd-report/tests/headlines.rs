@@ -355,6 +355,11 @@ fn the_hidden_floor_is_the_papers_rule() {
 /// Societies of 20 with a minority of 5: visible-label minority deciders favour their group strongly
 /// (the first of them gives the out-group nothing), majority deciders mildly; hidden labels are noise.
 fn societies(seeds: i64) -> Results {
+    societies_with(seeds, 0.0)
+}
+
+/// [`societies`], with every hidden-label decider favouring its (unseen) group by `hidden_bias`.
+fn societies_with(seeds: i64, hidden_bias: f64) -> Results {
     let mut rows = Vec::new();
     for labels in [Labels::Visible, Labels::Hidden] {
         for seed in 0..seeds {
@@ -362,7 +367,7 @@ fn societies(seeds: i64) -> Results {
             for decider in 1..=20_i64 {
                 let visible = labels == Labels::Visible;
                 let bias = if !visible {
-                    0.0
+                    hidden_bias
                 } else if minority(decider) {
                     1.5
                 } else {
@@ -435,9 +440,25 @@ fn minimal_group_verdicts_rest_on_societies() {
         "{}",
         prevalence.this_run
     );
-    // Hidden labels are noise around zero: the share of deciders above zero is not shown below 50%.
-    assert_eq!(prevalence.verdict, Verdict::Inconclusive, "{prevalence:?}");
-    assert!(prevalence.basis.starts_with("model · hidden: "), "{}", prevalence.basis);
+    // Hidden labels are noise around zero: the share of deciders above zero is not above 50%, the
+    // paper's reading of group-blind allocation (a one-sided question: no group-blind agent can be
+    // significantly below 50%, so "below" could never be shown).
+    assert_eq!(prevalence.verdict, Verdict::Replicates, "{prevalence:?}");
+    assert!(
+        prevalence.this_run.contains("model · hidden: ")
+            && prevalence.this_run.contains("(one-sided, above), 8 societies, p = "),
+        "{}",
+        prevalence.this_run
+    );
+    // Hidden-label deciders who favour their unseen group: significantly above 50%.
+    let biased = compare_headlines(&societies_with(8, 1.0)).unwrap();
+    let prevalence = headline(&biased, "prevalence");
+    assert_eq!(prevalence.verdict, Verdict::DoesNotReplicate, "{prevalence:?}");
+    assert!(
+        prevalence.basis.starts_with("model · hidden: significantly above 50% (one-sided p = "),
+        "{}",
+        prevalence.basis
+    );
     assert_eq!(headline(&all, "bh_survivors").verdict, Verdict::Replicates);
     // No reasoning modes in this run.
     assert_eq!(headline(&all, "reasoning_interaction").verdict, Verdict::NotInRun);
@@ -993,4 +1014,219 @@ fn bootstrap_and_robust_standard_errors_agree() {
     assert_eq!(headline(&all, "bootstrap_se_agreement").verdict, Verdict::Inconclusive);
     let all = compare_headlines(&planted(&[("q", "on")], &[3, 4], 8, closing, false)).unwrap();
     assert_eq!(headline(&all, "bootstrap_se_agreement").verdict, Verdict::NotInRun);
+}
+
+/// Every conformity family for one model, on 8 trial indices at N = 0, 5 and 10: p_wrong(N) rises
+/// from `baseline` by 0.3 at N = 10, each level shifted a little and every trial jittered. The
+/// difficulty family has 6 levels of 4 images each with their logits (the correct answer's logit
+/// at N = 0 is the performance of fig. 3b) and p_wrong(0) from those logits.
+fn every_family(model: &str, baseline: f64) -> Vec<ConformityTrial> {
+    let m = model.len() as i64;
+    let p = |n: u32, shift: f64, parts: &[i64]| {
+        (baseline + 0.03 * f64::from(n) + shift * f64::from(n) / 10.0 + 0.02 * noise(parts)).clamp(0.0, 1.0)
+    };
+    let families: [(&str, &[(&str, f64)]); 10] = [
+        ("group_size", &[("", 0.0)]),
+        // A second task's group-size curves, for the comparison of tasks.
+        ("group_size:dots", &[("", 0.0)]),
+        ("unanimity", &[("wrong_100", 0.1), ("wrong_80", 0.0), ("wrong_50", -0.1)]),
+        ("normative", &[("public", 0.05), ("private", 0.0)]),
+        ("source_strength", &[("participants", 0.0), ("experts", 0.05), ("kids", -0.05)]),
+        ("nationality", &[("same", 0.05), ("different", -0.05)]),
+        ("ethnicity", &[("same", 0.05), ("different", -0.05)]),
+        ("minimal_group", &[("same", 0.05), ("different", -0.05)]),
+        ("spatial", &[("near", 0.05), ("far", 0.0)]),
+        ("temporal", &[("near", 0.05), ("far", 0.0)]),
+    ];
+    let mut rows = Vec::new();
+    for (f, (family, levels)) in families.iter().enumerate() {
+        for (l, (level, shift)) in levels.iter().enumerate() {
+            for n in [0, 5, 10] {
+                for seed in 0..8 {
+                    let (family, task) = family.split_once(':').unwrap_or((family, "lines"));
+                    let mut t =
+                        trial(family, level, n, seed, p(n, *shift, &[m, f as i64, l as i64, i64::from(n), seed]));
+                    t.model = model.into();
+                    t.task = task.into();
+                    if family == "normative" {
+                        t.paraphrase = Some(format!("paraphrase {seed}"));
+                    }
+                    rows.push(t);
+                }
+            }
+        }
+    }
+    // The difficulty pool: A correct on even images; the correct answer's logit sets p_wrong(0).
+    let logit_gap = (1.0 - baseline) / baseline; // odds of right to wrong at N = 0
+    for level in 1..=6_i64 {
+        for image in 0..4_i64 {
+            let id = level * 10 + image;
+            let correct_is_a = image % 2 == 0;
+            let gap = logit_gap.ln() + 0.3 * noise(&[m, id]);
+            let (correct, wrong) = (1.0 + gap, 1.0);
+            for n in [0, 5, 10] {
+                let p_wrong = if n == 0 {
+                    1.0 / (1.0 + (correct - wrong).exp())
+                } else {
+                    p(n, 0.02 * level as f64, &[m, id, i64::from(n)])
+                };
+                let mut t = trial("difficulty", &level.to_string(), n, image, p_wrong);
+                t.model = model.into();
+                t.difficulty_level = Some(level);
+                t.difficulty_index = Some(level as f64 + 0.2 * noise(&[m, id, 7]));
+                t.image_id = Some(format!("{model}-{id}"));
+                t.correct_label = Some(if correct_is_a { "A" } else { "B" }.into());
+                let (a, b) = if correct_is_a { (correct, wrong) } else { (wrong, correct) };
+                t.logit_a = Some(a);
+                t.logit_b = Some(b);
+                rows.push(t);
+            }
+        }
+    }
+    rows
+}
+
+#[test]
+fn every_conformity_row_of_a_model_at_chance_is_outside_the_population() {
+    let conformity_ids = |all: &[HeadlineComparison]| -> Vec<String> {
+        all.iter().filter(|h| h.headline.study == "conformity").map(|h| h.headline.id.clone()).collect()
+    };
+    // A model that solves its images alone (p_wrong 0.04 at N = 0): no row is outside the population,
+    // and every conformity headline has rows (unanimity and the difficulty family among them).
+    let solver = compare_headlines(&conformity_results(every_family("solver", 0.04))).unwrap();
+    for id in conformity_ids(&solver) {
+        let h = headline(&solver, &id);
+        assert_ne!(h.verdict, Verdict::NotInRun, "{id}: {h:?}");
+        assert_ne!(h.verdict, Verdict::NotPaperPopulation, "{id}: {h:?}");
+        assert!(!h.this_run.contains("not the paper's population"), "{id}: {}", h.this_run);
+    }
+    // The same design at chance (p_wrong 0.5 at N = 0): every conformity headline, the unanimity rows
+    // ("model · task · level − level") and the per-task performance fit (pooled over models) included.
+    let chance = compare_headlines(&conformity_results(every_family("chance", 0.5))).unwrap();
+    for id in conformity_ids(&chance) {
+        let h = headline(&chance, &id);
+        assert_eq!(h.verdict, Verdict::NotPaperPopulation, "{id}: {h:?}");
+        assert!(h.basis.contains("(< 0.75): not the paper's population"), "{id}: {}", h.basis);
+        assert!(h.this_run.starts_with("Population: the paper's claim"), "{id}: {}", h.this_run);
+    }
+    let unanimity = headline(&chance, "unanimity_dissent");
+    assert!(
+        unanimity.basis.contains("chance · lines · wrong_100 − wrong_80: baseline accuracy"),
+        "{}",
+        unanimity.basis
+    );
+    let performance = headline(&chance, "performance_effect");
+    assert!(performance.basis.contains("lines: chance: baseline accuracy lines 0.504"), "{}", performance.basis);
+
+    // Both models: the solver decides every pooled claim alone, and the chance model's rows are set aside.
+    let mut both = every_family("solver", 0.04);
+    both.extend(every_family("chance", 0.5));
+    let all = compare_headlines(&conformity_results(both)).unwrap();
+    for id in conformity_ids(&all) {
+        assert_ne!(headline(&all, &id).verdict, Verdict::NotPaperPopulation, "{id}");
+    }
+    let performance = headline(&all, "performance_effect");
+    assert!(performance.this_run.contains("left out of the pooled contrast"), "{}", performance.this_run);
+}
+
+/// The difficulty pool of one model inside the population (p_wrong 0.04 at N = 0 of the group-size
+/// family): 10 levels of 30 images at N = 0, 2 and 4. The correct answer's logit at N = 0 (fig. 3b's
+/// performance) varies by image, and the N = 0 trial's p_wrong is read from those same logits, as a
+/// model's is; p_wrong at N > 0 rises with the level and falls by `effect` per unit of the image's
+/// performance draw (0: an agent with no performance effect).
+fn difficulty_pool(effect: f64) -> Vec<ConformityTrial> {
+    let mut rows = Vec::new();
+    for seed in 0..8 {
+        for n in [0, 10] {
+            rows.push(trial("group_size", "", n, seed, if n == 0 { 0.04 } else { 0.6 } + 0.01 * wobble(seed)));
+        }
+    }
+    for level in 1..=10_i64 {
+        for image in 0..30_i64 {
+            let id = level * 100 + image;
+            let draw = noise(&[id, 1_001]);
+            let correct = 3.0 + 1.5 * draw;
+            for n in [0, 2, 4] {
+                let p_wrong = if n == 0 {
+                    // Two-way softmax of the correct logit against the wrong one at 0.
+                    1.0 / (1.0 + correct.exp())
+                } else {
+                    let own = noise(&[id, 3_000 + i64::from(n)]);
+                    (0.1 + 0.05 * level as f64 - effect * draw + 0.05 * own).clamp(0.0, 1.0)
+                };
+                let mut t = trial("difficulty", &level.to_string(), n, image, p_wrong);
+                t.difficulty_level = Some(level);
+                t.difficulty_index = Some(level as f64 + 0.5 * noise(&[id, 2_002]));
+                t.image_id = Some(id.to_string());
+                t.correct_label = Some("A".into());
+                t.logit_a = Some(correct);
+                t.logit_b = Some(0.0);
+                rows.push(t);
+            }
+        }
+    }
+    rows
+}
+
+#[test]
+fn performance_is_judged_on_conformity_without_the_n0_trial_it_shares() {
+    let results = conformity_results(difficulty_pool(0.0));
+    // The paper's whole-curve fit (the `difficulty_ols` table) reads the N = 0 trial twice: in the AUC
+    // and, through its logits, as performance. Its β_performance is negative and significant for an
+    // agent whose conformity does not depend on performance at all.
+    let fits = results.conformity.as_ref().unwrap().tables.difficulty_fits();
+    let whole = fits.iter().find(|f| f.measure == "p_wrong_full" && f.term == "performance").unwrap();
+    assert!(whole.coef < 0.0 && whole.p < 0.05, "{whole:?}");
+    // Read over N > 0 the β is no longer significant: the null claim is not refuted.
+    let all = compare_headlines(&results).unwrap();
+    let h = headline(&all, "performance_effect");
+    assert_ne!(h.verdict, Verdict::DoesNotReplicate, "{h:?}");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.this_run.contains("conformity over N > 0"), "{}", h.this_run);
+    assert!(h.this_run.contains("(whole curve, N = 0 included: -"), "{}", h.this_run);
+
+    // With one N beside N = 0, conformity over N > 0 is p_wrong at that N: the same reading.
+    let two_ns: Vec<ConformityTrial> = difficulty_pool(0.0).into_iter().filter(|t| t.n != 2).collect();
+    let results = conformity_results(two_ns);
+    let fits = results.conformity.as_ref().unwrap().tables.difficulty_fits();
+    let whole = fits.iter().find(|f| f.measure == "p_wrong_full" && f.term == "performance").unwrap();
+    assert!(whole.coef < 0.0 && whole.p < 0.05, "{whole:?}");
+    let all = compare_headlines(&results).unwrap();
+    let h = headline(&all, "performance_effect");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+
+    // An agent whose conformity at N > 0 falls with performance (by 0.02 per unit of its draw, a tenth
+    // of the level effect's range) is still caught.
+    let all = compare_headlines(&conformity_results(difficulty_pool(0.02))).unwrap();
+    let h = headline(&all, "performance_effect");
+    assert_eq!(h.verdict, Verdict::DoesNotReplicate, "{h:?}");
+    assert!(h.basis.contains("a significant effect (p = "), "{}", h.basis);
+}
+
+#[test]
+fn no_p_below_what_the_test_can_attain_and_no_interval_without_width() {
+    // ρ = 1 on ten difficulty levels: the t approximation's p is far below 2/10!, the smallest p an
+    // exact test on ten points attains, and the Fisher-z interval collapses to [1, 1].
+    let mut rows = Vec::new();
+    for level in 1..=10_i64 {
+        for n in [0, 5] {
+            let mut t = trial("difficulty", "", n, 0, 0.05 + if n == 5 { 0.05 * level as f64 } else { 0.0 });
+            t.difficulty_level = Some(level);
+            rows.push(t);
+        }
+    }
+    let all = compare_headlines(&conformity_results(rows)).unwrap();
+    let h = headline(&all, "difficulty_rho");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.this_run.contains("p ≤ 5.5e-7 (the smallest an exact test attains at this n)"), "{}", h.this_run);
+    assert!(!h.this_run.contains("[1.000, 1.000]"), "{}", h.this_run);
+    assert!(!h.this_run.contains("p = 0"), "{}", h.this_run);
+
+    // Every seed's unanimity drop exactly 0.3: no t-interval, but a statement that nothing varied.
+    let all = compare_headlines(&conformity_results(unanimity(8, [0.8, 0.5, 0.2], |_, _| 0.0))).unwrap();
+    let h = headline(&all, "unanimity_dissent");
+    assert!(h.this_run.contains("no variation: every seed 0.300"), "{}", h.this_run);
+    assert!(!h.this_run.contains("[0.300, 0.300]"), "{}", h.this_run);
+    let number = h.number.as_ref().unwrap();
+    assert_eq!(number.value_text(), "no variation: every seed +0.300, 8 seeds");
 }

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::conformity::{ImageConformity, TaskFit, difficulty_fits};
 use crate::{ConformityTable, ConformityTables, GroupSizeRise, PWrong, group_size_rises};
 use herd_design::{SourceClass, SourceStrengthFamily};
 use herd_stats::Alternative;
@@ -102,10 +103,13 @@ fn contrast_row(
 
 pub(super) fn group_size_rise(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
     let (trials, _) = conformity(results)?;
+    let pairs = model_tasks(trials, "group_size");
     // herd-analysis's pairing and test, which `herd power` runs too.
     let rows = group_size_rises(trials, measure)
         .into_iter()
         .map(|rise| {
+            // A model's rise pools its tasks.
+            let members = pairs.iter().filter(|(m, _)| m == &rise.model).cloned().collect();
             let value = format!(
                 "{} → {} (N = {} → {}), rise {}",
                 num(rise.mean_low),
@@ -122,6 +126,7 @@ pub(super) fn group_size_rise(h: &PaperHeadline, results: &Results, measure: PWr
                 "trial pairs",
                 Claim::positive(h.effect),
             )
+            .on(members)
         })
         .collect();
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })
@@ -146,14 +151,17 @@ pub(super) fn unanimity_dissent(h: &PaperHeadline, results: &Results, measure: P
             );
             // The claim is that AUC falls as dissent grows: a − b > 0.
             let differences = paired(&aucs[i], &aucs[i + 1]);
-            rows.push(contrast_row(
-                format!("{model} · {task} {a} − {b}"),
-                value,
-                &differences,
-                Alternative::TwoSided,
-                "seeds",
-                Claim::positive(h.effect),
-            ));
+            rows.push(
+                contrast_row(
+                    format!("{model} · {task} · {a} − {b}"),
+                    value,
+                    &differences,
+                    Alternative::TwoSided,
+                    "seeds",
+                    Claim::positive(h.effect),
+                )
+                .on(vec![(model.clone(), task.clone())]),
+            );
         }
     }
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })
@@ -173,40 +181,86 @@ pub(super) fn difficulty_rho(h: &PaperHeadline, results: &Results, measure: PWro
             e.min_p = Some(spearman_min_p(n));
             e.interval = rho.and_then(|rho| spearman_interval(rho, n));
             e.interval_name = "95% Fisher-z interval";
-            let label = format!("{} · {}", s.text("model", r).unwrap_or("?"), s.text("task", r).unwrap_or("?"));
-            Row::judged(label, format!("ρ = {}", rho.map_or("n/a".into(), num)), e, Claim::positive(h.effect))
+            let (model, task) = (s.text("model", r).unwrap_or("?"), s.text("task", r).unwrap_or("?"));
+            Row::judged(
+                format!("{model} · {task}"),
+                format!("ρ = {}", rho.map_or("n/a".into(), num)),
+                e,
+                Claim::positive(h.effect),
+            )
+            .on(vec![(model.to_owned(), task.to_owned())])
         })
         .collect();
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })
 }
 
+/// Fig. 3b's β_performance per task, pooled over the task's models inside the paper's population,
+/// with each image's conformity read over N > 0 ([`ImageConformity::WithoutBaseline`]): the
+/// performance regressor is the correct answer's logit in the N = 0 trial, and a conformity AUC
+/// holding that trial's p_wrong shares its noise, which alone gives an agent with no performance
+/// effect a significant negative β. The paper's whole-curve β (the `difficulty_ols` table) is
+/// shown beside it. docs/deviations.md, "Performance effect without the N = 0 trial".
 pub(super) fn performance_effect(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
-    let (_, tables) = conformity(results)?;
-    let o = &tables.difficulty_ols;
+    let (trials, tables) = conformity(results)?;
+    // A measure some trials lack is not analysed (as the analysis's own tables do not).
+    if trials.rows.iter().any(|t| t.p_wrong(measure).is_none()) {
+        return None;
+    }
     let margin = h.effect.unwrap_or(f64::INFINITY);
-    let rows = rows_where(o, &[("measure", measure.column()), ("term", "performance")])
-        .into_iter()
-        .map(|r| {
-            let n = o.number("n", r).unwrap_or(0.0) as usize;
-            let (coef, se) = (o.number("coef", r), o.number("se", r));
-            let mut e =
-                Evidence::new("OLS on difficulty and performance", n, "fig. 3b hexagons").with_note(o.text("note", r));
-            e.estimate = coef;
-            e.p = o.number("p", r);
-            // Intercept and two slopes leave n − 3 residual degrees of freedom.
-            e.interval = match (coef, se) {
-                (Some(c), Some(se)) if n > 3 => {
-                    let half = t_quantile(0.975, (n - 3) as f64) * se;
-                    Some((c - half, c + half))
-                }
-                _ => None,
-            };
-            e.interval_name = "95% t-interval";
-            let value = format!("β_performance = {}", coef.map_or("n/a".into(), num));
-            Row::judged(o.text("task", r).unwrap_or("?").to_owned(), value, e, Claim::Null { margin })
-        })
-        .collect();
-    Some(Outcome { summary: String::new(), rows, combine: Combine::All })
+    // Per task, the models pooled into its fit: those inside the population where any is.
+    let mut by_task: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for (model, task) in model_tasks(trials, "difficulty") {
+        by_task.entry(task.clone()).or_default().push((model, task));
+    }
+    let pools: BTreeMap<String, population::Pooled> =
+        by_task.into_iter().map(|(task, pairs)| (task, population::pooled(results, pairs))).collect();
+    let kept: BTreeSet<(String, String)> = pools.values().flat_map(|p| p.pairs.iter().cloned()).collect();
+    let keep = |model: &str, task: &str| kept.contains(&(model.to_owned(), task.to_owned()));
+    let test = "OLS on difficulty and performance, conformity over N > 0";
+    let fits = match difficulty_fits(trials, measure, ImageConformity::WithoutBaseline, &keep) {
+        Ok(fits) => fits,
+        Err(error) => {
+            let e = Evidence::new(test, 0, "fig. 3b hexagons").with_note(Some(&error.to_string()));
+            let row = Row::judged("difficulty pool", "", e, Claim::Null { margin }).on(kept.into_iter().collect());
+            return Some(Outcome { summary: String::new(), rows: vec![row], combine: Combine::All });
+        }
+    };
+    let o = &tables.difficulty_ols;
+    let mut rows = Vec::new();
+    for TaskFit { task, n, fit, .. } in fits {
+        let mut e = Evidence::new(test, n, "fig. 3b hexagons");
+        let coefficient = fit.as_ref().ok().and_then(|f| f.coefficients.iter().find(|c| c.name == "performance"));
+        match (&fit, coefficient) {
+            (Ok(fit), Some(c)) => {
+                e.estimate = Some(c.estimate);
+                e.p = Some(c.p_value);
+                // Intercept and two slopes leave n − 3 residual degrees of freedom (statsmodels' df_resid).
+                e.interval = (fit.df_resid >= 1.0).then(|| {
+                    let half = t_quantile(0.975, fit.df_resid) * c.se;
+                    (c.estimate - half, c.estimate + half)
+                });
+            }
+            (Err(note), _) => e = e.with_note(Some(note)),
+            (Ok(_), None) => {}
+        }
+        e.interval_name = "95% t-interval";
+        // The paper's whole-curve fit, from the table.
+        let whole = rows_where(o, &[("task", task.as_str()), ("measure", measure.column()), ("term", "performance")])
+            .first()
+            .and_then(|&r| o.number("coef", r));
+        let value = format!(
+            "β_performance = {} over N > 0 (whole curve, N = 0 included: {})",
+            e.estimate.map_or("n/a".into(), num),
+            whole.map_or("n/a".into(), num)
+        );
+        let members = pools.get(&task).map(|p| p.pairs.clone()).unwrap_or_default();
+        rows.push(Row::judged(task, value, e, Claim::Null { margin }).on(members));
+    }
+    let mut outcome = Outcome { summary: String::new(), rows, combine: Combine::All };
+    for pool in pools.into_values() {
+        pool.mark(&mut outcome);
+    }
+    Some(outcome)
 }
 
 pub(super) fn public_private(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
@@ -232,6 +286,7 @@ pub(super) fn public_private(h: &PaperHeadline, results: &Results, measure: PWro
                 "paraphrases",
                 Claim::positive(h.effect),
             )
+            .on(vec![(model, task)])
         })
         .collect();
     Some(Outcome { summary: String::new(), rows, combine: Combine::Most })
@@ -303,7 +358,10 @@ pub(super) fn source_strength(h: &PaperHeadline, results: &Results, measure: PWr
         }
         let mean = d.values().sum::<f64>() / d.len() as f64;
         let value = format!("mean Δ {} ({} − {base})", signed(mean), seen.join(", "));
-        rows.push(contrast_row(name.to_owned(), value, &d, Alternative::TwoSided, "seeds", claim));
+        rows.push(
+            contrast_row(name.to_owned(), value, &d, Alternative::TwoSided, "seeds", claim)
+                .on(population.pairs.clone()),
+        );
     }
     // The paper's claim has two sides; a run with only one of them cannot judge it.
     if rows.len() != 2 {
@@ -347,6 +405,7 @@ pub(super) fn same_group(h: &PaperHeadline, results: &Results, measure: PWrong) 
                 "seeds",
                 Claim::positive(h.effect),
             )
+            .on(vec![(model, task)])
         })
         .collect();
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })
@@ -364,14 +423,17 @@ pub(super) fn near_far(h: &PaperHeadline, results: &Results, measure: PWrong) ->
                 auc_text(level_auc(tables, measure, &model, &task, family, "near")),
                 auc_text(level_auc(tables, measure, &model, &task, family, "far"))
             );
-            rows.push(contrast_row(
-                format!("{model} · {task} · {family}"),
-                value,
-                &paired(&near, &far),
-                Alternative::TwoSided,
-                "seeds",
-                Claim::positive(h.effect),
-            ));
+            rows.push(
+                contrast_row(
+                    format!("{model} · {task} · {family}"),
+                    value,
+                    &paired(&near, &far),
+                    Alternative::TwoSided,
+                    "seeds",
+                    Claim::positive(h.effect),
+                )
+                .on(vec![(model, task)]),
+            );
         }
     }
     Some(Outcome { summary: String::new(), rows, combine: Combine::Most })

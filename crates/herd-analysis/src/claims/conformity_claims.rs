@@ -89,8 +89,9 @@ fn model_task_set(trials: &ConformityTable, family: &str) -> BTreeSet<(String, S
 pub(super) fn tasks_alike(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
     let trials = &results.conformity.as_ref()?.trials;
     let margin = h.effect?;
-    // A task outside the paper's population is left out of its model's comparisons (the rows
-    // compare two tasks, so the per-row gating of `population::mark` cannot name one).
+    // A task outside the paper's population is left out of its model's comparisons, so that a
+    // model's tasks inside it are still compared; with none inside, every row rests on tasks outside
+    // and `population::mark` gives it that verdict.
     let population = population::pooled(results, model_tasks(trials, "group_size"));
     let mut by_model: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (model, task) in &population.pairs {
@@ -103,7 +104,9 @@ pub(super) fn tasks_alike(h: &PaperHeadline, results: &Results, measure: PWrong)
         for (i, a) in tasks.iter().enumerate() {
             for b in &tasks[i + 1..] {
                 let (x, y, ns) = on_shared_ns(&curve(a), &curve(b));
-                rows.extend(welch_row(format!("{model} · {a} − {b}"), &x, &y, &ns, Claim::Null { margin }));
+                let members = vec![(model.clone(), a.clone()), (model.clone(), b.clone())];
+                let row = welch_row(format!("{model} · {a} − {b}"), &x, &y, &ns, Claim::Null { margin });
+                rows.extend(row.map(|r| r.on(members)));
             }
         }
     }
@@ -135,7 +138,8 @@ pub(super) fn neutral_between(h: &PaperHeadline, results: &Results, measure: PWr
             ("neutral − different", neutral.clone(), relation("different")),
         ] {
             let (a, b, ns) = on_shared_ns(&upper, &lower);
-            rows.extend(welch_row(format!("{model} · {task} · {label}"), &a, &b, &ns, Claim::positive(h.effect)));
+            let row = welch_row(format!("{model} · {task} · {label}"), &a, &b, &ns, Claim::positive(h.effect));
+            rows.extend(row.map(|r| r.on(vec![(model.clone(), task.clone())])));
         }
     }
     (!rows.is_empty()).then_some(Outcome { summary: String::new(), rows, combine: Combine::All })
@@ -181,12 +185,10 @@ pub(super) fn temporal_vs_spatial(h: &PaperHeadline, results: &Results, measure:
             n_list(&ns)
         );
         let evidence = welch_evidence(&temporal, &spatial, "trial indices");
-        rows.push(Row::judged(
-            format!("{model} · {task} · temporal − spatial"),
-            value,
-            evidence,
-            Claim::Null { margin },
-        ));
+        rows.push(
+            Row::judged(format!("{model} · {task} · temporal − spatial"), value, evidence, Claim::Null { margin })
+                .on(vec![(model.clone(), task.clone())]),
+        );
     }
     if rows.is_empty() {
         return None;

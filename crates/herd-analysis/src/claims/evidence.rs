@@ -6,7 +6,7 @@ use crate::undefined_reason;
 use herd_stats::{Alternative, WilcoxonOptions, ttest_welch, wilcoxon_one_sample};
 
 use super::Verdict;
-use crate::format::{num, p_value, signed};
+use crate::format::{num, p_is, p_value, signed};
 use crate::summary::Z95;
 pub(crate) use crate::summary::t_quantile;
 
@@ -25,6 +25,10 @@ pub(crate) struct Evidence {
     pub p: Option<f64>,
     /// The smallest p the test can give at this n (exact rank tests), where it matters.
     pub min_p: Option<f64>,
+    /// Whether `min_p` is the floor of the test that gave `p` (true unless set otherwise), so that a
+    /// smaller `p` (a large-sample approximation's) is printed as `p ≤ min_p`. False where `min_p`
+    /// only gates a test of another kind (a t-test on as few units as a rank test could not decide on).
+    pub min_p_is_floor: bool,
     /// Units with a nonzero difference, where a rank test drops the others.
     pub nonzero: Option<usize>,
     pub interval: Option<(f64, f64)>,
@@ -44,6 +48,7 @@ impl Evidence {
             estimate: None,
             p: None,
             min_p: None,
+            min_p_is_floor: true,
             nonzero: None,
             interval: None,
             interval_name: "",
@@ -62,13 +67,54 @@ impl Evidence {
     /// `Wilcoxon signed-rank, 8 seeds, p = 0.012, 95% t-interval [0.010, 0.050]`.
     pub fn describe(&self) -> String {
         let mut text = format!("{}, {} {}", self.test, self.n, self.unit_text());
-        if let Some(p) = self.p {
-            text.push_str(&format!(", p = {}", p_value(p)));
+        if self.p.is_some() {
+            text.push_str(&format!(", {}", self.p_text()));
         }
-        if let Some((lo, hi)) = self.interval {
-            text.push_str(&format!(", {} [{}, {}]", self.interval_name, num(lo), num(hi)));
+        if let Some(interval) = self.interval_text() {
+            text.push_str(&format!(", {interval}"));
         }
         text
+    }
+
+    /// The p as a referee may read it: `p = 0.012`; `p < 1e-16` for a p of exactly 0; and a p below
+    /// the smallest the test attains at this n (`min_p`: the exact distribution's most extreme
+    /// outcome, e.g. 2/n! for Spearman on n points, 2/2ⁿ for a signed-rank test on n nonzero
+    /// differences) as `p ≤` that floor. Such a p comes from a large-sample approximation (the
+    /// t approximation of a Spearman table, the normal approximation of a signed-rank test with
+    /// ties), whose digits below the floor an exact test on the same n could never give: the
+    /// approximation's p is at most the floor, which is all it can say.
+    pub(crate) fn p_text(&self) -> String {
+        match (self.p, self.min_p) {
+            (Some(p), Some(floor)) if self.min_p_is_floor && p.is_finite() && p < floor => {
+                format!("p ≤ {} (the smallest an exact test attains at this n)", p_value(floor))
+            }
+            (Some(p), _) => p_is(p),
+            (None, _) => "p = n/a".into(),
+        }
+    }
+
+    /// The interval as evidence: `95% t-interval [0.010, 0.050]`. An interval whose bounds print
+    /// alike has no width to show (units that all read the same: a deterministic or saturated
+    /// model): `no variation: every seed 0.000`, never `[0.000, 0.000]`.
+    pub(crate) fn interval_text(&self) -> Option<String> {
+        let (lo, hi) = self.interval?;
+        Some(if zero_width(lo, hi) {
+            format!("no variation: every {} {}", singular(self.unit), num(lo))
+        } else {
+            format!("{} [{}, {}]", self.interval_name, num(lo), num(hi))
+        })
+    }
+
+    /// The interval as the subject of a sentence: `the 95% t-interval [0.010, 0.050]`, or `every
+    /// seed at 0.000 (no variation)`.
+    fn interval_phrase(&self) -> String {
+        match self.interval {
+            Some((lo, hi)) if zero_width(lo, hi) => {
+                format!("every {} at {} (no variation)", singular(self.unit), num(lo))
+            }
+            Some((lo, hi)) => format!("the {} [{}, {}]", self.interval_name, num(lo), num(hi)),
+            None => "no interval".into(),
+        }
     }
 
     /// The unit, singular for n = 1.
@@ -116,6 +162,11 @@ impl Evidence {
     }
 }
 
+/// Whether an interval's bounds print alike (the same [`num`] spelling): no width to show.
+pub(crate) fn zero_width(lo: f64, hi: f64) -> bool {
+    lo.is_finite() && hi.is_finite() && num(lo) == num(hi)
+}
+
 /// One of a unit: `seed` for `seeds`.
 pub(crate) fn singular(unit: &'static str) -> &'static str {
     match unit {
@@ -140,6 +191,12 @@ pub(crate) enum Claim {
     /// No effect (the paper's "no significant effect"): a significant effect fails it, an interval
     /// within ±`margin` (effects as large as the paper's contrasting effect) confirms it.
     Null { margin: f64 },
+    /// Not above zero (one-sided; e.g. a share not above 50%, whose group-blind reading is the
+    /// expected one): the evidence's test is one-sided towards "above" and its interval the 90%
+    /// two-sided one, whose upper bound is the one-sided 95% bound. Significantly above zero fails
+    /// it; an upper bound below `margin` (the effect the paper contrasts it with) confirms it.
+    /// `zero` names the estimate's zero in the reasons (`50%` for a share − 0.5).
+    NotAbove { margin: f64, zero: &'static str },
 }
 
 impl Claim {
@@ -160,12 +217,21 @@ pub(crate) struct Row {
     pub evidence: Evidence,
     pub verdict: Verdict,
     pub reason: String,
+    /// The conformity (model, task) pairs whose trials the row rests on, which the paper's
+    /// population gate reads (`population::mark`); empty for minimal-group rows.
+    pub members: Vec<(String, String)>,
 }
 
 impl Row {
     pub fn judged(label: impl Into<String>, value: impl Into<String>, evidence: Evidence, claim: Claim) -> Self {
         let (verdict, reason) = judge(&evidence, claim);
-        Self { label: label.into(), value: value.into(), evidence, verdict, reason }
+        Self { label: label.into(), value: value.into(), evidence, verdict, reason, members: Vec::new() }
+    }
+
+    /// The row resting on the trials of `members` (model, task).
+    pub fn on(mut self, members: Vec<(String, String)>) -> Self {
+        self.members = members;
+        self
     }
 
     pub fn describe(&self) -> String {
@@ -205,66 +271,64 @@ pub(crate) fn judge(e: &Evidence, claim: Claim) -> (Verdict, String) {
                 return (Verdict::Replicates, format!("p < {ALPHA} in the paper's direction{smaller}"));
             }
             if p < ALPHA && sign * estimate < 0.0 {
-                return (
-                    Verdict::DoesNotReplicate,
-                    format!("significant in the opposite direction (p = {})", p_value(p)),
-                );
+                return (Verdict::DoesNotReplicate, format!("significant in the opposite direction ({})", e.p_text()));
             }
             if short {
-                let (lo, hi) = e.interval.unwrap_or((f64::NAN, f64::NAN));
                 let what = match effect {
                     Some(size) => format!("the paper's effect ({})", signed(sign * size.abs())),
                     None => "every effect in the paper's direction".into(),
                 };
-                return (
-                    Verdict::DoesNotReplicate,
-                    format!("the {} [{}, {}] excludes {what}", e.interval_name, num(lo), num(hi)),
-                );
+                return (Verdict::DoesNotReplicate, format!("{} excludes {what}", e.interval_phrase()));
             }
             let why = match e.interval {
-                Some((lo, hi)) => {
-                    format!(
-                        "p = {}; the {} [{}, {}] holds both zero and the paper's effect",
-                        p_value(p),
-                        e.interval_name,
-                        num(lo),
-                        num(hi)
-                    )
+                Some(_) => format!("{}; {} holds both zero and the paper's effect", e.p_text(), e.interval_phrase()),
+                None => {
+                    format!("{} ≥ {ALPHA}, and no interval says whether the paper's effect is ruled out", e.p_text())
                 }
-                None => format!(
-                    "p = {} ≥ {ALPHA}, and no interval says whether the paper's effect is ruled out",
-                    p_value(p)
-                ),
             };
             (Verdict::Inconclusive, why)
+        }
+        Claim::NotAbove { margin, zero } => {
+            if p < ALPHA && estimate > 0.0 {
+                return (Verdict::DoesNotReplicate, format!("significantly above {zero} (one-sided {})", e.p_text()));
+            }
+            match e.interval {
+                Some((_, hi)) if hi < margin => (
+                    Verdict::Replicates,
+                    format!(
+                        "not significantly above {zero} (one-sided {}), and {} stays below {zero} + {}",
+                        e.p_text(),
+                        e.interval_phrase(),
+                        num(margin)
+                    ),
+                ),
+                Some(_) => (
+                    Verdict::Inconclusive,
+                    format!(
+                        "not significantly above {zero} (one-sided {}), but {} still reaches {zero} + {}",
+                        e.p_text(),
+                        e.interval_phrase(),
+                        num(margin)
+                    ),
+                ),
+                None => (Verdict::Inconclusive, "no interval says whether the paper's contrast is ruled out".into()),
+            }
         }
         Claim::Null { margin } => {
             if p < ALPHA {
                 return (
                     Verdict::DoesNotReplicate,
-                    format!("a significant effect (p = {}) where the paper finds none", p_value(p)),
+                    format!("a significant effect ({}) where the paper finds none", e.p_text()),
                 );
             }
             match e.interval {
                 Some((lo, hi)) if lo > -margin && hi < margin => (
                     Verdict::Replicates,
-                    format!(
-                        "p ≥ {ALPHA} and the {} [{}, {}] excludes effects of ±{}",
-                        e.interval_name,
-                        num(lo),
-                        num(hi),
-                        num(margin)
-                    ),
+                    format!("p ≥ {ALPHA} and {} excludes effects of ±{}", e.interval_phrase(), num(margin)),
                 ),
-                Some((lo, hi)) => (
+                Some(_) => (
                     Verdict::Inconclusive,
-                    format!(
-                        "p ≥ {ALPHA}, but the {} [{}, {}] still holds effects of ±{}",
-                        e.interval_name,
-                        num(lo),
-                        num(hi),
-                        num(margin)
-                    ),
+                    format!("p ≥ {ALPHA}, but {} still holds effects of ±{}", e.interval_phrase(), num(margin)),
                 ),
                 None => (Verdict::Inconclusive, "no interval says whether an effect is ruled out".into()),
             }
@@ -374,7 +438,11 @@ pub(crate) fn wilcoxon_min_p(n: usize, two_sided: bool) -> f64 {
     (tails * 0.5_f64.powi(n.min(1074) as i32)).min(1.0)
 }
 
-/// The smallest two-sided p of an exact Spearman test on `n` points: one ordering of n!, both tails.
+/// The smallest two-sided p of an exact Spearman test on `n` points: the permutation distribution of
+/// ρ over the n! orderings of one variable (scipy's `spearmanr(..., method=PermutationMethod())`
+/// when it enumerates them all) puts 1/n! on ρ = 1, and its two-sided p doubles the smaller tail
+/// (capped at 1), so no ordering gives less than 2/n!. The `difficulty_spearman` table's p is
+/// scipy's default t approximation (n − 2 df), which goes far below this near |ρ| = 1.
 pub(crate) fn spearman_min_p(n: usize) -> f64 {
     let factorial: f64 = (1..=n).map(|k| k as f64).product();
     (2.0 / factorial).min(1.0)
@@ -458,14 +526,16 @@ pub(crate) fn welch_evidence(a: &[f64], b: &[f64], unit: &'static str) -> Eviden
 }
 
 /// Fisher-z interval of a Spearman ρ on `n` points (SE √(1.06 / (n − 3)), Fieller, Hartley and
-/// Pearson 1957); `None` for n ≤ 3.
+/// Pearson 1957); `None` for n ≤ 3, and where |ρ| is at 1 (the levels in perfect order): z = atanh ρ
+/// is infinite there and the interval collapses to the point ±1, which is no interval ([`zero_width`]).
 pub(crate) fn spearman_interval(rho: f64, n: usize) -> Option<(f64, f64)> {
     if n <= 3 || !rho.is_finite() {
         return None;
     }
     let z = rho.clamp(-1.0, 1.0).atanh();
     let half = Z95 * (1.06 / (n as f64 - 3.0)).sqrt();
-    Some(((z - half).tanh(), (z + half).tanh()))
+    let (lo, hi) = ((z - half).tanh(), (z + half).tanh());
+    (!zero_width(lo, hi)).then_some((lo, hi))
 }
 
 #[cfg(test)]
@@ -569,6 +639,75 @@ mod tests {
         );
     }
 
+    #[test]
+    fn not_above_verdicts() {
+        let not_above = Claim::NotAbove { margin: 0.287, zero: "50%" };
+        // A group-blind share near 50%: not significantly above, and the bound excludes the contrast.
+        let (v, why) = judge(&evidence(0.031, 0.266, (-0.058, 0.121), 0.004), not_above);
+        assert_eq!(v, Verdict::Replicates);
+        assert_eq!(
+            why,
+            "not significantly above 50% (one-sided p = 0.266), and the 95% t-interval [-0.058, 0.121] stays below 50% + 0.287"
+        );
+        // Far below 50% is what the paper reports: the one-sided test never fails it.
+        assert_eq!(judge(&evidence(-0.3, 0.998, (-0.4, -0.2), 0.004), not_above).0, Verdict::Replicates);
+        // Significantly above 50% fails it, however small the excess.
+        let (v, why) = judge(&evidence(0.05, 0.004, (0.02, 0.08), 0.004), not_above);
+        assert_eq!((v, why.as_str()), (Verdict::DoesNotReplicate, "significantly above 50% (one-sided p = 0.004)"));
+        // Not significant, but the interval still reaches the paper's contrast: undecided.
+        let (v, why) = judge(&evidence(0.05, 0.3, (-0.2, 0.4), 0.004), not_above);
+        assert_eq!(v, Verdict::Inconclusive);
+        assert!(why.ends_with("still reaches 50% + 0.287"), "{why}");
+        // An undefined statistic never decides.
+        let mut e = evidence(0.0, 0.5, (0.0, 0.0), 1.0);
+        e.p = None;
+        assert_eq!(judge(&e, not_above).0, Verdict::Inconclusive);
+    }
+
+    #[test]
+    fn no_p_below_the_tests_floor_and_no_interval_without_width() {
+        // A normal-approximation p below what the exact signed-rank test on 8 seeds attains (2/2⁸).
+        let mut e = evidence(0.3, 1e-10, (0.1, 0.5), wilcoxon_min_p(8, true));
+        assert_eq!(e.p_text(), "p ≤ 0.008 (the smallest an exact test attains at this n)");
+        assert!(e.describe().contains(", p ≤ 0.008 (the smallest"), "{}", e.describe());
+        assert!(!e.describe().contains("1.0e-10"), "{}", e.describe());
+        // At or above the floor the p is printed as it is.
+        e.p = Some(0.0078125);
+        assert_eq!(e.p_text(), "p = 0.008");
+        // Where `min_p` only gates a test of another kind (a t-test), that test's p stands.
+        e.p = Some(1e-10);
+        e.min_p_is_floor = false;
+        assert_eq!(e.p_text(), "p = 1.0e-10");
+        // A p of exactly 0 (an underflow) is below 1e-16, never 0.
+        e.p = Some(0.0);
+        e.min_p = None;
+        assert_eq!(e.p_text(), "p < 1e-16");
+        let (_, why) = judge(&evidence(-0.3, 0.0, (-0.5, -0.1), 0.0), Claim::positive(None));
+        assert_eq!(why, "significant in the opposite direction (p < 1e-16)");
+
+        // Seeds that all read the same: no interval to show, but that nothing varied.
+        let flat = evidence(0.3, 0.008, (0.3, 0.3), 0.008);
+        assert_eq!(flat.interval_text().as_deref(), Some("no variation: every seed 0.300"));
+        assert!(!flat.describe().contains("[0.300, 0.300]"), "{}", flat.describe());
+        assert_eq!(
+            judge(&evidence(0.01, 0.2, (0.01, 0.01), 0.008), Claim::positive(Some(0.5))),
+            (
+                Verdict::DoesNotReplicate,
+                "every seed at 0.010 (no variation) excludes the paper's effect (+0.500)".into()
+            )
+        );
+        // An interval with width keeps its bounds.
+        assert_eq!(
+            evidence(0.3, 0.008, (0.299, 0.301), 0.008).interval_text().as_deref(),
+            Some("95% t-interval [0.299, 0.301]")
+        );
+        // ρ at 1: the Fisher-z interval collapses to the point 1, which is no interval.
+        assert_eq!(spearman_interval(1.0, 10), None);
+        assert_eq!(spearman_interval(-0.999_999_999, 10), None);
+        let (lo, hi) = spearman_interval(0.9, 10).unwrap();
+        assert!(lo < 0.9 && 0.9 < hi && hi < 1.0);
+    }
+
     fn row(verdict: Verdict) -> Row {
         Row {
             label: "r".into(),
@@ -576,6 +715,7 @@ mod tests {
             evidence: Evidence::new("t", 8, "seeds"),
             verdict,
             reason: "why".into(),
+            members: Vec::new(),
         }
     }
 

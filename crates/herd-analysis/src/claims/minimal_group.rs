@@ -15,7 +15,7 @@ use super::evidence::{ALPHA, Claim, Combine, Evidence, Row, t_quantile, wilcoxon
 use super::minimal_group_claims::{claim_evidence, claim_model, claim_ms, claim_rows, claims_on};
 use super::societies::{Selection, Society, deciders_by_model, model_name, society_means};
 use super::{Outcome, PaperHeadline, Verdict};
-use crate::format::{num, p_value, signed};
+use crate::format::{num, p_is, p_value, signed};
 use crate::minimal_group::is_main_row;
 use crate::results::Results;
 use crate::table::rows_where;
@@ -110,11 +110,8 @@ pub(super) fn cluster_t_interval(estimate: f64, se: f64, clusters: usize) -> Opt
 /// `GEE same_group +2.410 (robust SE 0.210, 24 societies)`, with the GEE's own z-test only on 30 or
 /// more societies (a normal-theory p on fewer is not printed).
 fn describe_fit(f: &ModelFit) -> String {
-    let z = if f.clusters >= Z_MIN_UNITS {
-        format!("; GEE robust z = {}, p = {}", num(f.z), p_value(f.p))
-    } else {
-        String::new()
-    };
+    let z =
+        if f.clusters >= Z_MIN_UNITS { format!("; GEE robust z = {}, {}", num(f.z), p_is(f.p)) } else { String::new() };
     format!("GEE same_group {} (robust SE {}, {} societies{z})", signed(f.coef), num(f.se), f.clusters)
 }
 
@@ -256,16 +253,16 @@ fn floor_row(tables: &MinimalGroupTables, r: usize) -> Row {
         ),
         (_, Some(p), Some(z)) if p <= FLOOR_P || z.abs() >= FLOOR_Z => (
             Verdict::DoesNotReplicate,
-            format!("p = {} (floor needs > {FLOOR_P}), |z| = {} (needs < {FLOOR_Z})", p_value(p), num(z.abs())),
+            format!("{} (floor needs > {FLOOR_P}), |z| = {} (needs < {FLOOR_Z})", p_is(p), num(z.abs())),
         ),
         (_, Some(p), Some(z)) => {
-            (Verdict::Replicates, format!("p = {} > {FLOOR_P} and |z| = {} < {FLOOR_Z}", p_value(p), num(z.abs())))
+            (Verdict::Replicates, format!("{} > {FLOOR_P} and |z| = {} < {FLOOR_Z}", p_is(p), num(z.abs())))
         }
     };
     // The GEE z is the floor rule's statistic (a threshold, as the paper states it), not a test whose
     // normal p the report prints.
     let value = format!("{}, GEE z = {}", e.estimate.map_or("n/a".into(), signed), z.map_or("n/a".into(), num));
-    Row { label: cell_name(&key), value, evidence: e, verdict, reason }
+    Row { label: cell_name(&key), value, evidence: e, verdict, reason, members: Vec::new() }
 }
 
 pub(super) fn hidden_floor(_: &PaperHeadline, results: &Results) -> Option<Outcome> {
@@ -333,6 +330,7 @@ pub(super) fn hidden_floor_paraphrase(_: &PaperHeadline, results: &Results) -> O
                 evidence,
                 verdict,
                 reason,
+                members: Vec::new(),
             });
         }
     }
@@ -354,22 +352,42 @@ fn shares(
     society_means(societies, choose, |d| f64::from(u8::from(test(d))))
 }
 
+/// Prevalence per model: with visible labels, the share of minority deciders favouring their group
+/// above 50% (two-sided test, the paper's smallest 78.7%); with hidden labels, the share of all
+/// deciders *not above* 50% (one-sided: a group-blind agent's share is near 50%, and the paper's
+/// "below 50%" is its ties at zero favouritism), confirmed where the one-sided 95% bound stays below
+/// the paper's smallest visible share. docs/deviations.md, "Prevalence with hidden labels".
 pub(super) fn prevalence(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
     let m = results.minimal_group.as_ref()?;
     let selection = Selection::new(&m.dyads, None);
     let claims = claims_on(&m.dyads, &selection).ok()?;
+    let hidden = deciders_by_model(&m.dyads, &selection);
     // Minority deciders of the unequal societies with visible labels (at m = half the society
     // "minority" is one of two equal groups); all deciders with hidden labels.
     let rows = rows_where(&claims, &[("quantity", "prevalence")])
         .into_iter()
         .filter_map(|r| {
             let visible = claims.text("labels", r) == Some("visible");
-            let (who, claim) = if visible {
-                ("minority deciders", Claim::positive(h.effect.map(|e| e - 0.5)))
-            } else {
-                ("all deciders", Claim::negative(None))
-            };
             let e = claim_evidence(&claims, r, "Wilcoxon signed-rank of share − 0.5 over societies");
+            let (who, claim, e) = if visible {
+                ("minority deciders", Claim::positive(h.effect.map(|e| e - 0.5)), e)
+            } else {
+                // The same societies' shares (the claims row's values) tested one-sided, "greater".
+                let model = claims.text("model", r).map(str::to_owned);
+                let societies = hidden.get(&(model, Labels::Hidden))?;
+                let d: Vec<f64> = shares(societies, |_| true, |d| d.favours).into_values().map(|v| v - 0.5).collect();
+                let mut one_sided = wilcoxon_evidence(&d, Alternative::Greater, "societies");
+                // The claims row's own values, recounted: the same societies and deciders.
+                debug_assert!(
+                    e.estimate.zip(one_sided.estimate).is_none_or(|(a, b)| (a - b).abs() < 1e-9),
+                    "hidden prevalence recounted differently: {:?} vs {:?}",
+                    e.estimate,
+                    one_sided.estimate
+                );
+                one_sided.test = "Wilcoxon signed-rank of share − 0.5 over societies (one-sided, above)".into();
+                let margin = h.effect.map_or(f64::INFINITY, |e| e - 0.5);
+                ("all deciders", Claim::NotAbove { margin, zero: "50%" }, one_sided)
+            };
             let value = format!("{:.1}% of {who}", 100.0 * (e.estimate? + 0.5));
             let label = format!("{} · {}", claim_model(&claims, r), claims.text("labels", r).unwrap_or_default());
             Some(Row::judged(label, value, e, claim))
@@ -467,7 +485,7 @@ pub(super) fn bh_survivors(_: &PaperHeadline, results: &Results) -> Option<Outco
     let mut e = Evidence::new(family, n, "seeds");
     e.min_p = Some(min_p);
     let value = format!("{v} of {} visible cells; {hd} of {} hidden", visible.len(), hidden.len());
-    let row = Row { label: "cells".into(), value, evidence: e, verdict, reason };
+    let row = Row { label: "cells".into(), value, evidence: e, verdict, reason, members: Vec::new() };
     let summary = format!("Cells on {}", selection.describe());
     Some(Outcome { summary, rows: vec![row], combine: Combine::All })
 }
@@ -523,6 +541,8 @@ pub(super) fn reasoning_interaction(h: &PaperHeadline, results: &Results) -> Opt
                 // Robust SEs rest on the societies (clusters); as few as a seed-level test cannot decide on
                 // leave the GEE's p unsupported.
                 e.min_p = Some(wilcoxon_min_p(n, true));
+                // A gate, not the t-test's floor: its p is printed as it is.
+                e.min_p_is_floor = false;
                 e.interval = coef.zip(se).and_then(|(c, se)| cluster_t_interval(c, se, clusters));
                 e.interval_name = "95% t-interval";
                 // The fit pools the reasoning modes and the minority sizes; the other design columns name it.

@@ -57,6 +57,7 @@ fn failed(why: String) -> Outcome {
         evidence: Evidence::new("per-model claims", 0, "societies"),
         verdict: Verdict::Inconclusive,
         reason: format!("the per-model claims could not be computed: {why}"),
+        members: Vec::new(),
     };
     Outcome { summary: String::new(), rows: vec![row], combine: Combine::All }
 }
@@ -174,7 +175,7 @@ pub(super) fn majority_reversal(_: &PaperHeadline, results: &Results) -> Option<
                 points.estimate.map_or("n/a".into(), signed)
             );
             let reason = format!("points/target: {why1}; excess share: {why2}");
-            Row { label: model, value, evidence: points, verdict, reason }
+            Row { label: model, value, evidence: points, verdict, reason, members: Vec::new() }
         })
         .collect();
     let summary = format!(
@@ -294,7 +295,7 @@ pub(super) fn bootstrap_se_agreement(_: &PaperHeadline, results: &Results) -> Op
                 num(tolerance),
                 resamples as usize
             );
-            rows.push(Row { label, value, evidence: e, verdict, reason });
+            rows.push(Row { label, value, evidence: e, verdict, reason, members: Vec::new() });
         }
     }
     let summary = format!(

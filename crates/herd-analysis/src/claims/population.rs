@@ -46,19 +46,19 @@ fn accepted_share(results: &Results, model: &str, task: &str) -> Option<f64> {
         .and_then(|r| q.number("baseline_accepted_share", r))
 }
 
-/// Per model × task below [`POPULATION_MIN`] of `tasks` (`None`: all of the model's tasks), the
-/// description of its baseline ("lines 0.493 over 8 trials at N = 0, …"). Empty for a model whose
-/// baseline the run did not measure (no group-size family): nothing says it is outside.
+/// The description of a model × task's baseline where it is below [`POPULATION_MIN`] (`lines 0.493
+/// over 8 trials at N = 0, …`); empty where it is not, or where the run did not measure it (no
+/// group-size family): nothing says it is outside.
 fn low_tasks(
     results: &Results,
     accuracy: &BTreeMap<String, BTreeMap<String, (f64, usize)>>,
     model: &str,
-    task: Option<&str>,
+    task: &str,
 ) -> Vec<String> {
     let Some(tasks) = accuracy.get(model) else { return Vec::new() };
     tasks
         .iter()
-        .filter(|(t, _)| task.is_none_or(|task| task == t.as_str()))
+        .filter(|(t, _)| task == t.as_str())
         .filter(|(_, (a, _))| *a < POPULATION_MIN)
         .map(|(t, (a, n))| {
             let filter = accepted_share(results, model, t)
@@ -81,24 +81,40 @@ fn prepend(summary: &mut String, note: String) {
     *summary = if summary.is_empty() { note } else { format!("{note}. {summary}") };
 }
 
-/// Gives every row on a model × task below [`POPULATION_MIN`] the verdict "not the paper's
-/// population" (its own verdict kept in the reason as the crowd-following reading), and says in the
-/// summary what the population is. Rows pooled over models (labels that do not start with a model)
-/// are gated where they are pooled ([`pooled`]).
+/// Gives every row resting on a model × task below [`POPULATION_MIN`] (its `members`) the verdict
+/// "not the paper's population" (its own verdict kept in the reason as the crowd-following reading),
+/// and says in the summary what the population is. A row pooled over models (a contrast, a
+/// regression) has for members the pairs it pooled: those inside when [`pooled`] found any, so
+/// that only a pool wholly outside is marked.
 pub(crate) fn mark(outcome: &mut Outcome, results: &Results) {
     let accuracy = baseline_accuracy(results);
     let mut outside: Vec<String> = Vec::new();
     for row in &mut outcome.rows {
-        let mut parts = row.label.split(" · ");
-        let (Some(model), task) = (parts.next(), parts.next()) else { continue };
-        let low = low_tasks(results, &accuracy, model, task);
+        // model → its members' tasks below the population's baseline, described
+        let mut low: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for (model, task) in &row.members {
+            let tasks = low_tasks(results, &accuracy, model, task);
+            if !tasks.is_empty() {
+                low.entry(model.as_str()).or_default().extend(tasks);
+            }
+        }
         if low.is_empty() {
             continue;
         }
-        let description = format!("baseline accuracy {}", low.join("; "));
-        let listed = format!("{model}: {description}");
-        if !outside.contains(&listed) {
-            outside.push(listed);
+        let listed: Vec<String> =
+            low.iter().map(|(model, tasks)| format!("{model}: baseline accuracy {}", tasks.join("; "))).collect();
+        // A row of one model that its label names says it without the model's name.
+        let one_model = row.members.iter().all(|(m, _)| m == &row.members[0].0);
+        let description = match low.iter().next() {
+            Some((model, tasks)) if one_model && row.label.starts_with(model) => {
+                format!("baseline accuracy {}", tasks.join("; "))
+            }
+            _ => listed.join("; "),
+        };
+        for entry in listed {
+            if !outside.contains(&entry) {
+                outside.push(entry);
+            }
         }
         mark_row(row, &description);
     }
@@ -109,13 +125,14 @@ pub(crate) fn mark(outcome: &mut Outcome, results: &Results) {
 
 /// The population of a contrast pooled over (model, task) `pairs`: the pairs inside it, and what to
 /// say. Pairs outside are left out of the pool when any pair is inside (the summary names them);
-/// when none is, every pair stays and [`Pooled::mark`] gives the pooled rows the verdict "not the
-/// paper's population", so an at-chance model never decides a pooled claim either.
+/// when none is, every pair stays, and the rows pooled over them (whose members they are) get the
+/// verdict "not the paper's population" from [`mark`], so an at-chance model never decides a pooled
+/// claim either.
 pub(crate) fn pooled(results: &Results, pairs: Vec<(String, String)>) -> Pooled {
     let accuracy = baseline_accuracy(results);
     let (mut inside, mut outside, mut descriptions) = (Vec::new(), Vec::new(), Vec::new());
     for (model, task) in pairs {
-        let low = low_tasks(results, &accuracy, &model, Some(&task));
+        let low = low_tasks(results, &accuracy, &model, &task);
         if low.is_empty() {
             inside.push((model, task));
         } else {
@@ -124,36 +141,27 @@ pub(crate) fn pooled(results: &Results, pairs: Vec<(String, String)>) -> Pooled 
         }
     }
     if inside.is_empty() {
-        Pooled { pairs: outside, note: None, outside: descriptions }
+        Pooled { pairs: outside, note: None }
     } else {
         let note = (!descriptions.is_empty())
             .then(|| format!("{}; left out of the pooled contrast", population_note(&descriptions)));
-        Pooled { pairs: inside, note, outside: Vec::new() }
+        Pooled { pairs: inside, note }
     }
 }
 
 /// [`pooled`]'s answer.
 pub(crate) struct Pooled {
-    /// The (model, task) pairs to pool.
+    /// The (model, task) pairs to pool: the rows' members.
     pub pairs: Vec<(String, String)>,
     /// The summary line naming the pairs left out, if any were.
-    note: Option<String>,
-    /// When every pair is outside the population: their descriptions.
-    outside: Vec<String>,
+    pub note: Option<String>,
 }
 
 impl Pooled {
-    /// Says in `outcome` what was left out, or marks every row when the whole pool is outside.
+    /// Says in `outcome`'s summary which pairs were left out, if any were.
     pub(crate) fn mark(self, outcome: &mut Outcome) {
         if let Some(note) = self.note {
             prepend(&mut outcome.summary, note);
-        }
-        if !self.outside.is_empty() {
-            let description = self.outside.join("; ");
-            for row in &mut outcome.rows {
-                mark_row(row, &description);
-            }
-            prepend(&mut outcome.summary, population_note(&self.outside));
         }
     }
 }

@@ -143,6 +143,9 @@ impl Selection {
 pub(super) struct Decider {
     /// Every out-group target got zero points.
     pub(super) extreme: bool,
+    /// Favouritism > 0: more points per in-group target than per out-group target (herd-analysis's
+    /// decider favouritism, `minimal_group::claims`, the `prevalence` quantity's test).
+    pub(super) favours: bool,
 }
 
 /// A model (its design values, without the swap pass) × label condition of the selection.
@@ -161,6 +164,8 @@ pub(super) fn deciders_by_model(
     struct Tally {
         n_in: usize,
         n_out: usize,
+        in_sum: f64,
+        out_sum: f64,
         out_nonzero: bool,
     }
     // (model, labels, m, seed, pass, decider) → tally
@@ -177,8 +182,10 @@ pub(super) fn deciders_by_model(
         let t = tallies.entry(key).or_default();
         if d.same_group {
             t.n_in += 1;
+            t.in_sum += d.points;
         } else {
             t.n_out += 1;
+            t.out_sum += d.points;
             t.out_nonzero |= d.points != 0.0;
         }
     }
@@ -187,7 +194,9 @@ pub(super) fn deciders_by_model(
         if t.n_in == 0 || t.n_out == 0 {
             continue;
         }
-        out.entry((model, labels)).or_default().entry((m, seed)).or_default().push(Decider { extreme: !t.out_nonzero });
+        let favouritism = t.in_sum / t.n_in as f64 - t.out_sum / t.n_out as f64;
+        let decider = Decider { extreme: !t.out_nonzero, favours: favouritism > 0.0 };
+        out.entry((model, labels)).or_default().entry((m, seed)).or_default().push(decider);
     }
     out
 }

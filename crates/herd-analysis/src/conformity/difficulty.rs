@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use herd_stats::{Alternative, Formula, ols, spearman};
+use herd_stats::{Alternative, Formula, OlsFit, ols, spearman};
 
 use super::curves::{CurveKey, curve_auc};
 use super::summaries::min_max;
@@ -97,6 +97,150 @@ struct PoolImage {
     correct_logit: Vec<f64>,
 }
 
+/// What an image's conformity reads in fig. 3b's regression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ImageConformity {
+    /// The AUC of the image's whole p_wrong(N) curve, N = 0 included: the paper's measure and the
+    /// `difficulty_ols` table's.
+    WholeCurve,
+    /// The curve without its N = 0 point: the AUC over N > 0 (trapezoid divided by that N range), or
+    /// with a single N > 0 the p_wrong there (the same mean height of a one-point curve). The
+    /// performance regressor is the correct answer's logit in the N = 0 trial, and that trial's
+    /// p_wrong is a function of the same logits, so a whole-curve AUC shares its noise with
+    /// performance: an agent whose conformity does not depend on performance at all still gets a
+    /// negative β_performance. Without N = 0 the two read different trials of the image.
+    WithoutBaseline,
+}
+
+/// One task's fig. 3b regression (conformity ~ difficulty + performance over occupied hexagons).
+pub(crate) struct TaskFit {
+    pub task: String,
+    /// Occupied hexagons: the fit's points.
+    pub n: usize,
+    /// The fit, or why it is undefined (every hexagon's conformity alike, collinear regressors).
+    pub fit: Result<OlsFit, &'static str>,
+    /// The design's terms (`Intercept`, `difficulty`, `performance`).
+    pub terms: Vec<String>,
+}
+
+/// Fig. 3b's regression per task on the difficulty family's trials of the (model, task) pairs that
+/// `keep` takes, with each image's conformity read as `reading`. Empty where the run has no
+/// difficulty trials or they lack the image, difficulty index or logits the regression needs; a
+/// task with fewer than four occupied hexagons has no fit.
+pub(crate) fn difficulty_fits(
+    table: &ConformityTable,
+    m: PWrong,
+    reading: ImageConformity,
+    keep: &dyn Fn(&str, &str) -> bool,
+) -> Result<Vec<TaskFit>, AnalysisError> {
+    let difficulty: Vec<&ConformityTrial> = table.rows.iter().filter(|t| t.family == "difficulty").collect();
+    let complete = difficulty.iter().all(|t| {
+        t.difficulty_level.is_some()
+            && t.difficulty_index.is_some()
+            && t.image_id.is_some()
+            && t.correct_label.is_some()
+            && t.logit_a.is_some()
+            && t.logit_b.is_some()
+    });
+    if difficulty.is_empty() || !complete {
+        return Ok(Vec::new());
+    }
+    let formula = Formula::parse("conformity ~ difficulty + performance")
+        .map_err(stats_context(&table.origin, || "OLS formula".into()))?;
+    let (measure, pick) = (m.column(), |t: &ConformityTrial| t.p_wrong(m).unwrap_or(f64::NAN));
+    // The paper's unit (S4's degrees of freedom; fig. 3b): images, min-max normalised within their
+    // model, pooled over models and binned in hexagons of (performance, difficulty); one point per
+    // occupied hexagon, the mean of its images.
+    // task → model → image → its trials
+    let mut tasks: BTreeMap<&str, BTreeMap<&str, BTreeMap<&str, PoolImage>>> = BTreeMap::new();
+    for t in difficulty.iter().filter(|t| keep(&t.model, &t.task)) {
+        let image = tasks
+            .entry(t.task.as_str())
+            .or_default()
+            .entry(t.model.as_str())
+            .or_default()
+            .entry(t.image_id.as_deref().unwrap_or_default())
+            .or_default();
+        image.curve.entry(t.n).or_default().push(pick(t));
+        image.difficulty_index.push(t.difficulty_index.unwrap_or(f64::NAN));
+        if t.n == 0 {
+            let correct = if t.correct_label.as_deref() == Some("A") { t.logit_a } else { t.logit_b };
+            image.correct_logit.push(correct.unwrap_or(f64::NAN));
+        }
+    }
+    let mut fits = Vec::new();
+    for (task, models) in tasks {
+        // (normalised conformity, difficulty, performance) of every image of the task
+        let mut images = Vec::new();
+        for (model, pool) in models {
+            let (mut c, mut d, mut p) = (Vec::new(), Vec::new(), Vec::new());
+            for (id, image) in pool {
+                let (Some(area), false) = (curve_auc(&image.curve), image.correct_logit.is_empty()) else {
+                    return Err(AnalysisError::EmptyCell {
+                        origin: table.origin.clone(),
+                        cell: format!("difficulty image {id} (model={model}, task={task})"),
+                        what: "trials at N = 0 and a second N".into(),
+                        fix: "the regression needs each difficulty-pool image at N = 0 (performance) and over N (conformity)".into(),
+                    });
+                };
+                let conformity = match reading {
+                    ImageConformity::WholeCurve => area,
+                    ImageConformity::WithoutBaseline => {
+                        // The image ran N = 0 and a second N (checked above), so N > 0 has a point.
+                        let rest: BTreeMap<u32, Vec<f64>> =
+                            image.curve.range(1..).map(|(&n, v)| (n, v.clone())).collect();
+                        curve_auc(&rest).unwrap_or_else(|| rest.values().next().map_or(f64::NAN, |v| mean(v)))
+                    }
+                };
+                c.push(conformity);
+                d.push(mean(&image.difficulty_index));
+                p.push(mean(&image.correct_logit));
+            }
+            // Each model is min-max normalised on its own (the paper's pooling); a model with the same
+            // conformity, difficulty or performance on every image has no scale and cannot enter the
+            // pooled fit (the other models still can; with none left the task has no rows).
+            let normalised = [&mut c, &mut d, &mut p].into_iter().all(|values| min_max(values));
+            if !normalised {
+                continue;
+            }
+            images.extend((0..c.len()).map(|i| (c[i], d[i], p[i])));
+        }
+        // hexagon → (conformity, difficulty, performance) of its images
+        let mut hexagons: BTreeMap<(u8, i64, i64), [Vec<f64>; 3]> = BTreeMap::new();
+        for &(c, d, p) in &images {
+            let cell = hexagons.entry(hexagon(p, d, DIFFICULTY_HEXBIN_GRIDSIZE)).or_default();
+            cell[0].push(c);
+            cell[1].push(d);
+            cell[2].push(p);
+        }
+        let (conformity, difficulty_index, performance): (Vec<f64>, Vec<f64>, Vec<f64>) = {
+            let column = |k: usize| hexagons.values().map(|cell| mean(&cell[k])).collect::<Vec<f64>>();
+            (column(0), column(1), column(2))
+        };
+        // Three coefficients need at least four points; fewer occupied hexagons leave the fit
+        // undefined and the task without rows.
+        if conformity.len() < 4 {
+            continue;
+        }
+        let context = || format!("OLS of conformity on difficulty and performance (task={task}, {measure})");
+        let (design, y) = formula
+            .build(&[
+                ("conformity", conformity.as_slice()),
+                ("difficulty", difficulty_index.as_slice()),
+                ("performance", performance.as_slice()),
+            ])
+            .map_err(stats_context(&table.origin, context))?;
+        let fit = match ols(&design, &y) {
+            Ok(fit) => Ok(fit),
+            // Every hexagon's conformity alike, or a regressor without variation (or repeating the
+            // other): the fit is undefined, and says why.
+            Err(e) => Err(undefined_reason(&e).ok_or_else(|| stats_context(&table.origin, context)(e))?),
+        };
+        fits.push(TaskFit { task: task.to_owned(), n: conformity.len(), fit, terms: design.column_names.clone() });
+    }
+    Ok(fits)
+}
+
 pub(super) fn ols_table(table: &ConformityTable, measures: &[PWrong]) -> Result<ResultTable, AnalysisError> {
     let mut out = TableBuilder::new(
         "difficulty_ols",
@@ -113,124 +257,36 @@ pub(super) fn ols_table(table: &ConformityTable, measures: &[PWrong]) -> Result<
             ("note", 't'),
         ],
     );
-    let difficulty: Vec<&ConformityTrial> = table.rows.iter().filter(|t| t.family == "difficulty").collect();
-    let complete = difficulty.iter().all(|t| {
-        t.difficulty_level.is_some()
-            && t.difficulty_index.is_some()
-            && t.image_id.is_some()
-            && t.correct_label.is_some()
-            && t.logit_a.is_some()
-            && t.logit_b.is_some()
-    });
-    if difficulty.is_empty() || !complete {
-        return Ok(out.finish());
-    }
-    let formula = Formula::parse("conformity ~ difficulty + performance")
-        .map_err(stats_context(&table.origin, || "OLS formula".into()))?;
     for &m in measures {
-        let (measure, pick) = (m.column(), |t: &ConformityTrial| t.p_wrong(m).unwrap_or(f64::NAN));
-        // The paper's unit (S4's degrees of freedom; fig. 3b): images, min-max normalised within their
-        // model, pooled over models and binned in hexagons of (performance, difficulty); one point per
-        // occupied hexagon, the mean of its images.
-        // task → model → image → its trials
-        let mut tasks: BTreeMap<&str, BTreeMap<&str, BTreeMap<&str, PoolImage>>> = BTreeMap::new();
-        for t in &difficulty {
-            let image = tasks
-                .entry(t.task.as_str())
-                .or_default()
-                .entry(t.model.as_str())
-                .or_default()
-                .entry(t.image_id.as_deref().unwrap_or_default())
-                .or_default();
-            image.curve.entry(t.n).or_default().push(pick(t));
-            image.difficulty_index.push(t.difficulty_index.unwrap_or(f64::NAN));
-            if t.n == 0 {
-                let correct = if t.correct_label.as_deref() == Some("A") { t.logit_a } else { t.logit_b };
-                image.correct_logit.push(correct.unwrap_or(f64::NAN));
-            }
-        }
-        for (task, models) in tasks {
-            // (normalised conformity, difficulty, performance) of every image of the task
-            let mut images = Vec::new();
-            for (model, pool) in models {
-                let (mut c, mut d, mut p) = (Vec::new(), Vec::new(), Vec::new());
-                for (id, image) in pool {
-                    let (Some(area), false) = (curve_auc(&image.curve), image.correct_logit.is_empty()) else {
-                        return Err(AnalysisError::EmptyCell {
-                            origin: table.origin.clone(),
-                            cell: format!("difficulty image {id} (model={model}, task={task})"),
-                            what: "trials at N = 0 and a second N".into(),
-                            fix: "the regression needs each difficulty-pool image at N = 0 (performance) and over N (conformity)".into(),
-                        });
-                    };
-                    c.push(area);
-                    d.push(mean(&image.difficulty_index));
-                    p.push(mean(&image.correct_logit));
+        let measure = m.column();
+        for TaskFit { task, n, fit, terms } in difficulty_fits(table, m, ImageConformity::WholeCurve, &|_, _| true)? {
+            let task = task.as_str();
+            match fit {
+                Ok(fit) => {
+                    for c in &fit.coefficients {
+                        out.push(vec![
+                            task.into(),
+                            measure.into(),
+                            c.name.as_str().into(),
+                            c.estimate.into(),
+                            c.se.into(),
+                            c.t.into(),
+                            c.p_value.into(),
+                            fit.r_squared.into(),
+                            fit.n_obs.into(),
+                            Value::Null,
+                        ]);
+                    }
                 }
-                // Each model is min-max normalised on its own (the paper's pooling); a model with the same
-                // conformity, difficulty or performance on every image has no scale and cannot enter the
-                // pooled fit (the other models still can; with none left the task has no rows).
-                let normalised = [&mut c, &mut d, &mut p].into_iter().all(|values| min_max(values));
-                if !normalised {
-                    continue;
-                }
-                images.extend((0..c.len()).map(|i| (c[i], d[i], p[i])));
-            }
-            // hexagon → (conformity, difficulty, performance) of its images
-            let mut hexagons: BTreeMap<(u8, i64, i64), [Vec<f64>; 3]> = BTreeMap::new();
-            for &(c, d, p) in &images {
-                let cell = hexagons.entry(hexagon(p, d, DIFFICULTY_HEXBIN_GRIDSIZE)).or_default();
-                cell[0].push(c);
-                cell[1].push(d);
-                cell[2].push(p);
-            }
-            let (conformity, difficulty_index, performance): (Vec<f64>, Vec<f64>, Vec<f64>) = {
-                let column = |k: usize| hexagons.values().map(|cell| mean(&cell[k])).collect::<Vec<f64>>();
-                (column(0), column(1), column(2))
-            };
-            // Three coefficients need at least four points; fewer occupied hexagons leave the fit
-            // undefined and the task without rows.
-            if conformity.len() < 4 {
-                continue;
-            }
-            let context = || format!("OLS of conformity on difficulty and performance (task={task}, {measure})");
-            let (design, y) = formula
-                .build(&[
-                    ("conformity", conformity.as_slice()),
-                    ("difficulty", difficulty_index.as_slice()),
-                    ("performance", performance.as_slice()),
-                ])
-                .map_err(stats_context(&table.origin, context))?;
-            let fit = match ols(&design, &y) {
-                Ok(fit) => fit,
-                Err(e) => {
-                    // Every hexagon's conformity alike, or a regressor without variation (or repeating
-                    // the other): the fit is undefined; each term's row says why, its numbers null.
-                    let Some(note) = undefined_reason(&e) else {
-                        return Err(stats_context(&table.origin, context)(e));
-                    };
-                    for term in &design.column_names {
+                // Each term's row says why the fit is undefined, its numbers null.
+                Err(note) => {
+                    for term in &terms {
                         let mut row = vec![task.into(), measure.into(), term.as_str().into()];
                         row.extend([f64::NAN.into(), f64::NAN.into(), f64::NAN.into(), f64::NAN.into()]);
-                        row.extend([f64::NAN.into(), conformity.len().into(), note.into()]);
+                        row.extend([f64::NAN.into(), n.into(), note.into()]);
                         out.push(row);
                     }
-                    continue;
                 }
-            };
-            for c in &fit.coefficients {
-                out.push(vec![
-                    task.into(),
-                    measure.into(),
-                    c.name.as_str().into(),
-                    c.estimate.into(),
-                    c.se.into(),
-                    c.t.into(),
-                    c.p_value.into(),
-                    fit.r_squared.into(),
-                    fit.n_obs.into(),
-                    Value::Null,
-                ]);
             }
         }
     }

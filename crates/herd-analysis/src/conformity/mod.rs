@@ -46,6 +46,7 @@ use curves::{CurveKey, curve_auc, curve_level, curve_row, saturation_n};
 pub use deltas::SOCIAL_MEAN;
 use deltas::deltas_table;
 pub use difficulty::DIFFICULTY_HEXBIN_GRIDSIZE;
+pub(crate) use difficulty::{ImageConformity, TaskFit, difficulty_fits};
 use difficulty::{ols_table, spearman_table};
 pub use group_size::{GroupSizeRise, group_size_rises};
 pub use summaries::{CurveMean, NormalisedImage, curves_by_key, normalised_images};

@@ -68,9 +68,9 @@ pub use self::claims::{
     MODEL_CLAIMS_COLUMNS, ON_MINUS_OFF, SocietyKey, SocietyTest, model_claims, society_size, society_sizes,
     society_test, students_t_quantile,
 };
+pub use self::deciders::{DeciderOutcome, decider_outcomes};
 use self::gee::{FitPlan, GEE_KINDS, gee_rows, plan_gee};
 use self::robustness::{plan_position_fits, robustness_table};
-pub use self::deciders::{DeciderOutcome, decider_outcomes};
 pub use self::seed_tests::default_reasoning;
 use self::seed_tests::seed_tests_table;
 use crate::error::AnalysisError;

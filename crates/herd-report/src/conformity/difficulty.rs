@@ -3,7 +3,7 @@
 
 use super::{absent, family_auc};
 use crate::chart::{Chart, Heatmap, LineChart, LineSeries, Point};
-use crate::figure::{Figure, FigureResult, num, p_value};
+use crate::figure::{Figure, FigureResult, num, p_is};
 use herd_analysis::conformity::normalised_images;
 use herd_analysis::{ConformityTable, ConformityTables, PWrong};
 use std::collections::BTreeMap;
@@ -38,8 +38,8 @@ pub fn auc_by_difficulty(tables: &ConformityTables, measure: PWrong) -> FigureRe
             let rho_text = r.map_or("ρ n/a".to_owned(), |r| format!("ρ = {}", num(r)));
             let (first, last) = (points.first().map_or(f64::NAN, |p| p.1), points.last().map_or(f64::NAN, |p| p.1));
             readings.push(format!(
-                "{model} · {task} {rho_text} (p = {}), AUC {} → {}",
-                p.map_or("n/a".into(), p_value),
+                "{model} · {task} {rho_text} ({}), AUC {} → {}",
+                p.map_or("p n/a".into(), p_is),
                 num(first),
                 num(last)
             ));
@@ -100,7 +100,7 @@ pub fn conformity_by_difficulty_and_performance(
     let term = |task: &str, term: &str| {
         ols.iter()
             .find(|f| f.task == task && f.measure == measure.column() && f.term == term)
-            .map(|f| format!("β_{term} = {} (p = {})", num(f.coef), p_value(f.p)))
+            .map(|f| format!("β_{term} = {} ({})", num(f.coef), p_is(f.p)))
     };
     let mut tasks: Vec<&str> = ols.iter().map(|f| f.task.as_str()).collect();
     tasks.dedup();

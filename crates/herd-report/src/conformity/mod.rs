@@ -1,7 +1,6 @@
 //! The conformity paper's figures: one function per figure, each from the trial rows (for curves
 //! with confidence bands from the trials themselves) or the analysis tables (AUC, contrasts).
 
-
 use herd_analysis::{ConformityTable, ConformityTables, ConformityTrial, PWrong};
 
 mod difficulty;

@@ -3,7 +3,7 @@
 
 use super::{SOURCE_ORDER, absent, curve_chart, curves_by, family, family_auc, levels_in_order, models};
 use crate::chart::{Bar, BarChart, BarSeries, Chart, LineSeries};
-use crate::figure::{Figure, FigureResult, num, p_value, signed};
+use crate::figure::{Figure, FigureResult, num, p_is, signed};
 use herd_analysis::rows::{AucDelta, NORMAL_MIN_UNITS};
 use herd_analysis::{ConformityTable, ConformityTables, ConformityTrial, PWrong, SOCIAL_MEAN};
 
@@ -15,9 +15,9 @@ type Contrast = AucDelta;
 /// that no p rests on a normal approximation two trials cannot support.
 fn contrast_test(c: &Contrast) -> String {
     if c.n_pairs >= NORMAL_MIN_UNITS {
-        format!("z = {}, p = {}, {} pairs", fixed2(c.z), p_value(c.z_p), c.n_pairs)
+        format!("z = {}, {}, {} pairs", fixed2(c.z), p_is(c.z_p), c.n_pairs)
     } else {
-        format!("t({}) = {}, p = {}", num_df(c.df), fixed2(c.t), p_value(c.t_p))
+        format!("t({}) = {}, {}", num_df(c.df), fixed2(c.t), p_is(c.t_p))
     }
 }
 
