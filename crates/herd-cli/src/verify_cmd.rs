@@ -1,6 +1,7 @@
 //! `herd verify RUN`: checks a run folder as every read does (records, each part's SHA-256 and rows, the
-//! manifest's totals, each unit once) and lists everything wrong. Exit 0 when the run is sound, 1 when
-//! it is damaged. It prints the run's digest; `--strict=DIGEST` checks the folder against a digest kept
+//! manifest's totals, each unit once) and lists everything wrong, and says whether the run holds the whole
+//! experiment (`complete`, or `incomplete: 88 of 474 units`). Exit 0 when the run is sound, incomplete or
+//! not, 1 when it is damaged. It prints the run's digest; `--strict=DIGEST` checks the folder against a digest kept
 //! elsewhere, and makes every note a problem.
 
 use std::path::PathBuf;
@@ -22,6 +23,28 @@ pub struct VerifyArgs {
     /// so that `--strict RUN` stays a strict check of RUN).
     #[arg(long, value_name = "DIGEST", num_args = 0..=1, default_missing_value = "", require_equals = true)]
     strict: Option<String>,
+}
+
+/// How much of the experiment the run holds: `complete: …` or `incomplete: 88 of 474 units …` with the
+/// command that finishes it. An incomplete run is sound (exit 0): a resume continues it.
+fn completion(v: &herd_store::Verification) -> String {
+    let skipped =
+        if v.units_skipped > 0 { format!(", {} skipped with their reason", v.units_skipped) } else { String::new() };
+    if v.is_complete() {
+        return format!("complete: {} of {} units stored{skipped}", v.units_stored, v.units_total);
+    }
+    let why = match v.last_status.as_deref() {
+        Some("running") => " (the last session did not end: it was killed or is still running)".to_owned(),
+        Some(status) => format!(" (the last session ended {status})"),
+        None => " (no session ran)".to_owned(),
+    };
+    format!(
+        "incomplete: {} of {} units stored{skipped}{why}\n  next: rerun the same `herd run` command with --out {} to \
+         store the rest (stored units are not run again)",
+        v.units_stored,
+        v.units_total,
+        v.dir.display()
+    )
 }
 
 pub fn run(args: VerifyArgs) -> Result<()> {
@@ -50,6 +73,7 @@ pub fn run(args: VerifyArgs) -> Result<()> {
     }
     println!("run digest: {}", v.digest);
     if v.is_clean() {
+        println!("{}", completion(&v));
         println!(
             "ok: every committed part is as it was written, and the records add up to the manifest{}",
             if args.strict.as_deref().is_some_and(|d| !d.trim().is_empty()) {

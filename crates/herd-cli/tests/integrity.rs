@@ -280,3 +280,22 @@ fn verify_strict_against_a_kept_digest_finds_a_consistent_rewrite() {
     assert_eq!(caught.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("not the") && stdout.contains(&kept), "{stdout}");
 }
+
+#[test]
+fn verify_says_how_much_of_the_experiment_a_sound_run_holds() {
+    let work = tempfile::tempdir().unwrap();
+    let experiment = experiment(work.path(), 2);
+    let out = work.path().join("run");
+    sim_run(&experiment, &out, &["--limit", "3", "--no-quick-look"]);
+    let stdout = String::from_utf8(succeeds(&["verify", out.to_str().unwrap()]).stdout).unwrap();
+    let total = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("incomplete: 3 of "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("an interrupted run is incomplete, exit 0: {stdout}"));
+    assert!(stdout.contains("next: rerun the same `herd run` command"), "{stdout}");
+
+    sim_run(&experiment, &out, &["--no-quick-look"]);
+    let stdout = String::from_utf8(succeeds(&["verify", out.to_str().unwrap()]).stdout).unwrap();
+    assert!(stdout.contains(&format!("complete: {total} of {total} units stored")), "{stdout}");
+}

@@ -31,11 +31,26 @@ pub struct Verification {
     /// The run's digest: SHA-256 over `manifest.json` and every commit record (which hold every part's
     /// digest), so one line kept elsewhere pins the whole folder ([`run_digest`]).
     pub digest: String,
+    /// Experiment units the sound records hold (baseline candidates, shared by shards, not counted).
+    pub units_stored: u64,
+    /// Units of the experiment (this shard's share), as the manifest states them.
+    pub units_total: u64,
+    /// Units the runner skipped and recorded why (by design or otherwise).
+    pub units_skipped: u64,
+    /// The last session's status (`running` for a session that was killed), if any ran.
+    pub last_status: Option<String>,
 }
 
 impl Verification {
     pub fn is_clean(&self) -> bool {
         self.problems.is_empty()
+    }
+
+    /// Whether every unit of the experiment is stored or was skipped with its reason recorded, and the
+    /// last session ended.
+    pub fn is_complete(&self) -> bool {
+        self.units_stored + self.units_skipped >= self.units_total
+            && self.last_status.as_deref().is_some_and(|s| s != "running")
     }
 }
 
@@ -56,11 +71,17 @@ pub fn verify_run(dir: &Path) -> Result<Verification, StoreError> {
         v.problems.push(duplicate.to_string().lines().next().unwrap_or_default().to_owned());
     }
     let judge = RecordJudge::of(&manifest);
+    v.units_total = manifest.units_total;
+    v.units_skipped = manifest.skipped.iter().map(|s| s.units).sum();
+    v.last_status = manifest.sessions.last().map(|s| s.status.clone());
+    let mut experiment_units = BTreeSet::new();
     for stored in &records {
         if let Some(problem) = judge.problem(stored) {
             v.problems.push(problem);
             continue;
         }
+        experiment_units
+            .extend(stored.record.units.iter().filter(|u| !u.starts_with(crate::read::SHARED_BY_SHARDS_PREFIX)));
         for (table, &n) in &stored.record.rows {
             if n == 0 {
                 continue;
@@ -79,6 +100,7 @@ pub fn verify_run(dir: &Path) -> Result<Verification, StoreError> {
             }
         }
     }
+    v.units_stored = experiment_units.len() as u64;
     if let Some(problem) = totals_problem(&manifest, &records) {
         v.problems.push(problem);
     }
