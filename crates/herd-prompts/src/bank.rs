@@ -205,9 +205,30 @@ pub struct GroupNames {
     pub pairs: Vec<[String; 2]>,
 }
 
+/// The file as written: each pair read as a list, so a pair of three names is an error naming it rather
+/// than two groups of its first two (serde's fixed-size arrays ignore the extra names).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupNamesFile {
+    pairs: Vec<Vec<String>>,
+}
+
 impl GroupNames {
     pub fn load(file: &Path) -> Result<Self, PromptError> {
-        let names: GroupNames = parse_toml(&read(file)?, file)?;
+        let written: GroupNamesFile = parse_toml(&read(file)?, file)?;
+        if let Some((i, pair)) = written.pairs.iter().enumerate().find(|(_, p)| p.len() != 2) {
+            return Err(bank_error(
+                file,
+                format!(
+                    "pair {} ({pair:?}) has {} names, but a minimal-group society has exactly two groups",
+                    i + 1,
+                    pair.len()
+                ),
+                "give every pair exactly two names, e.g. [\"Kalvo\", \"Tesim\"]",
+            ));
+        }
+        let pairs = written.pairs.into_iter().map(|p| [p[0].clone(), p[1].clone()]).collect();
+        let names = GroupNames { pairs };
         if names.pairs.is_empty() {
             return Err(bank_error(file, "`pairs` is empty", "list at least one pair of nonce names"));
         }

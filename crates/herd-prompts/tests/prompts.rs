@@ -382,3 +382,22 @@ fn societies_are_paired_across_arms_and_swapped_between_passes() {
     });
     assert_ne!(other.unwrap().minority, first.minority);
 }
+
+#[test]
+fn a_group_name_bank_with_other_than_two_names_in_a_pair_is_refused_by_name() {
+    let dir = std::env::temp_dir().join(format!("herd-group-names-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (text, names) in
+        [("pairs = [[\"Kalvo\", \"Tesim\"], [\"Feltu\", \"Brivo\", \"Zank\"]]", 3), ("pairs = [[\"Solo\"]]", 1)]
+    {
+        let file = dir.join(format!("names-{names}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let err = GroupNames::load(&file).unwrap_err().to_string();
+        assert!(err.contains(&file.display().to_string()), "{err}");
+        assert!(err.contains(&format!("has {names} names")) && err.contains("exactly two"), "{err}");
+    }
+    let two = dir.join("two.toml");
+    std::fs::write(&two, "pairs = [[\"Kalvo\", \"Tesim\"]]").unwrap();
+    assert_eq!(GroupNames::load(&two).unwrap().pairs, vec![["Kalvo".to_owned(), "Tesim".to_owned()]]);
+    std::fs::remove_dir_all(&dir).ok();
+}
