@@ -25,7 +25,9 @@ pub struct PowerArgs {
     /// The effect, as a sim parameter: `ingroup=0.3` (in-group log-weight of every decider),
     /// `ingroup_minority=…`, `ingroup_majority=…`, `per_log_wrong=…` (conformity slope on ln(1+N)),
     /// `noise=…` (the agent's noise sd), or any sim file key with its section, e.g.
-    /// `conformity.level_shift.surgeons=0.5`: the names of the `--sim` file (`herd run --help`). Repeat for several.
+    /// `conformity.intercept=-4`: the names of the `--sim` file (`herd run --help`). Repeat for several.
+    /// An effect the counted test cannot see (a family level's shift, an allocation key for conformity) is
+    /// refused: `herd calibrate` gives the rate at which such a claim replicates.
     #[arg(long = "effect", value_name = "NAME=VALUE", required = true)]
     effects: Vec<String>,
     /// Seeds per cell to evaluate. Minimal groups: societies per cell. Conformity: trials per task and N
@@ -183,8 +185,46 @@ fn power_at(
     Ok(detected)
 }
 
+/// Refuses an effect the counted test cannot see, so the power printed is never the power of the
+/// agent's other effects: conformity's test reads the group-size family alone (no family levels, no
+/// allocations), minimal groups' reads the allocations alone.
+fn check_effects_simulated(file: &ExperimentFile, effects: &[String]) -> Result<()> {
+    for effect in effects {
+        let name = effect.split_once('=').map_or(effect.as_str(), |(n, _)| n.trim());
+        let (section, key) = match name.split_once('.') {
+            Some((section, key)) => (section, key),
+            None if ["ingroup", "ingroup_minority", "ingroup_majority"].contains(&name) => ("allocation", name),
+            None if name == "noise" => continue,
+            None => ("conformity", name),
+        };
+        let unseen = match &file.experiment {
+            Experiment::MinimalGroup(_) => (section == "conformity")
+                .then(|| "the minimal-group test reads allocations; a conformity parameter does not change them".to_owned()),
+            Experiment::Conformity(_) if section == "allocation" => {
+                Some("the conformity test reads p_wrong; an allocation parameter does not change it".to_owned())
+            }
+            Experiment::Conformity(_) if key.starts_with("level_shift") || key == "per_log_right" => Some(
+                "the conformity power analysis simulates the group-size family alone (its test, p_wrong's rise with N), \
+                 whose trials have no family level and no dissenting reply"
+                    .to_owned(),
+            ),
+            Experiment::Conformity(_) => None,
+        };
+        if let Some(why) = unseen {
+            bail!(
+                "--effect {effect}: {why}, so the power printed would be that of the agent's other effects\n  fix: \
+                 for a condition's effect, run the design with that effect planted (`herd run --backend sim --sim \
+                 FILE`) and use `herd calibrate --experiment FILE --agent SIM_FILE` for the rate at which its \
+                 claim replicates"
+            );
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: PowerArgs) -> Result<()> {
     let file = load_experiment(&args.experiment)?;
+    check_effects_simulated(&file, &args.effects)?;
     let mut params = crate::run_cmd::read_sim_params(args.sim.as_deref())?;
     apply_effects(&mut params, &args.effects)?;
     if !(args.alpha > 0.0 && args.alpha < 1.0) {
@@ -288,6 +328,23 @@ mod tests {
         let mut params = SimParams::default();
         apply_effects(&mut params, &["ingroup=50".into(), "per_log_wrong=-2".into()]).unwrap();
         assert_eq!((params.allocation.ingroup_majority, params.conformity.per_log_wrong), (50.0, -2.0));
+    }
+
+    #[test]
+    fn an_effect_the_counted_test_cannot_see_is_refused() {
+        let conformity = quick_conformity();
+        for effect in ["conformity.level_shift.surgeons=0.5", "ingroup=0.3", "conformity.per_log_right=-1"] {
+            let err = check_effects_simulated(&conformity, &[effect.into()]).unwrap_err().to_string();
+            assert!(err.contains(&format!("--effect {effect}")) && err.contains("herd calibrate"), "{err}");
+        }
+        check_effects_simulated(&conformity, &["per_log_wrong=0.3".into(), "noise=0.2".into()]).unwrap();
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/experiments/minimal-group.quick.toml");
+        let minimal_group = load_experiment(&path).unwrap();
+        let err = check_effects_simulated(&minimal_group, &["per_log_wrong=0.3".into()]).unwrap_err().to_string();
+        assert!(err.contains("reads allocations"), "{err}");
+        check_effects_simulated(&minimal_group, &["ingroup_minority=0.4".into(), "allocation.noise=0.3".into()])
+            .unwrap();
     }
 
     #[test]
