@@ -100,7 +100,7 @@ fn memory_run(file: &ExperimentFile) -> RunFolder {
         backend: "sim".into(),
         shard: "all".into(),
     };
-    let manifest = Manifest { parameters: crate::run_cmd::parameters(file), ..Manifest::new(identity) };
+    let manifest = Manifest { parameters: herd_runner::run_parameters(file), ..Manifest::new(identity) };
     RunFolder { path: PathBuf::from("(in memory)"), manifest }
 }
 

@@ -6,16 +6,16 @@ use crate::model_files::{Fetch, LocalOptions};
 use crate::server_args::ServerArgs;
 use anyhow::{Context, Result, bail};
 use herd_backend::{
-    Backend, BackendInfo, ModelEntry, ModelFiles, ModelSampling, ModelSource, SamplingFallback, SimAgent, SimParams,
-    WeightChoice, model_sampling,
+    Backend, ModelEntry, ModelFiles, ModelSampling, ModelSource, SamplingFallback, SimAgent, SimParams, WeightChoice,
+    model_sampling,
 };
-use herd_design::{Experiment, ExperimentFile, Shard, bank_files, load_experiment};
+use herd_design::{Experiment, ExperimentFile, Shard, load_experiment};
 use herd_infer::{DeviceChoice, Workload};
 use herd_runner::{
-    Fingerprint, Respondent, RunOptions, RunSummary, experiment_inputs, json_sha256, model_folder_sha256,
-    run_experiment, shard_units,
+    Fingerprint, Respondent, RunSummary, SessionPlan, file_record, json_sha256, model_folder_sha256, run_session,
+    session_status,
 };
-use herd_store::{FileRecord, Manifest, RunIdentity, RunStore};
+use herd_store::FileRecord;
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -116,13 +116,6 @@ pub enum Engine {
 }
 
 impl Engine {
-    pub fn info(&self) -> BackendInfo {
-        match self {
-            Engine::Model(backend) => backend.info(),
-            Engine::Sim(agent) => herd_backend::SimBackend::info(agent),
-        }
-    }
-
     pub fn respondent(&mut self) -> Respondent<'_> {
         match self {
             Engine::Model(backend) => Respondent::Model(backend.as_mut()),
@@ -274,20 +267,6 @@ fn run_workload(file: &ExperimentFile) -> Workload {
     }
 }
 
-fn file_record(role: &str, path: &Path, hash: bool) -> Result<FileRecord> {
-    let bytes = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?.len();
-    let sha256 = if hash { Some(herd_backend::sha256_file(path)?) } else { None };
-    Ok(FileRecord { role: role.into(), path: path.display().to_string(), bytes, sha256 })
-}
-
-pub(crate) fn parameters(file: &ExperimentFile) -> serde_json::Value {
-    match &file.experiment {
-        Experiment::Conformity(e) => serde_json::to_value(e),
-        Experiment::MinimalGroup(e) => serde_json::to_value(e),
-    }
-    .unwrap_or(serde_json::Value::Null)
-}
-
 pub fn run(args: RunArgs) -> Result<()> {
     if let Some(sim) = args.sim.as_deref().filter(|_| !matches!(args.backend, BackendKind::Sim)) {
         anyhow::bail!(
@@ -328,7 +307,8 @@ pub fn run(args: RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs `file` with a loaded backend into the run folder `out`.
+/// Runs `file` with a loaded backend into the run folder `out`: herd-runner's session, with the flags
+/// mapped onto its plan.
 pub fn run_loaded(
     file: &ExperimentFile,
     loaded: LoadedBackend,
@@ -347,109 +327,22 @@ pub fn run_loaded(
         sampling_fallback,
         inputs: backend_inputs,
     } = loaded;
-    let info = backend.info();
     let secrets = run_secrets(&model_record);
-    let meta = file.experiment.meta();
-    let identity = RunIdentity {
-        experiment: meta.name.clone(),
-        study: meta.study.as_str().into(),
-        experiment_sha256: file.sha256.clone(),
-        model: info.model.clone(),
-        backend: kind.name().into(),
-        shard: if shard.count > 1 { shard.to_string() } else { "all".into() },
-    };
-    let mut files = vec![FileRecord {
-        role: "experiment".into(),
-        path: file.path.display().to_string(),
-        bytes: std::fs::metadata(&file.path).map(|m| m.len()).unwrap_or(0),
-        sha256: Some(file.sha256.clone()),
-    }];
-    let defaults = RunOptions::for_model(entry.as_ref(), info.vision);
-    let options = RunOptions {
-        shard: (shard.count > 1).then_some(shard),
-        progress,
-        sampling_defaults: sampling_defaults.unwrap_or_else(|| defaults.sampling_defaults.clone()),
+    let redact_secrets = |text: &str| redact(text, &secrets);
+    let plan = SessionPlan {
+        backend: kind.name(),
+        entry: entry.as_ref(),
+        model_files,
+        model_record,
+        sampling_defaults,
         sampling_fallback,
+        backend_inputs,
+        shard,
+        progress,
         limit,
-        ..defaults
+        redact: &redact_secrets,
     };
-    let mut inputs = experiment_inputs(file, &options)?;
-    inputs.extend(backend_inputs);
-    // The bank files' records take the digests the fingerprint just computed: one read of each file,
-    // and the manifest's two accounts of a bank cannot disagree.
-    for (role, written) in bank_files(&file.experiment) {
-        let mut record = file_record(role, &file.resolve(&written), false)?;
-        record.sha256 = inputs.get(role).cloned();
-        files.push(record);
-    }
-    files.extend(model_files);
-    let manifest = Manifest {
-        experiment_file: file.path.display().to_string(),
-        parameters: parameters(file),
-        model: serde_json::json!({"backend": info, "registry": model_record, "run_options": {
-            "modality": options.modality.as_str(),
-            "reasoning_modes": options.reasoning_modes,
-            "baseline_override": options.baseline_override,
-        }}),
-        files,
-        units_total: shard_units(file, options.shard).len() as u64,
-        compute: Some(serde_json::to_value(&info.compute)?),
-        inputs,
-        ..Manifest::new(identity)
-    };
-    let mut store = RunStore::open(out, manifest, &info.device)?;
-    if store.orphans_removed() > 0 {
-        eprintln!("removed {} unfinished files of an interrupted session", store.orphans_removed());
-    }
-    for repair in store.repairs() {
-        eprintln!("warning: {repair}");
-    }
-    for file in store.foreign_files() {
-        eprintln!(
-            "warning: {}: not written by herd; left in place (herd reads only committed parts, but a glob over the \
-             folder reads it too: keep your own files outside the run's table folders)",
-            file.display()
-        );
-    }
-    let result = run_experiment(file, backend.respondent(), &mut store, &options);
-    // Failure texts come from servers: the API key, bearer tokens and URL credentials never reach the
-    // manifest (the openai backend redacts its errors already; this holds for every note and status).
-    let status = match &result {
-        Ok(s) => session_status(s),
-        Err(e) => redact(&format!("failed: {e}"), &secrets),
-    };
-    // A run stopped by failures still records what it ran, skipped and failed, so a user sees why.
-    if let Some(summary) = result.as_ref().ok().or_else(|| result.as_ref().err().and_then(|e| e.partial_summary())) {
-        let m = store.manifest_mut();
-        m.skipped = summary.skipped.clone();
-        m.failed = summary.failed.clone();
-        m.notes.extend(summary.notes.iter().map(|(k, v)| (k.clone(), redact_json(v, &secrets))));
-        // A limited session says so in the run's own record; a later session that runs the rest
-        // takes the mark away.
-        if summary.left_by_limit > 0 {
-            m.notes.insert(
-                LIMITED_NOTE.into(),
-                serde_json::json!({
-                    "limit": limit,
-                    "units_left": summary.left_by_limit,
-                    "fix": "rerun the same command without --limit to complete the run",
-                }),
-            );
-        } else {
-            m.notes.remove(LIMITED_NOTE);
-        }
-        // The session's parse counts cover its own units only; the store's counts cover every session's.
-        if let Some(&deciders) = m.counts.get(herd_store::DECIDERS_COUNT).filter(|&&n| n > 0) {
-            let filled = m.counts.get(herd_store::FILLED_COUNT).copied().unwrap_or(0);
-            m.notes.insert(
-                "allocation/parse".into(),
-                serde_json::json!({"deciders": deciders, "filled": filled, "fill_rate": filled as f64 / deciders as f64}),
-            );
-        }
-        m.experiment_units_stored = summary.units_already_stored + summary.units_run;
-    }
-    store.finish(&status)?;
-    Ok(result?)
+    Ok(run_session(file, backend.respondent(), plan, out, &mut |warning| eprintln!("{warning}"))?)
 }
 
 /// The secrets a run's texts must not hold: the API key of an openai run (its variable is in the record).
@@ -465,47 +358,6 @@ fn run_secrets(model_record: &serde_json::Value) -> Vec<String> {
 
 fn redact(text: &str, secrets: &[String]) -> String {
     herd_infer::redact_secrets(text, &secrets.iter().map(String::as_str).collect::<Vec<_>>())
-}
-
-/// `value` with every string in it redacted.
-fn redact_json(value: &serde_json::Value, secrets: &[String]) -> serde_json::Value {
-    use serde_json::Value;
-    match value {
-        Value::String(s) => Value::String(redact(s, secrets)),
-        Value::Array(items) => Value::Array(items.iter().map(|v| redact_json(v, secrets)).collect()),
-        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), redact_json(v, secrets))).collect()),
-        other => other.clone(),
-    }
-}
-
-/// The manifest note that marks a run a `--limit` session left unfinished.
-pub const LIMITED_NOTE: &str = "limited";
-
-/// The session's status in the manifest: `complete`, `complete (N skipped by design: …)`, or
-/// `incomplete (…)` saying what is missing.
-pub fn session_status(summary: &RunSummary) -> String {
-    let by_design: Vec<String> = summary
-        .skipped
-        .iter()
-        .filter(|s| s.by_design)
-        .map(|s| format!("{} skipped by design: {}", s.units, s.reason))
-        .collect();
-    if summary.complete() {
-        return if by_design.is_empty() { "complete".into() } else { format!("complete ({})", by_design.join("; ")) };
-    }
-    let mut missing = Vec::new();
-    if summary.left_by_limit > 0 {
-        missing.push(format!("{} units left by --limit", summary.left_by_limit));
-    }
-    let other_skips: u64 = summary.skipped.iter().filter(|s| !s.by_design).map(|s| s.units).sum();
-    if other_skips > 0 {
-        missing.push(format!("{other_skips} skipped"));
-    }
-    if !summary.failed.is_empty() {
-        missing.push(format!("{} failed", summary.failed.len()));
-    }
-    missing.extend(by_design);
-    format!("incomplete ({})", missing.join("; "))
 }
 
 /// What `herd run` prints at the end: what was done, the headline numbers of a quick look, where it
@@ -594,34 +446,6 @@ fn shell_word(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use herd_store::Skipped;
-
-    fn skipped(units: u64, by_design: bool) -> Skipped {
-        let reason =
-            if by_design { "reasoning=on: no thinking mode" } else { "no lines image passed the baseline filter" };
-        Skipped { reason: reason.into(), units, examples: vec!["u".into()], by_design }
-    }
-
-    #[test]
-    fn skips_by_design_leave_a_run_complete_and_any_other_gap_leaves_it_incomplete() {
-        let done = RunSummary { units_total: 32, units_run: 16, ..RunSummary::default() };
-        assert_eq!(session_status(&done), "complete");
-        let by_design = RunSummary { skipped: vec![skipped(16, true)], ..done.clone() };
-        assert!(by_design.complete());
-        assert_eq!(session_status(&by_design), "complete (16 skipped by design: reasoning=on: no thinking mode)");
-        let other = RunSummary { skipped: vec![skipped(16, true), skipped(3, false)], ..done.clone() };
-        assert!(!other.complete());
-        assert!(
-            session_status(&other).starts_with("incomplete (3 skipped; 16 skipped by design"),
-            "{}",
-            session_status(&other)
-        );
-        let failed = RunSummary { failed: vec!["u".into()], ..done.clone() };
-        assert_eq!(session_status(&failed), "incomplete (1 failed)");
-        let limited = RunSummary { left_by_limit: 22, ..done };
-        assert!(!limited.complete());
-        assert_eq!(session_status(&limited), "incomplete (22 units left by --limit)");
-    }
 
     #[test]
     fn the_next_command_is_one_shell_word_per_path() {

@@ -32,6 +32,7 @@ mod inputs;
 mod minimal_group;
 mod progress;
 mod respondent;
+mod session;
 mod trial;
 
 use herd_backend::BackendError;
@@ -47,6 +48,7 @@ pub use error::{Result, RunnerError};
 pub use inputs::{Fingerprint, experiment_inputs, file_sha256, json_sha256, model_folder_sha256, sha256_hex};
 pub use progress::Progress;
 pub use respondent::Respondent;
+pub use session::{LIMITED_NOTE, SessionPlan, file_record, run_parameters, run_session, session_status};
 
 /// The rows of one batch (or of a whole run, in memory).
 #[derive(Debug, Default, Clone)]
