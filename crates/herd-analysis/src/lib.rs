@@ -79,7 +79,7 @@ pub use minimal_group::{
     analyze_minimal_group_with_progress, minimal_group_seed_tests,
 };
 pub use results::{
-    ConformityResults, MinimalGroupResults, Provenance, Results, RunFolder, find_run_folders, load_results,
-    load_results_with,
+    ConformityResults, MinimalGroupResults, Provenance, Results, RunFolder, load_results, load_results_with,
 };
+pub use study::find_run_folders;
 pub use table::{ColumnValues, ResultTable, TableBuilder, Value, rows_where};

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use crate::io::{ReadOptions, plain_table_file};
 use crate::study::{
-    BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, ConformityInput, MinimalGroupInput, TrialSource, read_conformity,
-    read_minimal_group,
+    BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, ConformityInput, MinimalGroupInput, TrialSource, find_run_folders,
+    read_conformity, read_minimal_group,
 };
 use crate::{
     BootstrapPlan, ConformityOptions, ConformityTable, ConformityTables, DyadTable, MinimalGroupOptions,
@@ -106,46 +106,6 @@ fn plain_tables(path: &Path) -> Result<Vec<(Table, PathBuf)>, AnalysisError> {
         return Ok(vec![(table, path.to_path_buf())]);
     }
     Ok(PLAIN_TABLES.into_iter().filter_map(|t| plain_table_file(path, t).map(|f| (t, f))).collect())
-}
-
-fn not_found(dir: &Path, problem: &str) -> AnalysisError {
-    AnalysisError::Folder {
-        path: dir.display().to_string(),
-        problem: problem.to_owned(),
-        fix: "pass a run folder (`herd run --out DIR`) or what `cargo xtask replicate --out DIR` wrote; a copy of the \
-              folder from another machine is enough (its */*.parquet parts and manifest.json)"
-            .into(),
-    }
-}
-
-/// Run folders in `dir`: `dir` itself, `dir/runs/*` (replicate's layout) or `dir/*`.
-pub fn find_run_folders(dir: &Path) -> Result<Vec<PathBuf>, AnalysisError> {
-    if !dir.exists() {
-        return Err(not_found(dir, "no such folder"));
-    }
-    if !dir.is_dir() {
-        return Err(not_found(dir, "is a file, not a folder of runs"));
-    }
-    if dir.join("manifest.json").is_file() {
-        return Ok(vec![dir.to_path_buf()]);
-    }
-    let mut found = Vec::new();
-    for parent in [dir.join("runs"), dir.to_path_buf()] {
-        let Ok(entries) = std::fs::read_dir(&parent) else { continue };
-        let mut runs: Vec<PathBuf> =
-            entries.flatten().map(|e| e.path()).filter(|p| p.join("manifest.json").is_file()).collect();
-        runs.sort();
-        found.extend(runs);
-    }
-    if found.is_empty() {
-        let problem = if std::fs::read_dir(dir).map(|mut e| e.next().is_none()).unwrap_or(false) {
-            "the folder is empty"
-        } else {
-            "no run folder here (none of DIR, DIR/runs/*, DIR/* has a manifest.json)"
-        };
-        return Err(not_found(dir, problem));
-    }
-    Ok(found)
 }
 
 fn store_error(dir: &Path, e: herd_store::StoreError) -> AnalysisError {

@@ -26,6 +26,46 @@ pub const BOOTSTRAP_RESAMPLES: usize = 2000;
 /// and what `herd report` uses).
 pub const BOOTSTRAP_SEED: u64 = 20_240_501;
 
+fn not_found(dir: &Path, problem: &str) -> AnalysisError {
+    AnalysisError::Folder {
+        path: dir.display().to_string(),
+        problem: problem.to_owned(),
+        fix: "pass a run folder (`herd run --out DIR`) or what `cargo xtask replicate --out DIR` wrote; a copy of the \
+              folder from another machine is enough (its */*.parquet parts and manifest.json)"
+            .into(),
+    }
+}
+
+/// Run folders in `dir`: `dir` itself, `dir/runs/*` (replicate's layout) or `dir/*`.
+pub fn find_run_folders(dir: &Path) -> Result<Vec<PathBuf>, AnalysisError> {
+    if !dir.exists() {
+        return Err(not_found(dir, "no such folder"));
+    }
+    if !dir.is_dir() {
+        return Err(not_found(dir, "is a file, not a folder of runs"));
+    }
+    if dir.join("manifest.json").is_file() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    let mut found = Vec::new();
+    for parent in [dir.join("runs"), dir.to_path_buf()] {
+        let Ok(entries) = std::fs::read_dir(&parent) else { continue };
+        let mut runs: Vec<PathBuf> =
+            entries.flatten().map(|e| e.path()).filter(|p| p.join("manifest.json").is_file()).collect();
+        runs.sort();
+        found.extend(runs);
+    }
+    if found.is_empty() {
+        let problem = if std::fs::read_dir(dir).map(|mut e| e.next().is_none()).unwrap_or(false) {
+            "the folder is empty"
+        } else {
+            "no run folder here (none of DIR, DIR/runs/*, DIR/* has a manifest.json)"
+        };
+        return Err(not_found(dir, problem));
+    }
+    Ok(found)
+}
+
 /// Where a study's trial table is read from.
 #[derive(Debug, Clone)]
 pub struct TrialSource {
@@ -75,7 +115,7 @@ impl TrialSource {
         }
         // A folder of run folders (`cargo xtask replicate`'s OUT, or OUT/runs): the runs holding the
         // table, read together, as `herd report` reads them.
-        let runs = crate::results::find_run_folders(path).ok().unwrap_or_default();
+        let runs = find_run_folders(path).ok().unwrap_or_default();
         let mut holding = Vec::new();
         for run in runs {
             if !herd_store::committed_parts(&run, table).map_err(|e| io_error(&run, e))?.is_empty() {
