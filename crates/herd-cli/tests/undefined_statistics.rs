@@ -115,7 +115,7 @@ fn a_flat_agent_is_inconclusive_with_every_value_equal_not_an_error() {
     let (quick, analysis, report) = pipeline(dir.path(), "flat", FLAT, "minimal-group");
     assert!(
         quick.contains(&format!(
-            "all-zero to the out-group: +0.000 [0.000, 0.000], 8 seeds (sim · m = 5) — {EVERY_VALUE_EQUAL}"
+            "all-zero to the out-group: no variation: every seed +0.000, 8 seeds (sim · m = 5) — {EVERY_VALUE_EQUAL}"
         )),
         "{quick}"
     );
