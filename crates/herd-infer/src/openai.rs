@@ -405,9 +405,10 @@ impl OpenAiBackend {
         let bytes = serde_json::to_vec(body).map_err(|e| CallError::fatal(format!("encoding the request: {e}")))?;
         let policy = &self.options.retry;
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(jitter_seed());
-        let mut last = None;
+        let (mut last, mut last_endpoint) = (None, None);
         for attempt in 0..policy.max_attempts.max(1) {
-            let slot = self.pool.acquire(affinity);
+            let slot = self.pool.acquire(affinity, last_endpoint);
+            last_endpoint = Some(slot.endpoint);
             let base = &self.bases[slot.endpoint];
             let attempt_result = self.post_once(base, path, &bytes);
             let error = match attempt_result {

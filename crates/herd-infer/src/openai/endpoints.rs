@@ -168,7 +168,9 @@ impl EndpointPool {
     /// Waits for a free slot and takes it: on the group's endpoint if it has one, else on the least-loaded
     /// endpoint that is neither waiting out a Retry-After nor set aside (set-aside ones count when every
     /// endpoint is set aside).
-    pub(crate) fn acquire(&self, affinity: &Affinity) -> Slot {
+    /// A retry passes the endpoint its last attempt failed on as `avoid`: it goes there again only when no
+    /// other endpoint has room.
+    pub(crate) fn acquire(&self, affinity: &Affinity, avoid: Option<usize>) -> Slot {
         let mut endpoints = self.lock();
         loop {
             let now = Instant::now();
@@ -176,11 +178,16 @@ impl EndpointPool {
             let usable = |e: &Endpoint| {
                 e.has_free_slot() && !e.waiting_for_retry_after(now) && (all_set_aside || !e.set_aside(now))
             };
-            let chosen = affinity.preferred().filter(|&i| usable(&endpoints[i])).or_else(|| {
+            let least_loaded = |skip: Option<usize>| {
                 (0..endpoints.len())
-                    .filter(|&i| usable(&endpoints[i]))
+                    .filter(|&i| Some(i) != skip && usable(&endpoints[i]))
                     .min_by(|&a, &b| endpoints[a].load().total_cmp(&endpoints[b].load()))
-            });
+            };
+            let chosen = affinity
+                .preferred()
+                .filter(|&i| Some(i) != avoid && usable(&endpoints[i]))
+                .or_else(|| least_loaded(avoid))
+                .or_else(|| avoid.filter(|&i| usable(&endpoints[i])));
             if let Some(i) = chosen {
                 let e = &mut endpoints[i];
                 e.in_flight += 1;
@@ -362,13 +369,13 @@ mod tests {
         }
         let shrunk = pool.load().endpoints[0].limit;
         assert!(shrunk < grown, "{shrunk} < {grown}");
-        let slot = pool.acquire(&Affinity::new());
+        let slot = pool.acquire(&Affinity::new(), None);
         pool.finish(slot, Outcome::Overloaded(Some(Duration::from_millis(30))));
         let halved = pool.load().endpoints[0].limit;
         assert_eq!(halved, (shrunk as f64 / 2.0).floor().max(1.0) as usize, "{shrunk} halved");
         // The Retry-After keeps the only endpoint idle until it has passed.
         let started = Instant::now();
-        let slot = pool.acquire(&Affinity::new());
+        let slot = pool.acquire(&Affinity::new(), None);
         assert!(started.elapsed() >= Duration::from_millis(20), "{:?}", started.elapsed());
         pool.finish(slot, Outcome::Neutral);
     }
@@ -377,12 +384,15 @@ mod tests {
     fn requests_go_to_the_least_loaded_endpoint_and_a_group_keeps_to_one() {
         let pool = pool_of(3, 8);
         let group = Affinity::new();
-        let first = pool.acquire(&group);
-        let second = pool.acquire(&group);
+        let first = pool.acquire(&group, None);
+        let second = pool.acquire(&group, None);
         assert_eq!(first.endpoint, second.endpoint, "a group's requests share the endpoint of its first");
-        let other = pool.acquire(&Affinity::new());
+        let other = pool.acquire(&Affinity::new(), None);
         assert_ne!(other.endpoint, first.endpoint, "another group goes to a less loaded endpoint");
-        for slot in [first, second, other] {
+        // A retry goes elsewhere than where its last attempt failed, when it can.
+        let retry = pool.acquire(&group, Some(first.endpoint));
+        assert_ne!(retry.endpoint, first.endpoint);
+        for slot in [first, second, other, retry] {
             pool.finish(slot, Outcome::Answered);
         }
     }
@@ -397,18 +407,18 @@ mod tests {
         }
         assert_eq!(pool.load().endpoints[0].set_aside, 1);
         for _ in 0..10 {
-            let slot = pool.acquire(&Affinity::new());
+            let slot = pool.acquire(&Affinity::new(), None);
             assert_eq!(slot.endpoint, 1, "the set-aside endpoint gets nothing while the other works");
             pool.finish(slot, Outcome::Answered);
         }
         // With every endpoint set aside, the requests still go out (and fail their attempts).
         let only = pool_of(1, 8);
         for _ in 0..SET_ASIDE_AFTER {
-            let slot = only.acquire(&Affinity::new());
+            let slot = only.acquire(&Affinity::new(), None);
             only.finish(slot, Outcome::Failed);
         }
         let started = Instant::now();
-        let slot = only.acquire(&Affinity::new());
+        let slot = only.acquire(&Affinity::new(), None);
         assert!(started.elapsed() < Duration::from_millis(500), "not held for the set-aside pause");
         only.finish(slot, Outcome::Answered);
     }
