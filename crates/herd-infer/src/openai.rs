@@ -15,6 +15,7 @@
 //! reasoning is kept up to `max_reasoning_bytes`; both caps fail the request at once, naming the flag.
 //! Every error text is redacted of the key, bearer tokens and URL credentials ([`redact_secrets`]).
 
+mod body;
 mod endpoints;
 mod reply;
 
@@ -181,6 +182,8 @@ pub struct OpenAiBackend {
     agent: ureq::Agent,
     /// Each endpoint's concurrency limit and load.
     pool: EndpointPool,
+    /// Turns for replies past a few hundred kilobytes, so memory stays bounded with many in flight.
+    large_replies: body::LargeReplies,
     /// Set once a server refused `json_schema`.
     json_object_only: AtomicBool,
     renderer: Option<PromptRenderer>,
@@ -275,6 +278,7 @@ impl OpenAiBackend {
             api_key,
             agent,
             pool,
+            large_replies: body::LargeReplies::new(),
             json_object_only: AtomicBool::new(false),
             renderer,
             requests: AtomicUsize::new(0),
@@ -330,11 +334,13 @@ impl OpenAiBackend {
         let retry_after =
             response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(retry_after_delay);
         let limit = self.options.max_reply_bytes;
-        let text = match response.body_mut().with_config().limit(limit).read_to_string() {
+        // One byte over the limit is read so that a longer reply is told from one of exactly the limit.
+        let reader = response.body_mut().with_config().limit(limit.saturating_add(1)).reader();
+        let text = match body::read_body(reader, limit, &self.large_replies) {
             Ok(t) => t,
             // Not retried: a server that sends this much once (a runaway reasoning text) will again, and
             // each try would cost the transfer.
-            Err(ureq::Error::BodyExceedsLimit(_)) => {
+            Err(body::BodyError::OverLimit) => {
                 return Err(CallError {
                     retryable: false,
                     outcome: Outcome::Neutral,
@@ -347,7 +353,7 @@ impl OpenAiBackend {
                     ),
                 });
             }
-            Err(e) => {
+            Err(body::BodyError::Unreadable(e)) => {
                 return Err(CallError {
                     retryable: true,
                     outcome: Outcome::Failed,
