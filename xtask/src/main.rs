@@ -1,6 +1,6 @@
 //! herd's automation, run as `cargo xtask <command>`.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::Command;
@@ -120,6 +120,15 @@ enum Bench {
     /// Conformity trials per second through the openai backend against llama.cpp's server on the
     /// default model at 1, 4 and 16 requests in flight, and herd's candle backend as peer
     Openai,
+    /// herd's share of the ceiling of loopback servers of known capacity (a slot per request held for a
+    /// fixed latency): both studies' full designs through `herd run --backend openai` at default settings,
+    /// for a bounded number of units, on 1 and 4 endpoints; requests/s, share of the ceiling, and the
+    /// concurrency each endpoint reached
+    Serve {
+        /// Scales the units each case runs (1: about a minute per case at the ceiling)
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+    },
     /// Minutes per study of `cargo xtask replicate` on each CPU path (HERD_CPU_PATH), with the CPU
     /// named: README's times. --estimate projects a profile's whole grid (e.g. --profile full
     /// --model qwen2.5-coder-1.5b --estimate: the overnight run) from a measured sample of its units
@@ -158,6 +167,12 @@ fn bench(what: Bench) -> Result<()> {
         Bench::Stats { venv: Some(venv) } => example("herd-analysis", "bench_stats", &["--venv", &venv]),
         Bench::Infer { model, paths } => bench_infer::run(&model, &paths),
         Bench::Openai => llama_server::bench(),
+        Bench::Serve { scale } => {
+            // The example runs the release `herd` as a user would; both are built once.
+            let herd = replicate::build_herd("cpu")?;
+            let herd = herd.to_str().context("the herd binary's path is not UTF-8")?.to_owned();
+            example("herd-test-support", "bench_serve", &[&herd, "--scale", &scale.to_string()])
+        }
         Bench::Replicate(args) => bench_replicate::run(args),
     }
 }

@@ -193,6 +193,67 @@ pub trait Backend {
     /// Samples one completion per request; a batch is decoded together where the backend can.
     fn generate(&mut self, batch: &[GenerateRequest]) -> crate::Result<Vec<Generation>>;
     fn info(&self) -> BackendInfo;
+    /// The backend as a [`SharedBackend`], when it takes requests from many threads at once (a pool of
+    /// servers); `None` (the default: local models, which compute one batch at a time) keeps the runner
+    /// to one batch in flight.
+    fn shared(&self) -> Option<&dyn SharedBackend> {
+        None
+    }
+}
+
+/// A backend that many threads may call at once, so that the runner keeps many batches in flight and
+/// commits each as it completes.
+///
+/// Why a `&self` handle beside [`Backend`] rather than a `&mut self` method taking many groups: such a
+/// method returns when its slowest group does, so a run would still wait for the slowest group of each
+/// wave, and the runner could neither commit a group as it completes nor draw the next from the plan as
+/// a slot frees. With a handle each in-flight batch is one call on its own thread; the backend bounds
+/// what actually reaches the servers (its per-endpoint concurrency), so the runner need only keep
+/// [`SharedBackend::request_slots`] requests waiting on it.
+///
+/// Results come per request: one failed request fails its own unit only (a conformity trial), or the
+/// society it belongs to; the other requests of the call still count.
+pub trait SharedBackend: Send + Sync {
+    /// Scores a group of requests that share a prompt prefix (one image's trials), so the backend may send
+    /// them to one server whose prefix cache then hits. `results[i]` is `group[i]`'s.
+    fn score_each(&self, group: &[ScoreRequest]) -> Vec<crate::Result<ScoreResult>>;
+    /// Samples one completion per request of a batch that shares a prompt prefix (a society's deciders).
+    fn generate_each(&self, batch: &[GenerateRequest]) -> Vec<crate::Result<Generation>>;
+    /// How many requests the runner should keep in flight through this backend now: enough to keep every
+    /// endpoint at its concurrency (and let it grow), few enough that memory stays bounded. At least 1.
+    fn request_slots(&self) -> usize;
+    /// What the backend is doing now, for the progress display and the run manifest.
+    fn load(&self) -> BackendLoad;
+}
+
+/// A snapshot of a [`SharedBackend`]'s traffic.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BackendLoad {
+    /// Requests sent and not yet answered, over every endpoint.
+    pub in_flight: usize,
+    /// Requests answered (successfully or not) since the backend was built, retries included.
+    pub completed: u64,
+    pub endpoints: Vec<EndpointLoad>,
+}
+
+/// One endpoint's part of a [`BackendLoad`]; the run manifest records these.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct EndpointLoad {
+    /// The endpoint's base URL, credentials removed.
+    pub endpoint: String,
+    /// Requests it may have in flight now (its adaptive concurrency limit).
+    pub limit: usize,
+    /// The highest limit it reached.
+    pub peak_limit: usize,
+    /// The most requests it actually had in flight at once.
+    pub peak_in_flight: usize,
+    pub in_flight: usize,
+    /// Requests it answered successfully.
+    pub succeeded: u64,
+    /// Attempts that failed on it (each retry counts).
+    pub failed: u64,
+    /// Times it was set aside after failing again and again (retried after a pause).
+    pub set_aside: u64,
 }
 
 /// The JSON schema of an allocation: an object whose keys are exactly `ids` (in order), each an

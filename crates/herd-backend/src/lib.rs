@@ -33,8 +33,8 @@ mod sampling;
 mod sim;
 
 pub use backend::{
-    AnswerScore, Backend, BackendInfo, FinishReason, GenerateRequest, Generation, LOWER_BOUND_MIN, SamplingParams,
-    ScoreBound, ScoreRequest, ScoreResult, TopToken, allocation_schema,
+    AnswerScore, Backend, BackendInfo, BackendLoad, EndpointLoad, FinishReason, GenerateRequest, Generation,
+    LOWER_BOUND_MIN, SamplingParams, ScoreBound, ScoreRequest, ScoreResult, SharedBackend, TopToken, allocation_schema,
 };
 pub use checksum::{has_sha256, recorded_sha256, sha256_file};
 pub use compute::{ComputePath, WeightChoice};

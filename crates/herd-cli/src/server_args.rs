@@ -9,7 +9,8 @@ use std::time::Duration;
 #[command(next_help_heading = "OpenAI-compatible servers (--backend openai)")]
 pub struct ServerArgs {
     /// Server base URL, e.g. http://127.0.0.1:8000 (vLLM, SGLang, llama.cpp); repeat for several
-    /// servers, which then share the requests round-robin.
+    /// servers: each request goes to the least-loaded one (a society's deciders and an image's trials
+    /// keep to one while it has room, so its prefix cache hits), and one that keeps failing is set aside.
     #[arg(long = "endpoint", value_name = "URL")]
     pub endpoints: Vec<String>,
     /// The model name the servers know (default: the alias).
@@ -19,9 +20,15 @@ pub struct ServerArgs {
     /// written to manifests or logs (a server's error echoing it is shown with `***` in its place).
     #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
     pub api_key_env: String,
-    /// Requests in flight at once (a society's 20 deciders, an image's trials).
-    #[arg(long, default_value_t = 4)]
+    /// The most requests in flight at once on each endpoint. Each endpoint's concurrency adapts below
+    /// it: it grows while the server answers as fast as when idle and backs off when its answers slow
+    /// down or it says it is overloaded (429, 503, timeouts; Retry-After is honoured); the run manifest
+    /// records what each endpoint reached.
+    #[arg(long, default_value_t = herd_infer::DEFAULT_MAX_IN_FLIGHT)]
     pub max_in_flight: usize,
+    /// Keep every endpoint at --max-in-flight instead of adapting (a server whose capacity is known).
+    #[arg(long)]
+    pub fixed_concurrency: bool,
     /// Top log-probabilities asked for when scoring; an answer outside them gets an upper bound. A
     /// server's longer list counts whole in the check that probabilities sum to at most 1, and this
     /// many of its most probable tokens are scored.
@@ -96,6 +103,7 @@ impl ServerArgs {
             served_model: self.served_model.clone().unwrap_or_else(|| entry.alias.clone()),
             api_key_env: self.api_key_env.clone(),
             max_in_flight: self.max_in_flight.max(1),
+            adaptive: !self.fixed_concurrency,
             top_logprobs: self.top_logprobs,
             score_api: self.score_api,
             structured_output: self.structured_output,

@@ -44,8 +44,11 @@ fn main() -> Result<()> {
     let served = ServedModel { alias: entry.alias.clone(), family: entry.family.name().into(), vision: false };
     let mut rates = Vec::new();
     for in_flight in [1usize, 4, 16] {
-        let options =
-            OpenAiOptions { max_in_flight: in_flight, ..OpenAiOptions::new(vec![server.url()], entry.alias.clone()) };
+        let options = OpenAiOptions {
+            max_in_flight: in_flight,
+            adaptive: false,
+            ..OpenAiOptions::new(vec![server.url()], entry.alias.clone())
+        };
         let mut backend = OpenAiBackend::new(served.clone(), options, None)?;
         backend.score(&requests[..2])?; // warm the server
         let started = Instant::now();

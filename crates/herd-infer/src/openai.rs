@@ -4,28 +4,36 @@
 //! spellings is among them gets an upper bound on its probability (the mass the server did not return)
 //! and is flagged. Generation uses chat completions with the request's sampling parameters and, for
 //! allocations, the server's structured outputs with the same JSON schema the local backend enforces.
-//! Requests of a group run concurrently (bounded), spread round-robin over the endpoints, and are retried
-//! with exponential backoff and jitter on connection errors, timeouts, 429, 5xx and unreadable bodies; a
-//! request that still fails fails its whole group, which the runner records as failed units and retries on
-//! the next run. Server replies are adversarial input: a body is read up to `max_reply_bytes`, and what it
+//! Requests run concurrently, each endpoint at its own adaptive concurrency (`endpoints`: least-loaded
+//! placement with affinity for a group that shares a prompt prefix, backoff on overload, endpoints that
+//! keep failing set aside), and are retried with exponential backoff and jitter on connection errors,
+//! timeouts, 429, 5xx and unreadable bodies. Through [`Backend`] a request that still fails fails its whole
+//! group; through [`SharedBackend`] (the runner's pipeline) it fails only its own result, and the runner
+//! records the unit as failed and retries it on the next run. Server replies are adversarial input: a body is read up to `max_reply_bytes`, and what it
 //! holds is checked in `reply` (this module's child): scores pass [`checked_score`] (finite, a mass of at
 //! most 1 up to rounding, each answer in [0, 1]) or the reply is retried as bad, and a generation's
 //! reasoning is kept up to `max_reasoning_bytes`; both caps fail the request at once, naming the flag.
 //! Every error text is redacted of the key, bearer tokens and URL credentials ([`redact_secrets`]).
 
+mod body;
+mod endpoints;
+mod fan_out;
 mod reply;
 
 use crate::error::{InferError, Result};
 use crate::local::PromptRenderer;
 use crate::redact::redact_secrets;
 use base64::Engine as _;
+use endpoints::{Affinity, EndpointPool, Outcome};
 use herd_backend::chat::{ChatPrompt, Part};
-use herd_backend::{Backend, BackendInfo, GenerateRequest, Generation, SamplingParams, ScoreRequest, ScoreResult};
+use herd_backend::{
+    Backend, BackendInfo, BackendLoad, GenerateRequest, Generation, SamplingParams, ScoreRequest, ScoreResult,
+    SharedBackend,
+};
 use rand::{Rng, SeedableRng};
 pub use reply::{MASS_ROUNDING, checked_score};
 use reply::{Refusal, megabytes, parse_reply, read_generation, read_top_logprobs};
 use serde_json::{Value, json};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -87,6 +95,10 @@ impl Default for RetryPolicy {
     }
 }
 
+/// The default of [`OpenAiOptions::max_in_flight`]: each endpoint's ceiling. A server that takes fewer says
+/// so (queueing, 429, 503), and the adaptive limit stays below it.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;
+
 /// The default of [`OpenAiOptions::max_reply_bytes`]: 8 MB.
 pub const DEFAULT_MAX_REPLY_BYTES: u64 = 8 << 20;
 
@@ -98,15 +110,19 @@ pub const DEFAULT_MAX_REASONING_BYTES: u64 = 1 << 20;
 /// with their credentials (`user:pass@`) removed.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct OpenAiOptions {
-    /// Base URLs (`http://host:port` or `…/v1`); requests are spread over them round-robin.
+    /// Base URLs (`http://host:port` or `…/v1`); each request goes to the least-loaded one (`endpoints`).
     #[serde(serialize_with = "serialize_redacted")]
     pub endpoints: Vec<String>,
     /// The model name the servers know.
     pub served_model: String,
     /// The environment variable holding the API key (sent as a bearer token when set).
     pub api_key_env: String,
-    /// Requests of one group in flight at once.
+    /// Requests in flight at once on each endpoint: the ceiling of its adaptive limit, or its limit when
+    /// not `adaptive`.
     pub max_in_flight: usize,
+    /// Each endpoint's concurrency adapts to how fast it answers (grows from a few requests while its
+    /// latency stays flat, backs off on queueing, 429, 503 and timeouts); `false` keeps `max_in_flight`.
+    pub adaptive: bool,
     /// How many top log-probabilities scoring asks for.
     pub top_logprobs: usize,
     pub score_api: ScoreApi,
@@ -136,7 +152,8 @@ impl OpenAiOptions {
             endpoints,
             served_model: served_model.into(),
             api_key_env: "OPENAI_API_KEY".into(),
-            max_in_flight: 4,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            adaptive: true,
             top_logprobs: 20,
             score_api: ScoreApi::Chat,
             structured_output: StructuredOutput::JsonSchema,
@@ -163,7 +180,10 @@ pub struct OpenAiBackend {
     bases: Vec<String>,
     api_key: Option<String>,
     agent: ureq::Agent,
-    next_endpoint: AtomicUsize,
+    /// Each endpoint's concurrency limit and load.
+    pool: EndpointPool,
+    /// Turns for replies past a few hundred kilobytes, so memory stays bounded with many in flight.
+    large_replies: body::LargeReplies,
     /// Set once a server refused `json_schema`.
     json_object_only: AtomicBool,
     renderer: Option<PromptRenderer>,
@@ -173,6 +193,8 @@ pub struct OpenAiBackend {
 /// Why one HTTP exchange failed, and whether trying again may help.
 struct CallError {
     retryable: bool,
+    /// What the failure says about the endpoint it was sent to.
+    outcome: Outcome,
     /// Seconds a 429 or 503 asked us to wait.
     retry_after: Option<Duration>,
     status: Option<u16>,
@@ -181,10 +203,22 @@ struct CallError {
 
 impl CallError {
     fn fatal(problem: impl Into<String>) -> Self {
-        CallError { retryable: false, retry_after: None, status: None, problem: problem.into() }
+        CallError {
+            retryable: false,
+            outcome: Outcome::Neutral,
+            retry_after: None,
+            status: None,
+            problem: problem.into(),
+        }
     }
     fn transient(problem: impl Into<String>) -> Self {
-        CallError { retryable: true, retry_after: None, status: None, problem: problem.into() }
+        CallError {
+            retryable: true,
+            outcome: Outcome::Failed,
+            retry_after: None,
+            status: None,
+            problem: problem.into(),
+        }
     }
 }
 
@@ -232,15 +266,19 @@ impl OpenAiBackend {
             // server points (another host); a 3xx is an error naming the place and the fix.
             .max_redirects(0)
             .max_idle_connections_per_host(options.max_in_flight.max(1))
+            .max_idle_connections(options.max_in_flight.max(1) * bases.len())
             .build()
             .into();
+        let names = bases.iter().map(|b| redact_secrets(b, &[])).collect();
+        let pool = EndpointPool::new(names, options.max_in_flight, options.adaptive);
         Ok(OpenAiBackend {
             model,
             options,
             bases,
             api_key,
             agent,
-            next_endpoint: AtomicUsize::new(0),
+            pool,
+            large_replies: body::LargeReplies::new(),
             json_object_only: AtomicBool::new(false),
             renderer,
             requests: AtomicUsize::new(0),
@@ -272,7 +310,12 @@ impl OpenAiBackend {
         }
         let mut response = match request.send(body) {
             Ok(r) => r,
-            // Connection refused or reset, timeouts, broken transfers: the server may come back.
+            // A timeout: the server is slower than asked, likely overloaded.
+            Err(e @ ureq::Error::Timeout(_)) => {
+                let problem = self.redact(&format!("{url}: {e}"));
+                return Err(CallError { outcome: Outcome::Overloaded(None), ..CallError::transient(problem) });
+            }
+            // Connection refused or reset, broken transfers: the server may come back.
             Err(e) => return Err(CallError::transient(self.redact(&format!("{url}: {e}")))),
         };
         let status = response.status().as_u16();
@@ -280,6 +323,7 @@ impl OpenAiBackend {
             let location = response.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("nowhere");
             return Err(CallError {
                 retryable: false,
+                outcome: Outcome::Neutral,
                 retry_after: None,
                 status: Some(status),
                 problem: self.redact(&format!(
@@ -290,13 +334,16 @@ impl OpenAiBackend {
         let retry_after =
             response.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(retry_after_delay);
         let limit = self.options.max_reply_bytes;
-        let text = match response.body_mut().with_config().limit(limit).read_to_string() {
+        // One byte over the limit is read so that a longer reply is told from one of exactly the limit.
+        let reader = response.body_mut().with_config().limit(limit.saturating_add(1)).reader();
+        let text = match body::read_body(reader, limit, &self.large_replies) {
             Ok(t) => t,
             // Not retried: a server that sends this much once (a runaway reasoning text) will again, and
             // each try would cost the transfer.
-            Err(ureq::Error::BodyExceedsLimit(_)) => {
+            Err(body::BodyError::OverLimit) => {
                 return Err(CallError {
                     retryable: false,
+                    outcome: Outcome::Neutral,
                     retry_after: None,
                     status: Some(status),
                     problem: format!(
@@ -306,9 +353,10 @@ impl OpenAiBackend {
                     ),
                 });
             }
-            Err(e) => {
+            Err(body::BodyError::Unreadable(e)) => {
                 return Err(CallError {
                     retryable: true,
+                    outcome: Outcome::Failed,
                     retry_after,
                     status: Some(status),
                     problem: self.redact(&format!("{url}: HTTP {status}, body unreadable: {e}")),
@@ -319,8 +367,12 @@ impl OpenAiBackend {
         // again would not help.
         let rejected_request = status >= 500 && text.contains("validation error");
         if (status == 429 || status == 408 || status >= 500) && !rejected_request {
+            // 429, 503 and 408 say the server has more than it can take; other 5xx that it is failing.
+            let outcome =
+                if matches!(status, 429 | 503 | 408) { Outcome::Overloaded(retry_after) } else { Outcome::Failed };
             return Err(CallError {
                 retryable: true,
+                outcome,
                 retry_after,
                 status: Some(status),
                 problem: format!("{}: HTTP {status}: {}", self.redact(&url), excerpt(&self.redact(&text))),
@@ -329,6 +381,7 @@ impl OpenAiBackend {
         if !(200..300).contains(&status) {
             return Err(CallError {
                 retryable: false,
+                outcome: Outcome::Neutral,
                 retry_after: None,
                 status: Some(status),
                 problem: format!("{}: HTTP {status}: {}", self.redact(&url), excerpt(&self.redact(&text))),
@@ -344,24 +397,32 @@ impl OpenAiBackend {
         })
     }
 
-    /// Posts `body` to `path` on the endpoints in turn, retrying what may succeed later, and hands the
-    /// reply to `read`, whose [`Refusal::Bad`] of a 2xx body is retried too (a server under load can
-    /// return a truncated or empty choice) and whose [`Refusal::OverLimit`] is not.
+    /// Posts `body` to `path` on an endpoint the pool chooses (the group's, by `affinity`, while it has room),
+    /// retrying what may succeed later, and hands the reply to `read`, whose [`Refusal::Bad`] of a 2xx
+    /// body is retried too (a server under load can return a truncated or empty choice) and whose
+    /// [`Refusal::OverLimit`] is not.
     fn call<T>(
         &self,
         path: &str,
         body: &Value,
+        affinity: &Affinity,
         read: impl Fn(&Value) -> std::result::Result<T, Refusal>,
     ) -> std::result::Result<T, CallError> {
         let bytes = serde_json::to_vec(body).map_err(|e| CallError::fatal(format!("encoding the request: {e}")))?;
         let policy = &self.options.retry;
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(jitter_seed());
-        let mut last = None;
+        let (mut last, mut last_endpoint) = (None, None);
         for attempt in 0..policy.max_attempts.max(1) {
-            let base = &self.bases[self.next_endpoint.fetch_add(1, Ordering::Relaxed) % self.bases.len()];
-            let error = match self.post_once(base, path, &bytes) {
+            let slot = self.pool.acquire(affinity, last_endpoint);
+            last_endpoint = Some(slot.endpoint);
+            let base = &self.bases[slot.endpoint];
+            let attempt_result = self.post_once(base, path, &bytes);
+            let error = match attempt_result {
                 Ok(reply) => match read(&reply) {
-                    Ok(value) => return Ok(value),
+                    Ok(value) => {
+                        self.pool.finish(slot, Outcome::Answered);
+                        return Ok(value);
+                    }
                     // Redacted whole before the excerpt, which could cut a key in two.
                     Err(Refusal::Bad(problem)) => CallError::transient(self.redact(&format!(
                         "{base}{path}: unexpected reply ({problem}): {}",
@@ -374,6 +435,7 @@ impl OpenAiBackend {
                 },
                 Err(e) => e,
             };
+            self.pool.finish(slot, error.outcome);
             if !error.retryable || attempt + 1 == policy.max_attempts {
                 return Err(error);
             }
@@ -388,45 +450,9 @@ impl OpenAiBackend {
         Err(last.unwrap_or_else(|| CallError::fatal("no attempt was made")))
     }
 
-    /// Runs `work` on every item with at most `max_in_flight` at once; the first failure stops the
-    /// items not yet started and is returned.
-    fn in_flight<I: Sync, T: Send>(&self, items: &[I], work: impl Fn(&I) -> Result<T> + Sync) -> Result<Vec<T>> {
-        let next = AtomicUsize::new(0);
-        let failed = AtomicBool::new(false);
-        let results: Vec<Mutex<Option<Result<T>>>> = items.iter().map(|_| Mutex::new(None)).collect();
-        let workers = self.options.max_in_flight.clamp(1, items.len().max(1));
-        std::thread::scope(|scope| {
-            for _ in 0..workers {
-                scope.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= items.len() || failed.load(Ordering::Relaxed) {
-                            break;
-                        }
-                        let result = work(&items[i]);
-                        if result.is_err() {
-                            failed.store(true, Ordering::Relaxed);
-                        }
-                        *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
-                    }
-                });
-            }
-        });
-        let mut out = Vec::with_capacity(items.len());
-        let mut first_error = None;
-        for slot in results {
-            match slot.into_inner().unwrap_or_else(|p| p.into_inner()) {
-                Some(Ok(value)) => out.push(value),
-                Some(Err(e)) => {
-                    first_error.get_or_insert(e);
-                }
-                None => {}
-            }
-        }
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(out),
-        }
+    /// What the endpoints are doing: their limits, peaks and load (the run manifest records them).
+    pub fn endpoint_load(&self) -> BackendLoad {
+        self.pool.load()
     }
 
     fn server_error(&self, what: &str, e: CallError) -> InferError {
@@ -483,7 +509,7 @@ impl OpenAiBackend {
         Ok(Value::Array(messages))
     }
 
-    fn score_one(&self, request: &ScoreRequest) -> Result<ScoreResult> {
+    fn score_one(&self, request: &ScoreRequest, affinity: &Affinity) -> Result<ScoreResult> {
         let k = self.options.top_logprobs;
         let (path, body) = match self.options.score_api {
             ScoreApi::Chat => (
@@ -508,7 +534,7 @@ impl OpenAiBackend {
             }
         };
         let api = self.options.score_api;
-        self.call(path, &body, |reply| {
+        self.call(path, &body, affinity, |reply| {
             let (top, prompt_tokens) = read_top_logprobs(reply, api)?;
             Ok(checked_score(&top, &request.answers, prompt_tokens, k)?)
         })
@@ -517,8 +543,8 @@ impl OpenAiBackend {
 
     /// A generation with the API key taken out of its texts: a server that echoes it into a reply must not
     /// have it stored. (Only the key itself: a model's text is data, so the token patterns are left.)
-    fn generate_one(&self, request: &GenerateRequest) -> Result<Generation> {
-        let mut g = self.generate_raw(request)?;
+    fn generate_one(&self, request: &GenerateRequest, affinity: &Affinity) -> Result<Generation> {
+        let mut g = self.generate_raw(request, affinity)?;
         if let Some(key) = self.api_key.as_deref().filter(|k| k.len() >= 4) {
             for text in std::iter::once(&mut g.text).chain(g.reasoning.as_mut()) {
                 if text.contains(key) {
@@ -529,7 +555,7 @@ impl OpenAiBackend {
         Ok(g)
     }
 
-    fn generate_raw(&self, request: &GenerateRequest) -> Result<Generation> {
+    fn generate_raw(&self, request: &GenerateRequest, affinity: &Affinity) -> Result<Generation> {
         let s = &request.sampling;
         let mut body = json!({
             "model": self.options.served_model,
@@ -547,7 +573,7 @@ impl OpenAiBackend {
         let read = |reply: &Value| read_generation(reply, max_reasoning);
         let Some(schema) = &request.schema else {
             return self
-                .call("/chat/completions", &body, read)
+                .call("/chat/completions", &body, affinity, read)
                 .map_err(|e| self.server_error("generation", e))
                 .map(|g| with_constraint(g, false));
         };
@@ -556,7 +582,7 @@ impl OpenAiBackend {
         {
             body["response_format"] =
                 json!({"type": "json_schema", "json_schema": {"name": "allocation", "schema": schema, "strict": true}});
-            match self.call("/chat/completions", &body, read) {
+            match self.call("/chat/completions", &body, affinity, read) {
                 Ok(g) => return Ok(with_constraint(g, true)),
                 // A server that does not know `json_schema` refuses the request (a 4xx, or llama-cpp-python's
                 // 500 naming `response_format`); ask it the other way.
@@ -570,7 +596,7 @@ impl OpenAiBackend {
             }
         }
         body["response_format"] = json!({"type": "json_object", "schema": schema});
-        self.call("/chat/completions", &body, read)
+        self.call("/chat/completions", &body, affinity, read)
             .map_err(|e| self.server_error("generation", e))
             .map(|g| with_constraint(g, true))
     }
@@ -631,11 +657,17 @@ fn png_data_url(pixels: &image::RgbImage) -> Result<String> {
 
 impl Backend for OpenAiBackend {
     fn score(&mut self, group: &[ScoreRequest]) -> herd_backend::Result<Vec<ScoreResult>> {
-        Ok(self.in_flight(group, |r| self.score_one(r))?)
+        let affinity = Affinity::new();
+        Ok(self.all(group, |r| self.score_one(r, &affinity))?)
     }
 
     fn generate(&mut self, batch: &[GenerateRequest]) -> herd_backend::Result<Vec<Generation>> {
-        Ok(self.in_flight(batch, |r| self.generate_one(r))?)
+        let affinity = Affinity::new();
+        Ok(self.all(batch, |r| self.generate_one(r, &affinity))?)
+    }
+
+    fn shared(&self) -> Option<&dyn SharedBackend> {
+        Some(self)
     }
 
     fn info(&self) -> BackendInfo {

@@ -1,15 +1,17 @@
 //! The conformity study: baseline pools per task, then every trial scored at the answer position.
 
 use crate::baseline::{BaselineRule, filtered_pools};
+use crate::pipeline::{Flow, Stage};
+use crate::progress::Progress;
 use crate::trial::{answers, conformity_facts, score_prompt};
-use crate::{FailureGuard, Result, RunContext, RunnerError, TrialRows};
-use herd_backend::{ConformityFacts, ScoreBound, ScoreRequest, ScoreResult};
+use crate::{FailureGuard, Result, RunContext, RunSummary, RunnerError, TrialRows, TrialSink};
+use herd_backend::{ConformityFacts, ScoreBound, ScoreRequest, ScoreResult, SharedBackend};
 use herd_design::{ConformityExperiment, ConformityTrial, Family, Task, Unit, UnitPlan};
 use herd_prompts::{ConformityPlan, ConformityPrompter, Modality};
 use herd_stimuli::{ImagePools, Stimulus};
 use herd_store::ConformityTrialRow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 fn trial_of(unit: &Unit) -> &ConformityTrial {
     match &unit.plan {
@@ -91,37 +93,33 @@ pub(crate) fn run(run: &mut RunContext<'_, '_>, exp: &ConformityExperiment, unit
         modality,
     };
     let mut guard = FailureGuard::new(run.options.max_consecutive_failures);
-    for batch in batches(pending) {
-        let mut prepared = Vec::with_capacity(batch.len());
-        for unit in &batch {
-            let trial = trial_of(unit);
-            let id = unit.key.id();
-            let pool = &pools[&trial.task];
-            let Some(stimulus) = pool.select(&unit.key, trial) else {
-                let reason =
-                    format!("no {} image with the needed correct answer passed the baseline filter", trial.task);
-                run.summary.skip(reason, &id, false);
-                progress.advance(&unit.key.cell.family, 1);
-                continue;
-            };
-            let plan = prompter.plan(&unit.key, trial, stimulus.correct)?;
-            let (prompt, image) = score_prompt(&prompter, trial, &plan, stimulus, modality)?;
-            let levels = pool.difficulty.len() as u32;
-            let facts = conformity_facts(&id, &plan, stimulus, levels, trial.level.clone());
-            let request = ScoreRequest { image, ..ScoreRequest::new(prompt, answers()) };
-            prepared.push(Prepared { unit, stimulus, plan, request, facts });
-        }
+    let batches = batches(pending);
+    let draw = Draw { pools: &pools, prompter: &prompter, modality };
+    if let Some(backend) = run.respondent.shared() {
+        let mut stage = Pipelined {
+            batches: batches.iter(),
+            draw,
+            labels,
+            sink: &mut *run.sink,
+            summary: &mut *run.summary,
+            progress,
+            guard,
+            stopped: None,
+        };
+        let throughput = crate::pipeline::run(&mut stage, backend, progress)?;
+        let Pipelined { stopped, summary, .. } = stage;
+        crate::record_throughput(summary, &throughput, backend);
+        return stopped.map_or(Ok(()), Err);
+    }
+    for batch in &batches {
+        let prepared = draw.prepare(batch, run.summary, progress)?;
         if prepared.is_empty() {
             continue;
         }
         // Requests that show the same image share the longest prompt prefix: score them together.
-        let mut by_image: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-        for (i, p) in prepared.iter().enumerate() {
-            by_image.entry(p.stimulus.id.as_str()).or_default().push(i);
-        }
         let mut results: Vec<Option<(ScoreResult, f64)>> = vec![None; prepared.len()];
         let mut failure = None;
-        for indices in by_image.values() {
+        for indices in by_image(&prepared).values() {
             let requests: Vec<ScoreRequest> = indices.iter().map(|&i| prepared[i].request.clone()).collect();
             let facts: Vec<ConformityFacts> = indices.iter().map(|&i| prepared[i].facts.clone()).collect();
             let started = Instant::now();
@@ -160,6 +158,160 @@ pub(crate) fn run(run: &mut RunContext<'_, '_>, exp: &ConformityExperiment, unit
         }
     }
     Ok(())
+}
+
+/// The indices of a batch's trials, grouped by the image they show (in image order).
+fn by_image<'p>(prepared: &'p [Prepared<'_>]) -> BTreeMap<&'p str, Vec<usize>> {
+    let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, p) in prepared.iter().enumerate() {
+        groups.entry(p.stimulus.id.as_str()).or_default().push(i);
+    }
+    groups
+}
+
+/// What turns a batch of units into requests: the pools their images come from and the prompter.
+#[derive(Clone, Copy)]
+struct Draw<'d> {
+    pools: &'d BTreeMap<Task, ImagePools>,
+    prompter: &'d ConformityPrompter,
+    modality: Modality,
+}
+
+impl<'d> Draw<'d> {
+    /// The batch's trials ready to score; units without an image that passed the baseline filter are
+    /// recorded as skipped.
+    fn prepare<'a>(&self, batch: &'a [Unit], summary: &mut RunSummary, progress: &Progress) -> Result<Vec<Prepared<'a>>>
+    where
+        'd: 'a,
+    {
+        let mut prepared = Vec::with_capacity(batch.len());
+        for unit in batch {
+            let trial = trial_of(unit);
+            let id = unit.key.id();
+            let pool = &self.pools[&trial.task];
+            let Some(stimulus) = pool.select(&unit.key, trial) else {
+                let reason =
+                    format!("no {} image with the needed correct answer passed the baseline filter", trial.task);
+                summary.skip(reason, &id, false);
+                progress.advance(&unit.key.cell.family, 1);
+                continue;
+            };
+            let plan = self.prompter.plan(&unit.key, trial, stimulus.correct)?;
+            let (prompt, image) = score_prompt(self.prompter, trial, &plan, stimulus, self.modality)?;
+            let levels = pool.difficulty.len() as u32;
+            let facts = conformity_facts(&id, &plan, stimulus, levels, trial.level.clone());
+            let request = ScoreRequest { image, ..ScoreRequest::new(prompt, answers()) };
+            prepared.push(Prepared { unit, stimulus, plan, request, facts });
+        }
+        Ok(prepared)
+    }
+}
+
+/// The conformity study through a shared backend: shard groups drawn as slots free, each trial's unit
+/// stored when its request succeeds and failed alone when it does not.
+struct Pipelined<'a, 'r> {
+    batches: std::slice::Iter<'a, Vec<Unit>>,
+    draw: Draw<'a>,
+    labels: RowLabels<'a>,
+    sink: &'r mut dyn TrialSink,
+    summary: &'r mut RunSummary,
+    progress: &'a Progress,
+    guard: FailureGuard,
+    /// Why the run stopped (failures in a row), once it has.
+    stopped: Option<RunnerError>,
+}
+
+impl<'a> Stage for Pipelined<'a, '_> {
+    type Batch = Vec<Prepared<'a>>;
+    type Output = ScoreResult;
+
+    fn next(&mut self) -> Result<Option<Self::Batch>> {
+        for batch in self.batches.by_ref() {
+            let prepared = self.draw.prepare(batch, self.summary, self.progress)?;
+            if !prepared.is_empty() {
+                return Ok(Some(prepared));
+            }
+        }
+        Ok(None)
+    }
+
+    fn requests(batch: &Self::Batch) -> usize {
+        batch.len()
+    }
+
+    fn send(backend: &dyn SharedBackend, batch: &Self::Batch) -> Vec<herd_backend::Result<ScoreResult>> {
+        // One call per image (its trials share the prompt's start, so the backend keeps them on one
+        // server), the images of a batch at once.
+        let groups: Vec<Vec<usize>> = by_image(batch).into_values().collect();
+        let score = |indices: &Vec<usize>| {
+            let requests: Vec<ScoreRequest> = indices.iter().map(|&i| batch[i].request.clone()).collect();
+            backend.score_each(&requests)
+        };
+        let per_group: Vec<Vec<herd_backend::Result<ScoreResult>>> = if groups.len() == 1 {
+            vec![score(&groups[0])]
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = groups.iter().map(|g| scope.spawn(|| score(g))).collect();
+                handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+            })
+        };
+        let mut results: Vec<Option<herd_backend::Result<ScoreResult>>> = batch.iter().map(|_| None).collect();
+        for (indices, group) in groups.iter().zip(per_group) {
+            for (&i, result) in indices.iter().zip(group) {
+                results[i] = Some(result);
+            }
+        }
+        results.into_iter().map(|r| r.unwrap_or_else(|| Err(crate::pipeline::no_result()))).collect()
+    }
+
+    fn tokens(output: &ScoreResult) -> usize {
+        output.prompt_tokens + 1
+    }
+
+    fn commit(
+        &mut self,
+        batch: Self::Batch,
+        results: Vec<herd_backend::Result<ScoreResult>>,
+        elapsed: Duration,
+    ) -> Result<Flow> {
+        let latency = elapsed.as_secs_f64() / batch.len().max(1) as f64;
+        let (mut stored, mut rows, mut failed, mut failure) = (Vec::new(), Vec::new(), Vec::new(), None);
+        let mut results = results.into_iter();
+        for p in &batch {
+            match results.next().unwrap_or_else(|| Err(crate::pipeline::no_result())) {
+                Ok(score) => {
+                    rows.push(trial_row(p, &score, latency, &self.labels)?);
+                    stored.push(p.unit.key.id());
+                }
+                Err(error) => {
+                    failed.push(p.unit.key.id());
+                    failure.get_or_insert(error);
+                }
+            }
+            self.progress.advance(&p.unit.key.cell.family, 1);
+        }
+        if !stored.is_empty() {
+            let n = stored.len() as u64;
+            self.sink.store(stored, TrialRows { conformity: rows, ..TrialRows::default() })?;
+            self.summary.units_run += n;
+        }
+        let Some(error) = failure else {
+            self.guard.success();
+            return Ok(Flow::Go);
+        };
+        if self.stopped.is_some() {
+            // Batches that were in flight when the run stopped: their failures are listed, nothing more.
+            self.summary.failed.extend(failed);
+            return Ok(Flow::Stop);
+        }
+        match self.guard.record(&failed, error, self.summary) {
+            Ok(()) => Ok(Flow::Go),
+            Err(stop) => {
+                self.stopped = Some(stop);
+                Ok(Flow::Stop)
+            }
+        }
+    }
 }
 
 fn trial_row(

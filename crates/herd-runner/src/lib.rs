@@ -13,6 +13,11 @@
 //! stored whole or not at all, and its composition never depends on what is already stored, so a resumed
 //! or sharded run computes exactly what an uninterrupted one does.
 //!
+//! A backend that takes many calls at once (`Backend::shared`: the openai backend's servers) gets many
+//! batches in flight (the `pipeline` module): the plan is drawn as its slots free, each batch is committed
+//! as it completes, in any order, and a failed request fails its own unit only. Local and simulated
+//! backends keep one batch in flight, as before.
+//!
 //! ```no_run
 //! use herd_backend::{SimAgent, SimParams};
 //! use herd_runner::{MemorySink, Respondent, RunOptions, run_experiment};
@@ -30,12 +35,13 @@ mod conformity;
 mod error;
 mod inputs;
 mod minimal_group;
+mod pipeline;
 mod progress;
 mod respondent;
 mod session;
 mod trial;
 
-use herd_backend::BackendError;
+use herd_backend::{BackendError, SharedBackend};
 use herd_design::{Experiment, ExperimentFile, Shard, Unit, UnitPlan, expand};
 use herd_prompts::Modality;
 use herd_store::{
@@ -346,6 +352,12 @@ pub(crate) fn all_results<T>(requested: usize, results: herd_backend::Result<Vec
         return Err(BackendError::Incomplete { requested, returned: results.len() });
     }
     Ok(results)
+}
+
+/// A pipelined session's throughput and what each endpoint reached, for the run manifest.
+fn record_throughput(summary: &mut RunSummary, throughput: &pipeline::Throughput, backend: &dyn SharedBackend) {
+    summary.notes.insert("throughput".into(), serde_json::to_value(throughput).unwrap_or_default());
+    summary.notes.insert("endpoints".into(), serde_json::to_value(backend.load().endpoints).unwrap_or_default());
 }
 
 /// A u64 seed from a stream key (sampling seeds for the backend).

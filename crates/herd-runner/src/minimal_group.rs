@@ -1,15 +1,17 @@
 //! The minimal-group study: each society pass is one generation batch of its 20 deciders.
 
-use crate::{FailureGuard, Result, RunContext, RunOptions, TrialRows, seed_of};
+use crate::pipeline::{Flow, Stage};
+use crate::progress::Progress;
+use crate::{FailureGuard, Result, RunContext, RunOptions, RunSummary, RunnerError, TrialRows, TrialSink, seed_of};
 use herd_backend::{
-    AllocationFacts, EffectiveSampling, GenerateRequest, Generation, SamplingOverrides, allocation_schema,
-    resolve_sampling,
+    AllocationFacts, EffectiveSampling, GenerateRequest, Generation, SamplingOverrides, SharedBackend,
+    allocation_schema, resolve_sampling,
 };
 use herd_design::{Labels, MinimalGroupExperiment, SocietyRun, Unit, UnitPlan};
 use herd_parse::{ParseStatus, Roster, parse_allocation, strip_reasoning};
 use herd_prompts::{AllocationBank, AllocationPrompt, GroupNames, Society, allocation_prompts, draw_society};
 use herd_store::{AllocationDeciderRow, AllocationDyadRow};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 fn society_of(unit: &Unit) -> &SocietyRun {
     match &unit.plan {
@@ -42,6 +44,31 @@ pub(crate) fn run(ctx: &mut RunContext<'_, '_>, exp: &MinimalGroupExperiment, un
     let mut guard = FailureGuard::new(options.max_consecutive_failures);
     let pool = f64::from(exp.society.pool);
     let (mut parsed, mut filled) = (0u64, 0u64);
+    if let Some(backend) = ctx.respondent.shared() {
+        let mut stage = Pipelined {
+            pending: pending.iter(),
+            exp,
+            bank: &bank,
+            names: &names,
+            options,
+            run_id: &run_id,
+            model: &info.model,
+            backend: &info.backend,
+            pool,
+            sink: &mut *ctx.sink,
+            summary: &mut *ctx.summary,
+            progress,
+            guard,
+            stopped: None,
+            parsed: 0,
+            filled: 0,
+        };
+        let throughput = crate::pipeline::run(&mut stage, backend, progress)?;
+        let Pipelined { stopped, summary, parsed, filled, .. } = stage;
+        crate::record_throughput(summary, &throughput, backend);
+        note_parse_rate(summary, parsed, filled);
+        return stopped.map_or(Ok(()), Err);
+    }
     for unit in &pending {
         let run = society_of(unit);
         let id = unit.key.id();
@@ -83,13 +110,127 @@ pub(crate) fn run(ctx: &mut RunContext<'_, '_>, exp: &MinimalGroupExperiment, un
         ctx.summary.units_run += 1;
         progress.advance("allocation", 1);
     }
+    note_parse_rate(ctx.summary, parsed, filled);
+    Ok(())
+}
+
+fn note_parse_rate(summary: &mut RunSummary, parsed: u64, filled: u64) {
     if parsed > 0 {
-        ctx.summary.notes.insert(
+        summary.notes.insert(
             "allocation/parse".into(),
             serde_json::json!({"deciders": parsed, "filled": filled, "fill_rate": filled as f64 / parsed as f64}),
         );
     }
-    Ok(())
+}
+
+/// One society pass ready to send: its deciders' prompts and requests.
+struct Pass<'a> {
+    unit: &'a Unit,
+    society: Society,
+    prompts: Vec<AllocationPrompt>,
+    requests: Vec<GenerateRequest>,
+}
+
+/// The minimal-group study through a shared backend: society passes drawn as slots free, each stored
+/// when all its deciders are answered, failed (alone) when one is not.
+struct Pipelined<'a, 'r> {
+    pending: std::slice::Iter<'a, Unit>,
+    exp: &'a MinimalGroupExperiment,
+    bank: &'a AllocationBank,
+    names: &'a GroupNames,
+    options: &'a RunOptions,
+    run_id: &'a str,
+    model: &'a str,
+    backend: &'a str,
+    pool: f64,
+    sink: &'r mut dyn TrialSink,
+    summary: &'r mut RunSummary,
+    progress: &'a Progress,
+    guard: FailureGuard,
+    stopped: Option<RunnerError>,
+    parsed: u64,
+    filled: u64,
+}
+
+impl<'a> Stage for Pipelined<'a, '_> {
+    type Batch = Pass<'a>;
+    type Output = Generation;
+
+    fn next(&mut self) -> Result<Option<Pass<'a>>> {
+        for unit in self.pending.by_ref() {
+            let run = society_of(unit);
+            if let Some(reason) = self.options.skipped_by_design(unit) {
+                self.summary.skip(reason, &unit.key.id(), true);
+                self.progress.advance("allocation", 1);
+                continue;
+            }
+            let society = draw_society(self.exp, &unit.key, run, self.names);
+            let prompts = allocation_prompts(self.exp, self.bank, &society, &unit.key, run)?;
+            let requests = prompts.iter().map(|p| request(self.exp, unit, run, p, self.options).0).collect();
+            return Ok(Some(Pass { unit, society, prompts, requests }));
+        }
+        Ok(None)
+    }
+
+    fn requests(pass: &Pass<'a>) -> usize {
+        pass.requests.len()
+    }
+
+    fn send(backend: &dyn SharedBackend, pass: &Pass<'a>) -> Vec<herd_backend::Result<Generation>> {
+        backend.generate_each(&pass.requests)
+    }
+
+    fn tokens(output: &Generation) -> usize {
+        output.prompt_tokens + output.completion_tokens
+    }
+
+    fn commit(
+        &mut self,
+        pass: Pass<'a>,
+        results: Vec<herd_backend::Result<Generation>>,
+        elapsed: Duration,
+    ) -> Result<Flow> {
+        let id = pass.unit.key.id();
+        self.progress.advance("allocation", 1);
+        let generations = crate::all_results(pass.requests.len(), results.into_iter().collect());
+        let generations = match generations {
+            Ok(g) => g,
+            Err(error) if self.stopped.is_some() => {
+                drop(error);
+                self.summary.failed.push(id);
+                return Ok(Flow::Stop);
+            }
+            Err(error) => {
+                return match self.guard.record(std::slice::from_ref(&id), error, self.summary) {
+                    Ok(()) => Ok(Flow::Go),
+                    Err(stop) => {
+                        self.stopped = Some(stop);
+                        Ok(Flow::Stop)
+                    }
+                };
+            }
+        };
+        self.guard.success();
+        let latency = elapsed.as_secs_f64() / pass.requests.len().max(1) as f64;
+        let run = society_of(pass.unit);
+        let labels = PassLabels {
+            run_id: self.run_id,
+            unit_id: id.clone(),
+            experiment: &self.exp.experiment.name,
+            model: self.model,
+            backend: self.backend,
+            run,
+        };
+        let mut rows = TrialRows::default();
+        for (prompt, generation) in pass.prompts.iter().zip(&generations) {
+            let was_filled = decider_rows(&labels, &pass.society, prompt, generation, self.pool, latency, &mut rows);
+            self.parsed += 1;
+            self.filled += u64::from(was_filled);
+        }
+        self.sink.store(vec![id], rows)?;
+        self.summary.units_run += 1;
+        Ok(if self.stopped.is_some() { Flow::Stop } else { Flow::Go })
+    }
 }
 
 /// The sampling knobs of this experiment with this model, as HF `generate` would take them: the

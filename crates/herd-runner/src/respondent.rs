@@ -4,7 +4,7 @@
 
 use herd_backend::{
     AllocationFacts, Backend, BackendInfo, ConformityFacts, GenerateRequest, Generation, ScoreRequest, ScoreResult,
-    SimBackend,
+    SharedBackend, SimBackend,
 };
 
 /// The model or agent a run asks.
@@ -20,6 +20,14 @@ impl Respondent<'_> {
         match self {
             Respondent::Model(backend) => backend.info(),
             Respondent::Sim(agent) => agent.info(),
+        }
+    }
+
+    /// The model as a backend many batches may be in flight through at once, if it is one.
+    pub(crate) fn shared(&self) -> Option<&dyn SharedBackend> {
+        match self {
+            Respondent::Model(backend) => backend.shared(),
+            Respondent::Sim(_) => None,
         }
     }
 

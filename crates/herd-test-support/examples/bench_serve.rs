@@ -1,0 +1,179 @@
+//! `cargo xtask bench serve`: herd's share of the ceiling of servers of known capacity.
+//!
+//! Starts capacity servers on loopback (`herd_test_support::capacity_server`: a slot per request held for
+//! a fixed latency, requests beyond capacity queue), runs both studies' full designs through
+//! `herd run --backend openai` at default settings for a bounded number of units (`--limit`), on 1 and on 4
+//! endpoints, and prints requests/s, the share of the servers' ceiling (endpoints × capacity ÷ latency)
+//! and the concurrency each endpoint reached. Usage: bench_serve HERD [--scale F] (F scales the units run;
+//! 1 by default).
+
+use herd_test_support::capacity_server::{Capacity, CapacityServer};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+struct Case {
+    study: &'static str,
+    experiment: &'static str,
+    /// A registry model with the modes the design needs: Qwen3-8B runs both reasoning modes of the
+    /// minimal-group design; SmolLM2 has no conformity baseline filter (a capacity server's fixed answers
+    /// pass no filter), so the trials are scored at once.
+    model: &'static str,
+    endpoints: usize,
+    capacity: usize,
+    latency: Duration,
+    units: usize,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(herd) = args.first().map(PathBuf::from) else {
+        eprintln!("usage: bench_serve HERD [--scale F]  (HERD: the herd binary, e.g. target/release/herd)");
+        std::process::exit(2);
+    };
+    let scale: f64 = match args.iter().position(|a| a == "--scale") {
+        Some(i) => match args.get(i + 1).and_then(|v| v.parse().ok()).filter(|s: &f64| *s > 0.0 && s.is_finite()) {
+            Some(s) => s,
+            None => {
+                eprintln!("--scale needs a positive number (1 runs the default units)");
+                std::process::exit(2);
+            }
+        },
+        None => 1.0,
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mg = "data/experiments/minimal-group.toml";
+    let conformity = "data/experiments/conformity.toml";
+    let second = Duration::from_secs(1);
+    let ms50 = Duration::from_millis(50);
+    // About 40–60 s each at the ceiling: long enough that ramping up each endpoint's concurrency (a few
+    // round trips) is a small part of the run.
+    let cases = [
+        Case {
+            study: "minimal groups",
+            experiment: mg,
+            model: "qwen3-8b",
+            endpoints: 1,
+            capacity: 128,
+            latency: second,
+            units: 360,
+        },
+        Case {
+            study: "minimal groups",
+            experiment: mg,
+            model: "qwen3-8b",
+            endpoints: 4,
+            capacity: 128,
+            latency: second,
+            units: 1080,
+        },
+        Case {
+            study: "conformity",
+            experiment: conformity,
+            model: "smollm2-135m",
+            endpoints: 1,
+            capacity: 32,
+            latency: ms50,
+            units: 20_000,
+        },
+        Case {
+            study: "conformity",
+            experiment: conformity,
+            model: "smollm2-135m",
+            endpoints: 4,
+            capacity: 32,
+            latency: ms50,
+            units: 40_000,
+        },
+    ];
+    let cpu = cpu_name();
+    println!("herd run --backend openai at default settings against loopback capacity servers, on {cpu}");
+    println!(
+        "{:<15} {:>9} {:>9} {:>7} {:>10} {:>10} {:>9} {:>8}  per endpoint: peak in flight / limit reached",
+        "study", "endpoints", "capacity", "latency", "units", "requests/s", "ceiling", "share"
+    );
+    let out = tempfile_dir();
+    for (i, case) in cases.iter().enumerate() {
+        let units = ((case.units as f64 * scale).round() as usize).max(1);
+        let servers: Vec<CapacityServer> = (0..case.endpoints)
+            .map(|_| CapacityServer::start(Capacity::new(case.capacity, case.latency, case.latency)))
+            .collect();
+        let run_dir = out.join(format!("run-{i}"));
+        let mut command = Command::new(&herd);
+        command.current_dir(&root).args([
+            "run",
+            "--backend",
+            "openai",
+            "--model",
+            case.model,
+            "--experiment",
+            case.experiment,
+            "--out",
+            run_dir.to_str().expect("UTF-8 temp path"),
+            "--limit",
+            &units.to_string(),
+            "--quiet",
+            "--no-quick-look",
+        ]);
+        for server in &servers {
+            command.args(["--endpoint", &server.url()]);
+        }
+        let started = Instant::now();
+        let output = command.output().unwrap_or_else(|e| panic!("starting {}: {e}", herd.display()));
+        let wall = started.elapsed().as_secs_f64();
+        if !output.status.success() {
+            eprintln!("herd run failed:\n{}", String::from_utf8_lossy(&output.stderr));
+            std::process::exit(1);
+        }
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run_dir.join("manifest.json")).expect("manifest.json"))
+                .expect("manifest JSON");
+        let throughput = &manifest["notes"]["throughput"];
+        let rate = throughput["requests_per_s"].as_f64().unwrap_or(0.0);
+        let answered: usize = servers.iter().map(|s| s.stats.answered.load(Ordering::Relaxed)).sum();
+        let ceiling = case.endpoints as f64 * case.capacity as f64 / case.latency.as_secs_f64();
+        let endpoints: Vec<String> = manifest["notes"]["endpoints"]
+            .as_array()
+            .map(|e| e.iter().map(|e| format!("{}/{}", e["peak_in_flight"], e["peak_limit"])).collect())
+            .unwrap_or_default();
+        println!(
+            "{:<15} {:>9} {:>9} {:>6}ms {:>10} {:>10.0} {:>9.0} {:>7.1}%  {}",
+            case.study,
+            case.endpoints,
+            case.capacity,
+            case.latency.as_millis(),
+            units,
+            rate,
+            ceiling,
+            100.0 * rate / ceiling,
+            endpoints.join(" ")
+        );
+        println!(
+            "{:<15} wall {wall:.1} s for {answered} answered requests (herd's start and commit included): {:.1}% of the ceiling",
+            "",
+            100.0 * answered as f64 / wall / ceiling
+        );
+        let _ = std::fs::remove_dir_all(&run_dir);
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A fresh folder under the system's temporary folder for the runs.
+fn tempfile_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("herd-bench-serve-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temporary folder");
+    dir
+}
+
+/// The CPU's model name and the cores this process may use (herd and the servers share them).
+fn cpu_name() -> String {
+    let name = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_else(|| "an unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{name}, {cores} cores")
+}
