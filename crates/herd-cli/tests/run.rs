@@ -277,7 +277,11 @@ fn a_run_stopped_by_failures_lists_its_failed_units_in_the_manifest() {
     );
     assert!(stderr.contains("127.0.0.1:9"), "{stderr}");
     let manifest = herd_store::read_run_manifest(&out).unwrap();
-    assert_eq!(manifest.failed.len(), 5, "{:?}", manifest.failed);
+    // Five failures in a row stop the run; with several societies in flight at once, the ones already sent
+    // fail too and are listed with them (each once).
+    let failed: std::collections::BTreeSet<&String> = manifest.failed.iter().collect();
+    assert!(manifest.failed.len() >= 5 && failed.len() == manifest.failed.len(), "{:?}", manifest.failed);
+    assert_eq!(manifest.units_stored, 0, "nothing answered, so nothing is stored");
     assert!(manifest.sessions.last().unwrap().status.starts_with("failed"), "{:?}", manifest.sessions);
     // A server gets only what the experiment sets (and SmolLM2's registry entry sets nothing); the rest is
     // left to it, and the manifest says so.
