@@ -129,43 +129,16 @@ pub fn society_size(dyads: &DyadTable) -> Option<usize> {
     society_sizes(dyads).get(&(&first.design, first.labels, first.m, first.seed)).copied()
 }
 
-/// The taken rows' deciders per (model, reasoning, labels), society by society.
+/// The taken rows' deciders per (model, reasoning, labels), society by society: the per-decider outcomes
+/// of [`super::decider_outcomes`], whose order (design, then decider, within a society) each society keeps.
 fn deciders(dyads: &DyadTable, take: &impl Fn(&DesignKey) -> bool) -> BTreeMap<Group, Societies> {
-    #[derive(Default)]
-    struct Tally {
-        minority: bool,
-        in_sum: f64,
-        n_in: usize,
-        out_sum: f64,
-        n_out: usize,
-    }
-    // (model, reasoning, labels, m, seed, design, decider) → tally; the design keeps passes and
-    // instruments apart, so each decider counts once per pass.
-    type Key<'a> = (Option<String>, Option<String>, Labels, u32, i64, &'a DesignKey, i64);
-    let mut tallies: BTreeMap<Key<'_>, Tally> = BTreeMap::new();
-    for d in dyads.rows.iter().filter(|d| take(&d.design)) {
-        let key =
-            (d.design.0[MODEL].clone(), d.design.0[REASONING].clone(), d.labels, d.m, d.seed, &d.design, d.decider);
-        let t = tallies.entry(key).or_default();
-        t.minority = d.minority_decider;
-        if d.same_group {
-            t.in_sum += d.points;
-            t.n_in += 1;
-        } else {
-            t.out_sum += d.points;
-            t.n_out += 1;
-        }
-    }
     let mut out: BTreeMap<Group, Societies> = BTreeMap::new();
-    for ((model, reasoning, labels, m, seed, _, _), t) in tallies {
-        if t.n_in == 0 || t.n_out == 0 {
-            continue;
-        }
-        let total = t.in_sum + t.out_sum;
-        out.entry((model, reasoning, labels)).or_default().entry((m, seed)).or_default().push(Decider {
-            minority: t.minority,
-            favouritism: t.in_sum / t.n_in as f64 - t.out_sum / t.n_out as f64,
-            excess_share: t.in_sum / total - t.n_in as f64 / (t.n_in + t.n_out) as f64,
+    for o in super::decider_outcomes(dyads).into_iter().filter(|o| take(&o.design)) {
+        let group = (o.design.0[MODEL].clone(), o.design.0[REASONING].clone(), o.labels);
+        out.entry(group).or_default().entry((o.m, o.seed)).or_default().push(Decider {
+            minority: o.minority,
+            favouritism: o.favouritism,
+            excess_share: o.excess_share,
         });
     }
     out
