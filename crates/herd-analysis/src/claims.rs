@@ -10,8 +10,10 @@
 mod conformity;
 mod conformity_claims;
 mod evidence;
+mod families;
 mod minimal_group;
 mod minimal_group_claims;
+mod minimal_group_population;
 mod population;
 mod societies;
 
@@ -285,7 +287,11 @@ fn measure_of(id: &str) -> Option<Measure> {
 /// followed by the same row read with the other measure, so both are in the table.
 fn outcome(headline: &PaperHeadline, measure: Measure, results: &Results) -> Option<Outcome> {
     match measure {
-        Measure::MinimalGroup(f) => f(headline, results),
+        Measure::MinimalGroup(f) => {
+            let mut outcome = f(headline, results)?;
+            minimal_group_population::mark(&mut outcome, results);
+            Some(outcome)
+        }
         Measure::Conformity(f) => {
             let lead = results.conformity.as_ref()?.measure;
             let mut outcome = f(headline, results, lead)?;
@@ -327,12 +333,16 @@ fn why_absent(headline: &PaperHeadline, results: &Results) -> String {
 
 /// Every headline of the papers with this run's number and verdict.
 pub fn compare_headlines(results: &Results) -> Result<Vec<HeadlineComparison>, AnalysisError> {
-    Ok(paper_headlines()?
+    let mut comparisons: Vec<HeadlineComparison> = paper_headlines()?
         .into_iter()
         .map(|headline| {
             let outcome = measure_of(&headline.id)
                 .and_then(|measure| outcome(&headline, measure, results))
-                .filter(|o| !o.rows.is_empty());
+                .filter(|o| !o.rows.is_empty())
+                .map(|mut o| {
+                    families::judge_null_family(&mut o.rows);
+                    o
+                });
             let (this_run, verdict, basis, number, undefined) = match outcome {
                 Some(o) => {
                     let (verdict, basis) = combine(&o.rows, o.combine);
@@ -347,7 +357,9 @@ pub fn compare_headlines(results: &Results) -> Result<Vec<HeadlineComparison>, A
             };
             HeadlineComparison { headline, this_run, verdict, basis, number, undefined }
         })
-        .collect())
+        .collect();
+    families::presuppose(&mut comparisons);
+    Ok(comparisons)
 }
 
 #[cfg(test)]

@@ -9,9 +9,8 @@ use std::path::PathBuf;
 
 use herd_analysis::{
     ColumnValues, ConformityOptions, ConformityResults, ConformityTable, ConformityTrial, DesignKey, Dyad, DyadTable,
-    HeadlineComparison, Labels, MinimalGroupOptions, MinimalGroupResults, MinimalGroupTables, PWrong, Provenance,
-    ResultTable, Results, Verdict, analyze_conformity, analyze_minimal_group, compare_headlines, group_size_rises,
-    load_results,
+    HeadlineComparison, Labels, MinimalGroupOptions, MinimalGroupResults, PWrong, Provenance, ResultTable, Results,
+    Verdict, analyze_conformity, analyze_minimal_group, compare_headlines, group_size_rises, load_results,
 };
 use herd_report::write_report;
 
@@ -241,115 +240,23 @@ fn floats(v: &[Option<f64>]) -> ColumnValues {
     ColumnValues::Float(v.to_vec())
 }
 
-fn one_society() -> DyadTable {
-    let rows = (1..=20_i64)
-        .flat_map(|decider| {
-            (1..=20_i64).filter(move |&t| t != decider).map(move |target| Dyad {
-                design: DesignKey::default(),
-                labels: Labels::Hidden,
-                m: 5,
-                seed: 0,
-                decider,
-                target,
-                minority_decider: decider <= 5,
-                minority_target: target <= 5,
-                same_group: (decider <= 5) == (target <= 5),
-                points: 100.0 / 19.0,
-                target_position: None,
-                filled: None,
-                target_group: None,
-            })
-        })
-        .collect();
-    DyadTable::new("test", rows).unwrap()
-}
-
-/// Hidden cells m = 3, 5, 10 with the given (n seeds, raw p, GEE z) each.
-fn hidden_cells(cells: [(i64, Option<f64>, Option<f64>); 3]) -> Results {
-    let ms = [3_i64, 5, 10];
-    let seed_tests = table(
-        "seed_tests",
-        vec![
-            ("labels", texts(&["hidden"; 3])),
-            ("m", ColumnValues::Integer(ms.iter().map(|&m| Some(m)).collect())),
-            ("deciders", texts(&["all"; 3])),
-            ("measure", texts(&["favouritism"; 3])),
-            ("n_seeds", ColumnValues::Integer(cells.iter().map(|c| Some(c.0)).collect())),
-            ("mean", floats(&[Some(0.01), Some(-0.02), Some(0.0)])),
-            ("wilcoxon_p", floats(&cells.map(|c| c.1))),
-        ],
-    );
-    let gee = table(
-        "gee",
-        vec![
-            ("labels", texts(&["hidden"; 3])),
-            ("m", texts(&["3", "5", "10"])),
-            ("formula", texts(&["points ~ same_group"; 3])),
-            ("term", texts(&["same_group"; 3])),
-            ("coef", floats(&[Some(0.01); 3])),
-            ("z", floats(&cells.map(|c| c.2))),
-        ],
-    );
-    let tables = MinimalGroupTables { seed_tests, gee, bootstrap: empty("bootstrap"), robustness: empty("robustness") };
-    Results {
-        source: PathBuf::from("test"),
-        conformity: None,
-        minimal_group: Some(MinimalGroupResults {
-            runs: Vec::new(),
-            dyads: one_society(),
-            tables,
-            quality: empty("quality"),
-            analysis: Provenance::default(),
-        }),
-        empty_runs: Vec::new(),
-        plain_tables: Vec::new(),
-    }
-}
-
 #[test]
-fn the_hidden_floor_is_the_papers_rule() {
-    let verdict = |cells| {
-        let all = compare_headlines(&hidden_cells(cells)).unwrap();
-        let h = headline(&all, "hidden_floor").clone();
-        (h.verdict, h.basis, h.this_run)
-    };
-    // Raw p > 0.13 and |z| < 1.5 everywhere, on 30 seeds: the floor holds (p = 0.14 is not significant at
-    // 0.13 even though BH or "p ≥ 0.05" would say the same of p = 0.06).
-    let (v, basis, text) =
-        verdict([(30, Some(0.14), Some(1.4)), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]);
-    assert_eq!(v, Verdict::Replicates, "{basis}");
-    assert!(text.contains("Wilcoxon signed-rank and GEE z, 30 seeds, p = 0.140"), "{text}");
-    // p = 0.06 passes "p ≥ 0.05" but not the paper's floor.
-    let (v, basis, _) = verdict([(30, Some(0.06), Some(0.2)), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]);
-    assert_eq!(v, Verdict::DoesNotReplicate);
-    assert!(basis.contains("m = 3: p = 0.060"), "{basis}");
-    // |z| = 1.5 fails.
-    assert_eq!(
-        verdict([(30, Some(0.5), Some(-1.5)), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]).0,
-        Verdict::DoesNotReplicate
-    );
-    // An undefined z or p in any cell: inconclusive, never a pass.
-    let (v, basis, _) = verdict([(30, Some(0.5), None), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]);
-    assert_eq!(v, Verdict::Inconclusive);
-    assert!(basis.contains("undefined"), "{basis}");
-    assert_eq!(
-        verdict([(30, Some(0.5), Some(0.1)), (30, Some(f64::NAN), Some(-0.3)), (30, Some(0.5), Some(0.9))]).0,
-        Verdict::Inconclusive
-    );
-    // Three seeds cannot give p ≤ 0.13 (smallest 0.25): the floor cannot fail, so it cannot pass either.
-    let (v, basis, _) = verdict([(3, Some(0.5), Some(0.1)), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]);
-    assert_eq!(v, Verdict::Inconclusive);
-    assert!(basis.contains("with 3 seeds the smallest attainable p is 0.250"), "{basis}");
-    // Three seeds decide nothing even when the GEE z of a lone cluster explodes.
-    assert_eq!(
-        verdict([(3, Some(1.0), Some(1e15)), (30, Some(0.8), Some(-0.3)), (30, Some(0.5), Some(0.9))]).0,
-        Verdict::Inconclusive
-    );
-    // A defined violation decides even beside an undefined cell.
-    assert_eq!(
-        verdict([(30, Some(0.01), Some(3.0)), (30, None, Some(-0.3)), (30, Some(0.5), Some(0.9))]).0,
-        Verdict::DoesNotReplicate
-    );
+fn the_hidden_floor_is_an_equivalence_per_model() {
+    let floor =
+        |seeds, bias| headline(&compare_headlines(&societies_with(seeds, bias)).unwrap(), "hidden_floor").clone();
+    // Group-blind deciders on 30 societies: the 90% t-interval lies within ±0.21 points/target.
+    let h = floor(30, 0.0);
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.basis.contains("two one-sided t-tests against the margin"), "{}", h.basis);
+    assert!(h.this_run.contains("points/target (m = 5, p = "), "{}", h.this_run);
+    // Hidden-label favouritism well beyond the margin: the 95% interval lies wholly beyond it.
+    let h = floor(30, 1.0);
+    assert_eq!(h.verdict, Verdict::DoesNotReplicate, "{h:?}");
+    assert!(h.basis.contains("lies beyond ±0.210: an effect larger than the margin"), "{}", h.basis);
+    // Three societies: an interval too wide to rule the margin in or out.
+    let h = floor(3, 0.0);
+    assert_eq!(h.verdict, Verdict::Inconclusive, "{h:?}");
+    assert!(h.basis.contains("still reaches ±0.210"), "{}", h.basis);
 }
 
 /// Societies of 20 with a minority of 5: visible-label minority deciders favour their group strongly
@@ -580,9 +487,9 @@ fn per_model_claims_are_judged_per_model_on_the_base_instrument() {
     let h = headline(&all, "favouritism_visible");
     assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
     // The estimand is stated, per model, with the seed-level test beside it, on 24 societies (3 m × 8).
-    assert!(h.this_run.starts_with("Per model: the dyad-level GEE same_group coefficient"), "{}", h.this_run);
+    assert!(h.this_run.starts_with("Per model: mean favouritism (mean to same-group minus"), "{}", h.this_run);
     assert!(h.this_run.contains("the base instrument") && h.this_run.contains("both swap passes"), "{}", h.this_run);
-    assert!(h.this_run.contains("a: GEE same_group +"), "{}", h.this_run);
+    assert!(h.this_run.contains(" points/target; GEE same_group +"), "{}", h.this_run);
     assert!(h.this_run.contains("Wilcoxon signed-rank over societies, 24 societies, p = 1.2e-7"), "{}", h.this_run);
     // A GEE on 24 clusters prints no normal-theory p.
     assert!(!h.this_run.contains("GEE robust z"), "{}", h.this_run);
@@ -594,9 +501,7 @@ fn per_model_claims_are_judged_per_model_on_the_base_instrument() {
     let paraphrase = headline(&all, "hidden_floor_paraphrase");
     assert_eq!(paraphrase.verdict, Verdict::Replicates, "{paraphrase:?}");
     assert!(
-        paraphrase.basis.starts_with(
-            "b · paraphrase: the base floor holds and the paraphrase floor fails (b · paraphrase · both · m = 3: p = "
-        ),
+        paraphrase.basis.starts_with("b · paraphrase: the base floor holds and the paraphrase breaks it: "),
         "{}",
         paraphrase.basis
     );
@@ -744,6 +649,21 @@ fn tasks_alike_holds_for_overlapping_curves_and_fails_for_a_task_far_apart() {
     let h = headline(&all, "tasks_alike");
     assert_eq!(h.verdict, Verdict::DoesNotReplicate, "{h:?}");
     assert!(h.basis.contains("a significant effect"), "{}", h.basis);
+
+    // Flat curves (no rise with N) alike in every task: the claim compares rising curves, so with
+    // none in the run it says nothing, and says which effect is missing.
+    let flat =
+        family_trials("group_size", &[""], &["lines", "color", "dots"], &[0, 5, 10], |_, _, _, s| 0.05 + wobble(s));
+    let all = compare_headlines(&conformity_results(flat)).unwrap();
+    assert_ne!(headline(&all, "group_size_rise").verdict, Verdict::Replicates);
+    let h = headline(&all, "tasks_alike");
+    assert_eq!(h.verdict, Verdict::Inconclusive, "{h:?}");
+    assert_eq!(h.verdict_text(), "inconclusive: presupposes conformity rising with the wrong replies, missing here");
+    assert!(
+        h.basis.starts_with("presupposes conformity rising with the wrong replies (`group_size_rise`: "),
+        "{}",
+        h.basis
+    );
 
     // One task: nothing to compare, not in the run.
     let one = family_trials("group_size", &[""], &["lines"], &[0, 10], |_, _, n, s| rise(n) + wobble(s));
@@ -927,27 +847,36 @@ fn the_gap_closes_at_equal_groups_and_excess_share_confirms_it() {
 
 #[test]
 fn one_models_majority_reversal_at_the_smallest_m_replicates() {
-    // `r1`'s majority deciders at m = 3 give the small out-group more (the paper's
-    // R1-Distill-Llama-8B); `q` favours everywhere.
+    // The paper's exception model's majority deciders at m = 3 give the small out-group more (its
+    // R1-Distill-Llama-8B, matched within the model id); `q` favours everywhere.
+    const R1: &str = "deepseek-r1-distill-llama-8b";
     let reversal = |model: &str, _: &str, m: i64, minority: bool| match (model, m, minority) {
-        ("r1", 3, false) => -0.3,
+        (R1, 3, false) => -0.3,
         (_, _, true) => 1.5,
         _ => 0.4,
     };
-    let all = compare_headlines(&planted(&[("q", "on"), ("r1", "on")], &[3, 4], 8, reversal, false)).unwrap();
+    let all = compare_headlines(&planted(&[("q", "on"), (R1, "on")], &[3, 4], 8, reversal, false)).unwrap();
     let h = headline(&all, "majority_reversal");
     assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
-    assert!(h.basis.starts_with("r1: points/target: p < 0.05 in the paper's direction"), "{}", h.basis);
-    assert!(h.this_run.contains("r1: majority deciders at m = 3: -"), "{}", h.this_run);
+    assert!(h.basis.starts_with(&format!("{R1}: points/target: p < 0.05 in the paper's direction")), "{}", h.basis);
+    assert!(h.this_run.contains(&format!("{R1}: majority deciders at m = 3: -")), "{}", h.this_run);
     assert!(h.this_run.contains("excess share -0."), "{}", h.this_run);
     assert!(h.this_run.contains("q: majority deciders at m = 3: +"), "{}", h.this_run);
+    // `q` is like the paper's other models: said, and not counted against the exception.
+    assert!(h.basis.contains("q: no reversal, like the paper's other models"), "{}", h.basis);
 
-    // No model reverses: the exception is not found.
-    let all = compare_headlines(&planted(&[("q", "on"), ("r1", "on")], &[3, 4], 8, closing, false)).unwrap();
+    // The paper's exception model in the run without its reversal: the exception is not found.
+    let all = compare_headlines(&planted(&[("q", "on"), (R1, "on")], &[3, 4], 8, closing, false)).unwrap();
     let h = headline(&all, "majority_reversal");
     assert_eq!(h.verdict, Verdict::DoesNotReplicate, "{h:?}");
+    // Without it, a model that does not reverse is like the paper's other three: the claim's subject
+    // is not in this run.
+    let all = compare_headlines(&planted(&[("q", "on")], &[3, 4], 8, closing, false)).unwrap();
+    let h = headline(&all, "majority_reversal");
+    assert_eq!(h.verdict, Verdict::NotInRun, "{h:?}");
+    assert!(h.basis.contains("the paper's exception, R1-Distill-Llama-8B, is not this model"), "{}", h.basis);
     // Three societies decide nothing.
-    let all = compare_headlines(&planted(&[("q", "on"), ("r1", "on")], &[3, 4], 3, reversal, false)).unwrap();
+    let all = compare_headlines(&planted(&[("q", "on"), (R1, "on")], &[3, 4], 3, reversal, false)).unwrap();
     assert_eq!(headline(&all, "majority_reversal").verdict, Verdict::Inconclusive);
 }
 
@@ -1229,4 +1158,60 @@ fn no_p_below_what_the_test_can_attain_and_no_interval_without_width() {
     assert!(!h.this_run.contains("[0.300, 0.300]"), "{}", h.this_run);
     let number = h.number.as_ref().unwrap();
     assert_eq!(number.value_text(), "no variation: every seed +0.300, 8 seeds");
+}
+
+/// A run folder whose manifest names `model` and the reasoning modes its registry entry allows.
+fn run_of(model: &str, reasoning_modes: &[&str]) -> herd_analysis::RunFolder {
+    let mut manifest = herd_store::Manifest::new(herd_store::RunIdentity {
+        experiment: "minimal-group".into(),
+        study: "minimal_group".into(),
+        experiment_sha256: "0".into(),
+        model: model.into(),
+        backend: "candle".into(),
+        shard: "all".into(),
+    });
+    manifest.model = serde_json::json!({
+        "backend": {"model": model},
+        "registry": {"alias": model},
+        "run_options": {"reasoning_modes": reasoning_modes},
+    });
+    herd_analysis::RunFolder { path: PathBuf::from(format!("runs/{model}")), manifest }
+}
+
+#[test]
+fn a_model_that_does_not_reason_or_whose_allocations_were_repaired_is_not_the_papers_population() {
+    // `q` reasons and its allocations parse; `s` allocates without reasoning, and most of its
+    // allocations were rescaled by the parser (SmolLM2-135M in the quick run).
+    let mut results = planted(&[("q", "on"), ("s", "on")], &[3, 4], 8, closing, false);
+    let m = results.minimal_group.as_mut().unwrap();
+    m.quality = table(
+        "allocation_quality",
+        vec![
+            ("model", texts(&["q", "s"])),
+            ("deciders", floats(&[Some(320.0), Some(320.0)])),
+            ("parsed_share", floats(&[Some(1.0), Some(4.0 / 320.0)])),
+        ],
+    );
+    m.runs = vec![run_of("q", &["on", "off"]), run_of("s", &["off"])];
+    let all = compare_headlines(&results).unwrap();
+    let h = headline(&all, "favouritism_visible");
+    // `q` decides; `s` is named with its numbers, its own reading kept.
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(
+        h.basis.contains(
+            "outside the paper's population: s: 1% of its 320 allocations parsed as written (the rest rescaled or \
+             filled; the paper's over 98.8%); no reasoning mode (it runs only off; the paper's models reason before \
+             they allocate): not the paper's population; as written the row replicates"
+        ),
+        "{}",
+        h.basis
+    );
+    assert!(h.this_run.starts_with("Population: the paper's models are reasoning models"), "{}", h.this_run);
+    // `s` alone: every row (pooled ones too) is outside; no verdict about the paper's claim.
+    let mut alone = planted(&[("s", "on")], &[3, 4], 8, closing, false);
+    alone.minimal_group.as_mut().unwrap().runs = vec![run_of("s", &["off"])];
+    let all = compare_headlines(&alone).unwrap();
+    for id in ["favouritism_visible", "minority_gap", "prevalence", "bh_survivors", "hidden_floor"] {
+        assert_eq!(headline(&all, id).verdict, Verdict::NotPaperPopulation, "{id}: {:?}", headline(&all, id));
+    }
 }

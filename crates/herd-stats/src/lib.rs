@@ -59,7 +59,7 @@ pub use distributions::{
 pub use error::StatsError;
 pub use formula::{DesignMatrix, Formula};
 pub use gee::{GeeCoefficient, GeeFit, GeeOptions, gee_gaussian_exchangeable};
-pub use multiple::benjamini_hochberg;
+pub use multiple::{benjamini_hochberg, holm};
 pub use rank::{Ranking, TIE_TOLERANCE, approx_equal, average_ranks};
 pub use regression::{OlsCoefficient, OlsFit, ols};
 pub use ttest::{TTestResult, WelchResult, ttest_one_sample, ttest_welch, z_test};

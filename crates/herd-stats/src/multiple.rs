@@ -10,13 +10,7 @@ use crate::error::StatsError;
 /// adjusting, since a NaN p-value has no rank among the others. An empty slice gives an empty
 /// vector.
 pub fn benjamini_hochberg(p_values: &[f64]) -> Result<Vec<f64>, StatsError> {
-    if let Some(&bad) = p_values.iter().find(|p| !(0.0..=1.0).contains(*p)) {
-        return Err(if bad.is_nan() {
-            StatsError::NonFinite { what: "p-values" }
-        } else {
-            StatsError::InvalidPValue(bad)
-        });
-    }
+    check_p_values(p_values)?;
     let m = p_values.len();
     let mut order: Vec<usize> = (0..m).collect();
     // statsmodels sorts with a stable mergesort; ties give equal q-values either way.
@@ -32,6 +26,32 @@ pub fn benjamini_hochberg(p_values: &[f64]) -> Result<Vec<f64>, StatsError> {
     Ok(adjusted)
 }
 
+/// Holm's step-down adjusted p-values (family-wise error), identical to statsmodels
+/// `multipletests(p, method="holm")[1]`: p₍ᵢ₎·(m − i + 1) for the i-th smallest, made monotone by
+/// a running maximum from the smallest up, capped at 1, returned in input order. Same NaN policy as
+/// [`benjamini_hochberg`].
+pub fn holm(p_values: &[f64]) -> Result<Vec<f64>, StatsError> {
+    check_p_values(p_values)?;
+    let m = p_values.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&i, &j| p_values[i].total_cmp(&p_values[j]));
+    let mut adjusted = vec![0.0; m];
+    let mut running_max: f64 = 0.0;
+    for (rank, &i) in order.iter().enumerate() {
+        running_max = running_max.max(p_values[i] * (m - rank) as f64);
+        adjusted[i] = running_max.min(1.0);
+    }
+    Ok(adjusted)
+}
+
+fn check_p_values(p_values: &[f64]) -> Result<(), StatsError> {
+    match p_values.iter().find(|p| !(0.0..=1.0).contains(*p)) {
+        Some(&bad) if bad.is_nan() => Err(StatsError::NonFinite { what: "p-values" }),
+        Some(&bad) => Err(StatsError::InvalidPValue(bad)),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod unit {
     use super::*;
@@ -40,6 +60,7 @@ mod unit {
     fn nan_is_rejected() {
         assert!(benjamini_hochberg(&[0.1, f64::NAN]).is_err());
         assert!(benjamini_hochberg(&[0.1, 1.5]).is_err());
+        assert!(holm(&[0.1, f64::NAN]).is_err());
     }
 
     #[test]

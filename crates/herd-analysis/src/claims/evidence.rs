@@ -37,6 +37,10 @@ pub(crate) struct Evidence {
     /// Why the test's statistic is undefined on this input (herd-analysis's `note`: `every value
     /// equal`, `too few units`), where it is.
     pub note: Option<String>,
+    /// Holm's adjusted p over the headline's family of rows and the family's size, where a
+    /// headline's rows are judged as one family (a null claim: one significant row out of many
+    /// must not refute it by chance alone).
+    pub family_p: Option<(f64, usize)>,
 }
 
 impl Evidence {
@@ -53,6 +57,7 @@ impl Evidence {
             interval: None,
             interval_name: "",
             note: None,
+            family_p: None,
         }
     }
 
@@ -197,6 +202,12 @@ pub(crate) enum Claim {
     /// it; an upper bound below `margin` (the effect the paper contrasts it with) confirms it.
     /// `zero` names the estimate's zero in the reasons (`50%` for a share − 0.5).
     NotAbove { margin: f64, zero: &'static str },
+    /// Equivalent to zero within ±`margin` (an equivalence judgement): two one-sided t-tests at 5%,
+    /// i.e. the 90% t-interval of the mean (from the evidence's 95% t-interval on `n` units) within
+    /// ±`margin`, confirm it; a 95% interval wholly beyond ±`margin` (an effect demonstrably larger)
+    /// refutes it. A significant effect inside the margin still confirms it: the claim is "no effect
+    /// as large as the margin", and the row prints its p beside.
+    Within { margin: f64 },
 }
 
 impl Claim {
@@ -220,12 +231,22 @@ pub(crate) struct Row {
     /// The conformity (model, task) pairs whose trials the row rests on, which the paper's
     /// population gate reads (`population::mark`); empty for minimal-group rows.
     pub members: Vec<(String, String)>,
+    /// The claim the row was judged under, where one rule judged it ([`Row::judged`]).
+    pub claim: Option<Claim>,
 }
 
 impl Row {
     pub fn judged(label: impl Into<String>, value: impl Into<String>, evidence: Evidence, claim: Claim) -> Self {
         let (verdict, reason) = judge(&evidence, claim);
-        Self { label: label.into(), value: value.into(), evidence, verdict, reason, members: Vec::new() }
+        Self {
+            label: label.into(),
+            value: value.into(),
+            evidence,
+            verdict,
+            reason,
+            members: Vec::new(),
+            claim: Some(claim),
+        }
     }
 
     /// The row resting on the trials of `members` (model, task).
@@ -314,26 +335,73 @@ pub(crate) fn judge(e: &Evidence, claim: Claim) -> (Verdict, String) {
                 None => (Verdict::Inconclusive, "no interval says whether the paper's contrast is ruled out".into()),
             }
         }
-        Claim::Null { margin } => {
-            if p < ALPHA {
+        Claim::Within { margin } => {
+            let Some((lo, hi)) = e.interval else {
+                return (Verdict::Inconclusive, "no interval says whether an effect of the margin is ruled out".into());
+            };
+            if lo > margin || hi < -margin {
                 return (
                     Verdict::DoesNotReplicate,
-                    format!("a significant effect ({}) where the paper finds none", e.p_text()),
+                    format!("{} lies beyond ±{}: an effect larger than the margin", e.interval_phrase(), num(margin)),
                 );
             }
+            let Some((lo90, hi90)) = narrower_interval(estimate, (lo, hi), e.n) else {
+                return (Verdict::Inconclusive, format!("with {} {} there is no 90% t-interval", e.n, e.unit_text()));
+            };
+            if lo90 > -margin && hi90 < margin {
+                (
+                    Verdict::Replicates,
+                    format!(
+                        "the 90% t-interval [{}, {}] lies within ±{} (two one-sided t-tests at 5%)",
+                        num(lo90),
+                        num(hi90),
+                        num(margin)
+                    ),
+                )
+            } else {
+                (
+                    Verdict::Inconclusive,
+                    format!("the 90% t-interval [{}, {}] still reaches ±{}", num(lo90), num(hi90), num(margin)),
+                )
+            }
+        }
+        Claim::Null { margin } => {
+            // Over a family of rows the decision rests on Holm's adjusted p (family-wise 5%).
+            let (decisive, p_said) = match e.family_p {
+                Some((adjusted, k)) => (adjusted, format!("{}, Holm over {k} rows {}", e.p_text(), p_is(adjusted))),
+                None => (p, e.p_text()),
+            };
+            if decisive < ALPHA {
+                return (
+                    Verdict::DoesNotReplicate,
+                    format!("a significant effect ({p_said}) where the paper finds none"),
+                );
+            }
+            let not_significant =
+                if e.family_p.is_some() { format!("{p_said} ≥ {ALPHA}") } else { format!("p ≥ {ALPHA}") };
             match e.interval {
                 Some((lo, hi)) if lo > -margin && hi < margin => (
                     Verdict::Replicates,
-                    format!("p ≥ {ALPHA} and {} excludes effects of ±{}", e.interval_phrase(), num(margin)),
+                    format!("{not_significant} and {} excludes effects of ±{}", e.interval_phrase(), num(margin)),
                 ),
                 Some(_) => (
                     Verdict::Inconclusive,
-                    format!("p ≥ {ALPHA}, but {} still holds effects of ±{}", e.interval_phrase(), num(margin)),
+                    format!("{not_significant}, but {} still holds effects of ±{}", e.interval_phrase(), num(margin)),
                 ),
                 None => (Verdict::Inconclusive, "no interval says whether an effect is ruled out".into()),
             }
         }
     }
+}
+
+/// The 90% t-interval of a mean from its 95% t-interval on `n` units (t on n − 1 df).
+fn narrower_interval(estimate: f64, (lo, hi): (f64, f64), n: usize) -> Option<(f64, f64)> {
+    if n < 2 {
+        return None;
+    }
+    let df = (n - 1) as f64;
+    let half = (hi - lo) / 2.0 * t_quantile(0.95, df) / t_quantile(0.975, df);
+    Some((estimate - half, estimate + half))
 }
 
 /// How a headline's rows combine.
@@ -361,6 +429,17 @@ pub(crate) fn combine(rows: &[Row], how: Combine) -> (Verdict, String) {
         }
         let (verdict, basis) = combine(&inside, how);
         return (verdict, format!("{basis}; outside the paper's population: {note}"));
+    }
+    // Rows that are not the paper's subject (a model-specific finding's other models) likewise.
+    let absent: Vec<&Row> = rows.iter().filter(|r| r.verdict == Verdict::NotInRun).collect();
+    if !absent.is_empty() {
+        let note = absent.iter().map(|r| format!("{}: {}", r.label, r.reason)).collect::<Vec<_>>().join("; ");
+        let present: Vec<Row> = rows.iter().filter(|r| r.verdict != Verdict::NotInRun).cloned().collect();
+        if present.is_empty() {
+            return (Verdict::NotInRun, note);
+        }
+        let (verdict, basis) = combine(&present, how);
+        return (verdict, format!("{basis}; {note}"));
     }
     let with = |v: Verdict| rows.iter().filter(|r| r.verdict == v).collect::<Vec<_>>();
     let (replicate, inconclusive, fail) =
@@ -542,6 +621,31 @@ pub(crate) fn spearman_interval(rho: f64, n: usize) -> Option<(f64, f64)> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn an_equivalence_needs_its_90_percent_interval_within_the_margin() {
+        let within = |estimate: f64, interval: (f64, f64), n: usize| {
+            let mut e = Evidence::new("mean over societies", n, "societies");
+            e.estimate = Some(estimate);
+            e.p = Some(0.5);
+            e.interval = Some(interval);
+            e.interval_name = "95% t-interval";
+            judge(&e, Claim::Within { margin: 0.21 })
+        };
+        // 95% [-0.1, 0.1] on 30 units: the 90% interval is narrower by t(0.95, 29)/t(0.975, 29).
+        let (v, why) = within(0.0, (-0.1, 0.1), 30);
+        assert_eq!(v, Verdict::Replicates, "{why}");
+        // scipy: t.ppf(0.95, 29) / t.ppf(0.975, 29) · 0.1 = 1.6991270265334972 / 2.045229642132703 · 0.1
+        assert!(why.contains("[-0.083, 0.083] lies within ±0.210"), "{why}");
+        // A 95% bound past the margin with the 90% one inside still passes (TOST at 5%).
+        assert_eq!(within(0.0, (-0.22, 0.22), 30).0, Verdict::Replicates);
+        // Reaching the margin: undecided; wholly beyond it: refuted, whatever the sign.
+        assert_eq!(within(0.2, (0.1, 0.3), 30).0, Verdict::Inconclusive);
+        assert_eq!(within(0.5, (0.3, 0.7), 30).0, Verdict::DoesNotReplicate);
+        assert_eq!(within(-0.5, (-0.7, -0.3), 30).0, Verdict::DoesNotReplicate);
+        // One unit has no interval to judge.
+        assert_eq!(within(0.0, (0.0, 0.0), 1).0, Verdict::Inconclusive);
+    }
+
     fn evidence(estimate: f64, p: f64, interval: (f64, f64), min_p: f64) -> Evidence {
         Evidence {
             estimate: Some(estimate),
@@ -716,6 +820,7 @@ mod tests {
             verdict,
             reason: "why".into(),
             members: Vec::new(),
+            claim: None,
         }
     }
 

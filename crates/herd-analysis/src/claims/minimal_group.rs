@@ -24,35 +24,11 @@ use crate::table::rows_where;
 /// seed-level test's p alone.
 pub(crate) const Z_MIN_UNITS: usize = 30;
 
-/// The paper's hidden-label floor (section 2.1): every hidden cell's raw seed-level p above this…
-const FLOOR_P: f64 = 0.13;
-/// …and its dyad-level GEE |z| below this.
-const FLOOR_Z: f64 = 1.5;
 const DESIGN: [&str; 4] = ["model", "reasoning", "instrument", "swap_pass"];
 
 /// `1 seed`, `4 seeds`.
 fn seeds(n: usize) -> String {
     if n == 1 { "1 seed".into() } else { format!("{n} seeds") }
-}
-
-/// A cell of a result table: the design columns present, labels and m (text or integer columns).
-type CellKey = (Vec<Option<String>>, String, String);
-
-fn cell_key(t: &ResultTable, r: usize) -> CellKey {
-    let design = DESIGN.iter().map(|c| t.text(c, r).map(str::to_owned)).collect();
-    let m = t
-        .text("m", r)
-        .map(str::to_owned)
-        .or_else(|| t.number("m", r).map(|m| (m as i64).to_string()))
-        .unwrap_or_default();
-    (design, t.text("labels", r).unwrap_or_default().to_owned(), m)
-}
-
-/// A cell's name from the design columns present, labels and m.
-fn cell_name(key: &CellKey) -> String {
-    let mut parts: Vec<String> = key.0.iter().flatten().cloned().collect();
-    parts.push(format!("m = {}", key.2));
-    parts.join(" · ")
 }
 
 /// The rows of one label arm and decider set in `selection` (main rows: both passes of a society
@@ -129,32 +105,29 @@ fn per_model_favouritism(h: &PaperHeadline, results: &Results, selection: &Selec
         .map(|r| {
             let model = claims.text("model", r).map(str::to_owned);
             let model = &model;
-            let seed = claim_evidence(&claims, r, "societies");
-            let fit = model_fit(&m.tables.gee, selection, model, Labels::Visible);
-            let mut e = Evidence::new(
-                "GEE same_group with its 95% t-interval (robust SE, societies − 1 df); p: seed-level Wilcoxon signed-rank over societies",
-                seed.n,
-                "societies",
+            // The paper's favouritism: each decider's mean to same-group targets minus its mean to
+            // other-group targets, averaged per society; the estimate is the mean over societies with
+            // its 95% t-interval and seed-level Wilcoxon test, the GEE coefficient beside it.
+            let e = claim_evidence(
+                &claims,
+                r,
+                "mean favouritism over societies with its 95% t-interval; p: seed-level Wilcoxon signed-rank over societies",
             );
-            e.estimate = fit.as_ref().map(|f| f.coef);
-            e.p = seed.p;
-            e.min_p = seed.min_p;
-            e.nonzero = seed.nonzero;
-            e.note = seed.note.clone();
-            e.interval = fit.as_ref().and_then(|f| cluster_t_interval(f.coef, f.se, f.clusters));
-            e.interval_name = "95% t-interval";
+            let fit = model_fit(&m.tables.gee, selection, model, Labels::Visible);
             let value = format!(
-                "{}; mean over societies {}",
-                fit.as_ref().map_or("no per-model GEE row (`m_pooled`) in the tables".into(), describe_fit),
-                seed.estimate.map_or("n/a".into(), signed)
+                "{} points/target; {}",
+                e.estimate.map_or("n/a".into(), signed),
+                fit.as_ref().map_or("no per-model GEE row (`m_pooled`) in the tables".into(), describe_fit)
             );
             let name = if label.is_empty() { model_name(model) } else { format!("{} · {label}", model_name(model)) };
             Row::judged(name, value, e, Claim::positive(h.effect))
         })
         .collect();
     let summary = format!(
-        "Per model: the dyad-level GEE same_group coefficient (points ~ same_group over the model's visible cells \
-         pooled over m, clustered by society) on {}; the per-cell values are in the seed_tests table",
+        "Per model: mean favouritism (mean to same-group minus mean to other-group targets per decider, averaged \
+         per society) over the model's visible societies pooled over m, with the dyad-level GEE same_group \
+         coefficient (points ~ same_group, clustered by society) beside it, on {}; the per-cell values are in the \
+         seed_tests table",
         selection.describe()
     );
     Some(Outcome { summary, rows, combine: Combine::All })
@@ -218,129 +191,147 @@ pub(super) fn minority_gap(h: &PaperHeadline, results: &Results) -> Option<Outco
     Some(Outcome { summary, rows, combine: Combine::All })
 }
 
-/// The GEE z of `same_group` in `points ~ same_group` for a cell (its main fit, both passes pooled).
-fn floor_z(gee: &ResultTable, key: &CellKey) -> Option<f64> {
-    rows_where(gee, &[("formula", "points ~ same_group"), ("term", "same_group")])
+/// The paper's exception to the paraphrase floor and the majority reversal: the one model that
+/// broke each, as the papers name it (matched case-insensitively within a model id).
+pub(super) const PAPER_EXCEPTION_MODEL: &str = "R1-Distill-Llama-8B";
+
+/// Whether a model id names the paper's exception model (`deepseek-ai/DeepSeek-R1-Distill-Llama-8B`).
+pub(super) fn is_paper_exception(model: &str) -> bool {
+    model.to_lowercase().contains(&PAPER_EXCEPTION_MODEL.to_lowercase())
+}
+
+/// The per-model hidden-label favouritism on `selection`, judged as an equivalence within ±`margin`:
+/// the mean over the model's societies (pooled over m) of each society's mean favouritism, its
+/// 95% t-interval and seed-level Wilcoxon p beside.
+fn hidden_rows(results: &Results, selection: &Selection, margin: f64, suffix: &str) -> Option<Vec<Row>> {
+    let m = results.minimal_group.as_ref()?;
+    if !selection.instrument_in(&m.dyads) {
+        return None;
+    }
+    let claims = claims_on(&m.dyads, selection).ok()?;
+    let rows = claim_rows(&claims, "hidden", "favouritism")
         .into_iter()
-        .find(|&r| gee.text("analysis", r).is_none_or(|a| a == "cell") && cell_key(gee, r) == *key)
-        .and_then(|r| gee.number("z", r))
+        .map(|r| {
+            let e = claim_evidence(
+                &claims,
+                r,
+                "mean favouritism over societies, two one-sided t-tests against the margin (p: Wilcoxon signed-rank)",
+            );
+            let value = format!(
+                "{} points/target ({}, {})",
+                e.estimate.map_or("n/a".into(), signed),
+                claim_ms(&claims, r),
+                e.p_text()
+            );
+            let label = format!("{}{suffix}", claim_model(&claims, r));
+            Row::judged(label, value, e, Claim::Within { margin })
+        })
+        .collect();
+    Some(rows)
 }
 
-/// One hidden cell judged by the paper's floor rule: the raw (not BH-adjusted) seed-level p > 0.13
-/// and the GEE |z| < 1.5. With too few seeds the Wilcoxon cannot fail it, and a GEE on as few
-/// clusters gives no usable z (one society gives |z| ≈ 10¹⁵), so such a cell decides nothing.
-fn floor_row(tables: &MinimalGroupTables, r: usize) -> Row {
-    let t = &tables.seed_tests;
-    let key = cell_key(t, r);
-    let n = t.number("n_seeds", r).unwrap_or(0.0) as usize;
-    let mut e = Evidence::new("Wilcoxon signed-rank and GEE z", n, "seeds").with_note(t.text("note", r));
-    e.estimate = t.number("mean", r).filter(|v| v.is_finite());
-    e.p = t.number("wilcoxon_p", r).filter(|v| v.is_finite());
-    e.min_p = Some(wilcoxon_min_p(n, true));
-    let z = floor_z(&tables.gee, &key).filter(|v| v.is_finite());
-    let (verdict, reason) = match (e.estimate, e.p, z) {
-        (None, _, _) | (_, None, _) | (_, _, None) => {
-            let why = "the mean, p or z is undefined: no floor can rest on it";
-            (Verdict::Inconclusive, e.note.as_ref().map_or(why.to_owned(), |note| format!("{note} ({why})")))
-        }
-        _ if wilcoxon_min_p(n, true) > FLOOR_P => (
-            Verdict::Inconclusive,
-            format!(
-                "with {} the smallest attainable p is {} > {FLOOR_P}: the floor test cannot fail",
-                seeds(n),
-                p_value(wilcoxon_min_p(n, true))
-            ),
-        ),
-        (_, Some(p), Some(z)) if p <= FLOOR_P || z.abs() >= FLOOR_Z => (
-            Verdict::DoesNotReplicate,
-            format!("{} (floor needs > {FLOOR_P}), |z| = {} (needs < {FLOOR_Z})", p_is(p), num(z.abs())),
-        ),
-        (_, Some(p), Some(z)) => {
-            (Verdict::Replicates, format!("{} > {FLOOR_P} and |z| = {} < {FLOOR_Z}", p_is(p), num(z.abs())))
-        }
-    };
-    // The GEE z is the floor rule's statistic (a threshold, as the paper states it), not a test whose
-    // normal p the report prints.
-    let value = format!("{}, GEE z = {}", e.estimate.map_or("n/a".into(), signed), z.map_or("n/a".into(), num));
-    Row { label: cell_name(&key), value, evidence: e, verdict, reason, members: Vec::new() }
-}
-
-pub(super) fn hidden_floor(_: &PaperHeadline, results: &Results) -> Option<Outcome> {
+/// The hidden-label floor as an equivalence judgement per model: each model's mean favouritism with
+/// hidden labels within ±margin (a quarter of the paper's smallest visible favouritism) by two
+/// one-sided t-tests over its societies. Every model must pass, an intersection-union test that
+/// needs no multiplicity correction. The paper's own description (within ±0.03, all p > 0.13 per
+/// cell) describes its result; as a test over twelve cells a group-blind agent fails it in about
+/// two runs of five (docs/calibration.md). docs/deviations.md, "The hidden-label floor".
+pub(super) fn hidden_floor(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
     let m = results.minimal_group.as_ref()?;
     let selection = Selection::new(&m.dyads, None);
-    let rows = seed_rows(&m.tables, &selection, "hidden", "all").into_iter().map(|r| floor_row(&m.tables, r)).collect();
-    let summary = format!("Every hidden cell (model × m) on {}", selection.describe());
+    let margin = h.effect?;
+    let rows = hidden_rows(results, &selection, margin, "")?;
+    let summary = format!(
+        "Per model with hidden labels: mean favouritism over its societies (pooled over m) within ±{} points/target, \
+         on {}; the per-cell tests are in the seed_tests table",
+        num(margin),
+        selection.describe()
+    );
     Some(Outcome { summary, rows, combine: Combine::All })
 }
 
-/// The paper's robustness finding: under the paraphrase, one model (R1-Distill-Llama-8B) breaks the
-/// hidden floor that holds on the base instrument. A row per model and paraphrase instrument:
-/// "replicates" where the paraphrase floor fails in some cell while the base floor holds.
-pub(super) fn hidden_floor_paraphrase(_: &PaperHeadline, results: &Results) -> Option<Outcome> {
+/// The paper's robustness finding: under the paraphrase one model (R1-Distill-Llama-8B) breaks the
+/// hidden floor that holds on the base instrument (0.74–1.31 points/target, significant), while the
+/// other three stay within ±0.28 (the headline's `effect`). A row per model and paraphrase:
+/// "replicates" where the base floor holds and the paraphrase shows the exception (positive, p <
+/// 0.05, the 95% interval above the other models' ±0.28); a model within ±0.28 under the
+/// paraphrase is "like the paper's other models", which decides nothing about the exception unless
+/// it is the paper's exception model.
+pub(super) fn hidden_floor_paraphrase(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
     let m = results.minimal_group.as_ref()?;
-    let tables = &m.tables;
-    let t = &tables.seed_tests;
     let others = Selection::other_instruments(&m.dyads);
     if others.is_empty() {
         return None;
     }
-    let model_of = |r: usize| t.text("model", r).map(str::to_owned);
-    let by_model = |selection: &Selection| {
-        let mut out: BTreeMap<Option<String>, Vec<Row>> = BTreeMap::new();
-        for r in seed_rows(tables, selection, "hidden", "all") {
-            out.entry(model_of(r)).or_default().push(floor_row(tables, r));
-        }
-        out
-    };
-    let base = by_model(&Selection::new(&m.dyads, None));
+    let band = h.effect?;
+    let floor_margin = paper_headlines_effect("hidden_floor")?;
+    let base = hidden_rows(results, &Selection::new(&m.dyads, None), floor_margin, "")?;
     let mut rows = Vec::new();
     for instrument in &others {
         let selection = Selection::new(&m.dyads, Some(instrument.as_str()));
-        for (model, cells) in by_model(&selection) {
-            let failing: Vec<&Row> = cells.iter().filter(|c| c.verdict == Verdict::DoesNotReplicate).collect();
-            let base_cells = base.get(&model).map(Vec::as_slice).unwrap_or_default();
-            let base_holds = !base_cells.is_empty() && base_cells.iter().all(|c| c.verdict == Verdict::Replicates);
-            let listed =
-                |rs: &[&Row]| rs.iter().map(|c| format!("{}: {}", c.label, c.reason)).collect::<Vec<_>>().join("; ");
-            let (verdict, reason) = if !failing.is_empty() && base_holds {
+        for paraphrase in hidden_rows(results, &selection, band, "")? {
+            let model = paraphrase.label.clone();
+            let base_row = base.iter().find(|b| b.label == model);
+            let base_holds = base_row.is_some_and(|b| b.verdict == Verdict::Replicates);
+            let e = &paraphrase.evidence;
+            let exception = e.estimate.is_some_and(|v| v > 0.0)
+                && e.p.is_some_and(|p| p < ALPHA)
+                && e.interval.is_some_and(|(lo, _)| lo > band);
+            let base_text = base_row.map_or("no base cells".into(), |b| format!("base {}", b.value));
+            let (verdict, reason) = if exception && base_holds {
                 (
                     Verdict::Replicates,
-                    format!("the base floor holds and the {instrument} floor fails ({})", listed(&failing)),
+                    format!("the base floor holds and the {instrument} breaks it: {}", paraphrase.reason),
                 )
-            } else if !failing.is_empty() {
+            } else if exception {
                 (
                     Verdict::Inconclusive,
                     format!(
-                        "the {instrument} floor fails ({}), but the base floor does not hold: not a wording effect alone",
-                        listed(&failing)
+                        "the {instrument} breaks the floor, but the base floor does not hold ({base_text}): not a wording effect alone"
                     ),
                 )
-            } else if cells.iter().all(|c| c.verdict == Verdict::Replicates) {
-                (Verdict::DoesNotReplicate, format!("the {instrument} floor holds in every cell"))
+            } else if is_paper_exception(&model) && paraphrase.verdict == Verdict::Replicates {
+                (
+                    Verdict::DoesNotReplicate,
+                    format!("the paper's exception model stays within ±{} under the {instrument}", num(band)),
+                )
+            } else if is_paper_exception(&model) {
+                (Verdict::Inconclusive, paraphrase.reason.clone())
             } else {
-                let open: Vec<&Row> = cells.iter().filter(|c| c.verdict == Verdict::Inconclusive).collect();
-                (Verdict::Inconclusive, listed(&open))
+                let like = if paraphrase.verdict == Verdict::Replicates {
+                    format!("like the paper's other models (within ±{} under the {instrument})", num(band))
+                } else {
+                    format!("no exception shown ({})", paraphrase.reason)
+                };
+                (
+                    Verdict::NotInRun,
+                    format!("{like}; the paper's exception, {PAPER_EXCEPTION_MODEL}, is not this model"),
+                )
             };
-            let n = cells.iter().map(|c| c.evidence.n).min().unwrap_or(0);
-            let value = cells.iter().map(|c| format!("{}: {}", c.label, c.value)).collect::<Vec<_>>().join(", ");
-            let evidence = Evidence::new("the hidden floor rule per cell (Wilcoxon signed-rank and GEE z)", n, "seeds");
+            let value = format!("{instrument} {}; {base_text}", paraphrase.value);
             rows.push(Row {
-                label: format!("{} · {instrument}", model_name(&model)),
+                label: format!("{model} · {instrument}"),
                 value,
-                evidence,
+                evidence: paraphrase.evidence.clone(),
                 verdict,
                 reason,
                 members: Vec::new(),
+                claim: None,
             });
         }
     }
     let summary = format!(
-        "Per model, the hidden cells of the {} instrument{} beside the same model's base cells (each model's default \
-         reasoning mode, main passes)",
+        "Per model, hidden-label favouritism under the {} instrument{} beside the same model's base instrument (each \
+         model's default reasoning mode, both passes)",
         others.iter().cloned().collect::<Vec<_>>().join(", "),
         if others.len() > 1 { "s" } else { "" }
     );
     Some(Outcome { summary, rows, combine: Combine::Any })
+}
+
+/// A bundled headline's `effect`.
+fn paper_headlines_effect(id: &str) -> Option<f64> {
+    super::paper_headlines().ok()?.into_iter().find(|h| h.id == id)?.effect
 }
 
 /// Per society, the share of the chosen deciders meeting `test`.
@@ -485,7 +476,7 @@ pub(super) fn bh_survivors(_: &PaperHeadline, results: &Results) -> Option<Outco
     let mut e = Evidence::new(family, n, "seeds");
     e.min_p = Some(min_p);
     let value = format!("{v} of {} visible cells; {hd} of {} hidden", visible.len(), hidden.len());
-    let row = Row { label: "cells".into(), value, evidence: e, verdict, reason, members: Vec::new() };
+    let row = Row { label: "cells".into(), value, evidence: e, verdict, reason, members: Vec::new(), claim: None };
     let summary = format!("Cells on {}", selection.describe());
     Some(Outcome { summary, rows: vec![row], combine: Combine::All })
 }

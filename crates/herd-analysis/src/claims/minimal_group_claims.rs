@@ -8,6 +8,7 @@ use crate::ResultTable;
 use crate::minimal_group::{ON_MINUS_OFF, model_claims};
 
 use super::evidence::{ALPHA, Claim, Combine, Evidence, Row, judge, wilcoxon_min_p};
+use super::minimal_group::{PAPER_EXCEPTION_MODEL, is_paper_exception};
 use super::societies::Selection;
 use super::{Outcome, PaperHeadline, Verdict};
 use crate::format::{num, signed};
@@ -58,6 +59,7 @@ fn failed(why: String) -> Outcome {
         verdict: Verdict::Inconclusive,
         reason: format!("the per-model claims could not be computed: {why}"),
         members: Vec::new(),
+        claim: None,
     };
     Outcome { summary: String::new(), rows: vec![row], combine: Combine::All }
 }
@@ -161,8 +163,11 @@ pub(super) fn majority_reversal(_: &PaperHeadline, results: &Results) -> Option<
             let (v2, why2) = share
                 .as_ref()
                 .map_or((Verdict::Inconclusive, "no excess-share row".into()), |e| judge(e, Claim::negative(None)));
+            let exception_model = is_paper_exception(&model);
             let verdict = match (v1, v2) {
                 (Verdict::Replicates, Verdict::Replicates) => Verdict::Replicates,
+                // Another model without the reversal is like the paper's other three: not its subject.
+                _ if !exception_model => Verdict::NotInRun,
                 (Verdict::DoesNotReplicate, _) | (_, Verdict::DoesNotReplicate) => Verdict::DoesNotReplicate,
                 _ => Verdict::Inconclusive,
             };
@@ -174,8 +179,14 @@ pub(super) fn majority_reversal(_: &PaperHeadline, results: &Results) -> Option<
                 claim_ms(&claims, r),
                 points.estimate.map_or("n/a".into(), signed)
             );
-            let reason = format!("points/target: {why1}; excess share: {why2}");
-            Row { label: model, value, evidence: points, verdict, reason, members: Vec::new() }
+            let mut reason = format!("points/target: {why1}; excess share: {why2}");
+            if verdict == Verdict::NotInRun {
+                reason = format!(
+                    "no reversal, like the paper's other models ({reason}); the paper's exception, \
+                     {PAPER_EXCEPTION_MODEL}, is not this model"
+                );
+            }
+            Row { label: model, value, evidence: points, verdict, reason, members: Vec::new(), claim: None }
         })
         .collect();
     let summary = format!(
@@ -295,7 +306,7 @@ pub(super) fn bootstrap_se_agreement(_: &PaperHeadline, results: &Results) -> Op
                 num(tolerance),
                 resamples as usize
             );
-            rows.push(Row { label, value, evidence: e, verdict, reason, members: Vec::new() });
+            rows.push(Row { label, value, evidence: e, verdict, reason, members: Vec::new(), claim: None });
         }
     }
     let summary = format!(

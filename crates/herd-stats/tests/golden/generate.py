@@ -141,7 +141,7 @@ def tie_robustness():
     return out
 
 
-# ---------------------------------------------------------------- BH
+# ---------------------------------------------------------------- BH and Holm
 def bh_cases():
     rng = np.random.default_rng(7)
     cases = []
@@ -152,9 +152,11 @@ def bh_cases():
             p[0] = 1.0
             p[2] = 0.0
         q = multipletests(p, method="fdr_bh")[1]
-        cases.append({"p": p.tolist(), "q": q.tolist()})
+        holm = multipletests(p, method="holm")[1]
+        cases.append({"p": p.tolist(), "q": q.tolist(), "holm": holm.tolist()})
     p = np.array([1e-30, 3e-25, 0.04, 0.049, 0.2, 0.8])
-    cases.append({"p": p.tolist(), "q": multipletests(p, method="fdr_bh")[1].tolist()})
+    cases.append({"p": p.tolist(), "q": multipletests(p, method="fdr_bh")[1].tolist(),
+                  "holm": multipletests(p, method="holm")[1].tolist()})
     return cases
 
 
