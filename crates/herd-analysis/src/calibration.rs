@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 use crate::claims::{HeadlineComparison, Verdict};
 use crate::summary::Z95;
 
+mod shipped;
+pub use shipped::{NULL_CLAIMS, RuleRates, shipped_rates};
+
 /// Every verdict, in the order a calibration table shows them.
 pub const VERDICTS: [Verdict; 5] = [
     Verdict::Replicates,

@@ -221,14 +221,15 @@ fn report_on_a_dyads_table_judges_per_model_claims_on_the_base_instrument() {
 
     let visible = headline_line(&md, "0.84–4.06 points/target across the four models");
     assert!(visible.contains("| **replicates**: all 2 rows replicate"), "{visible}");
-    assert!(visible.contains("a: GEE same_group +") && visible.contains("24 societies"), "{visible}");
+    assert!(visible.contains("a: +") && visible.contains(" points/target; GEE same_group +"), "{visible}");
+    assert!(visible.contains("24 societies"), "{visible}");
     let floor = headline_line(&md, "within ±0.03 points/target of zero");
     assert!(floor.contains("| **replicates**: "), "{floor}");
     assert!(!floor.contains("paraphrase ·"), "the headline floor is on the base cells: {floor}");
     // The paraphrase violation is its own row, and names model b.
     let paraphrase = headline_line(&md, "three models kept paraphrase hidden-condition favouritism");
     assert!(
-        paraphrase.contains("| **replicates**: b · paraphrase: the base floor holds and the paraphrase floor fails"),
+        paraphrase.contains("| **replicates**: b · paraphrase: the base floor holds and the paraphrase breaks it"),
         "{paraphrase}"
     );
 }

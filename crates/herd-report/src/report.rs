@@ -591,8 +591,11 @@ fn headline_view(c: &HeadlineComparison) -> HeadlineView {
         verdict_text: c.verdict_text(),
         basis: c.basis.clone(),
         rule: format!(
-            "Replicates if {}. Does not replicate if {}.",
-            c.headline.replicates_if, c.headline.does_not_replicate_if
+            "Replicates if {}. Does not replicate if {}.{}",
+            c.headline.replicates_if,
+            c.headline.does_not_replicate_if,
+            herd_analysis::calibration::shipped_rates(&c.headline.id)
+                .map_or(String::new(), |r| format!(" {}", r.sentence()))
         ),
     }
 }

@@ -401,6 +401,14 @@ fn the_report_states_verdicts_with_their_basis_and_links_the_deviations() {
     assert!(h.basis.contains("with 4 seeds the smallest attainable p is 0.125"), "{}", h.basis);
     assert!(md.contains("**inconclusive**: ") && html.contains("class=\"inconclusive\""));
     assert!(md.contains(&h.basis.replace('|', "\\|").replace('<', "&lt;").replace('>', "&gt;")));
+    // Every rule cites its committed error rates (docs/calibration.csv), in both pages.
+    let hidden = herd_analysis::calibration::shipped_rates("hidden_floor").unwrap();
+    let (verdict, rate) = hidden.false_verdict;
+    assert_eq!(verdict, Verdict::DoesNotReplicate, "a floor's false verdict is a refutation of a true floor");
+    let cited = format!("reads does not replicate (a false verdict) in {} of runs of an agent with none", rate.text());
+    assert!(html.contains(&cited), "{cited}");
+    assert!(md.contains(&cited.replace('[', "\\[").replace(']', "\\]")), "{cited}");
+    assert_eq!(md.matches("Calibrated on the paper's full design").count(), all.len());
 }
 
 /// Societies of 10 agents, m = 3, 4, 5, two models × two instruments × two swap passes × both label
