@@ -1223,3 +1223,29 @@ fn a_model_that_does_not_reason_or_whose_allocations_were_repaired_is_not_the_pa
         assert_eq!(headline(&all, id).verdict, Verdict::NotPaperPopulation, "{id}: {:?}", headline(&all, id));
     }
 }
+
+#[test]
+fn difficulty_is_a_predictor_of_its_own_in_the_fig_3b_regression() {
+    // Conformity rising by 0.05 a level: β_difficulty positive and significant in the same fit that
+    // finds no performance effect.
+    let all = compare_headlines(&conformity_results(difficulty_pool(0.0))).unwrap();
+    let h = headline(&all, "difficulty_predicts");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.this_run.contains("β_difficulty = "), "{}", h.this_run);
+    assert!(h.this_run.contains("OLS on difficulty and performance, conformity over N > 0"), "{}", h.this_run);
+    // Conformity falling with difficulty (the difficulty trials mirrored at N > 0): refuted.
+    let falling: Vec<ConformityTrial> = difficulty_pool(0.0)
+        .into_iter()
+        .map(|mut t| {
+            if t.family == "difficulty" && t.n > 0 {
+                t.p_wrong_full = 0.8 - t.p_wrong_full;
+                t.p_wrong_ab = t.p_wrong_ab.map(|p| 0.8 - p);
+            }
+            t
+        })
+        .collect();
+    let all = compare_headlines(&conformity_results(falling)).unwrap();
+    let h = headline(&all, "difficulty_predicts");
+    assert_eq!(h.verdict, Verdict::DoesNotReplicate, "{h:?}");
+    assert!(h.basis.contains("significant in the opposite direction"), "{}", h.basis);
+}

@@ -201,12 +201,26 @@ pub(super) fn difficulty_rho(h: &PaperHeadline, results: &Results, measure: PWro
 /// effect a significant negative β. The paper's whole-curve β (the `difficulty_ols` table) is
 /// shown beside it. docs/deviations.md, "Performance effect without the N = 0 trial".
 pub(super) fn performance_effect(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
+    let margin = h.effect.unwrap_or(f64::INFINITY);
+    fig_3b_term(results, measure, "performance", Claim::Null { margin })
+}
+
+/// Fig. 3b and S4's other finding, "task difficulty emerges as a significant predictor": β_difficulty
+/// of the same regression per task, positive (higher = harder, the paper's definition; S4's
+/// negative signs are the other coding, docs/deviations.md), against S4's smallest |β| (0.548).
+pub(super) fn difficulty_predicts(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
+    fig_3b_term(results, measure, "difficulty", Claim::positive(h.effect))
+}
+
+/// One coefficient (`term`) of fig. 3b's regression per task, judged under `claim`, on the models
+/// inside the paper's population, with the whole-curve coefficient (the `difficulty_ols` table)
+/// beside it.
+fn fig_3b_term(results: &Results, measure: PWrong, term: &str, claim: Claim) -> Option<Outcome> {
     let (trials, tables) = conformity(results)?;
     // A measure some trials lack is not analysed (as the analysis's own tables do not).
     if trials.rows.iter().any(|t| t.p_wrong(measure).is_none()) {
         return None;
     }
-    let margin = h.effect.unwrap_or(f64::INFINITY);
     // Per task, the models pooled into its fit: those inside the population where any is.
     let mut by_task: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     for (model, task) in model_tasks(trials, "difficulty") {
@@ -221,7 +235,7 @@ pub(super) fn performance_effect(h: &PaperHeadline, results: &Results, measure: 
         Ok(fits) => fits,
         Err(error) => {
             let e = Evidence::new(test, 0, "fig. 3b hexagons").with_note(Some(&error.to_string()));
-            let row = Row::judged("difficulty pool", "", e, Claim::Null { margin }).on(kept.into_iter().collect());
+            let row = Row::judged("difficulty pool", "", e, claim).on(kept.into_iter().collect());
             return Some(Outcome { summary: String::new(), rows: vec![row], combine: Combine::All });
         }
     };
@@ -229,7 +243,7 @@ pub(super) fn performance_effect(h: &PaperHeadline, results: &Results, measure: 
     let mut rows = Vec::new();
     for TaskFit { task, n, fit, .. } in fits {
         let mut e = Evidence::new(test, n, "fig. 3b hexagons");
-        let coefficient = fit.as_ref().ok().and_then(|f| f.coefficients.iter().find(|c| c.name == "performance"));
+        let coefficient = fit.as_ref().ok().and_then(|f| f.coefficients.iter().find(|c| c.name == term));
         match (&fit, coefficient) {
             (Ok(fit), Some(c)) => {
                 e.estimate = Some(c.estimate);
@@ -245,16 +259,16 @@ pub(super) fn performance_effect(h: &PaperHeadline, results: &Results, measure: 
         }
         e.interval_name = "95% t-interval";
         // The paper's whole-curve fit, from the table.
-        let whole = rows_where(o, &[("task", task.as_str()), ("measure", measure.column()), ("term", "performance")])
+        let whole = rows_where(o, &[("task", task.as_str()), ("measure", measure.column()), ("term", term)])
             .first()
             .and_then(|&r| o.number("coef", r));
         let value = format!(
-            "β_performance = {} over N > 0 (whole curve, N = 0 included: {})",
+            "β_{term} = {} over N > 0 (whole curve, N = 0 included: {})",
             e.estimate.map_or("n/a".into(), num),
             whole.map_or("n/a".into(), num)
         );
         let members = pools.get(&task).map(|p| p.pairs.clone()).unwrap_or_default();
-        rows.push(Row::judged(task, value, e, Claim::Null { margin }).on(members));
+        rows.push(Row::judged(task, value, e, claim).on(members));
     }
     let mut outcome = Outcome { summary: String::new(), rows, combine: Combine::All };
     for pool in pools.into_values() {
