@@ -10,6 +10,7 @@ mod bench_parse;
 mod bench_replicate;
 mod calibrate;
 mod cuda_build;
+mod install;
 mod llama_server;
 mod readme_times;
 mod replicate;
@@ -47,6 +48,17 @@ enum XtaskCommand {
         /// Folder for calibration.md and calibration.csv
         #[arg(long, value_name = "DIR", default_value = "docs")]
         out: PathBuf,
+    },
+    /// Put `herd` on the PATH: copies the release binary replicate built (builds it if needed, never
+    /// twice) into ~/.cargo/bin (or $CARGO_HOME/bin, else ~/.local/bin) and says whether that folder is on
+    /// your PATH
+    Install {
+        /// Folder to copy `herd` into
+        #[arg(long, value_name = "DIR")]
+        to: Option<PathBuf>,
+        /// The build replicate made: cpu, or cuda for a GPU build (`--features herd-cli/cuda`)
+        #[arg(long, default_value = "cpu")]
+        device: String,
     },
     /// Benchmarks; with no subcommand: stimuli and parse
     Bench {
@@ -155,6 +167,7 @@ fn main() -> Result<()> {
         XtaskCommand::Calibrate { replications, out } => calibrate::run(replications, &out),
         XtaskCommand::CudaBuild { out } => cuda_build::build(out),
         XtaskCommand::Demo { out } => demo(&out),
+        XtaskCommand::Install { to, device } => install::run(to, &device),
     }
 }
 

@@ -327,5 +327,6 @@ pub fn replicate(args: ReplicateArgs) -> Result<()> {
         "report",
         report_dir.join("report.html").display()
     );
+    println!("next: cargo xtask install   (puts this `herd` on your PATH without compiling it again)");
     Ok(())
 }
