@@ -289,13 +289,15 @@ pub fn run(args: RunArgs) -> Result<()> {
     if args.limit == Some(0) {
         bail!("--limit 0 runs nothing; give the number of units for a trial run, e.g. --limit 10");
     }
+    let started = std::time::Instant::now();
     let summary = run_loaded(&file, loaded, args.backend, args.shard, &args.out, !args.quiet, args.limit)?;
+    let elapsed = started.elapsed();
     let look = match (args.no_quick_look, args.shard.count > 1) {
         (true, _) => QuickLook::Off,
         (false, true) => QuickLook::Shard(args.shard),
         (false, false) => QuickLook::Run,
     };
-    print_summary(&summary, &args.out, look);
+    print_summary(&summary, &args.out, look, Some(elapsed));
     if !summary.failed.is_empty() {
         let last = summary.notes.get("last_backend_failure").and_then(|v| v.as_str()).unwrap_or("");
         let last = redact(last, &args.server.api_key().into_iter().collect::<Vec<_>>());
@@ -362,10 +364,11 @@ fn redact(text: &str, secrets: &[String]) -> String {
 
 /// What `herd run` prints at the end: what was done, the headline numbers of a quick look, where it
 /// is, and the next command to type.
-pub fn print_summary(summary: &RunSummary, out: &Path, look: QuickLook) {
+pub fn print_summary(summary: &RunSummary, out: &Path, look: QuickLook, elapsed: Option<std::time::Duration>) {
     let stored = summary.units_already_stored + summary.units_run;
+    let took = elapsed.map_or(String::new(), |d| format!(" in {}", duration_text(d)));
     println!(
-        "{}: {stored} of {} units stored ({} run now, {} already stored), {} skipped, {} failed",
+        "{}: {stored} of {} units stored ({} run now{took}, {} already stored), {} skipped, {} failed",
         session_status(summary),
         summary.units_total,
         summary.units_run,
@@ -404,11 +407,10 @@ pub fn print_summary(summary: &RunSummary, out: &Path, look: QuickLook) {
 /// read back from the folder (verified, as `herd report` reads them), so a resumed run shows all of
 /// its sessions. A folder that cannot be read yet says why in one line; the run's own outcome stands.
 fn print_quick_look(out: &Path, look: QuickLook) {
-    let studies = herd_analysis::load_results(out, &mut |_| {})
-        .and_then(|results| herd_analysis::compare_headlines(&results))
-        .map(|comparisons| herd_report::scorecard(&comparisons, &[]));
-    let studies = match studies {
-        Ok(studies) => studies,
+    let comparisons =
+        herd_analysis::load_results(out, &mut |_| {}).and_then(|results| herd_analysis::compare_headlines(&results));
+    let (studies, comparisons) = match comparisons {
+        Ok(comparisons) => (herd_report::scorecard(&comparisons, &[]), comparisons),
         Err(e) => {
             println!("quick look: not available ({})", e.to_string().lines().next().unwrap_or_default());
             return;
@@ -432,6 +434,43 @@ fn print_quick_look(out: &Path, look: QuickLook) {
     for row in rows {
         println!("{row}");
     }
+    for study in &studies {
+        println!("  {}: {}", study.title, verdict_counts(&comparisons, &study.study));
+    }
+}
+
+/// `2 of 15 claims replicate, 8 do not, 3 inconclusive, 2 not the paper's population (1 not in this
+/// run)`: how a study's claims came out, the line a reader keeps.
+fn verdict_counts(comparisons: &[herd_analysis::HeadlineComparison], study: &str) -> String {
+    use herd_analysis::Verdict;
+    let of: Vec<Verdict> = comparisons.iter().filter(|c| c.headline.study == study).map(|c| c.verdict).collect();
+    let count = |v: Verdict| of.iter().filter(|&&x| x == v).count();
+    let tested = of.len() - count(Verdict::NotInRun);
+    let mut parts = vec![format!("{} of {tested} claims replicate", count(Verdict::Replicates))];
+    for (verdict, words) in [
+        (Verdict::DoesNotReplicate, "do not"),
+        (Verdict::Inconclusive, "inconclusive"),
+        (Verdict::NotPaperPopulation, "not the paper's population"),
+    ] {
+        if count(verdict) > 0 {
+            parts.push(format!("{} {words}", count(verdict)));
+        }
+    }
+    let absent = count(Verdict::NotInRun);
+    let absent = if absent > 0 { format!(" ({absent} not in this run)") } else { String::new() };
+    format!("{}{absent}", parts.join(", "))
+}
+
+/// `12.9 s`, `4.2 min`, `1.3 h`.
+fn duration_text(d: std::time::Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 120.0 {
+        format!("{s:.1} s")
+    } else if s < 7200.0 {
+        format!("{:.1} min", s / 60.0)
+    } else {
+        format!("{:.1} h", s / 3600.0)
+    }
 }
 
 /// `word` as one shell word (quoted when it holds anything a shell would split or expand).
@@ -446,6 +485,35 @@ fn shell_word(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_ends_with_how_its_claims_came_out() {
+        use herd_analysis::{HeadlineComparison, Verdict};
+        let verdicts = [Verdict::Replicates, Verdict::DoesNotReplicate, Verdict::NotInRun, Verdict::NotPaperPopulation];
+        let comparisons: Vec<HeadlineComparison> = herd_analysis::paper_headlines()
+            .unwrap()
+            .into_iter()
+            .filter(|h| h.study == "minimal_group")
+            .take(4)
+            .zip(verdicts)
+            .map(|(headline, verdict)| HeadlineComparison {
+                headline,
+                this_run: String::new(),
+                verdict,
+                basis: String::new(),
+                number: None,
+                undefined: None,
+            })
+            .collect();
+        assert_eq!(
+            verdict_counts(&comparisons, "minimal_group"),
+            "1 of 3 claims replicate, 1 do not, 1 not the paper's population (1 not in this run)"
+        );
+        assert_eq!(verdict_counts(&comparisons, "conformity"), "0 of 0 claims replicate");
+        assert_eq!(duration_text(std::time::Duration::from_millis(12_940)), "12.9 s");
+        assert_eq!(duration_text(std::time::Duration::from_secs(252)), "4.2 min");
+        assert_eq!(duration_text(std::time::Duration::from_secs(4 * 3600)), "4.0 h");
+    }
 
     #[test]
     fn the_next_command_is_one_shell_word_per_path() {

@@ -143,6 +143,9 @@ fn two_shards_concatenated_equal_the_unsharded_run() {
         let whole = dir.path().join(format!("{name}-whole"));
         let said = String::from_utf8(run_to_completion(&file, &whole, &[]).stdout).unwrap();
         assert!(said.contains("\nquick look (the papers' claims this run tests"), "{name}: {said}");
+        // The run ends with how its claims came out, per study, and says how long it took.
+        assert!(said.contains(" claims replicate"), "{name}: {said}");
+        assert!(said.lines().next().is_some_and(|l| l.contains(" run now in ")), "{name}: {said}");
         let shards: Vec<PathBuf> = (1..=2).map(|k| dir.path().join(format!("{name}-shard{k}"))).collect();
         for (k, out) in shards.iter().enumerate() {
             // A shard's quick look is its own units' numbers, and says so.
