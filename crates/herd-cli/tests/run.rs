@@ -329,3 +329,27 @@ fn stimuli_beyond_what_fits_in_memory_are_refused() {
     assert!(stderr.contains("--count 4000000000") && stderr.contains("at most 100000"), "{stderr}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing was written");
 }
+
+#[test]
+fn without_a_terminal_a_run_reports_progress_in_plain_lines_and_announces_a_resume() {
+    // Slurm, nohup and pipes have no terminal: the bars cannot draw, so the same numbers come as lines.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let (e, o) = (experiment("minimal-group.quick.toml"), out.to_str().unwrap().to_owned());
+    let base = ["run", "--experiment", e.to_str().unwrap(), "--backend", "sim", "--out", &o, "--no-quick-look"];
+    let first = herd(&[&base[..], &["--limit", "4"]].concat()).env("HERD_PROGRESS_SECONDS", "0").output().unwrap();
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let said = String::from_utf8(first.stderr).unwrap();
+    let lines: Vec<&str> = said.lines().filter(|l| l.contains(" units (")).collect();
+    assert!(lines.len() >= 2, "a line per unit at a 0 s interval: {said}");
+    assert!(lines.last().unwrap().contains("] 4/4 units (100%), "), "the last line at the end: {said}");
+    assert!(!said.contains("resuming"), "{said}");
+    // The rerun says that it resumes, and how much is left.
+    let second = herd(&base).env("HERD_PROGRESS_SECONDS", "0").output().unwrap();
+    assert!(second.status.success(), "{}", String::from_utf8_lossy(&second.stderr));
+    let said = String::from_utf8(second.stderr).unwrap();
+    assert!(said.contains("resuming: 4 of 32 units already stored; running the other 28"), "{said}");
+    // --quiet keeps stderr free of progress.
+    let quiet = herd(&[&base[..], &["--quiet"]].concat()).env("HERD_PROGRESS_SECONDS", "0").output().unwrap();
+    assert!(!String::from_utf8(quiet.stderr).unwrap().contains(" units ("));
+}

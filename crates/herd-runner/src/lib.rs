@@ -284,6 +284,14 @@ pub fn run_experiment(
     let progress = Progress::new(options.progress);
     let mut summary = RunSummary { units_total: units.len() as u64, ..RunSummary::default() };
     summary.units_already_stored = units.iter().filter(|u| sink.is_stored(&u.key.id())).count() as u64;
+    if summary.units_already_stored > 0 {
+        progress.println(format!(
+            "resuming: {} of {} units already stored; running the other {}",
+            summary.units_already_stored,
+            summary.units_total,
+            summary.units_total - summary.units_already_stored
+        ));
+    }
     if let Some(limit) = options.limit {
         // The first units of the plan the model runs, as `herd expand --jsonl` lists them (with the
         // units among them it skips by design, which cost nothing); the rest wait for a rerun.
