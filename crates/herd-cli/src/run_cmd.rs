@@ -289,6 +289,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     if args.limit == Some(0) {
         bail!("--limit 0 runs nothing; give the number of units for a trial run, e.g. --limit 10");
     }
+    interrupt_says_how_to_resume(&args.out);
     let started = std::time::Instant::now();
     let summary = run_loaded(&file, loaded, args.backend, args.shard, &args.out, !args.quiet, args.limit)?;
     let elapsed = started.elapsed();
@@ -360,6 +361,25 @@ fn run_secrets(model_record: &serde_json::Value) -> Vec<String> {
 
 fn redact(text: &str, secrets: &[String]) -> String {
     herd_infer::redact_secrets(text, &secrets.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// Ctrl-C (SIGINT, and SIGTERM from a batch system) ends the run with exit status 130 as before, now
+/// with a word: what was committed stays (each batch commits atomically), and the same command resumes.
+fn interrupt_says_how_to_resume(out: &Path) {
+    let out = out.display().to_string();
+    let installed = ctrlc::set_handler(move || {
+        eprintln!(
+            "\ninterrupted: every unit committed so far is kept in {out}; rerun the same command to resume (units in \
+             flight run again)"
+        );
+        std::process::exit(130);
+    });
+    // A second handler (herd run called twice in one process, as tests do) keeps the first one's word.
+    if let Err(e) = installed
+        && !matches!(e, ctrlc::Error::MultipleHandlers)
+    {
+        eprintln!("warning: Ctrl-C will stop the run without a word ({e})");
+    }
 }
 
 /// What `herd run` prints at the end: what was done, the headline numbers of a quick look, where it

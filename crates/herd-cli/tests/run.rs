@@ -353,3 +353,29 @@ fn without_a_terminal_a_run_reports_progress_in_plain_lines_and_announces_a_resu
     let quiet = herd(&[&base[..], &["--quiet"]].concat()).env("HERD_PROGRESS_SECONDS", "0").output().unwrap();
     assert!(!String::from_utf8(quiet.stderr).unwrap().contains(" units ("));
 }
+
+#[test]
+fn ctrl_c_ends_a_run_with_a_word_on_how_to_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let e = experiment("minimal-group.toml");
+    let mut child =
+        herd(&["run", "--experiment", e.to_str().unwrap(), "--backend", "sim", "--out", out.to_str().unwrap()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+    // Once the run has committed something, Ctrl-C.
+    let started = std::time::Instant::now();
+    while !out.join("committed").is_dir() || std::fs::read_dir(out.join("committed")).unwrap().next().is_none() {
+        assert!(started.elapsed().as_secs() < 120, "the run committed nothing in 2 minutes");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", String::from_utf8_lossy(&output.stderr));
+    let said = String::from_utf8(output.stderr).unwrap();
+    assert!(said.contains("interrupted: every unit committed so far is kept in "), "{said}");
+    assert!(said.contains("rerun the same command to resume"), "{said}");
+}

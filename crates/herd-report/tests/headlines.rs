@@ -1232,7 +1232,8 @@ fn difficulty_is_a_predictor_of_its_own_in_the_fig_3b_regression() {
     let h = headline(&all, "difficulty_predicts");
     assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
     assert!(h.this_run.contains("β_difficulty = "), "{}", h.this_run);
-    assert!(h.this_run.contains("OLS on difficulty and performance, conformity over N > 0"), "{}", h.this_run);
+    assert!(h.this_run.contains("OLS on difficulty and performance, conformity over N > 0, HC3"), "{}", h.this_run);
+    assert!(h.this_run.contains(", classical OLS p = "), "{}", h.this_run);
     // Conformity falling with difficulty (the difficulty trials mirrored at N > 0): refuted.
     let falling: Vec<ConformityTrial> = difficulty_pool(0.0)
         .into_iter()

@@ -1,4 +1,6 @@
-//! Ordinary least squares, as statsmodels `OLS(y, X).fit()` (non-robust covariance).
+//! Ordinary least squares, as statsmodels `OLS(y, X).fit()` (non-robust covariance), with each
+//! coefficient's heteroscedasticity-robust HC3 standard error and t-test beside it, as
+//! `OLS(y, X).fit(cov_type="HC3", use_t=True)`.
 
 use nalgebra::DVector;
 
@@ -15,6 +17,11 @@ pub struct OlsCoefficient {
     pub se: f64,
     pub t: f64,
     pub p_value: f64,
+    /// HC3 standard error (MacKinnon and White): the sandwich with each squared residual inflated by
+    /// 1/(1 − leverage)²; NaN where an observation has leverage 1.
+    pub se_hc3: f64,
+    /// Two-sided p of estimate / `se_hc3` on Student's t with the residual degrees of freedom.
+    pub p_hc3: f64,
 }
 
 /// An OLS fit.
@@ -61,6 +68,15 @@ pub fn ols(design: &DesignMatrix, y: &[f64]) -> Result<OlsFit, StatsError> {
     let df_resid = (n - p) as f64;
     let scale = ssr / df_resid;
     let xtx_inv = spd_inverse(&(x.transpose() * x))?;
+    // HC3: (X'X)⁻¹ X' diag(eᵢ² / (1 − hᵢ)²) X (X'X)⁻¹, hᵢ = xᵢ'(X'X)⁻¹xᵢ.
+    let mut meat = nalgebra::DMatrix::<f64>::zeros(p, p);
+    for i in 0..n {
+        let row = x.row(i);
+        let leverage = (row * &xtx_inv * row.transpose())[(0, 0)];
+        let weight = residuals[i] * residuals[i] / ((1.0 - leverage) * (1.0 - leverage));
+        meat += row.transpose() * row * weight;
+    }
+    let hc3 = &xtx_inv * meat * &xtx_inv;
     let has_constant = design.has_constant();
     let tss = if has_constant {
         let mean = y.iter().sum::<f64>() / n as f64;
@@ -78,12 +94,20 @@ pub fn ols(design: &DesignMatrix, y: &[f64]) -> Result<OlsFit, StatsError> {
         .map(|j| {
             let se = (scale * xtx_inv[(j, j)]).sqrt();
             let t = beta[j] / se;
+            let se_hc3 = hc3[(j, j)].sqrt();
+            let p_hc3 = if se_hc3.is_finite() && se_hc3 > 0.0 {
+                students_t_p_value(beta[j] / se_hc3, df_resid, Alternative::TwoSided)
+            } else {
+                f64::NAN
+            };
             OlsCoefficient {
                 name: design.column_names[j].clone(),
                 estimate: beta[j],
                 se,
                 t,
                 p_value: students_t_p_value(t, df_resid, Alternative::TwoSided),
+                se_hc3,
+                p_hc3,
             }
         })
         .collect();

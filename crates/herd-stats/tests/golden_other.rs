@@ -60,7 +60,7 @@ fn spearman_matches_scipy() {
 fn ols_matches_statsmodels() {
     let fixture = load("ols");
     let all = cases(&fixture, "cases");
-    assert_eq!(all.len(), 4);
+    assert_eq!(all.len(), 5);
     for (k, case) in all.iter().enumerate() {
         let columns: Vec<(String, Vec<f64>)> =
             case["columns"].as_object().unwrap().iter().map(|(name, v)| (name.clone(), nums(v))).collect();
@@ -76,6 +76,8 @@ fn ols_matches_statsmodels() {
             assert_close(c.se, num(&case["se"][j]), 0.0, &w);
             assert_close(c.t, num(&case["t"][j]), ESTIMATE_ABS_FLOOR, &w);
             assert_p(c.p_value, num(&case["p"][j]), &w);
+            assert_close(c.se_hc3, num(&case["se_hc3"][j]), 0.0, &format!("{w} HC3"));
+            assert_p(c.p_hc3, num(&case["p_hc3"][j]), &format!("{w} HC3"));
         }
         assert_close(fit.r_squared, num(&case["r_squared"]), 0.0, "r2");
         assert_close(fit.adj_r_squared, num(&case["adj_r_squared"]), 0.0, "adj r2");

@@ -301,17 +301,23 @@ def spearman_cases():
 def ols_cases():
     rng = np.random.default_rng(5)
     cases = []
-    for n, noise in [(12, 1.0), (40, 0.3), (200, 2.0), (25, 0.01)]:
+    # The last case is heteroscedastic (noise growing with performance, as fig. 3b's hexagon means of
+    # few images at the edges), where the HC3 standard errors differ from the classical ones.
+    for n, noise, hetero in [(12, 1.0, False), (40, 0.3, False), (200, 2.0, False), (25, 0.01, False),
+                             (110, 0.2, True)]:
         a = rng.uniform(0, 1, n)
         b = rng.uniform(0, 1, n)
-        y = 0.2 + 1.5 * a - 0.7 * b + rng.normal(0, noise, n)
+        scale = noise * (0.1 + 3.0 * b ** 3) if hetero else noise
+        y = 0.2 + 1.5 * a - 0.7 * b + rng.normal(0, 1, n) * scale
         df = pd.DataFrame({"y": y, "difficulty": a, "performance": b})
         res = smf.ols("y ~ difficulty + performance", data=df).fit()
+        hc3 = smf.ols("y ~ difficulty + performance", data=df).fit(cov_type="HC3", use_t=True)
         cases.append({"formula": "y ~ difficulty + performance",
                       "columns": {c: df[c].tolist() for c in df.columns},
                       "names": list(res.params.index),
                       "params": [f(v) for v in res.params], "se": [f(v) for v in res.bse],
                       "t": [f(v) for v in res.tvalues], "p": [f(v) for v in res.pvalues],
+                      "se_hc3": [f(v) for v in hc3.bse], "p_hc3": [f(v) for v in hc3.pvalues],
                       "r_squared": f(res.rsquared), "adj_r_squared": f(res.rsquared_adj),
                       "scale": f(res.scale)})
     return cases
