@@ -359,12 +359,11 @@ fn ctrl_c_ends_a_run_with_a_word_on_how_to_resume() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let e = experiment("minimal-group.toml");
-    let mut child =
-        herd(&["run", "--experiment", e.to_str().unwrap(), "--backend", "sim", "--out", out.to_str().unwrap()])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+    let child = herd(&["run", "--experiment", e.to_str().unwrap(), "--backend", "sim", "--out", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     // Once the run has committed something, Ctrl-C.
     let started = std::time::Instant::now();
     while !out.join("committed").is_dir() || std::fs::read_dir(out.join("committed")).unwrap().next().is_none() {
