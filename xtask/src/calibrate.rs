@@ -28,12 +28,12 @@ pub fn run(replications: u32, out: &Path) -> Result<()> {
          path).\n\n\
          Each design is replicated {replications} times per agent, each replication with other sim seeds, analysed \
          as `herd report` would and every headline claim judged. `data/sim/paper-effects.toml` carries the papers' \
-         effects as far as the sim's keys can plant them: the share of *replicates* is a rule's power. \
+         headline effects at their magnitudes: the share of *replicates* is a rule's power. \
          `data/sim/null.toml` carries none: *replicates* on an effect claim is the rule's false-verdict rate, and a \
          null claim (the hidden-label floor, tasks alike) should read *replicates*. Each cell is the share of \
-         replications with that verdict and its 95% Wilson interval. A rule whose effect the sim cannot plant yet \
-         (reasoning mode, equal groups at m = 10, the performance null, all-zero allocations) is not expected to \
-         replicate under either agent. Regenerate after changing a rule.\n"
+         replications with that verdict and its 95% Wilson interval. The papers' agent is one model like the \
+         paper's typical ones, so a claim about one model's exception (the majority reversal, the paraphrase's hidden \
+         floor) is not expected to replicate under either agent. Regenerate after changing a rule or an agent.\n"
     );
     for (name, experiment) in DESIGNS {
         let table = Path::new(out).join(format!("calibration-{}.csv", name.replace(' ', "-")));

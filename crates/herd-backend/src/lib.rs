@@ -52,6 +52,6 @@ pub use sampling::{
     ModelSampling, SamplingFallback, SamplingOverrides, Setting, SettingSource, resolve_sampling,
 };
 pub use sim::{
-    AllocationFacts, ConformityFacts, MAX_LOG_EFFECT, MAX_NOISE_SD, SimAgent, SimAllocation, SimBackend, SimConformity,
-    SimParamError, SimParams,
+    AllocationBehaviour, AllocationFacts, AllocationOverride, ConformityFacts, MAX_LOG_EFFECT, MAX_NOISE_SD, SimAgent,
+    SimAllocation, SimBackend, SimConformity, SimParamError, SimParams,
 };

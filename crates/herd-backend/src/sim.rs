@@ -1,14 +1,25 @@
 //! A simulated agent with stated parameters: the `sim` backend. It answers from what each trial is (its
 //! [`ConformityFacts`] or [`AllocationFacts`], which the runner hands it beside the requests through
-//! [`SimBackend`]) rather than from the prompt, so its effects are known exactly. It serves power analysis
-//! and the end-to-end tests that must recover planted effects (and find none where none was planted).
-//! The [`Backend`](crate::Backend) contract knows nothing of it.
+//! [`SimBackend`]) rather than from the prompt, so its effects are known exactly. It serves power analysis,
+//! `herd calibrate` and the end-to-end tests that must recover planted effects (and find none where none
+//! was planted). The [`Backend`](crate::Backend) contract knows nothing of it.
 //!
 //! Conformity: `logit P(wrong) = intercept + per_log_wrong·ln(1 + wrong replies) + per_log_right·ln(1 +
-//! right replies) + difficulty·d + level_shift[level] + ε`, ε ~ N(0, noise_sd²) per trial, d ∈ [0, 1] the
-//! image's normalised difficulty. Allocation: each target's weight is `exp(bias·same_group + ε)`, bias the
-//! in-group weight of the decider's group (0 when labels are hidden), ε ~ N(0, noise_sd²); points are the
-//! pool split in proportion, rounded to integers by largest remainder and written as a JSON object.
+//! right replies) + difficulty·d + difficulty_index[task]·x + level_shift[level] + task_shift[task] +
+//! family_shift[family] + ε`, ε ~ N(0, noise_sd²) per trial, d ∈ [0, 1] the image's normalised difficulty
+//! level and x its difficulty index as the conformity paper defines it ([`ConformityFacts::difficulty_index`]).
+//!
+//! Allocation: each target's weight is `exp(bias·same_group + ε)`, bias the in-group log-weight of the
+//! decider (by its group's size and the labels: [`SimParams::allocation_behaviour`]), ε ~ N(0, noise_sd²);
+//! with probability `zero_outgroup` a decider with visible labels gives the out-group nothing (its weights
+//! 0). Points are the pool split in proportion, rounded to integers by largest remainder and written as a
+//! JSON object. Some replies are planted to exercise herd-parse: no JSON object at all (a parse failure,
+//! which the runner fills uniformly), points summing to another total (rescaled to the pool) and a
+//! recipient left out (read as 0 points). The bias and rate keys can be replaced per reasoning mode,
+//! instrument and swap pass ([`AllocationOverride`]).
+//!
+//! Every draw comes from a stream keyed by the seed, the trial's key and what it draws, so a trial's answer
+//! does not depend on batch order or sharding, and a key added since keeps every older draw as it was.
 
 use crate::backend::{
     AnswerScore, BackendInfo, FinishReason, GenerateRequest, Generation, ScoreBound, ScoreRequest, ScoreResult,
@@ -29,9 +40,18 @@ pub struct ConformityFacts {
     pub wrong: String,
     pub wrong_replies: u32,
     pub right_replies: u32,
-    /// The image's difficulty normalised to [0, 1] (0 for the general pool).
+    /// The image's difficulty level normalised to [0, 1] (level / levels; 0 for the general pool).
     pub difficulty: f64,
     pub level: Option<String>,
+    /// The task: `lines`, `color` or `dots`.
+    pub task: String,
+    /// The family (`group_size`, `unanimity`, `difficulty`, …). The baseline filter's trials are the
+    /// plain N = 0 prompt, `group_size`'s.
+    pub family: String,
+    /// The image's difficulty index as the conformity paper defines it, higher is harder (the stimulus's
+    /// `difficulty_index`, which fig. 3b's regression reads): 1/|Δlength| for lines and 1/|Δcount| for
+    /// dots, in (0, 1]; 255·√3 − ‖ΔRGB‖ for colours, in (0, 441.7).
+    pub difficulty_index: f64,
 }
 
 /// What one decider's allocation is, stated for simulated agents.
@@ -44,6 +64,26 @@ pub struct AllocationFacts {
     pub labels_visible: bool,
     pub minority_decider: bool,
     pub pool: u32,
+    /// The reasoning mode (`on`, `off`).
+    pub reasoning: String,
+    /// The instrument's name (`base`, `paraphrase`, …).
+    pub instrument: String,
+    /// The swap pass (`original`, `swapped`).
+    pub swap_pass: String,
+    /// m: the minority's size (the group flagged minority; at 2m = `society_size` the groups are equal).
+    pub minority_size: u32,
+    pub society_size: u32,
+}
+
+impl AllocationFacts {
+    /// Whether the two groups are the same size (m = half the society): no decider is in a minority.
+    pub fn equal_groups(&self) -> bool {
+        2 * u64::from(self.minority_size) == u64::from(self.society_size)
+    }
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
 }
 
 /// The conformity curve of a simulated agent.
@@ -53,9 +93,25 @@ pub struct SimConformity {
     pub intercept: f64,
     pub per_log_wrong: f64,
     pub per_log_right: f64,
+    /// Logit per unit of the image's normalised difficulty level ([`ConformityFacts::difficulty`]).
     pub difficulty: f64,
+    /// Logit per unit of the image's difficulty index ([`ConformityFacts::difficulty_index`]), for every
+    /// task without an entry in `difficulty_index_by_task`. 0 by default.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub difficulty_index: f64,
+    /// Per task (`lines`, `color`, `dots`): logit per unit of the difficulty index, replacing
+    /// `difficulty_index` for that task (the index's scale differs by task: at most 1 for lines and
+    /// dots, hundreds for colours).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub difficulty_index_by_task: BTreeMap<String, f64>,
     /// Added to the logit at these condition levels (public, scientists, same, near, …).
     pub level_shift: BTreeMap<String, f64>,
+    /// Added to the logit of every trial of a task (the baseline filter's included).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub task_shift: BTreeMap<String, f64>,
+    /// Added to the logit of every trial of a family, N = 0 included.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub family_shift: BTreeMap<String, f64>,
     pub noise_sd: f64,
 }
 
@@ -75,13 +131,18 @@ impl Default for SimConformity {
             per_log_wrong: 1.8,
             per_log_right: -1.0,
             difficulty: 1.5,
+            difficulty_index: 0.0,
+            difficulty_index_by_task: BTreeMap::new(),
             level_shift: level_shift.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+            task_shift: BTreeMap::new(),
+            family_shift: BTreeMap::new(),
             noise_sd: 0.5,
         }
     }
 }
 
-/// The allocation behaviour of a simulated agent.
+/// The allocation behaviour of a simulated agent. Keys added after the first three are left out of its
+/// serialisation (and so of a run's fingerprint) at their defaults, so an old sim file's run resumes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SimAllocation {
@@ -89,13 +150,166 @@ pub struct SimAllocation {
     pub ingroup_minority: f64,
     /// The same for a majority decider.
     pub ingroup_majority: f64,
+    /// The in-group log-weight of every decider when the groups are the same size (2m = society size),
+    /// labels visible. Absent: by the minority flag, as with unequal groups (one equal group is flagged
+    /// minority).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ingroup_equal: Option<f64>,
+    /// The in-group (latent group) log-weight with hidden labels: 0, a group-blind agent, by default; any
+    /// other value plants a broken hidden floor.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ingroup_hidden: f64,
     pub noise_sd: f64,
+    /// Probability that a decider with visible labels gives every out-group target 0 points (its points
+    /// go to its own group in proportion to their weights). 0 by default.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub zero_outgroup_rate: f64,
+    /// `zero_outgroup_rate` for minority deciders (unequal groups, or equal ones without
+    /// `zero_outgroup_equal`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zero_outgroup_minority: Option<f64>,
+    /// `zero_outgroup_rate` for majority deciders.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zero_outgroup_majority: Option<f64>,
+    /// `zero_outgroup_rate` for every decider when the groups are the same size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zero_outgroup_equal: Option<f64>,
+    /// Probability that a reply holds no JSON object (herd-parse: `no_object`; the runner stores it
+    /// failed, with the uniform fill). 0 by default.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub parse_failure_rate: f64,
+    /// Probability that a reply's points sum to another total than the pool (a whole number within ±20%
+    /// of it); herd-parse rescales them to the pool (`repaired`, flag `renormalised`). 0 by default.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rescale_rate: f64,
+    /// Probability that a reply leaves out one recipient (drawn at random); herd-parse gives a missing
+    /// recipient 0 points and, when it had points, rescales the rest to the pool (`renormalised`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub missing_target_rate: f64,
+    /// Keys replaced for deciders in a reasoning mode (`on`, `off`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub reasoning: BTreeMap<String, AllocationOverride>,
+    /// Keys replaced for deciders asked with an instrument (`base`, `paraphrase`, …); over `reasoning`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub instrument: BTreeMap<String, AllocationOverride>,
+    /// Keys replaced for deciders in a swap pass (`original`, `swapped`); over `instrument`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub swap_pass: BTreeMap<String, AllocationOverride>,
 }
 
 impl Default for SimAllocation {
     fn default() -> Self {
-        SimAllocation { ingroup_minority: 0.6, ingroup_majority: 0.2, noise_sd: 0.5 }
+        SimAllocation {
+            ingroup_minority: 0.6,
+            ingroup_majority: 0.2,
+            ingroup_equal: None,
+            ingroup_hidden: 0.0,
+            noise_sd: 0.5,
+            zero_outgroup_rate: 0.0,
+            zero_outgroup_minority: None,
+            zero_outgroup_majority: None,
+            zero_outgroup_equal: None,
+            parse_failure_rate: 0.0,
+            rescale_rate: 0.0,
+            missing_target_rate: 0.0,
+            reasoning: BTreeMap::new(),
+            instrument: BTreeMap::new(),
+            swap_pass: BTreeMap::new(),
+        }
     }
+}
+
+/// A partial table of [`SimAllocation`]'s bias and rate keys (and `noise_sd`): the keys it gives replace
+/// the base values for the deciders of one reasoning mode, instrument or swap pass.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllocationOverride {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingroup_minority: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingroup_majority: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingroup_equal: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingroup_hidden: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_sd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zero_outgroup_rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zero_outgroup_minority: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zero_outgroup_majority: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zero_outgroup_equal: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parse_failure_rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rescale_rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_target_rate: Option<f64>,
+}
+
+/// What kind of value a key of [`AllocationOverride`] is, for validation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KeyKind {
+    Effect,
+    Noise,
+    Rate,
+}
+
+impl AllocationOverride {
+    /// The key names an override table takes (those of [`SimAllocation`] it may replace).
+    pub const KEYS: [&'static str; 12] = [
+        "ingroup_minority",
+        "ingroup_majority",
+        "ingroup_equal",
+        "ingroup_hidden",
+        "noise_sd",
+        "zero_outgroup_rate",
+        "zero_outgroup_minority",
+        "zero_outgroup_majority",
+        "zero_outgroup_equal",
+        "parse_failure_rate",
+        "rescale_rate",
+        "missing_target_rate",
+    ];
+
+    /// Each key given, with its kind.
+    fn given(&self) -> Vec<(&'static str, KeyKind, f64)> {
+        use KeyKind::*;
+        [
+            ("ingroup_minority", Effect, self.ingroup_minority),
+            ("ingroup_majority", Effect, self.ingroup_majority),
+            ("ingroup_equal", Effect, self.ingroup_equal),
+            ("ingroup_hidden", Effect, self.ingroup_hidden),
+            ("noise_sd", Noise, self.noise_sd),
+            ("zero_outgroup_rate", Rate, self.zero_outgroup_rate),
+            ("zero_outgroup_minority", Rate, self.zero_outgroup_minority),
+            ("zero_outgroup_majority", Rate, self.zero_outgroup_majority),
+            ("zero_outgroup_equal", Rate, self.zero_outgroup_equal),
+            ("parse_failure_rate", Rate, self.parse_failure_rate),
+            ("rescale_rate", Rate, self.rescale_rate),
+            ("missing_target_rate", Rate, self.missing_target_rate),
+        ]
+        .into_iter()
+        .filter_map(|(key, kind, value)| value.map(|v| (key, kind, v)))
+        .collect()
+    }
+}
+
+/// The bias and rates one decider applies: [`SimAllocation`]'s keys after the overrides of its reasoning
+/// mode, instrument and swap pass, resolved for its labels and its group's size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AllocationBehaviour {
+    /// The in-group log-weight.
+    pub ingroup: f64,
+    pub noise_sd: f64,
+    /// Probability of giving every out-group target 0 points (0 with hidden labels).
+    pub zero_outgroup: f64,
+    pub parse_failure_rate: f64,
+    pub rescale_rate: f64,
+    pub missing_target_rate: f64,
 }
 
 /// Every parameter of a simulated agent (`--sim FILE` takes them as TOML).
@@ -127,67 +341,173 @@ pub struct SimParamError {
     pub allowed: String,
 }
 
+fn check_effect(key: String, value: f64) -> std::result::Result<(), SimParamError> {
+    if value.is_finite() && value.abs() <= MAX_LOG_EFFECT {
+        return Ok(());
+    }
+    let allowed = format!(
+        "use a finite value in [-{MAX_LOG_EFFECT}, {MAX_LOG_EFFECT}] (a logit or log-weight; ±{MAX_LOG_EFFECT} already saturates the effect)"
+    );
+    Err(SimParamError { key, value, allowed })
+}
+
+fn check_noise(key: String, value: f64) -> std::result::Result<(), SimParamError> {
+    if value.is_finite() && (0.0..=MAX_NOISE_SD).contains(&value) {
+        return Ok(());
+    }
+    let allowed = format!("use a standard deviation in [0, {MAX_NOISE_SD}]");
+    Err(SimParamError { key, value, allowed })
+}
+
+fn check_rate(key: String, value: f64) -> std::result::Result<(), SimParamError> {
+    if (0.0..=1.0).contains(&value) {
+        return Ok(());
+    }
+    Err(SimParamError { key, value, allowed: "use a probability in [0, 1]".into() })
+}
+
+fn check(key: String, kind: KeyKind, value: f64) -> std::result::Result<(), SimParamError> {
+    match kind {
+        KeyKind::Effect => check_effect(key, value),
+        KeyKind::Noise => check_noise(key, value),
+        KeyKind::Rate => check_rate(key, value),
+    }
+}
+
 impl SimParams {
     /// Every parameter finite and in its range; the first that is not, by key. Checked where
     /// parameters come in (`--sim`, `herd power --effect`) and before the agent answers, so an
     /// out-of-range value is an error, never uniform allocations or p_wrong = NaN.
     pub fn validate(&self) -> std::result::Result<(), SimParamError> {
-        let effect = |key: String, value: f64| {
-            if value.is_finite() && value.abs() <= MAX_LOG_EFFECT {
-                return Ok(());
-            }
-            let allowed = format!(
-                "use a finite value in [-{MAX_LOG_EFFECT}, {MAX_LOG_EFFECT}] (a logit or log-weight; ±{MAX_LOG_EFFECT} already saturates the effect)"
-            );
-            Err(SimParamError { key, value, allowed })
-        };
-        let noise = |key: &str, value: f64| {
-            if value.is_finite() && (0.0..=MAX_NOISE_SD).contains(&value) {
-                return Ok(());
-            }
-            let allowed = format!("use a standard deviation in [0, {MAX_NOISE_SD}]");
-            Err(SimParamError { key: key.to_owned(), value, allowed })
-        };
         let c = &self.conformity;
         for (key, value) in [
             ("intercept", c.intercept),
             ("per_log_wrong", c.per_log_wrong),
             ("per_log_right", c.per_log_right),
             ("difficulty", c.difficulty),
+            ("difficulty_index", c.difficulty_index),
         ] {
-            effect(format!("conformity.{key}"), value)?;
+            check_effect(format!("conformity.{key}"), value)?;
         }
-        for (level, &value) in &c.level_shift {
-            effect(format!("conformity.level_shift.{level}"), value)?;
+        for (table, map) in [
+            ("difficulty_index_by_task", &c.difficulty_index_by_task),
+            ("level_shift", &c.level_shift),
+            ("task_shift", &c.task_shift),
+            ("family_shift", &c.family_shift),
+        ] {
+            for (name, &value) in map {
+                check_effect(format!("conformity.{table}.{name}"), value)?;
+            }
         }
-        noise("conformity.noise_sd", c.noise_sd)?;
+        check_noise("conformity.noise_sd".into(), c.noise_sd)?;
         let a = &self.allocation;
-        effect("allocation.ingroup_minority".into(), a.ingroup_minority)?;
-        effect("allocation.ingroup_majority".into(), a.ingroup_majority)?;
-        noise("allocation.noise_sd", a.noise_sd)
+        let base = AllocationOverride {
+            ingroup_minority: Some(a.ingroup_minority),
+            ingroup_majority: Some(a.ingroup_majority),
+            ingroup_equal: a.ingroup_equal,
+            ingroup_hidden: Some(a.ingroup_hidden),
+            noise_sd: Some(a.noise_sd),
+            zero_outgroup_rate: Some(a.zero_outgroup_rate),
+            zero_outgroup_minority: a.zero_outgroup_minority,
+            zero_outgroup_majority: a.zero_outgroup_majority,
+            zero_outgroup_equal: a.zero_outgroup_equal,
+            parse_failure_rate: Some(a.parse_failure_rate),
+            rescale_rate: Some(a.rescale_rate),
+            missing_target_rate: Some(a.missing_target_rate),
+        };
+        for (key, kind, value) in base.given() {
+            check(format!("allocation.{key}"), kind, value)?;
+        }
+        for (table, overrides) in
+            [("reasoning", &a.reasoning), ("instrument", &a.instrument), ("swap_pass", &a.swap_pass)]
+        {
+            for (name, o) in overrides {
+                for (key, kind, value) in o.given() {
+                    check(format!("allocation.{table}.{name}.{key}"), kind, value)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Logit per unit of the difficulty index for a task.
+    pub fn difficulty_index_slope(&self, task: &str) -> f64 {
+        let c = &self.conformity;
+        c.difficulty_index_by_task.get(task).copied().unwrap_or(c.difficulty_index)
     }
 
     /// The logit of P(wrong) before noise.
     pub fn conformity_logit(&self, facts: &ConformityFacts) -> f64 {
         let c = &self.conformity;
         let shift = facts.level.as_ref().and_then(|l| c.level_shift.get(l)).copied().unwrap_or(0.0);
-        c.intercept
+        let logit = c.intercept
             + c.per_log_wrong * f64::from(facts.wrong_replies).ln_1p()
             + c.per_log_right * f64::from(facts.right_replies).ln_1p()
             + c.difficulty * facts.difficulty
-            + shift
+            + shift;
+        // The terms added since are left out at 0 (not added as 0·x), so an old file's logit keeps its
+        // bits whatever the index.
+        let mut extra = 0.0;
+        let slope = self.difficulty_index_slope(&facts.task);
+        if slope != 0.0 {
+            extra += slope * facts.difficulty_index;
+        }
+        extra += c.task_shift.get(&facts.task).copied().unwrap_or(0.0);
+        extra += c.family_shift.get(&facts.family).copied().unwrap_or(0.0);
+        if extra == 0.0 { logit } else { logit + extra }
     }
 
-    /// The in-group log-weight a decider applies.
-    pub fn ingroup_bias(&self, minority_decider: bool, labels_visible: bool) -> f64 {
-        match (labels_visible, minority_decider) {
-            (false, _) => 0.0,
-            (true, true) => self.allocation.ingroup_minority,
-            (true, false) => self.allocation.ingroup_majority,
+    /// The bias and rates a decider applies: the base keys, replaced by those its reasoning mode's,
+    /// instrument's and swap pass's override tables give (in that order, the last given winning), then
+    /// resolved for its role. With hidden labels the in-group log-weight is `ingroup_hidden` and no
+    /// decider gives the out-group nothing. With visible labels and groups of the same size,
+    /// `ingroup_equal` and `zero_outgroup_equal` apply where given; otherwise the minority flag picks
+    /// `ingroup_minority` or `ingroup_majority`, and `zero_outgroup_minority` or `zero_outgroup_majority`
+    /// where given, else `zero_outgroup_rate`.
+    pub fn allocation_behaviour(&self, facts: &AllocationFacts) -> AllocationBehaviour {
+        let a = &self.allocation;
+        let overrides: Vec<&AllocationOverride> =
+            [a.reasoning.get(&facts.reasoning), a.instrument.get(&facts.instrument), a.swap_pass.get(&facts.swap_pass)]
+                .into_iter()
+                .flatten()
+                .collect();
+        let given = |key: fn(&AllocationOverride) -> Option<f64>| overrides.iter().rev().find_map(|o| key(o));
+        let value = |key: fn(&AllocationOverride) -> Option<f64>, base: f64| given(key).unwrap_or(base);
+        let optional = |key: fn(&AllocationOverride) -> Option<f64>, base: Option<f64>| given(key).or(base);
+        let equal = facts.equal_groups();
+        let by_flag = |minority: f64, majority: f64| if facts.minority_decider { minority } else { majority };
+        let (ingroup, zero_outgroup) = if facts.labels_visible {
+            let ingroup_equal = optional(|o| o.ingroup_equal, a.ingroup_equal).filter(|_| equal);
+            let ingroup = ingroup_equal.unwrap_or_else(|| {
+                by_flag(
+                    value(|o| o.ingroup_minority, a.ingroup_minority),
+                    value(|o| o.ingroup_majority, a.ingroup_majority),
+                )
+            });
+            let zero_equal = optional(|o| o.zero_outgroup_equal, a.zero_outgroup_equal).filter(|_| equal);
+            let zero_role = if facts.minority_decider {
+                optional(|o| o.zero_outgroup_minority, a.zero_outgroup_minority)
+            } else {
+                optional(|o| o.zero_outgroup_majority, a.zero_outgroup_majority)
+            };
+            let zero =
+                zero_equal.or(zero_role).unwrap_or_else(|| value(|o| o.zero_outgroup_rate, a.zero_outgroup_rate));
+            (ingroup, zero)
+        } else {
+            (value(|o| o.ingroup_hidden, a.ingroup_hidden), 0.0)
+        };
+        AllocationBehaviour {
+            ingroup,
+            noise_sd: value(|o| o.noise_sd, a.noise_sd),
+            zero_outgroup,
+            parse_failure_rate: value(|o| o.parse_failure_rate, a.parse_failure_rate),
+            rescale_rate: value(|o| o.rescale_rate, a.rescale_rate),
+            missing_target_rate: value(|o| o.missing_target_rate, a.missing_target_rate),
         }
     }
 
-    /// A seeded stream per trial key, so a trial's answer does not depend on batch order or sharding.
+    /// A seeded stream per trial key and purpose, so a trial's answer does not depend on batch order or
+    /// sharding, and each kind of draw has its own stream.
     fn rng(&self, key: &str, purpose: &str) -> ChaCha20Rng {
         let mut hash = Sha256::new();
         for part in [self.seed.to_string().as_str(), key, purpose] {
@@ -197,20 +517,83 @@ impl SimParams {
         ChaCha20Rng::from_seed(hash.finalize().into())
     }
 
+    /// Whether this decider gives every out-group target 0 points (only where it has targets in both
+    /// groups).
+    pub fn zero_outgroup(&self, facts: &AllocationFacts) -> bool {
+        let rate = self.allocation_behaviour(facts).zero_outgroup;
+        let both = facts.same_group.contains(&true) && facts.same_group.contains(&false);
+        let draw: f64 = self.rng(&facts.key, "allocation/zero_outgroup").random();
+        both && draw < rate
+    }
+
     /// The points one decider gives, before rounding.
     pub fn allocation_shares(&self, facts: &AllocationFacts) -> Vec<f64> {
         let mut rng = self.rng(&facts.key, "allocation");
-        let bias = self.ingroup_bias(facts.minority_decider, facts.labels_visible);
+        let behaviour = self.allocation_behaviour(facts);
+        let (bias, noise_sd) = (behaviour.ingroup, behaviour.noise_sd);
+        let zero_outgroup = self.zero_outgroup(facts);
         let weights: Vec<f64> = facts
             .same_group
             .iter()
             .map(|&same| {
-                (bias * f64::from(u8::from(same)) + self.allocation.noise_sd * standard_normal(&mut rng)).exp()
+                // The draw is made for every target, so the in-group's weights are the same either way.
+                let weight = (bias * f64::from(u8::from(same)) + noise_sd * standard_normal(&mut rng)).exp();
+                if zero_outgroup && !same { 0.0 } else { weight }
             })
             .collect();
         let total: f64 = weights.iter().sum();
         weights.iter().map(|w| f64::from(facts.pool) * w / total).collect()
     }
+
+    /// The reply one decider writes: the JSON object of its points, or one of the planted replies that
+    /// exercise the parser (see [`SimAllocation`]'s rates).
+    pub fn allocation_reply(&self, facts: &AllocationFacts) -> String {
+        let behaviour = self.allocation_behaviour(facts);
+        // Every draw is made whatever the rates, so one rate's change moves no other draw.
+        let mut rng = self.rng(&facts.key, "allocation/reply");
+        let fails = rng.random::<f64>() < behaviour.parse_failure_rate;
+        let rescales = rng.random::<f64>() < behaviour.rescale_rate;
+        let misses = rng.random::<f64>() < behaviour.missing_target_rate;
+        let total_draw: f64 = rng.random();
+        let missing_draw: f64 = rng.random();
+        if fails {
+            return "I would rather not split the points between these participants.".to_owned();
+        }
+        let shares = self.allocation_shares(facts);
+        let points = if rescales {
+            let total = other_total(facts.pool, total_draw);
+            let scale = f64::from(total) / f64::from(facts.pool);
+            let scaled: Vec<f64> = shares.iter().map(|s| s * scale).collect();
+            largest_remainder(&scaled, total)
+        } else {
+            largest_remainder(&shares, facts.pool)
+        };
+        let left_out = (misses && facts.roster.len() >= 2)
+            .then(|| ((missing_draw * facts.roster.len() as f64) as usize).min(facts.roster.len() - 1));
+        let object: serde_json::Map<String, serde_json::Value> = facts
+            .roster
+            .iter()
+            .zip(points)
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != left_out)
+            .map(|(_, (id, p))| (id.clone(), p.into()))
+            .collect();
+        serde_json::Value::Object(object).to_string()
+    }
+}
+
+/// A whole-number total other than `pool`, uniform within ±20% of it (at least one away; `pool + 1`
+/// where ±20% holds no other whole number).
+fn other_total(pool: u32, draw: f64) -> u32 {
+    let low = (f64::from(pool) * 0.8).ceil() as u32;
+    let high = (f64::from(pool) * 1.2).floor() as u32;
+    let choices = high.saturating_sub(low); // the whole numbers of [low, high] but pool
+    if choices == 0 || pool == 0 {
+        return pool.saturating_add(1);
+    }
+    let k = ((draw * f64::from(choices)) as u32).min(choices - 1);
+    let total = low + k;
+    if total >= pool { total + 1 } else { total }
 }
 
 /// Box–Muller; one draw per call keeps the stream's use simple to follow.
@@ -306,12 +689,8 @@ impl SimBackend for SimAgent {
         facts
             .iter()
             .map(|facts| {
-                let points = largest_remainder(&self.params.allocation_shares(facts), facts.pool);
-                let object: serde_json::Map<String, serde_json::Value> =
-                    facts.roster.iter().zip(points).map(|(id, p)| (id.clone(), p.into())).collect();
-                let text = serde_json::Value::Object(object).to_string();
                 Ok(Generation {
-                    text,
+                    text: self.params.allocation_reply(facts),
                     prompt_tokens: 0,
                     completion_tokens: 0,
                     finish_reason: FinishReason::Eos,
@@ -379,6 +758,11 @@ mod tests {
             labels_visible: true,
             minority_decider: true,
             pool: 100,
+            reasoning: "on".into(),
+            instrument: "base".into(),
+            swap_pass: "original".into(),
+            minority_size: 2,
+            society_size: 3,
         };
         let prompt = crate::chat::ChatPrompt::user(vec![crate::chat::Part::Text { text: "x".into() }]);
         let request = GenerateRequest::new(prompt, crate::backend::SamplingParams::default());
@@ -386,10 +770,195 @@ mod tests {
         assert!(e.contains("allocation.ingroup_minority") && e.contains("1000"), "{e}");
     }
 
+    /// A decider of a society of `size` whose first `m` agents are the minority.
+    fn decider(m: u32, size: u32, minority: bool, visible: bool) -> AllocationFacts {
+        let me = if minority { 0 } else { size - 1 };
+        let targets: Vec<u32> = (0..size).filter(|&i| i != me).collect();
+        AllocationFacts {
+            key: format!("society/{m}/{minority}/{visible}"),
+            roster: targets.iter().map(|i| format!("agent_{i:02}")).collect(),
+            same_group: targets.iter().map(|&i| (i < m) == minority).collect(),
+            labels_visible: visible,
+            minority_decider: minority,
+            pool: 100,
+            reasoning: "on".into(),
+            instrument: "base".into(),
+            swap_pass: "original".into(),
+            minority_size: m,
+            society_size: size,
+        }
+    }
+
     #[test]
     fn hidden_labels_carry_no_bias() {
         let params = SimParams::default();
-        assert_eq!(params.ingroup_bias(true, false), 0.0);
-        assert!(params.ingroup_bias(true, true) > params.ingroup_bias(false, true));
+        assert_eq!(params.allocation_behaviour(&decider(3, 20, true, false)).ingroup, 0.0);
+        let minority = params.allocation_behaviour(&decider(3, 20, true, true)).ingroup;
+        assert!(minority > params.allocation_behaviour(&decider(3, 20, false, true)).ingroup);
+    }
+
+    #[test]
+    fn each_decider_takes_its_role_s_keys() {
+        let mut params = SimParams::default();
+        let a = &mut params.allocation;
+        (a.ingroup_minority, a.ingroup_majority, a.ingroup_hidden) = (1.0, 0.5, 0.25);
+        a.zero_outgroup_rate = 0.1;
+        a.zero_outgroup_majority = Some(0.2);
+        let role = |p: &SimParams, m, minority, visible| {
+            let b = p.allocation_behaviour(&decider(m, 20, minority, visible));
+            (b.ingroup, b.zero_outgroup)
+        };
+        assert_eq!(role(&params, 3, true, true), (1.0, 0.1));
+        assert_eq!(role(&params, 3, false, true), (0.5, 0.2));
+        assert_eq!(role(&params, 3, true, false), (0.25, 0.0), "hidden labels: ingroup_hidden, never all-zero");
+        // Equal groups go by the minority flag until `ingroup_equal` and `zero_outgroup_equal` are given.
+        assert_eq!(role(&params, 10, true, true), (1.0, 0.1));
+        params.allocation.ingroup_equal = Some(0.75);
+        params.allocation.zero_outgroup_equal = Some(0.3);
+        assert_eq!(role(&params, 10, true, true), (0.75, 0.3));
+        assert_eq!(role(&params, 10, false, true), (0.75, 0.3));
+        assert_eq!(role(&params, 9, false, true), (0.5, 0.2), "m = 9 of 20 is not equal groups");
+        assert_eq!(role(&params, 10, true, false), (0.25, 0.0));
+    }
+
+    #[test]
+    fn overrides_replace_the_keys_they_give_base_reasoning_instrument_swap_pass() {
+        let mut params = SimParams::default();
+        let a = &mut params.allocation;
+        a.reasoning.insert(
+            "off".into(),
+            AllocationOverride { ingroup_minority: Some(1.0), noise_sd: Some(0.1), ..Default::default() },
+        );
+        a.instrument.insert(
+            "paraphrase".into(),
+            AllocationOverride { ingroup_minority: Some(2.0), parse_failure_rate: Some(0.5), ..Default::default() },
+        );
+        a.swap_pass.insert("swapped".into(), AllocationOverride { ingroup_minority: Some(3.0), ..Default::default() });
+        let behaviour = |reasoning: &str, instrument: &str, pass: &str| {
+            let facts = AllocationFacts {
+                reasoning: reasoning.into(),
+                instrument: instrument.into(),
+                swap_pass: pass.into(),
+                ..decider(3, 20, true, true)
+            };
+            let b = params.allocation_behaviour(&facts);
+            (b.ingroup, b.noise_sd, b.parse_failure_rate)
+        };
+        assert_eq!(behaviour("on", "base", "original"), (0.6, 0.5, 0.0));
+        assert_eq!(behaviour("off", "base", "original"), (1.0, 0.1, 0.0));
+        assert_eq!(behaviour("off", "paraphrase", "original"), (2.0, 0.1, 0.5));
+        assert_eq!(behaviour("off", "paraphrase", "swapped"), (3.0, 0.1, 0.5));
+        assert_eq!(behaviour("on", "base", "swapped"), (3.0, 0.5, 0.0));
+        // A majority decider keeps the base majority weight: the tables gave only the minority's.
+        let majority = AllocationFacts { reasoning: "off".into(), ..decider(3, 20, false, true) };
+        assert_eq!(params.allocation_behaviour(&majority).ingroup, 0.2);
+    }
+
+    #[test]
+    fn new_keys_are_refused_out_of_range_by_their_dotted_key() {
+        let refused = |edit: &dyn Fn(&mut SimParams), key: &str, range: &str| {
+            let mut params = SimParams::default();
+            edit(&mut params);
+            let e = params.validate().unwrap_err();
+            assert_eq!(e.key, key);
+            assert!(e.to_string().contains(range), "{e}");
+        };
+        refused(&|p| p.conformity.difficulty_index = 60.0, "conformity.difficulty_index", "[-50, 50]");
+        refused(
+            &|p| _ = p.conformity.difficulty_index_by_task.insert("color".into(), f64::NAN),
+            "conformity.difficulty_index_by_task.color",
+            "[-50, 50]",
+        );
+        refused(
+            &|p| _ = p.conformity.task_shift.insert("dots".into(), -51.0),
+            "conformity.task_shift.dots",
+            "[-50, 50]",
+        );
+        refused(
+            &|p| _ = p.conformity.family_shift.insert("spatial".into(), 1e9),
+            "conformity.family_shift.spatial",
+            "[-50, 50]",
+        );
+        refused(&|p| p.allocation.ingroup_equal = Some(f64::INFINITY), "allocation.ingroup_equal", "[-50, 50]");
+        refused(&|p| p.allocation.ingroup_hidden = 99.0, "allocation.ingroup_hidden", "[-50, 50]");
+        refused(&|p| p.allocation.zero_outgroup_rate = 1.5, "allocation.zero_outgroup_rate", "[0, 1]");
+        refused(&|p| p.allocation.zero_outgroup_equal = Some(-0.1), "allocation.zero_outgroup_equal", "[0, 1]");
+        refused(&|p| p.allocation.parse_failure_rate = f64::NAN, "allocation.parse_failure_rate", "[0, 1]");
+        refused(&|p| p.allocation.rescale_rate = 2.0, "allocation.rescale_rate", "[0, 1]");
+        refused(&|p| p.allocation.missing_target_rate = -1.0, "allocation.missing_target_rate", "[0, 1]");
+        refused(
+            &|p| {
+                let o = AllocationOverride { ingroup_majority: Some(-70.0), ..Default::default() };
+                p.allocation.reasoning.insert("off".into(), o);
+            },
+            "allocation.reasoning.off.ingroup_majority",
+            "[-50, 50]",
+        );
+        refused(
+            &|p| {
+                let o = AllocationOverride { zero_outgroup_minority: Some(3.0), ..Default::default() };
+                p.allocation.instrument.insert("paraphrase".into(), o);
+            },
+            "allocation.instrument.paraphrase.zero_outgroup_minority",
+            "[0, 1]",
+        );
+        refused(
+            &|p| {
+                let o = AllocationOverride { noise_sd: Some(11.0), ..Default::default() };
+                p.allocation.swap_pass.insert("swapped".into(), o);
+            },
+            "allocation.swap_pass.swapped.noise_sd",
+            "[0, 10]",
+        );
+        // The edges are valid.
+        let mut params = SimParams::default();
+        params.allocation.zero_outgroup_rate = 1.0;
+        params.allocation.parse_failure_rate = 0.0;
+        params.conformity.difficulty_index = -MAX_LOG_EFFECT;
+        assert_eq!(params.validate(), Ok(()));
+    }
+
+    #[test]
+    fn an_override_table_refuses_a_key_it_does_not_have() {
+        let e = toml::from_str::<SimParams>("[allocation.reasoning.off]\ningroup = 1.0\n").unwrap_err().to_string();
+        assert!(e.contains("unknown field `ingroup`") && e.contains("ingroup_minority"), "{e}");
+    }
+
+    #[test]
+    fn another_total_is_never_the_pool_and_within_a_fifth_of_it() {
+        for pool in [1, 2, 5, 10, 19, 100, 1000] {
+            for i in 0..100 {
+                let total = other_total(pool, f64::from(i) / 100.0);
+                assert_ne!(total, pool);
+                let off = f64::from(total.abs_diff(pool)) / f64::from(pool);
+                assert!(off <= 0.2 || total == pool + 1, "pool {pool}: {total}");
+            }
+        }
+    }
+
+    #[test]
+    fn planted_replies_take_the_shape_the_parser_reads() {
+        let facts = decider(5, 20, true, true);
+        let reply = |edit: &dyn Fn(&mut SimAllocation)| {
+            let mut params = SimParams::default();
+            edit(&mut params.allocation);
+            let text = params.allocation_reply(&facts);
+            serde_json::from_str::<BTreeMap<String, u32>>(&text).map_err(|_| text)
+        };
+        let plain = reply(&|_| {}).unwrap();
+        assert_eq!((plain.len(), plain.values().sum::<u32>()), (19, 100));
+        let failed = reply(&|a| a.parse_failure_rate = 1.0).unwrap_err();
+        assert!(!failed.contains('{'), "{failed}");
+        let rescaled = reply(&|a| a.rescale_rate = 1.0).unwrap();
+        let total = rescaled.values().sum::<u32>();
+        assert!(total != 100 && (80..=120).contains(&total), "{total}");
+        let missing = reply(&|a| a.missing_target_rate = 1.0).unwrap();
+        assert_eq!(missing.len(), 18);
+        assert!(missing.iter().all(|(id, p)| plain[id] == *p), "the others keep their points");
+        let zero = reply(&|a| a.zero_outgroup_rate = 1.0).unwrap();
+        for (same, id) in facts.same_group.iter().zip(&facts.roster) {
+            assert_eq!(zero[id] == 0, !same, "{id}: {zero:?}");
+        }
+        assert_eq!(zero.values().sum::<u32>(), 100);
     }
 }

@@ -31,7 +31,7 @@ pub struct CalibrateArgs {
     #[arg(long)]
     experiment: PathBuf,
     /// A simulated agent (a `herd run --sim` file); repeat for several. Default: the shipped agents,
-    /// data/sim/paper-effects.toml (the papers' effects the sim can plant) and data/sim/null.toml (none).
+    /// data/sim/paper-effects.toml (the papers' headline effects at their magnitudes) and data/sim/null.toml (none).
     #[arg(long = "agent", value_name = "SIM_FILE")]
     agents: Vec<PathBuf>,
     /// Replications of the design per agent.

@@ -203,11 +203,17 @@ fn check_effects_simulated(file: &ExperimentFile, effects: &[String]) -> Result<
             Experiment::Conformity(_) if section == "allocation" => {
                 Some("the conformity test reads p_wrong; an allocation parameter does not change it".to_owned())
             }
-            Experiment::Conformity(_) if key.starts_with("level_shift") || key == "per_log_right" => Some(
+            Experiment::Conformity(_)
+                if key.starts_with("level_shift")
+                    || key == "per_log_right"
+                    || (key.starts_with("family_shift") && key != "family_shift.group_size") =>
+            {
+                Some(
                 "the conformity power analysis simulates the group-size family alone (its test, p_wrong's rise with N), \
-                 whose trials have no family level and no dissenting reply"
+                 whose trials have no family level, no other family's shift and no dissenting reply"
                     .to_owned(),
-            ),
+                )
+            }
             Experiment::Conformity(_) => None,
         };
         if let Some(why) = unseen {
@@ -333,11 +339,22 @@ mod tests {
     #[test]
     fn an_effect_the_counted_test_cannot_see_is_refused() {
         let conformity = quick_conformity();
-        for effect in ["conformity.level_shift.surgeons=0.5", "ingroup=0.3", "conformity.per_log_right=-1"] {
+        for effect in [
+            "conformity.level_shift.surgeons=0.5",
+            "ingroup=0.3",
+            "conformity.per_log_right=-1",
+            "conformity.family_shift.spatial=0.4",
+        ] {
             let err = check_effects_simulated(&conformity, &[effect.into()]).unwrap_err().to_string();
             assert!(err.contains(&format!("--effect {effect}")) && err.contains("herd calibrate"), "{err}");
         }
-        check_effects_simulated(&conformity, &["per_log_wrong=0.3".into(), "noise=0.2".into()]).unwrap();
+        let seen = [
+            "per_log_wrong=0.3",
+            "noise=0.2",
+            "conformity.family_shift.group_size=0.2",
+            "conformity.task_shift.dots=1",
+        ];
+        check_effects_simulated(&conformity, &seen.map(String::from)).unwrap();
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/experiments/minimal-group.quick.toml");
         let minimal_group = load_experiment(&path).unwrap();

@@ -112,14 +112,14 @@ pub enum QuickLook {
 /// What answers a run: a model (herd-infer's engines, behind the backend contract) or the simulated agent.
 pub enum Engine {
     Model(Box<dyn Backend>),
-    Sim(SimAgent),
+    Sim(Box<SimAgent>),
 }
 
 impl Engine {
     pub fn respondent(&mut self) -> Respondent<'_> {
         match self {
             Engine::Model(backend) => Respondent::Model(backend.as_mut()),
-            Engine::Sim(agent) => Respondent::Sim(agent),
+            Engine::Sim(agent) => Respondent::Sim(agent.as_mut()),
         }
     }
 }
@@ -195,7 +195,7 @@ pub fn load_backend(
             let inputs = Fingerprint::from([("sim parameters".to_owned(), json_sha256(&params))]);
             Ok(LoadedBackend {
                 inputs,
-                backend: Engine::Sim(SimAgent::new(params)),
+                backend: Engine::Sim(Box::new(SimAgent::new(params))),
                 entry: None,
                 files,
                 model_record,

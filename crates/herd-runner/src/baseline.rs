@@ -214,7 +214,7 @@ fn score_candidates(
         let plan = prompter.plan(&key, &trial, stimulus.correct)?;
         let (prompt, image) = score_prompt(prompter, &trial, &plan, stimulus, modality)?;
         requests.push(ScoreRequest { image, ..ScoreRequest::new(prompt, answers()) });
-        facts.push(conformity_facts(unit, &plan, stimulus, levels, None));
+        facts.push(conformity_facts(unit, &trial, &plan, stimulus, levels));
     }
     let results = crate::all_results(requests.len(), run.respondent.score(&requests, &facts))
         .map_err(|source| RunnerError::Backend { unit: units[0].clone(), source: Box::new(source) })?;

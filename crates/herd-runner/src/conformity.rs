@@ -199,7 +199,7 @@ impl<'d> Draw<'d> {
             let plan = self.prompter.plan(&unit.key, trial, stimulus.correct)?;
             let (prompt, image) = score_prompt(self.prompter, trial, &plan, stimulus, self.modality)?;
             let levels = pool.difficulty.len() as u32;
-            let facts = conformity_facts(&id, &plan, stimulus, levels, trial.level.clone());
+            let facts = conformity_facts(&id, trial, &plan, stimulus, levels);
             let request = ScoreRequest { image, ..ScoreRequest::new(prompt, answers()) };
             prepared.push(Prepared { unit, stimulus, plan, request, facts });
         }

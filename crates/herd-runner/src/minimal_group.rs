@@ -243,6 +243,11 @@ pub(crate) fn effective_sampling(exp: &MinimalGroupExperiment, options: &RunOpti
     resolve_sampling(&overrides, &options.sampling_defaults, options.sampling_fallback)
 }
 
+/// The swap pass as the rows store it.
+fn swap_pass_name(run: &SocietyRun) -> &'static str {
+    if run.swapped { "swapped" } else { "original" }
+}
+
 /// A decider's request, and the facts a simulated agent answers it from.
 fn request(
     exp: &MinimalGroupExperiment,
@@ -263,6 +268,11 @@ fn request(
         labels_visible: run.labels == Labels::Visible,
         minority_decider: decider_minority,
         pool: exp.society.pool,
+        reasoning: run.reasoning.as_str().to_owned(),
+        instrument: run.instrument.clone(),
+        swap_pass: swap_pass_name(run).to_owned(),
+        minority_size: run.minority_size,
+        society_size: exp.society.size,
     };
     let request = GenerateRequest {
         schema: g.constrained.then(|| allocation_schema(&ids, exp.society.pool)),
@@ -291,7 +301,7 @@ fn decider_rows(
     let agent = |id: &str| society.ids.iter().position(|x| x == id).map_or(0, |i| i as i64 + 1);
     let decider = agent(&prompt.decider);
     let run = labels.run;
-    let swap_pass = if run.swapped { "swapped" } else { "original" };
+    let swap_pass = swap_pass_name(run);
     let status = match parse.status {
         ParseStatus::Ok => "ok",
         ParseStatus::Repaired => "repaired",

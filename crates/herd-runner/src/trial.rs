@@ -28,10 +28,10 @@ pub(crate) fn score_prompt(
 /// What a simulated agent needs to know about a trial.
 pub(crate) fn conformity_facts(
     unit: &str,
+    trial: &ConformityTrial,
     plan: &ConformityPlan,
     stimulus: &Stimulus,
     levels: u32,
-    level: Option<String>,
 ) -> ConformityFacts {
     let wrong_replies = plan.replies.iter().filter(|r| r.answer != plan.correct).count() as u32;
     ConformityFacts {
@@ -41,6 +41,9 @@ pub(crate) fn conformity_facts(
         wrong_replies,
         right_replies: plan.replies.len() as u32 - wrong_replies,
         difficulty: stimulus.difficulty_level.map_or(0.0, |l| f64::from(l) / f64::from(levels.max(1))),
-        level,
+        level: trial.level.clone(),
+        task: trial.task.to_string(),
+        family: trial.family.to_string(),
+        difficulty_index: stimulus.difficulty_index,
     }
 }

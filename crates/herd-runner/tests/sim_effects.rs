@@ -83,6 +83,11 @@ fn planted_favouritism(params: &SimParams, m: usize, minority_decider: bool, vis
             labels_visible: visible,
             minority_decider,
             pool: 100,
+            reasoning: "off".into(),
+            instrument: "base".into(),
+            swap_pass: "original".into(),
+            minority_size: m as u32,
+            society_size: 20,
         };
         let shares = params.allocation_shares(&facts);
         let inside: f64 = shares[..n_in].iter().sum::<f64>() / n_in as f64;
