@@ -386,7 +386,7 @@ fn interrupt_says_how_to_resume(out: &Path) {
 /// is, and the next command to type.
 pub fn print_summary(summary: &RunSummary, out: &Path, look: QuickLook, elapsed: Option<std::time::Duration>) {
     let stored = summary.units_already_stored + summary.units_run;
-    let took = elapsed.map_or(String::new(), |d| format!(" in {}", duration_text(d)));
+    let took = elapsed.map_or(String::new(), |d| format!(" in {}", herd_runner::duration_text(d.as_secs_f64())));
     println!(
         "{}: {stored} of {} units stored ({} run now{took}, {} already stored), {} skipped, {} failed",
         session_status(summary),
@@ -481,18 +481,6 @@ fn verdict_counts(comparisons: &[herd_analysis::HeadlineComparison], study: &str
     format!("{}{absent}", parts.join(", "))
 }
 
-/// `12.9 s`, `4.2 min`, `1.3 h`.
-fn duration_text(d: std::time::Duration) -> String {
-    let s = d.as_secs_f64();
-    if s < 120.0 {
-        format!("{s:.1} s")
-    } else if s < 7200.0 {
-        format!("{:.1} min", s / 60.0)
-    } else {
-        format!("{:.1} h", s / 3600.0)
-    }
-}
-
 /// `word` as one shell word (quoted when it holds anything a shell would split or expand).
 fn shell_word(word: &str) -> String {
     if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:=,@".contains(c)) {
@@ -530,9 +518,9 @@ mod tests {
             "1 of 3 claims replicate, 1 do not, 1 not the paper's population (1 not in this run)"
         );
         assert_eq!(verdict_counts(&comparisons, "conformity"), "0 of 0 claims replicate");
-        assert_eq!(duration_text(std::time::Duration::from_millis(12_940)), "12.9 s");
-        assert_eq!(duration_text(std::time::Duration::from_secs(252)), "4.2 min");
-        assert_eq!(duration_text(std::time::Duration::from_secs(4 * 3600)), "4.0 h");
+        assert_eq!(herd_runner::duration_text(12.94), "12.9 s");
+        assert_eq!(herd_runner::duration_text(252.0), "4.2 min");
+        assert_eq!(herd_runner::duration_text(4.0 * 3600.0), "4.0 h");
     }
 
     #[test]

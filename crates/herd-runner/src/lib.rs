@@ -52,7 +52,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub use baseline::BaselineRule;
 pub use error::{Result, RunnerError};
 pub use inputs::{Fingerprint, experiment_inputs, file_sha256, json_sha256, model_folder_sha256, sha256_hex};
-pub use progress::Progress;
+pub use progress::{Progress, duration_text};
 pub use respondent::Respondent;
 pub use session::{LIMITED_NOTE, SessionPlan, file_record, run_parameters, run_session, session_status};
 

@@ -71,7 +71,7 @@ impl Progress {
         let secs = now.duration_since(lines.started).as_secs_f64();
         let rate = if secs > 0.0 { done as f64 / secs } else { 0.0 };
         let eta = if rate > 0.0 && total > done {
-            format!(", ETA {}", minutes((total - done) as f64 / rate))
+            format!(", ETA {}", duration_text((total - done) as f64 / rate))
         } else {
             String::new()
         };
@@ -142,11 +142,11 @@ impl Progress {
     }
 }
 
-/// `45 s`, `4.1 min`, `2.3 h`.
-fn minutes(secs: f64) -> String {
-    if secs < 90.0 {
-        format!("{secs:.0} s")
-    } else if secs < 5400.0 {
+/// `12.9 s`, `4.2 min`, `1.3 h`: a duration as progress lines and run summaries print it.
+pub fn duration_text(secs: f64) -> String {
+    if secs < 120.0 {
+        format!("{secs:.1} s")
+    } else if secs < 7200.0 {
         format!("{:.1} min", secs / 60.0)
     } else {
         format!("{:.1} h", secs / 3600.0)

@@ -418,28 +418,22 @@ pub(crate) enum Combine {
 
 /// The headline's verdict from its rows, and the rows or count it rests on.
 pub(crate) fn combine(rows: &[Row], how: Combine) -> (Verdict, String) {
-    // Rows outside the paper's population say nothing about its claim: the rest decide, and with
-    // none left the headline is itself outside the population.
-    let outside: Vec<&Row> = rows.iter().filter(|r| r.verdict == Verdict::NotPaperPopulation).collect();
-    if !outside.is_empty() {
-        let note = outside.iter().map(|r| format!("{}: {}", r.label, r.reason)).collect::<Vec<_>>().join("; ");
-        let inside: Vec<Row> = rows.iter().filter(|r| r.verdict != Verdict::NotPaperPopulation).cloned().collect();
-        if inside.is_empty() {
-            return (Verdict::NotPaperPopulation, note);
+    // Rows outside the paper's population say nothing about its claim, nor do rows that are not its
+    // subject (a model-specific finding's other models): the rest decide, and with none left the
+    // headline takes their verdict.
+    for (aside, prefix) in [(Verdict::NotPaperPopulation, "outside the paper's population: "), (Verdict::NotInRun, "")]
+    {
+        let set_aside: Vec<&Row> = rows.iter().filter(|r| r.verdict == aside).collect();
+        if set_aside.is_empty() {
+            continue;
         }
-        let (verdict, basis) = combine(&inside, how);
-        return (verdict, format!("{basis}; outside the paper's population: {note}"));
-    }
-    // Rows that are not the paper's subject (a model-specific finding's other models) likewise.
-    let absent: Vec<&Row> = rows.iter().filter(|r| r.verdict == Verdict::NotInRun).collect();
-    if !absent.is_empty() {
-        let note = absent.iter().map(|r| format!("{}: {}", r.label, r.reason)).collect::<Vec<_>>().join("; ");
-        let present: Vec<Row> = rows.iter().filter(|r| r.verdict != Verdict::NotInRun).cloned().collect();
-        if present.is_empty() {
-            return (Verdict::NotInRun, note);
+        let note = set_aside.iter().map(|r| format!("{}: {}", r.label, r.reason)).collect::<Vec<_>>().join("; ");
+        let rest: Vec<Row> = rows.iter().filter(|r| r.verdict != aside).cloned().collect();
+        if rest.is_empty() {
+            return (aside, note);
         }
-        let (verdict, basis) = combine(&present, how);
-        return (verdict, format!("{basis}; {note}"));
+        let (verdict, basis) = combine(&rest, how);
+        return (verdict, format!("{basis}; {prefix}{note}"));
     }
     let with = |v: Verdict| rows.iter().filter(|r| r.verdict == v).collect::<Vec<_>>();
     let (replicate, inconclusive, fail) =
