@@ -91,9 +91,9 @@ fn describe_fit(f: &ModelFit) -> String {
     format!("GEE same_group {} (robust SE {}, {} societies{z})", signed(f.coef), num(f.se), f.clusters)
 }
 
-/// The paper's per-model favouritism on `selection`: each model's GEE `same_group` coefficient over
-/// its visible cells pooled over m, judged with the seed-level Wilcoxon signed-rank test over the
-/// model's societies (m × seed) and the coefficient's 95% t-interval.
+/// The paper's per-model favouritism on `selection`: each model's mean favouritism over its visible
+/// societies (m × seed), judged with the seed-level Wilcoxon signed-rank test and the mean's 95%
+/// t-interval, with the dyad-level GEE `same_group` coefficient (pooled over m) beside it.
 fn per_model_favouritism(h: &PaperHeadline, results: &Results, selection: &Selection, label: &str) -> Option<Outcome> {
     let m = results.minimal_group.as_ref()?;
     if !selection.instrument_in(&m.dyads) {
@@ -203,7 +203,7 @@ pub(super) fn is_paper_exception(model: &str) -> bool {
 /// The per-model hidden-label favouritism on `selection`, judged as an equivalence within ±`margin`:
 /// the mean over the model's societies (pooled over m) of each society's mean favouritism, its
 /// 95% t-interval and seed-level Wilcoxon p beside.
-fn hidden_rows(results: &Results, selection: &Selection, margin: f64, suffix: &str) -> Option<Vec<Row>> {
+fn hidden_rows(results: &Results, selection: &Selection, margin: f64) -> Option<Vec<Row>> {
     let m = results.minimal_group.as_ref()?;
     if !selection.instrument_in(&m.dyads) {
         return None;
@@ -223,8 +223,7 @@ fn hidden_rows(results: &Results, selection: &Selection, margin: f64, suffix: &s
                 claim_ms(&claims, r),
                 e.p_text()
             );
-            let label = format!("{}{suffix}", claim_model(&claims, r));
-            Row::judged(label, value, e, Claim::Within { margin })
+            Row::judged(claim_model(&claims, r), value, e, Claim::Within { margin })
         })
         .collect();
     Some(rows)
@@ -240,7 +239,7 @@ pub(super) fn hidden_floor(h: &PaperHeadline, results: &Results) -> Option<Outco
     let m = results.minimal_group.as_ref()?;
     let selection = Selection::new(&m.dyads, None);
     let margin = h.effect?;
-    let rows = hidden_rows(results, &selection, margin, "")?;
+    let rows = hidden_rows(results, &selection, margin)?;
     let summary = format!(
         "Per model with hidden labels: mean favouritism over its societies (pooled over m) within ±{} points/target, \
          on {}; the per-cell tests are in the seed_tests table",
@@ -265,11 +264,11 @@ pub(super) fn hidden_floor_paraphrase(h: &PaperHeadline, results: &Results) -> O
     }
     let band = h.effect?;
     let floor_margin = paper_headlines_effect("hidden_floor")?;
-    let base = hidden_rows(results, &Selection::new(&m.dyads, None), floor_margin, "")?;
+    let base = hidden_rows(results, &Selection::new(&m.dyads, None), floor_margin)?;
     let mut rows = Vec::new();
     for instrument in &others {
         let selection = Selection::new(&m.dyads, Some(instrument.as_str()));
-        for paraphrase in hidden_rows(results, &selection, band, "")? {
+        for paraphrase in hidden_rows(results, &selection, band)? {
             let model = paraphrase.label.clone();
             let base_row = base.iter().find(|b| b.label == model);
             let base_holds = base_row.is_some_and(|b| b.verdict == Verdict::Replicates);

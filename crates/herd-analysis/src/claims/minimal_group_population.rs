@@ -14,8 +14,17 @@ use crate::results::Results;
 /// of its points were rescaled or filled.
 pub(crate) const PARSED_MIN: f64 = 0.5;
 
-/// Per model outside the population, why (with the numbers).
-pub(crate) fn outside(results: &Results) -> BTreeMap<String, String> {
+/// The models the run's minimal-group rows name, each once.
+fn run_models(results: &Results) -> Vec<&str> {
+    let Some(m) = results.minimal_group.as_ref() else { return Vec::new() };
+    let mut models: Vec<&str> = m.dyads.rows.iter().filter_map(|d| d.design.0[0].as_deref()).collect();
+    models.sort_unstable();
+    models.dedup();
+    models
+}
+
+/// Per model of `models` outside the population, why (with the numbers).
+fn outside(results: &Results, models: &[&str]) -> BTreeMap<String, String> {
     let mut why: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let Some(m) = results.minimal_group.as_ref() else { return BTreeMap::new() };
     // model → (deciders, parsed as written)
@@ -59,7 +68,6 @@ pub(crate) fn outside(results: &Results) -> BTreeMap<String, String> {
         }
     }
     // Only the models the run's rows name (a manifest names the model twice: alias and backend id).
-    let models: Vec<&str> = m.dyads.rows.iter().filter_map(|d| d.design.0[0].as_deref()).collect();
     why.into_iter()
         .filter(|(model, _)| models.contains(&model.as_str()))
         .map(|(model, w)| (model, w.join("; ")))
@@ -70,14 +78,11 @@ pub(crate) fn outside(results: &Results) -> BTreeMap<String, String> {
 /// paper's population", its own verdict kept in the reason; a row pooled over models is marked when
 /// every model of the run is outside. The summary says what the population is.
 pub(crate) fn mark(outcome: &mut Outcome, results: &Results) {
-    let outside = outside(results);
+    let models = run_models(results);
+    let outside = outside(results, &models);
     if outside.is_empty() {
         return;
     }
-    let Some(m) = results.minimal_group.as_ref() else { return };
-    let mut models: Vec<&str> = m.dyads.rows.iter().filter_map(|d| d.design.0[0].as_deref()).collect();
-    models.sort_unstable();
-    models.dedup();
     let all_outside = models.iter().all(|model| outside.contains_key(*model));
     for row in &mut outcome.rows {
         if row.verdict == Verdict::NotPaperPopulation {
