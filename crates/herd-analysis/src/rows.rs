@@ -148,8 +148,8 @@ table_row! {
     /// One coefficient of a GEE fit.
     GeeTerm = "gee" {
         model: Option<String>, reasoning: Option<String>, instrument: Option<String>, swap_pass: Option<String>,
-        passes: String, analysis: String, labels: String, m: String, formula: String, term: String,
-        n_clusters: usize, coef: f64, se_robust: f64, se_bootstrap: Option<f64>, se_naive: f64, z: f64, p: f64,
+        passes: String, analysis: String, labels: String, m: String, formula: String,
+        working_correlation: String, absorbed: Option<String>, term: String, n_clusters: usize, coef: f64, se_robust: f64, se_bootstrap: Option<f64>, se_naive: f64, z: f64, p: f64,
         rho: f64, scale: f64,
     }
 }

@@ -20,7 +20,7 @@ use crate::io::{io_error, read_result_table, write_atomic, write_tables};
 use crate::table::ResultTable;
 
 /// Bumped whenever a table's columns or meaning change, so older stored analyses read as stale.
-pub const ANALYSIS_FORMAT: u32 = 1;
+pub const ANALYSIS_FORMAT: u32 = 2;
 /// The record beside the tables.
 pub const ANALYSIS_RECORD: &str = "analysis.json";
 

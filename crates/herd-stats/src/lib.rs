@@ -58,7 +58,10 @@ pub use distributions::{
 };
 pub use error::StatsError;
 pub use formula::{DesignMatrix, Formula};
-pub use gee::{GeeCoefficient, GeeFit, GeeOptions, gee_gaussian_exchangeable};
+pub use gee::{
+    GeeCoefficient, GeeFit, GeeOptions, WorkingCorrelation, gee_gaussian_exchangeable, gee_gaussian_independence,
+    gee_gaussian_independence_within,
+};
 pub use multiple::{benjamini_hochberg, holm};
 pub use rank::{Ranking, TIE_TOLERANCE, approx_equal, average_ranks};
 pub use regression::{OlsCoefficient, OlsFit, ols};

@@ -13,33 +13,11 @@ fn matches_statsmodels() {
     let mut saw_lower_bound_rho = false;
     for case in all {
         let label = case["label"].as_str().unwrap();
-        let formula = Formula::parse(case["formula"].as_str().unwrap()).unwrap();
-        let columns: Vec<(String, Vec<f64>)> =
-            case["columns"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), nums(v))).collect();
-        let borrowed: Vec<(&str, &[f64])> = columns.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
-        let (design, y) = formula.build(&borrowed).unwrap();
-        let groups: Vec<i64> = case["groups"].as_array().unwrap().iter().map(|g| g.as_i64().unwrap()).collect();
+        let (design, y) = design_of(case, case["formula"].as_str().unwrap());
+        let groups = ids(case, "groups");
         let fit = gee_gaussian_exchangeable(&design, &y, &groups, &GeeOptions::default())
             .unwrap_or_else(|e| panic!("{label}: {e}"));
-        let e = &case["expected"];
-        let names: Vec<&str> = e["names"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-        assert_eq!(design.column_names, names, "{label}: patsy column names");
-        assert_close(fit.rho, num(&e["rho"]), ESTIMATE_ABS_FLOOR, &format!("{label} rho"));
-        assert_close(fit.scale, num(&e["scale"]), 0.0, &format!("{label} scale"));
-        assert_eq!(fit.converged, e["converged"].as_bool().unwrap(), "{label}");
-        assert_eq!(fit.iterations as u64, e["iterations"].as_u64().unwrap(), "{label} iterations");
-        let robust_cov = e["robust_cov"].as_array().unwrap();
-        for (j, c) in fit.coefficients.iter().enumerate() {
-            let w = |key: &str| format!("{label} {} {key}", c.name);
-            assert_close(c.estimate, num(&e["params"][j]), ESTIMATE_ABS_FLOOR, &w("estimate"));
-            assert_close(c.robust_se, num(&e["robust_se"][j]), 0.0, &w("robust se"));
-            assert_close(c.naive_se, num(&e["naive_se"][j]), 0.0, &w("naive se"));
-            assert_close(c.robust_z, num(&e["robust_z"][j]), ESTIMATE_ABS_FLOOR, &w("z"));
-            assert_p(c.robust_p, num(&e["robust_p"][j]), &w("p"));
-            for (l, v) in nums(&robust_cov[j]).iter().enumerate() {
-                assert_close(fit.robust_covariance[(j, l)], *v, 1e-14, &w("robust cov"));
-            }
-        }
+        assert_gee_matches(&fit, &case["expected"], label);
         let max_cluster = {
             let mut counts = std::collections::BTreeMap::new();
             for g in &groups {

@@ -88,7 +88,12 @@ pub(super) fn cluster_t_interval(estimate: f64, se: f64, clusters: usize) -> Opt
 fn describe_fit(f: &ModelFit) -> String {
     let z =
         if f.clusters >= Z_MIN_UNITS { format!("; GEE robust z = {}, {}", num(f.z), p_is(f.p)) } else { String::new() };
-    format!("GEE same_group {} (robust SE {}, {} societies{z})", signed(f.coef), num(f.se), f.clusters)
+    format!(
+        "GEE same_group {} (independence, an intercept per decider; robust SE {}, {} societies{z})",
+        signed(f.coef),
+        num(f.se),
+        f.clusters
+    )
 }
 
 /// The paper's per-model favouritism on `selection`: each model's mean favouritism over its visible
@@ -126,7 +131,7 @@ fn per_model_favouritism(h: &PaperHeadline, results: &Results, selection: &Selec
     let summary = format!(
         "Per model: mean favouritism (mean to same-group minus mean to other-group targets per decider, averaged \
          per society) over the model's visible societies pooled over m, with the dyad-level GEE same_group \
-         coefficient (points ~ same_group, clustered by society) beside it, on {}; the per-cell values are in the \
+         coefficient (points ~ same_group + an intercept per decider, independence, clustered by society) beside it, on {}; the per-cell values are in the \
          seed_tests table",
         selection.describe()
     );

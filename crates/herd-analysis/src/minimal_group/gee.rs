@@ -1,23 +1,35 @@
 //! The dyad-level GEE fits: planned in table order, run on all cores, read back in order. Clusters
 //! are always societies: herd runs a society's label arms, reasoning modes and swap passes on the
 //! same membership, so those are one cluster, never one each.
+//!
+//! Every fit is the paper's (exchangeable working correlation) but `m_pooled`'s: pooled over m,
+//! societies of different minority sizes are clusters of different compositions, and as each
+//! decider's points sum to the pool the exchangeable ρ sits at its singular bound and pins
+//! `same_group` near 0 with a collapsed SE (herd-stats' `gee` module docs). `m_pooled` is fitted
+//! with the independence working correlation and an intercept per decider (a decider's baseline
+//! per target is what the sum leaves, so it differs between deciders of the small and the large
+//! group), cluster-robust by society: a weighted mean of the deciders' favouritism, each weighted
+//! by in-group × out-group targets / targets (docs/deviations.md). Within one cell every society
+//! has the same composition, and the exchangeable fit equals OLS there.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
-use herd_stats::{DesignMatrix, Formula, GeeFit, gee_gaussian_exchangeable, sample_std};
+use herd_stats::{
+    DesignMatrix, Formula, GeeFit, GeeOptions, gee_gaussian_exchangeable, gee_gaussian_independence_within, sample_std,
+};
 
 use super::bootstrap::Resamples;
 use super::cells::{Cell, Passes, group_runs, parallel_map};
 use super::{
     CELL_FORMULAS, DesignKey, Dyad, DyadTable, Labels, MinimalGroupOptions, POOLED_REASONING_FORMULA,
-    POOLED_VISIBLE_FORMULAS, REASONING, REASONING_CONTROL_FORMULA, design_values,
+    POOLED_VISIBLE_FORMULAS, REASONING, REASONING_CONTROL_FORMULA, SWAP_PASS, design_values,
 };
 use crate::error::{AnalysisError, stats_context};
 use crate::table::{TableBuilder, Value};
 
-pub(super) const GEE_KINDS: &str = "ttttttiffffffff";
+pub(super) const GEE_KINDS: &str = "ttttttttiffffffff";
 
 /// The `analysis` column of the `gee` table.
 pub(super) const CELL: &str = "cell";
@@ -25,6 +37,43 @@ pub(super) const LABELS_POOLED: &str = "labels_pooled";
 pub(super) const REASONING_CONTROL: &str = "reasoning_control";
 pub(super) const REASONING_THREE_WAY: &str = "reasoning_three_way";
 pub(super) const M_POOLED: &str = "m_pooled";
+/// The `absorbed` column of an `m_pooled` row: an intercept per decider.
+pub(super) const DECIDER: &str = "decider";
+
+/// How a job is fitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Estimator {
+    /// The paper's: exchangeable working correlation.
+    Exchangeable,
+    /// Independence working correlation with an intercept per decider (one decider's allocation in
+    /// one pass), absorbed.
+    IndependenceWithinDecider,
+}
+
+impl Estimator {
+    /// Fits `design` on `y`; `deciders` gives each row's decider where they are absorbed.
+    fn fit<C: Ord, D: Ord>(
+        self,
+        design: &DesignMatrix,
+        y: &[f64],
+        clusters: &[C],
+        deciders: impl FnOnce() -> Vec<D>,
+        options: &GeeOptions,
+    ) -> Result<GeeFit, herd_stats::StatsError> {
+        match self {
+            Self::Exchangeable => gee_gaussian_exchangeable(design, y, clusters, options),
+            Self::IndependenceWithinDecider => {
+                gee_gaussian_independence_within(design, y, clusters, &deciders(), options)
+            }
+        }
+    }
+}
+
+/// One decider's allocation within an `m_pooled` fit, whose rows share model, reasoning mode,
+/// instrument and label arm: (m, seed, swap pass, decider), the pass as its index among the table's
+/// passes. Its points sum to the pool. (A fit pooled over label arms or reasoning modes would need
+/// those in the id too.)
+type DeciderId = (i64, i64, usize, i64);
 
 /// One GEE fit: table rows, formula, cluster id and an optional extra numeric column.
 pub(super) struct FitJob<'a> {
@@ -32,6 +81,7 @@ pub(super) struct FitJob<'a> {
     pub(super) formula: &'static str,
     pub(super) cluster: ClusterBy,
     pub(super) extra: Option<Extra>,
+    pub(super) estimator: Estimator,
     /// Whether to bootstrap the coefficients over seeds (refitting on each resample).
     pub(super) bootstrap: bool,
     /// What is being fitted, for error messages.
@@ -165,6 +215,8 @@ struct FitColumns {
     minority_decider: Vec<f64>,
     extras: Vec<(Extra, Vec<f64>)>,
     clusters: Vec<(ClusterBy, Vec<(i64, i64)>)>,
+    /// Each row's decider, where some job absorbs deciders' intercepts.
+    deciders: Vec<DeciderId>,
 }
 
 impl FitColumns {
@@ -182,12 +234,25 @@ impl FitColumns {
                 clusters.push((job.cluster, rows.iter().map(|d| job.cluster.key(d)).collect()));
             }
         }
+        let deciders = if jobs.iter().any(|j| j.estimator == Estimator::IndependenceWithinDecider) {
+            let passes: BTreeSet<Option<&str>> = rows.iter().map(|d| d.design.0[SWAP_PASS].as_deref()).collect();
+            let passes: Vec<Option<&str>> = passes.into_iter().collect();
+            rows.iter()
+                .map(|d| {
+                    let pass = passes.binary_search(&d.design.0[SWAP_PASS].as_deref()).expect("collected above");
+                    (i64::from(d.m), d.seed, pass, d.decider)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         Self {
             points: rows.iter().map(|d| d.points).collect(),
             same_group: rows.iter().map(|d| f64::from(u8::from(d.same_group))).collect(),
             minority_decider: rows.iter().map(|d| f64::from(u8::from(d.minority_decider))).collect(),
             extras,
             clusters,
+            deciders,
         }
     }
 
@@ -243,47 +308,74 @@ fn run_fit(
     let ids = columns.cluster_ids(job.cluster);
     let clusters: Vec<(i64, i64)> = rows.iter().map(|&i| ids[i]).collect();
     let (design, y) = design_of(&parsed, columns, job, rows).map_err(to_error)?;
-    let fit = gee_gaussian_exchangeable(&design, &y, &clusters, &options.gee).map_err(to_error)?;
+    let deciders = || rows.iter().map(|&i| columns.deciders[i]).collect::<Vec<_>>();
+    let fit = job.estimator.fit(&design, &y, &clusters, deciders, &options.gee).map_err(to_error)?;
     let se_bootstrap = if job.bootstrap {
         // Seeds, ascending, each with its positions in `rows`: the units the bootstrap resamples.
         let seeds = group_runs(0..rows.len(), |k| table.rows[rows[k]].seed);
         let indices = resamples.get(seeds.len(), &table.origin, || format!("bootstrap of {}", job.context))?;
-        bootstrap_se(&design, &y, &clusters, &seeds, indices, options)
+        let deciders = match job.estimator {
+            Estimator::Exchangeable => Vec::new(),
+            Estimator::IndependenceWithinDecider => deciders(),
+        };
+        let sample = Sample { design: &design, y: &y, clusters: &clusters, deciders: &deciders };
+        bootstrap_se(&sample, job.estimator, &seeds, indices, options)
     } else {
         None
     };
     Ok(FitOutcome { fit, se_bootstrap })
 }
 
+/// The rows one fit works on: design, response, cluster and (where absorbed) decider of each.
+struct Sample<'s> {
+    design: &'s DesignMatrix,
+    y: &'s [f64],
+    clusters: &'s [(i64, i64)],
+    /// Empty unless the estimator absorbs deciders' intercepts.
+    deciders: &'s [DeciderId],
+}
+
 /// Seed-level cluster bootstrap of a fit: each resample takes every row of the drawn seeds (a
-/// seed drawn twice gives two clusters per society), refits, and the SE of each coefficient is the
-/// standard deviation of its estimates (ddof 1). `None` if a refit fails.
+/// seed drawn twice gives two clusters per society, and two deciders per decider), refits, and the
+/// SE of each coefficient is the standard deviation of its estimates (ddof 1). `None` if a refit
+/// fails.
 fn bootstrap_se(
-    design: &DesignMatrix,
-    y: &[f64],
-    clusters: &[(i64, i64)],
+    sample: &Sample<'_>,
+    estimator: Estimator,
     seeds: &[(i64, Vec<usize>)],
     indices: &[Vec<usize>],
     options: &MinimalGroupOptions,
 ) -> Option<Vec<f64>> {
-    let mut estimates: Vec<Vec<f64>> = vec![Vec::with_capacity(indices.len()); design.n_columns()];
+    let Sample { design, y, clusters, deciders } = *sample;
+    // One list per coefficient of the fit (absorbed intercepts have none).
+    let mut estimates: Vec<Vec<f64>> = Vec::new();
     let (mut positions, mut resampled_y, mut resampled_clusters) = (Vec::new(), Vec::new(), Vec::new());
+    let mut resampled_deciders = Vec::new();
     for resample in indices {
         positions.clear();
         resampled_y.clear();
         resampled_clusters.clear();
+        resampled_deciders.clear();
         for (draw, &j) in resample.iter().enumerate() {
             for &k in &seeds[j].1 {
                 positions.push(k);
                 resampled_y.push(y[k]);
                 resampled_clusters.push((draw as i64, clusters[k].0, clusters[k].1));
+                if let Some(decider) = deciders.get(k) {
+                    resampled_deciders.push((draw, *decider));
+                }
             }
         }
         let resampled = DesignMatrix {
             column_names: design.column_names.clone(),
             matrix: design.matrix.select_rows(positions.iter()),
         };
-        let fit = gee_gaussian_exchangeable(&resampled, &resampled_y, &resampled_clusters, &options.gee).ok()?;
+        let fit = estimator
+            .fit(&resampled, &resampled_y, &resampled_clusters, || resampled_deciders.clone(), &options.gee)
+            .ok()?;
+        if estimates.is_empty() {
+            estimates = vec![Vec::with_capacity(indices.len()); fit.coefficients.len()];
+        }
         for (e, c) in estimates.iter_mut().zip(&fit.coefficients) {
             e.push(c.estimate);
         }
@@ -318,6 +410,7 @@ pub(super) fn plan_gee<'a>(
                 formula,
                 cluster: ClusterBy::Seed,
                 extra: None,
+                estimator: Estimator::Exchangeable,
                 bootstrap: cell.key.passes.is_main(),
                 context: format!("{} {formula}", cell.key.describe()),
             };
@@ -356,6 +449,8 @@ pub(super) fn gee_rows(
                 entry.labels.as_str().into(),
                 entry.m.as_str().into(),
                 entry.formula.into(),
+                fit.working_correlation.as_str().into(),
+                (fit.absorbed > 0).then_some(DECIDER).into(),
                 c.name.as_str().into(),
                 fit.n_clusters.into(),
                 c.estimate.into(),
@@ -405,6 +500,7 @@ fn plan_pooled_visible<'a>(
                 formula,
                 cluster: ClusterBy::Society,
                 extra: Some(Extra::Visible),
+                estimator: Estimator::Exchangeable,
                 bootstrap: false,
                 context: format!("{formula} pooled over the cells of {:?}", design.0),
             };
@@ -425,7 +521,9 @@ fn plan_pooled_visible<'a>(
 /// (m = `pooled`): the paper's per-model favouritism ("0.84–4.06 points/target across the four
 /// models", every p < 10⁻²⁵, which only a dyad-level fit over a model's societies can give), so
 /// that a model is judged on its own estimate, not on its weakest minority size. Clusters are
-/// societies (m, seed).
+/// societies (m, seed); the working correlation is independence, with an intercept per decider
+/// (module docs): the exchangeable fit degenerates under the sum constraint when societies of
+/// different m are pooled.
 fn plan_pooled_m<'a>(
     design_columns: &[&str],
     cells: &'a [Cell],
@@ -444,6 +542,7 @@ fn plan_pooled_m<'a>(
             formula,
             cluster: ClusterBy::Society,
             extra: None,
+            estimator: Estimator::IndependenceWithinDecider,
             bootstrap: false,
             context: format!("{formula} pooled over m ({}, {:?})", labels.as_str(), design.0),
         };
@@ -519,6 +618,7 @@ fn plan_pooled_reasoning<'a>(
             formula,
             cluster: ClusterBy::Society,
             extra: Some(Extra::Reasoning),
+            estimator: Estimator::Exchangeable,
             bootstrap: analysis == REASONING_CONTROL && passes.is_main(),
             context: format!("{formula} pooled over reasoning modes ({}, {:?})", labels.as_str(), design.0),
         };

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use herd_stats::{WilcoxonOptions, sample_std, wilcoxon_one_sample};
 
 use super::cells::{Cell, CellKey, DeciderSummary, Passes, mean};
-use super::gee::{ClusterBy, Extra, FitJob, FitPlan, FitResults};
+use super::gee::{ClusterBy, Estimator, Extra, FitJob, FitPlan, FitResults};
 use super::{DyadTable, Labels, POSITION_FORMULA, ROBUSTNESS_COLUMNS, SWAP_PASS, schema};
 use crate::error::{AnalysisError, TOO_FEW_UNITS, stats_context, undefined_reason};
 use crate::table::{ResultTable, TableBuilder, Value};
@@ -119,6 +119,7 @@ pub(super) fn plan_position_fits<'a>(
                             formula: POSITION_FORMULA,
                             cluster: ClusterBy::Seed,
                             extra: Some(Extra::TargetPosition),
+                            estimator: Estimator::Exchangeable,
                             bootstrap: false,
                             context: format!("position effect in {} (fills {fill})", cell.key.describe()),
                         },

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import statsmodels.formula.api as smf
+from statsmodels.genmod.cov_struct import Independence
+from statsmodels.genmod.families import Gaussian
 
 import reference
 
@@ -149,6 +152,28 @@ def write_minimal_group_claims():
     return {k: len(v) for k, v in claims.items()}
 
 
+def check_absorbed_intercepts(d, mg):
+    """The `m_pooled` rows (reference.fit_gee_within, intercepts absorbed) against statsmodels'
+    independence GEE with a dummy per decider, `points ~ same_group + C(decider)`."""
+    df = reference.expand_passes(reference.prepare(d))
+    design = reference.design_cols(df)
+    rows = [r for r in mg["gee"] if r["analysis"] == "m_pooled"]
+    fits = 0
+    for dkey, dd in reference.m_pooled_groups(df, design):
+        key = reference.key_dict(design + ["passes", "labels"], dkey)
+        dd = dd.assign(_decider=reference.deciders_of(dd))
+        res = smf.gee("points ~ same_group + C(_decider)", groups=reference.society(dd), data=dd,
+                      cov_struct=Independence(), family=Gaussian()).fit()
+        i = list(res.params.index).index("same_group")
+        (row,) = [r for r in rows if all(r[k] == v for k, v in key.items())]
+        for name, value in [("coef", res.params.iloc[i]), ("se_robust", res.bse.iloc[i]),
+                            ("se_naive", np.sqrt(res.cov_naive[i, i])), ("scale", res.scale)]:
+            assert abs(row[name] - value) <= 1e-9 * abs(value), (key, name, row[name], value)
+        fits += 1
+    assert fits == len(rows), (fits, len(rows))
+    return fits
+
+
 def main():
     DATA.mkdir(exist_ok=True)
     d = dyads()
@@ -159,6 +184,7 @@ def main():
     mg = reference.minimal_group(d, indices=indices)
     (HERE / "minimal_group.json").write_text(
         json.dumps({k: clean(v) for k, v in mg.items()}, separators=(",", ":")) + "\n")
+    print("m_pooled fits checked against C(decider):", check_absorbed_intercepts(d, mg))
 
     c = conformity_trials()
     c.to_csv(DATA / "conformity_trials.csv", index=False)

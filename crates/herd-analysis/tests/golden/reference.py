@@ -14,9 +14,11 @@ import warnings
 
 import numpy as np
 import pandas as pd
+import patsy
 from scipy import stats
 import statsmodels.formula.api as smf
-from statsmodels.genmod.cov_struct import Exchangeable
+from statsmodels.genmod.cov_struct import Exchangeable, Independence
+from statsmodels.genmod.generalized_estimating_equations import GEE
 from statsmodels.genmod.families import Gaussian
 from statsmodels.stats.multitest import multipletests
 
@@ -141,11 +143,50 @@ def gee(data, formula, groups, draws=None):
             d = pd.concat([parts[j].assign(_cluster=f"{k}|" + parts[j]._cluster) for k, j in enumerate(row)])
             reps.append(fit_gee(d, formula, d._cluster.values).params.values)
         se_boot = [float(v) for v in np.std(np.array(reps), axis=0, ddof=1)]
-    return [{"term": name, "n_clusters": int(len(np.unique(groups))), "coef": float(res.params.iloc[i]),
+    return [{"working_correlation": "exchangeable", "absorbed": None, "term": name,
+             "n_clusters": int(len(np.unique(groups))), "coef": float(res.params.iloc[i]),
              "se_robust": float(res.bse.iloc[i]), "se_bootstrap": se_boot[i], "se_naive": float(naive[i]),
              "z": float(res.tvalues.iloc[i]), "p": float(res.pvalues.iloc[i]),
              "rho": float(np.atleast_1d(res.cov_struct.dep_params)[0]), "scale": float(res.scale)}
             for i, name in enumerate(res.params.index)]
+
+
+def fit_gee_within(data, formula, groups, strata):
+    """statsmodels' independence GEE of `formula + C(strata)` (one intercept per stratum), the
+    intercepts absorbed: the response and every other column centred within each stratum and fitted
+    without an intercept, with the scale's degrees of freedom counting the strata. Strata nest in
+    clusters, so the robust covariance is the centred design's (Frisch-Waugh-Lovell);
+    generate.py checks every such fit against the `C(strata)` one."""
+    y, x = patsy.dmatrices(formula, data, return_type="dataframe")
+    x = x.drop(columns="Intercept")
+    key = pd.Series(np.asarray(strata), index=data.index)
+    y = y.iloc[:, 0] - y.iloc[:, 0].groupby(key).transform("mean")
+    x = x - x.groupby(key).transform("mean")
+    model = GEE(y, x, groups=groups, cov_struct=Independence(), family=Gaussian())
+    return model.fit(ddof_scale=x.shape[1] + key.nunique())
+
+
+def gee_within(data, formula, groups, strata):
+    """Coefficient rows of `fit_gee_within` (no intercept: it is absorbed)."""
+    res = fit_gee_within(data, formula, groups, strata)
+    naive = np.sqrt(np.diag(res.cov_naive))
+    return [{"working_correlation": "independence", "absorbed": "decider", "term": name,
+             "n_clusters": int(len(np.unique(groups))), "coef": float(res.params.iloc[i]),
+             "se_robust": float(res.bse.iloc[i]), "se_bootstrap": None, "se_naive": float(naive[i]),
+             "z": float(res.tvalues.iloc[i]), "p": float(res.pvalues.iloc[i]), "rho": 0.0,
+             "scale": float(res.scale)}
+            for i, name in enumerate(res.params.index)]
+
+
+def deciders_of(dd):
+    """Each row's decider within one pass: the unit whose points sum to the pool."""
+    return (dd.m.astype(str) + "|" + dd.seed.astype(str) + "|" + dd.pass_id.astype(str) + "|"
+            + dd.decider.astype(str)).values
+
+
+def m_pooled_groups(df, design):
+    """The `m_pooled` fits: per design combination, pass role and label condition, pooled over m."""
+    return df.groupby(design + ["passes", "labels"], sort=True)
 
 
 def described(key, fill, check, n, estimate, target_group=None):
@@ -257,9 +298,10 @@ def minimal_group(df, indices=None, resamples=2000, seed=0, gee_bootstrap=True):
                 gee_rows.append({**key_dict(design + ["passes"], dkey), "labels": "pooled", "m": "pooled",
                                  "analysis": "labels_pooled", "formula": formula, **r})
     # The paper's per-model favouritism: `points ~ same_group` per design combination and label
-    # condition pooled over m, clustered by society.
-    for dkey, dd in df.groupby(design + ["passes", "labels"], sort=True):
-        for r in gee(dd, CELL_FORMULAS[0], society(dd)):
+    # condition pooled over m, clustered by society, with the independence working correlation and
+    # an intercept per decider (the exchangeable fit degenerates under the sum constraint).
+    for dkey, dd in m_pooled_groups(df, design):
+        for r in gee_within(dd, CELL_FORMULAS[0], society(dd), deciders_of(dd)):
             gee_rows.append({**key_dict(design + ["passes", "labels"], dkey), "m": "pooled",
                              "analysis": "m_pooled", "formula": CELL_FORMULAS[0], **r})
     if "reasoning" in design:

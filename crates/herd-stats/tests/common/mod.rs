@@ -67,3 +67,43 @@ pub fn assert_close(actual: f64, expected: f64, abs_floor: f64, what: &str) {
 pub fn assert_p(actual: f64, expected: f64, what: &str) {
     assert_close(actual, expected, 0.0, what);
 }
+
+/// A GEE fit against statsmodels' (`fit_gee` / `fit_gee_independence` in `generate.py`): names,
+/// estimates, robust and naive SEs, z, p, the robust covariance, ρ, scale, convergence and the
+/// number of iterations.
+#[track_caller]
+pub fn assert_gee_matches(fit: &herd_stats::GeeFit, e: &Value, label: &str) {
+    let names: Vec<&str> = e["names"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let fitted: Vec<&str> = fit.coefficients.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(fitted, names, "{label}: patsy column names");
+    assert_close(fit.rho, num(&e["rho"]), ESTIMATE_ABS_FLOOR, &format!("{label} rho"));
+    assert_close(fit.scale, num(&e["scale"]), 0.0, &format!("{label} scale"));
+    assert_eq!(fit.converged, e["converged"].as_bool().unwrap(), "{label}");
+    assert_eq!(fit.iterations as u64, e["iterations"].as_u64().unwrap(), "{label} iterations");
+    let robust_cov = e["robust_cov"].as_array().unwrap();
+    for (j, c) in fit.coefficients.iter().enumerate() {
+        let w = |key: &str| format!("{label} {} {key}", c.name);
+        assert_close(c.estimate, num(&e["params"][j]), ESTIMATE_ABS_FLOOR, &w("estimate"));
+        assert_close(c.robust_se, num(&e["robust_se"][j]), 0.0, &w("robust se"));
+        assert_close(c.naive_se, num(&e["naive_se"][j]), 0.0, &w("naive se"));
+        assert_close(c.robust_z, num(&e["robust_z"][j]), ESTIMATE_ABS_FLOOR, &w("z"));
+        assert_p(c.robust_p, num(&e["robust_p"][j]), &w("p"));
+        for (l, v) in nums(&robust_cov[j]).iter().enumerate() {
+            assert_close(fit.robust_covariance[(j, l)], *v, 1e-14, &w("robust cov"));
+        }
+    }
+}
+
+/// A case's `columns` built into `formula`'s design and response.
+pub fn design_of(case: &Value, formula: &str) -> (herd_stats::DesignMatrix, Vec<f64>) {
+    let formula = herd_stats::Formula::parse(formula).unwrap();
+    let columns: Vec<(String, Vec<f64>)> =
+        case["columns"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), nums(v))).collect();
+    let borrowed: Vec<(&str, &[f64])> = columns.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
+    formula.build(&borrowed).unwrap()
+}
+
+/// A case's integer ids (`groups`, `strata`).
+pub fn ids(case: &Value, key: &str) -> Vec<i64> {
+    case[key].as_array().unwrap_or_else(|| panic!("no {key:?}")).iter().map(|g| g.as_i64().unwrap()).collect()
+}

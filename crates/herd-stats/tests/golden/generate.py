@@ -25,7 +25,7 @@ import scipy
 import statsmodels
 import statsmodels.formula.api as smf
 from scipy import stats
-from statsmodels.genmod.cov_struct import Exchangeable
+from statsmodels.genmod.cov_struct import Exchangeable, Independence
 from statsmodels.genmod.families import Gaussian
 from statsmodels.stats.multitest import multipletests
 
@@ -254,6 +254,133 @@ def gee_cases():
     return cases
 
 
+
+# ------------------------------------------------- GEE, independence working correlation
+def fit_gee_independence(df, formula, groups, absorb=None):
+    """statsmodels' GEE with `Independence()`; with `absorb`, one intercept per value of that
+    column (`+ C(absorb)`), whose coefficients (and the common intercept) are left out."""
+    sm_formula = formula if absorb is None else f"{formula} + C({absorb})"
+    res = smf.gee(sm_formula, groups=groups, data=df, cov_struct=Independence(), family=Gaussian()).fit()
+    names = list(res.params.index)
+    keep = [i for i, n in enumerate(names) if absorb is None or not (n == "Intercept" or n.startswith("C("))]
+    cov_robust, cov_naive = np.asarray(res.cov_robust), np.asarray(res.cov_naive)
+    return {
+        "names": [names[i] for i in keep],
+        "params": [f(res.params.iloc[i]) for i in keep],
+        "robust_se": [f(res.bse.iloc[i]) for i in keep],
+        "robust_z": [f(res.tvalues.iloc[i]) for i in keep],
+        "robust_p": [f(res.pvalues.iloc[i]) for i in keep],
+        "naive_se": [f(np.sqrt(cov_naive[i, i])) for i in keep],
+        "robust_cov": [[f(cov_robust[i, j]) for j in keep] for i in keep],
+        "rho": 0.0 if res.cov_struct.dep_params is None else f(res.cov_struct.dep_params),
+        "scale": f(res.scale),
+        "converged": bool(res.converged),
+        "iterations": len(res.fit_history["params"]),
+        "n_params": len(names),
+    }
+
+
+def sum_constrained_societies(rng, n_societies, size, minorities, effect, noise):
+    """Societies whose every decider splits 100 points over the other members: each target gets
+    the decider's baseline, plus `effect` if it is in the decider's group, plus noise centred
+    within the decider (so the points sum to exactly 100). The baseline is what the sum leaves,
+    (100 − in-group targets × effect) / targets, so each decider's favouritism (mean in-group −
+    mean out-group points) is `effect` plus its noise. Minority sizes cycle over `minorities`,
+    so the societies' compositions differ, as the paper's m = 3, 5, 10 do."""
+    rows = []
+    for s in range(n_societies):
+        m = minorities[s % len(minorities)]
+        minority = rng.permutation(np.array([1] * m + [0] * (size - m)))
+        for d in range(size):
+            targets = [t for t in range(size) if t != d]
+            same = np.array([float(minority[t] == minority[d]) for t in targets])
+            e = rng.normal(0, noise, len(targets))
+            points = (100 - same.sum() * effect) / len(targets) + effect * same + (e - e.mean())
+            for sg, pts in zip(same, points):
+                rows.append({"society": s, "decider": s * 100 + d, "points": float(pts), "same_group": sg,
+                             "minority_decider": float(minority[d])})
+    return pd.DataFrame(rows)
+
+
+def gee_independence_cases():
+    rng = np.random.default_rng(4040)
+    cases, within, planted = [], [], []
+    columns = ["points", "same_group", "minority_decider", "position"]
+
+    rows = []
+    for s, m in enumerate([3, 5, 10, 3, 5]):
+        rows += minimal_group_society(rng, 2000 + s, m, bias=0.35, minority_extra=0.4)
+    df = pd.DataFrame(rows)
+    for label, formula, groups in [
+        ("minimal_group_by_society", "points ~ same_group", "society"),
+        ("minimal_group_interaction", "points ~ same_group * minority_decider", "society"),
+        ("minimal_group_position", "points ~ same_group * minority_decider + position", "society"),
+        ("minimal_group_by_decider", "points ~ same_group * minority_decider", "decider"),
+    ]:
+        cases.append({"label": label, "formula": formula, "groups": df[groups].tolist(),
+                      "columns": {c: df[c].tolist() for c in columns},
+                      "expected": fit_gee_independence(df, formula, groups)})
+    for label, formula in [("minimal_group_within_decider", "points ~ same_group"),
+                           ("minimal_group_within_decider_position", "points ~ same_group + position")]:
+        within.append({"label": label, "formula": formula, "groups": df["society"].tolist(),
+                       "strata": df["decider"].tolist(), "columns": {c: df[c].tolist() for c in columns},
+                       "expected": fit_gee_independence(df, formula, "society", absorb="decider")})
+
+    # Unbalanced clusters (sizes 1 to 15) with a positive random intercept.
+    rows = []
+    for g, k in enumerate(rng.integers(1, 16, 40)):
+        u = rng.normal(0, 1.0)
+        for _ in range(k):
+            x1, x2 = rng.normal(0, 1), float(rng.uniform() < 0.4)
+            y = 1.0 + 0.5 * x1 - 0.8 * x2 + 0.3 * x1 * x2 + u + rng.normal(0, 1.5)
+            rows.append({"g": int(g), "y": y, "x1": x1, "x2": x2})
+    df = pd.DataFrame(rows)
+    cases.append({"label": "unbalanced_random_intercept", "formula": "y ~ x1 * x2", "groups": df["g"].tolist(),
+                  "columns": {c: df[c].tolist() for c in ["y", "x1", "x2"]},
+                  "expected": fit_gee_independence(df, "y ~ x1 * x2", "g")})
+
+    # Sum-constrained planted data (societies of 10, minorities of 2, 3 and 5): no in-group effect,
+    # and 1.0 point/target per decider, with noise that hides the societies' compositions (σ = 3:
+    # the exchangeable ρ sits at its bound) and with less noise (σ = 1.5: ρ just above it).
+    for label, effect, noise in [("planted_null", 0.0, 3.0), ("planted_effect", 1.0, 3.0),
+                                 ("planted_effect_quiet", 1.0, 1.5)]:
+        df = sum_constrained_societies(rng, 60, 10, [2, 3, 5], effect, noise)
+        formula = "points ~ same_group"
+        per_decider = df.groupby("decider").apply(
+            lambda d: d.points[d.same_group == 1].mean() - d.points[d.same_group == 0].mean())
+        society_means = per_decider.groupby(per_decider.index // 100).mean()
+        seed_mean = float(society_means.mean())
+        seed_se = float(society_means.std(ddof=1) / np.sqrt(len(society_means)))
+        exchangeable = fit_gee(df, formula, "society")
+        independence = fit_gee_independence(df, formula, "society")
+        decider = fit_gee_independence(df, formula, "society", absorb="decider")
+        # What the data show. The exchangeable fit degenerates: at ρ's bound −1/(n − 1) (n = 10 × 9
+        # rows per society) its estimate is pinned near 0 whatever the effect, with a robust SE
+        # collapsed far below the seed-level SE; just above the bound it is shrunk well below the
+        # planted effect. The independence fit has a robust SE of the seed-level SE's size; with
+        # each decider's intercept it recovers the planted effect (and the seed-level mean), while
+        # without it the pooled contrast is pulled by the composition (deciders of a small group
+        # have few in-group targets and, under the sum, a higher baseline).
+        bound = -1.0 / (90 - 1)
+        b_ex, se_ex = exchangeable["params"][1], exchangeable["robust_se"][1]
+        if noise == 3.0:
+            assert abs(exchangeable["rho"] - bound) < 0.01 * abs(bound), exchangeable["rho"]
+            assert se_ex < 0.05 * seed_se and abs(b_ex) < 0.05, (b_ex, se_ex, seed_se)
+        else:
+            assert exchangeable["rho"] < 0.8 * bound and b_ex < effect - 5 * seed_se, (exchangeable["rho"], b_ex)
+        b, se = decider["params"][0], decider["robust_se"][0]
+        assert abs(b - effect) < 3 * se and 0.5 < se / seed_se < 2.0, (b, se, seed_se)
+        assert abs(b - seed_mean) < seed_se, (b, seed_mean, seed_se)
+        assert 0.5 < independence["robust_se"][1] / seed_se < 2.0, (independence["robust_se"], seed_se)
+        planted.append({"label": label, "formula": formula, "effect": effect, "noise": noise, "society_size": 10,
+                        "groups": df["society"].tolist(), "strata": df["decider"].tolist(),
+                        "columns": {c: df[c].tolist() for c in ["points", "same_group"]},
+                        "seed_level": {"mean": seed_mean, "se": seed_se, "societies": len(society_means)},
+                        "exchangeable": exchangeable, "independence": independence,
+                        "independence_within_decider": decider})
+    return cases, within, planted
+
+
 # ---------------------------------------------------------------- bootstrap
 def bootstrap_cases():
     rng = np.random.default_rng(2024)
@@ -394,6 +521,8 @@ def main():
     dump("wilcoxon", {"datasets": datasets, "cases": cases, "tie_robustness": tie_robustness()})
     dump("bh", {"cases": bh_cases()})
     dump("gee", {"cases": gee_cases()})
+    independence, within, planted = gee_independence_cases()
+    dump("gee_independence", {"cases": independence, "within": within, "planted": planted})
     dump("bootstrap", {"cases": bootstrap_cases()})
     dump("spearman", {"cases": spearman_cases()})
     dump("ols", {"cases": ols_cases()})
