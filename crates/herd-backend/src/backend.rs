@@ -13,11 +13,15 @@ pub struct ScoreRequest {
     pub answers: Vec<String>,
     /// The pixels of the prompt's image part, for vision models.
     pub image: Option<Arc<image::RgbImage>>,
+    /// The request's name in its run ([`request_name`]: its unit and its place among the unit's
+    /// requests), which the runner sets. A backend that answers later by name (a batch file's
+    /// `custom_id`) keys the request by it; the others ignore it.
+    pub name: Option<String>,
 }
 
 impl ScoreRequest {
     pub fn new(prompt: ChatPrompt, answers: Vec<String>) -> Self {
-        ScoreRequest { prompt, answers, image: None }
+        ScoreRequest { prompt, answers, image: None, name: None }
     }
 }
 
@@ -140,12 +144,30 @@ pub struct GenerateRequest {
     /// Thinking on or off for models whose chat template has the switch (`enable_thinking`); `None`
     /// keeps the registry entry's setting.
     pub thinking: Option<bool>,
+    /// The request's name in its run ([`request_name`]), as for [`ScoreRequest::name`].
+    pub name: Option<String>,
 }
 
 impl GenerateRequest {
     pub fn new(prompt: ChatPrompt, sampling: SamplingParams) -> Self {
-        GenerateRequest { prompt, sampling, schema: None, image: None, thinking: None }
+        GenerateRequest { prompt, sampling, schema: None, image: None, thinking: None, name: None }
     }
+}
+
+/// A request's name in its run, `unit@index`: the unit it belongs to (what the store commits together)
+/// and its place among that unit's requests. A batch file's `custom_id` is this name, so an answer maps
+/// back to exactly one request.
+pub fn request_name(unit: &str, index: usize) -> String {
+    format!("{unit}@{index}")
+}
+
+/// The unit and index of a [`request_name`], or `None` for a text that is not one.
+pub fn parse_request_name(name: &str) -> Option<(&str, usize)> {
+    let (unit, index) = name.rsplit_once('@')?;
+    if unit.is_empty() || index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((unit, index.parse().ok()?))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -199,6 +221,87 @@ pub trait Backend {
     fn shared(&self) -> Option<&dyn SharedBackend> {
         None
     }
+    /// The backend as a [`BatchFile`], when it answers from a batch file instead of servers; `None` (the
+    /// default) for every engine that computes or asks at once.
+    fn batch_file(&self) -> Option<&dyn BatchFile> {
+        None
+    }
+}
+
+/// A backend that answers from a batch file rather than at once: the openai backend's requests written
+/// to a JSONL file for an offline run (`vllm run-batch`, a hosted Batch API), and that run's answers read
+/// back later. Requests are matched to answers by name ([`request_name`], the file's `custom_id`).
+///
+/// Through the [`SharedBackend`] calls, a request whose unit has every answer in the file gets its
+/// result, checked as a live reply would be; a request whose unit lacks an answer fails with
+/// [`crate::BackendError::Pending`] (and is written to the export file, when there is one), which the runner
+/// counts as awaiting answers, not as failed. A unit is answered whole or not at all: the requests of one
+/// call that share a unit are its requests. The runner hands such a backend one batch at a time in plan
+/// order, so the file lists requests in that order, and never stops on failures (each is named).
+pub trait BatchFile: SharedBackend {
+    /// Ends the session's use of the file (the export is written out) and says what the file gave and
+    /// took; `standing` places each unit whose answers the session did not ask for.
+    fn finish(&self, standing: &dyn Fn(&str) -> UnitStanding) -> crate::Result<BatchReport>;
+}
+
+/// Where a unit named by an answer the session did not ask for stands in the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnitStanding {
+    /// Stored already (an earlier import, or a live session).
+    Stored,
+    /// In the run's plan, but not run this session (beyond `--limit`, a baseline candidate the pools did
+    /// not need, a trial waiting for its task's baseline pools).
+    Planned,
+    /// Not a unit of this run (another experiment's, another shard's, or not a name herd writes).
+    Unknown,
+}
+
+/// What a session did with its batch files, for the run manifest and the closing summary.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BatchReport {
+    /// The model name the requests ask for (`--served-model`): what the offline run must serve.
+    pub model: String,
+    /// The file answers were read from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub import: Option<BatchFileRecord>,
+    /// The file the requests still without answers were written to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub export: Option<BatchFileRecord>,
+    /// Requests written to the export file.
+    pub requests_written: u64,
+    /// Answers of the import file (its lines with a custom id).
+    pub answers: u64,
+    /// Answers taken: each passed every check a live reply passes, and its unit was whole.
+    pub answers_taken: u64,
+    /// Answers whose unit is stored already (an earlier import): left alone.
+    pub answers_already_stored: u64,
+    /// Answers for units of the plan the session did not run (see [`UnitStanding::Planned`]).
+    pub answers_not_needed: u64,
+    /// Every problem, each naming its custom id or line: answers refused by the checks, units with some
+    /// answers missing, custom ids given twice or unknown, unreadable lines. At most
+    /// [`BatchReport::MAX_PROBLEMS`] are kept; `problem_count` counts them all.
+    pub problems: Vec<String>,
+    pub problem_count: u64,
+}
+
+impl BatchReport {
+    /// Problems kept by name (the rest are counted).
+    pub const MAX_PROBLEMS: usize = 200;
+
+    pub fn problem(&mut self, problem: String) {
+        self.problem_count += 1;
+        if self.problems.len() < Self::MAX_PROBLEMS {
+            self.problems.push(problem);
+        }
+    }
+}
+
+/// A batch file as the manifest records it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BatchFileRecord {
+    pub path: String,
+    pub sha256: String,
+    pub bytes: u64,
 }
 
 /// A backend that many threads may call at once, so that the runner keeps many batches in flight and
@@ -264,4 +367,22 @@ pub fn allocation_schema(ids: &[String], pool: u32) -> serde_json::Value {
         .map(|id| (id.clone(), serde_json::json!({"type": "integer", "minimum": 0, "maximum": pool})))
         .collect();
     serde_json::json!({"type": "object", "properties": properties, "required": ids, "additionalProperties": false})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_name_is_its_unit_and_index_and_reads_back() {
+        let unit = "allocation/reasoning=off/m=5/labels=visible#3.0";
+        let name = request_name(unit, 17);
+        assert_eq!(name, format!("{unit}@17"));
+        assert_eq!(parse_request_name(&name), Some((unit, 17)));
+        // A unit id holding `@` still reads back: the index is after the last one.
+        assert_eq!(parse_request_name("a@b@2"), Some(("a@b", 2)));
+        for bad in ["", "@1", "unit", "unit@", "unit@x", "unit@-1", "unit@+1", "unit@99999999999999999999999"] {
+            assert_eq!(parse_request_name(bad), None, "{bad}");
+        }
+    }
 }

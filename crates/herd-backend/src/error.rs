@@ -21,6 +21,10 @@ pub enum BackendError {
         "the backend returned {returned} results for {requested} requests; the batch is marked failed (rerun to retry it)"
     )]
     Incomplete { requested: usize, returned: usize },
+    /// The request's answer is not in hand yet: a batch file holds none for its unit (the request went,
+    /// or goes, to the export file). Not a failure: the unit awaits a later import.
+    #[error("{0}: no answer in the batch file yet")]
+    Pending(String),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
     /// An engine's own error (a local model's, a server's), with its message as the engine wrote it.

@@ -33,8 +33,9 @@ mod sampling;
 mod sim;
 
 pub use backend::{
-    AnswerScore, Backend, BackendInfo, BackendLoad, EndpointLoad, FinishReason, GenerateRequest, Generation,
-    LOWER_BOUND_MIN, SamplingParams, ScoreBound, ScoreRequest, ScoreResult, SharedBackend, TopToken, allocation_schema,
+    AnswerScore, Backend, BackendInfo, BackendLoad, BatchFile, BatchFileRecord, BatchReport, EndpointLoad,
+    FinishReason, GenerateRequest, Generation, LOWER_BOUND_MIN, SamplingParams, ScoreBound, ScoreRequest, ScoreResult,
+    SharedBackend, TopToken, UnitStanding, allocation_schema, parse_request_name, request_name,
 };
 pub use checksum::{has_sha256, recorded_sha256, sha256_file};
 pub use compute::{ComputePath, WeightChoice};

@@ -6,8 +6,8 @@ use crate::model_files::{Fetch, LocalOptions};
 use crate::server_args::ServerArgs;
 use anyhow::{Context, Result, bail};
 use herd_backend::{
-    Backend, ModelEntry, ModelFiles, ModelSampling, ModelSource, SamplingFallback, SimAgent, SimParams, WeightChoice,
-    model_sampling,
+    Backend, BatchReport, ModelEntry, ModelFiles, ModelSampling, ModelSource, SamplingFallback, SimAgent, SimParams,
+    WeightChoice, model_sampling,
 };
 use herd_design::{Experiment, ExperimentFile, Shard, load_experiment};
 use herd_infer::{DeviceChoice, Workload};
@@ -26,6 +26,9 @@ pub enum BackendKind {
     Openai,
     /// A simulated agent with stated effects (`--sim FILE`), for power analysis and pipeline checks.
     Sim,
+    /// The openai backend's requests through batch files (`--export FILE`, `--import FILE`): run offline
+    /// by `vllm run-batch` or a hosted Batch API.
+    Batch,
 }
 
 impl BackendKind {
@@ -34,6 +37,16 @@ impl BackendKind {
             BackendKind::Candle => "candle",
             BackendKind::Openai => "openai",
             BackendKind::Sim => "sim",
+            BackendKind::Batch => "batch",
+        }
+    }
+
+    /// The backend a run folder records (its identity, the rows' `backend`): a batch file is the openai
+    /// backend's requests sent later, so its sessions and live ones resume one another.
+    fn recorded(self) -> &'static str {
+        match self {
+            BackendKind::Batch => BackendKind::Openai.name(),
+            other => other.name(),
         }
     }
 }
@@ -46,8 +59,8 @@ pub struct RunArgs {
     /// Model alias from the registry (see `herd models`); ignored by the sim backend.
     #[arg(long, default_value = herd_backend::DEFAULT_MODEL)]
     pub model: String,
-    /// Who answers: candle (a model on this machine), openai (a model on inference servers) or sim (a
-    /// simulated agent).
+    /// Who answers: candle (a model on this machine), openai (a model on inference servers), batch (the
+    /// openai backend's requests through batch files: --export, --import) or sim (a simulated agent).
     #[arg(long, value_enum, default_value = "candle")]
     pub backend: BackendKind,
     /// The simulated agent's parameters (TOML: [conformity], [allocation], seed; `--help` lists every key);
@@ -96,7 +109,33 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_quick_look: bool,
     #[command(flatten)]
+    pub batch: BatchArgs,
+    #[command(flatten)]
     pub server: ServerArgs,
+}
+
+/// The batch files of `--backend batch`.
+#[derive(clap::Args, Clone, Debug, Default)]
+#[command(next_help_heading = "Batch files (--backend batch)")]
+pub struct BatchArgs {
+    /// Write every request of the run not yet answered (units not stored) to FILE as OpenAI Batch API /
+    /// `vllm run-batch` JSONL: one `{"custom_id", "method", "url", "body"}` line per request, the body
+    /// what --backend openai would send (the openai flags that shape requests apply: --served-model,
+    /// --top-logprobs, --score-api, --structured-output). The custom id is `UNIT@INDEX`. Run the file
+    /// offline (`vllm run-batch -i FILE -o results.jsonl --model NAME`, or a hosted Batch API), then
+    /// import its output. The run folder records the session; a rerun writes only what is still pending.
+    /// Conformity with a baseline filter takes rounds: the pools' candidates first, the trials once a
+    /// task's pools are built.
+    #[arg(long, value_name = "FILE")]
+    pub export: Option<PathBuf>,
+    /// Store the answers of a batch run (its output JSONL: `{"custom_id", "response": {"status_code",
+    /// "body"}, "error"}` per line) through the checks a live reply gets (--max-reply-mb and
+    /// --max-reasoning-mb apply). A unit is stored only when every one of its requests is answered;
+    /// refused answers, units with answers missing, and custom ids given twice or unknown are each named,
+    /// and exit 1 after what is whole is stored. With --export too, what is still pending is written
+    /// there. The manifest records the file and its SHA-256.
+    #[arg(long, value_name = "FILE")]
+    pub import: Option<PathBuf>,
 }
 
 /// Whether `herd run` ends with a quick look at its headline numbers, and over what.
@@ -165,9 +204,30 @@ pub fn load_backend(
     sim: Option<&Path>,
     registry: Option<&Path>,
     server: &ServerArgs,
+    batch: &BatchArgs,
     local: &LocalOptions,
 ) -> Result<LoadedBackend> {
     match kind {
+        BackendKind::Batch => {
+            let registry = load_registry(registry)?;
+            let entry = crate::model_cmd::model_entry(&registry, model)?.clone();
+            let backend = server.batch(&entry, batch.import.as_deref(), batch.export.as_deref())?;
+            let model_record = serde_json::json!({"entry": entry, "server": backend.options(), "batch": {
+                "import": backend.import_record(),
+                "export": batch.export.as_ref().map(|p| p.display().to_string()),
+            }});
+            // What a live openai session records: the answers are the same server's, sent later.
+            let inputs = Fingerprint::from([("model".to_owned(), json_sha256(&entry))]);
+            Ok(LoadedBackend {
+                inputs,
+                backend: Engine::Model(Box::new(backend)),
+                entry: Some(entry),
+                files: Vec::new(),
+                model_record,
+                sampling_defaults: None,
+                sampling_fallback: SamplingFallback::Server,
+            })
+        }
         BackendKind::Openai => {
             let registry = load_registry(registry)?;
             let entry = crate::model_cmd::model_entry(&registry, model)?.clone();
@@ -276,6 +336,22 @@ pub fn run(args: RunArgs) -> Result<()> {
             args.backend.name()
         );
     }
+    let batch_flag = match (&args.batch.export, &args.batch.import) {
+        (Some(_), _) => Some("--export"),
+        (None, Some(_)) => Some("--import"),
+        (None, None) => None,
+    };
+    match (args.backend, batch_flag) {
+        (BackendKind::Batch, None) => bail!(
+            "--backend batch needs --export FILE (write the run's pending requests) or --import FILE (store a batch \
+             run's answers), or both"
+        ),
+        (BackendKind::Batch, Some(_)) | (_, None) => {}
+        (other, Some(flag)) => bail!(
+            "{flag} is for --backend batch, but the backend is {}\n  fix: add --backend batch, or leave out {flag}",
+            other.name()
+        ),
+    }
     let file = load_experiment(&args.experiment)?;
     let local = LocalOptions {
         device: args.device,
@@ -284,8 +360,15 @@ pub fn run(args: RunArgs) -> Result<()> {
         max_memory_gb: args.max_memory,
         workload: run_workload(&file),
     };
-    let loaded =
-        load_backend(args.backend, &args.model, args.sim.as_deref(), args.registry.as_deref(), &args.server, &local)?;
+    let loaded = load_backend(
+        args.backend,
+        &args.model,
+        args.sim.as_deref(),
+        args.registry.as_deref(),
+        &args.server,
+        &args.batch,
+        &local,
+    )?;
     if args.limit == Some(0) {
         bail!("--limit 0 runs nothing; give the number of units for a trial run, e.g. --limit 10");
     }
@@ -299,6 +382,16 @@ pub fn run(args: RunArgs) -> Result<()> {
         (false, false) => QuickLook::Run,
     };
     print_summary(&summary, &args.out, look, Some(elapsed));
+    if let Some(report) = &summary.batch {
+        if report.problem_count > 0 || !summary.failed.is_empty() {
+            bail!(
+                "{} problems with the batch file (listed above); the units it answered whole are stored\n  fix: \
+                 export again (--export FILE writes every request still pending), run that file, and import its answers",
+                report.problem_count.max(summary.failed.len() as u64)
+            );
+        }
+        return Ok(());
+    }
     if !summary.failed.is_empty() {
         let last = summary.notes.get("last_backend_failure").and_then(|v| v.as_str()).unwrap_or("");
         let last = redact(last, &args.server.api_key().into_iter().collect::<Vec<_>>());
@@ -333,7 +426,7 @@ pub fn run_loaded(
     let secrets = run_secrets(&model_record);
     let redact_secrets = |text: &str| redact(text, &secrets);
     let plan = SessionPlan {
-        backend: kind.name(),
+        backend: kind.recorded(),
         entry: entry.as_ref(),
         model_files,
         model_record,
@@ -400,8 +493,12 @@ pub fn print_summary(summary: &RunSummary, out: &Path, look: QuickLook, elapsed:
         let design = if skip.by_design { ", by design" } else { "" };
         println!("  skipped {} units{design}: {} (e.g. {})", skip.units, skip.reason, skip.examples.join(", "));
     }
-    for (name, note) in &summary.notes {
+    // A batch file's account is printed on its own (`print_batch`).
+    for (name, note) in summary.notes.iter().filter(|(name, _)| summary.batch.is_none() || name.as_str() != "batch") {
         println!("  {name}: {note}");
+    }
+    if let Some(report) = &summary.batch {
+        print_batch(report, summary);
     }
     if stored > 0 && look != QuickLook::Off {
         print_quick_look(out, look);
@@ -413,13 +510,67 @@ pub fn print_summary(summary: &RunSummary, out: &Path, look: QuickLook, elapsed:
             "a trial run: {} units left; rerun the same command without --limit to complete it",
             summary.left_by_limit
         );
-    } else if !summary.failed.is_empty() || !summary.complete() {
+    } else if summary.batch.is_none() && (!summary.failed.is_empty() || !summary.complete()) {
         println!("rerun the same command to resume");
     }
     println!(
         "next: herd report --results {dir} --out {}   (then open report.html in it)",
         shell_word(&format!("{}-report", out.display()))
     );
+}
+
+/// What a session did with its batch files: requests written, answers taken, what is still pending, every
+/// problem, and the next step.
+fn print_batch(report: &BatchReport, summary: &RunSummary) {
+    if let Some(export) = &report.export {
+        println!(
+            "batch: {} requests written to {} (sha256 {}, {} bytes)",
+            report.requests_written, export.path, export.sha256, export.bytes
+        );
+    }
+    if let Some(import) = &report.import {
+        println!(
+            "batch: {} answers in {} (sha256 {}): {} taken ({} units stored), {} for units stored already, {} not \
+             needed this session",
+            report.answers,
+            import.path,
+            import.sha256,
+            report.answers_taken,
+            summary.units_run,
+            report.answers_already_stored,
+            report.answers_not_needed
+        );
+    }
+    let awaiting = &summary.awaiting;
+    if !awaiting.is_empty() {
+        let mut parts = vec![format!("{} units await answers", awaiting.units)];
+        if awaiting.baseline_candidates > 0 {
+            parts.push(format!("{} baseline candidates await answers", awaiting.baseline_candidates));
+        }
+        if awaiting.after_baseline > 0 {
+            parts.push(format!(
+                "{} units wait for their task's baseline pools (the next export writes them)",
+                awaiting.after_baseline
+            ));
+        }
+        println!("batch: still pending: {}", parts.join(", "));
+    }
+    for problem in &report.problems {
+        println!("batch problem: {problem}");
+    }
+    if report.problem_count > report.problems.len() as u64 {
+        println!("batch problem: … and {} more", report.problem_count - report.problems.len() as u64);
+    }
+    if let Some(export) = report.export.as_ref().filter(|_| report.requests_written > 0) {
+        let file = shell_word(&export.path);
+        println!(
+            "next: vllm run-batch -i {file} -o results.jsonl --model {} (or a Batch API), then the same herd run \
+             with --import results.jsonl in place of --export",
+            shell_word(&report.model)
+        );
+    } else if !summary.complete() {
+        println!("next: the same herd run with --export FILE writes what is still pending");
+    }
 }
 
 /// The headline numbers of the run folder `out`, as the report's scorecard gives them: one line per

@@ -2,7 +2,10 @@
 
 use anyhow::{Context, Result, bail};
 use herd_backend::{ModelEntry, locate_model};
-use herd_infer::{OpenAiBackend, OpenAiOptions, PromptRenderer, RetryPolicy, ScoreApi, ServedModel, StructuredOutput};
+use herd_infer::{
+    OpenAiBackend, OpenAiBatch, OpenAiOptions, PromptRenderer, RetryPolicy, ScoreApi, ServedModel, StructuredOutput,
+};
+use std::path::Path;
 use std::time::Duration;
 
 #[derive(clap::Args, Clone, Debug)]
@@ -72,6 +75,12 @@ impl ServerArgs {
         if self.endpoints.is_empty() {
             bail!("--backend openai needs --endpoint URL (the server's base URL, e.g. http://127.0.0.1:8000)");
         }
+        self.request_options(entry)
+    }
+
+    /// The options without the check for endpoints: a batch file uses what shapes the requests and the
+    /// reading of replies (served model, top log-probabilities, score API, structured output, reply caps).
+    fn request_options(&self, entry: &ModelEntry) -> Result<OpenAiOptions> {
         // Bounded so that a typo (1e300) is an error here, not an overflow when it becomes a Duration.
         const DAY: f64 = 86_400.0;
         if !(self.request_timeout > 0.0 && self.request_timeout <= DAY) {
@@ -127,16 +136,35 @@ impl ServerArgs {
     /// `--score-api completions`.
     pub fn connect(&self, entry: &ModelEntry) -> Result<OpenAiBackend> {
         let options = self.options(entry)?;
-        let renderer = match options.score_api {
-            ScoreApi::Completions => {
-                let files = locate_model(entry)
-                    .context("--score-api completions renders prompts with the model's own chat template")?;
-                Some(PromptRenderer::load(entry, &files)?)
-            }
-            ScoreApi::Chat => None,
-        };
-        let model =
-            ServedModel { alias: entry.alias.clone(), family: entry.family.name().into(), vision: entry.vision };
+        let (model, renderer) = served(entry, options.score_api)?;
         Ok(OpenAiBackend::new(model, options, renderer)?)
     }
+
+    /// The openai backend's requests for `entry` through batch files: answers read from `import`, the
+    /// requests still without one written to `export`.
+    pub fn batch(&self, entry: &ModelEntry, import: Option<&Path>, export: Option<&Path>) -> Result<OpenAiBatch> {
+        if !self.endpoints.is_empty() {
+            bail!(
+                "--endpoint is for --backend openai: a batch file is run elsewhere (vllm run-batch, a Batch API)\n  fix: leave out --endpoint, or use --backend openai"
+            );
+        }
+        let options = self.request_options(entry)?;
+        let (model, renderer) = served(entry, options.score_api)?;
+        Ok(OpenAiBatch::new(model, options, renderer, import, export)?)
+    }
+}
+
+/// The model behind the servers as the openai backend knows it, and its chat template where prompts are
+/// rendered here (`--score-api completions`).
+fn served(entry: &ModelEntry, score_api: ScoreApi) -> Result<(ServedModel, Option<PromptRenderer>)> {
+    let renderer = match score_api {
+        ScoreApi::Completions => {
+            let files = locate_model(entry)
+                .context("--score-api completions renders prompts with the model's own chat template")?;
+            Some(PromptRenderer::load(entry, &files)?)
+        }
+        ScoreApi::Chat => None,
+    };
+    let model = ServedModel { alias: entry.alias.clone(), family: entry.family.name().into(), vision: entry.vision };
+    Ok((model, renderer))
 }

@@ -14,28 +14,31 @@
 //! most 1 up to rounding, each answer in [0, 1]) or the reply is retried as bad, and a generation's
 //! reasoning is kept up to `max_reasoning_bytes`; both caps fail the request at once, naming the flag.
 //! Every error text is redacted of the key, bearer tokens and URL credentials ([`redact_secrets`]).
+//! The request bodies and the reading of replies are `wire`'s, shared with [`OpenAiBatch`] (`batch`), which
+//! writes the same requests to a batch file and reads an offline run's answers through the same checks.
 
+mod batch;
 mod body;
 mod endpoints;
 mod fan_out;
 mod reply;
+mod wire;
 
 use crate::error::{InferError, Result};
 use crate::local::PromptRenderer;
 use crate::redact::redact_secrets;
-use base64::Engine as _;
+pub use batch::OpenAiBatch;
 use endpoints::{Affinity, EndpointPool, Outcome};
-use herd_backend::chat::{ChatPrompt, Part};
 use herd_backend::{
-    Backend, BackendInfo, BackendLoad, GenerateRequest, Generation, SamplingParams, ScoreRequest, ScoreResult,
-    SharedBackend,
+    Backend, BackendInfo, BackendLoad, GenerateRequest, Generation, ScoreRequest, ScoreResult, SharedBackend,
 };
 use rand::{Rng, SeedableRng};
 pub use reply::{MASS_ROUNDING, checked_score};
-use reply::{Refusal, megabytes, parse_reply, read_generation, read_top_logprobs};
-use serde_json::{Value, json};
+use reply::{Refusal, megabytes, parse_reply};
+use serde_json::Value;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
+use wire::{CHAT_PATH, Wire, response_format};
 
 /// Which endpoint scoring requests go to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -186,7 +189,8 @@ pub struct OpenAiBackend {
     large_replies: body::LargeReplies,
     /// Set once a server refused `json_schema`.
     json_object_only: AtomicBool,
-    renderer: Option<PromptRenderer>,
+    /// The request bodies and the reading of replies, shared with batch files.
+    wire: Wire,
     requests: AtomicUsize,
 }
 
@@ -243,20 +247,9 @@ impl OpenAiBackend {
             return Err(InferError::Request("the openai backend needs at least one --endpoint URL".into()));
         }
         let bases = options.endpoints.iter().map(|e| endpoint_base(e)).collect::<Result<Vec<_>>>()?;
-        if options.score_api == ScoreApi::Completions && renderer.is_none() {
-            return Err(InferError::Request(format!(
-                "scoring through /v1/completions renders `{}`'s chat template here, which needs the model's files on this machine; fix: make them present (`herd models --fetch {}`) or score through chat completions",
-                model.alias, model.alias
-            )));
-        }
-        if options.top_logprobs == 0 {
-            return Err(InferError::Request("top_logprobs must be at least 1".into()));
-        }
+        let wire = Wire::new(&options, &model.alias, renderer)?;
         if options.max_reply_bytes == 0 {
             return Err(InferError::Request("max_reply_bytes (--max-reply-mb) must be more than 0".into()));
-        }
-        if options.max_reasoning_bytes == 0 {
-            return Err(InferError::Request("max_reasoning_bytes (--max-reasoning-mb) must be more than 0".into()));
         }
         let api_key = std::env::var(&options.api_key_env).ok().filter(|k| !k.is_empty());
         let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -280,7 +273,7 @@ impl OpenAiBackend {
             pool,
             large_replies: body::LargeReplies::new(),
             json_object_only: AtomicBool::new(false),
-            renderer,
+            wire,
             requests: AtomicUsize::new(0),
         })
     }
@@ -469,76 +462,10 @@ impl OpenAiBackend {
         InferError::Server(self.redact(&format!("{what} failed{attempts}: {}{fix}", e.problem)))
     }
 
-    fn messages(&self, prompt: &ChatPrompt, image: Option<&image::RgbImage>) -> Result<Value> {
-        let image_url = match image {
-            Some(pixels) => Some(png_data_url(pixels)?),
-            None => None,
-        };
-        let mut messages = Vec::new();
-        for message in &prompt.messages {
-            let role = message.role.as_str();
-            let has_image = message.content.iter().any(|p| matches!(p, Part::Image { .. }));
-            let content = if has_image {
-                let mut parts = Vec::new();
-                for part in &message.content {
-                    match part {
-                        Part::Text { text } => parts.push(json!({"type": "text", "text": text})),
-                        Part::Image { image } => {
-                            let url = image_url.as_ref().ok_or_else(|| {
-                                InferError::Request(format!(
-                                    "the prompt shows image `{image}` but the request carries no pixels"
-                                ))
-                            })?;
-                            parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
-                        }
-                    }
-                }
-                Value::Array(parts)
-            } else {
-                Value::String(
-                    message
-                        .content
-                        .iter()
-                        .filter_map(|p| if let Part::Text { text } = p { Some(text.as_str()) } else { None })
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                )
-            };
-            messages.push(json!({"role": role, "content": content}));
-        }
-        Ok(Value::Array(messages))
-    }
-
     fn score_one(&self, request: &ScoreRequest, affinity: &Affinity) -> Result<ScoreResult> {
-        let k = self.options.top_logprobs;
-        let (path, body) = match self.options.score_api {
-            ScoreApi::Chat => (
-                "/chat/completions",
-                json!({
-                    "model": self.options.served_model,
-                    "messages": self.messages(&request.prompt, request.image.as_deref())?,
-                    "max_tokens": 1, "temperature": 0.0, "logprobs": true, "top_logprobs": k,
-                }),
-            ),
-            ScoreApi::Completions => {
-                let renderer = self.renderer.as_ref().expect("checked in new");
-                if request.image.is_some() {
-                    return Err(InferError::Request(
-                        "image prompts are scored through chat completions; the completions API takes text only".into(),
-                    ));
-                }
-                (
-                    "/completions",
-                    json!({"model": self.options.served_model, "prompt": renderer.render(&request.prompt, None)?, "max_tokens": 1, "temperature": 0.0, "logprobs": k}),
-                )
-            }
-        };
-        let api = self.options.score_api;
-        self.call(path, &body, affinity, |reply| {
-            let (top, prompt_tokens) = read_top_logprobs(reply, api)?;
-            Ok(checked_score(&top, &request.answers, prompt_tokens, k)?)
-        })
-        .map_err(|e| self.server_error("scoring", e))
+        let (path, body) = self.wire.score_request(request)?;
+        self.call(path, &body, affinity, |reply| self.wire.read_score(reply, &request.answers))
+            .map_err(|e| self.server_error("scoring", e))
     }
 
     /// A generation with the API key taken out of its texts: a server that echoes it into a reply must not
@@ -556,33 +483,19 @@ impl OpenAiBackend {
     }
 
     fn generate_raw(&self, request: &GenerateRequest, affinity: &Affinity) -> Result<Generation> {
-        let s = &request.sampling;
-        let mut body = json!({
-            "model": self.options.served_model,
-            "messages": self.messages(&request.prompt, request.image.as_deref())?,
-            "max_tokens": s.max_tokens, "seed": s.seed,
-        });
-        add_sampling_knobs(&mut body, s);
-        if !s.stop.is_empty() {
-            body["stop"] = json!(s.stop);
-        }
-        if let Some(on) = request.thinking {
-            body["chat_template_kwargs"] = json!({"enable_thinking": on});
-        }
-        let max_reasoning = self.options.max_reasoning_bytes;
-        let read = |reply: &Value| read_generation(reply, max_reasoning);
+        let mut body = self.wire.generate_request(request)?;
+        let read = |reply: &Value| self.wire.read_generation(reply);
         let Some(schema) = &request.schema else {
             return self
-                .call("/chat/completions", &body, affinity, read)
+                .call(CHAT_PATH, &body, affinity, read)
                 .map_err(|e| self.server_error("generation", e))
                 .map(|g| with_constraint(g, false));
         };
         if !self.json_object_only.load(Ordering::Relaxed)
             && self.options.structured_output == StructuredOutput::JsonSchema
         {
-            body["response_format"] =
-                json!({"type": "json_schema", "json_schema": {"name": "allocation", "schema": schema, "strict": true}});
-            match self.call("/chat/completions", &body, affinity, read) {
+            body["response_format"] = response_format(schema, StructuredOutput::JsonSchema);
+            match self.call(CHAT_PATH, &body, affinity, read) {
                 Ok(g) => return Ok(with_constraint(g, true)),
                 // A server that does not know `json_schema` refuses the request (a 4xx, or llama-cpp-python's
                 // 500 naming `response_format`); ask it the other way.
@@ -595,31 +508,10 @@ impl OpenAiBackend {
                 Err(e) => return Err(self.server_error("generation", e)),
             }
         }
-        body["response_format"] = json!({"type": "json_object", "schema": schema});
-        self.call("/chat/completions", &body, affinity, read)
+        body["response_format"] = response_format(schema, StructuredOutput::JsonObject);
+        self.call(CHAT_PATH, &body, affinity, read)
             .map_err(|e| self.server_error("generation", e))
             .map(|g| with_constraint(g, true))
-    }
-}
-
-/// Adds the knobs a request sets to a chat-completions body. A knob left unset is not sent, so the server
-/// applies its own default (vLLM: the model's generation_config.json); the run manifest says which were sent.
-fn add_sampling_knobs(body: &mut Value, s: &SamplingParams) {
-    if let Some(t) = s.temperature {
-        body["temperature"] = json!(t);
-    }
-    if let Some(p) = s.top_p {
-        body["top_p"] = json!(p);
-    }
-    // top_k 0 means "keep every token"; servers spell that -1 (older vLLM and SGLang reject 0; llama.cpp
-    // takes any value ≤ 0).
-    if let Some(k) = s.top_k {
-        body["top_k"] = if k == 0 { json!(-1) } else { json!(k) };
-    }
-    // vLLM's and SGLang's name, with HF's meaning; llama.cpp's server ignores it (it reads `repeat_penalty`,
-    // over the last 64 tokens only, which is not HF's penalty).
-    if let Some(r) = s.repetition_penalty {
-        body["repetition_penalty"] = json!(r);
     }
 }
 
@@ -647,14 +539,6 @@ fn excerpt(text: &str) -> String {
     format!("{}… ({} bytes)", &text[..end], text.len())
 }
 
-fn png_data_url(pixels: &image::RgbImage) -> Result<String> {
-    let mut png = Vec::new();
-    pixels
-        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
-        .map_err(|e| InferError::Request(format!("encoding the image as PNG: {e}")))?;
-    Ok(format!("data:image/png;base64,{}", base64::engine::general_purpose::STANDARD.encode(png)))
-}
-
 impl Backend for OpenAiBackend {
     fn score(&mut self, group: &[ScoreRequest]) -> herd_backend::Result<Vec<ScoreResult>> {
         let affinity = Affinity::new();
@@ -677,10 +561,15 @@ impl Backend for OpenAiBackend {
             family: self.model.family.clone(),
             device: self.redact(&format!("remote: {}", self.bases.join(", "))),
             vision: self.model.vision,
-            // The server's hardware, kernels and weights are its own (and its /v1/models says little).
-            compute: herd_backend::ComputePath::elsewhere("server", "the server's"),
+            compute: served_compute(),
         }
     }
+}
+
+/// How a served model's numbers are computed, as far as herd knows: the server's hardware, kernels and
+/// weights are its own (and its /v1/models says little). Live and batch sessions record the same.
+fn served_compute() -> herd_backend::ComputePath {
+    herd_backend::ComputePath::elsewhere("server", "the server's")
 }
 
 /// A `Retry-After` header's delay in seconds. The server is adversarial input: a value that is not a
@@ -704,35 +593,6 @@ mod tests {
     }
 
     use super::*;
-
-    #[test]
-    fn only_the_sampling_knobs_a_request_sets_are_sent() {
-        let mut body = json!({"max_tokens": 5});
-        let unset = SamplingParams {
-            temperature: None,
-            top_p: None,
-            top_k: None,
-            repetition_penalty: None,
-            ..Default::default()
-        };
-        add_sampling_knobs(&mut body, &unset);
-        assert_eq!(body, json!({"max_tokens": 5}), "unset knobs are left to the server");
-        let set = SamplingParams {
-            temperature: Some(0.7),
-            top_p: Some(0.8),
-            top_k: Some(20),
-            repetition_penalty: Some(1.1),
-            ..Default::default()
-        };
-        add_sampling_knobs(&mut body, &set);
-        assert_eq!(
-            body,
-            json!({"max_tokens": 5, "temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.1})
-        );
-        // "No top-k cut" is spelled -1, which every server takes.
-        add_sampling_knobs(&mut body, &SamplingParams { top_k: Some(0), ..unset });
-        assert_eq!(body["top_k"], -1);
-    }
 
     #[test]
     fn endpoint_bases_accept_the_usual_spellings() {

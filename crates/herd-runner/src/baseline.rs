@@ -3,10 +3,16 @@
 //! fixed chunks and stored as `baseline_candidates` rows, so a resumed run reuses every score and ends
 //! with the same pool. A pool takes the first accepted images in candidate order; it stops at the
 //! experiment's `max_candidates` with what it has, and reports its acceptance rate.
+//!
+//! Through a batch file the chunks are answered later, so a pool is built over several sessions: each
+//! chunk with every answer in the file is stored as a live chunk would be, and a chunk without answers
+//! awaits the next import. Its candidates count as accepted at the pool's acceptance rate so far (all of
+//! them before any is known), so one export asks for about as many candidates as the pool still needs;
+//! the task's trials wait until every pool of the task is built.
 
 use crate::trial::{answers, conformity_facts, score_prompt};
 use crate::{Result, RunContext, RunnerError, TrialRows};
-use herd_backend::ScoreRequest;
+use herd_backend::{ConformityFacts, ScoreRequest, ScoreResult, request_name};
 use herd_design::{Answer, Cell, ConformityExperiment, ConformityTrial, Family, ImageSelection, Task, UnitKey};
 use herd_design::{difficulty_images_per_level, difficulty_levels};
 use herd_prompts::ConformityPrompter;
@@ -40,6 +46,30 @@ fn pool_name(pool: Pool) -> String {
 
 fn candidate_unit(task: Task, pool: Pool, index: u32) -> String {
     format!("{}task={task}/pool={}#{index}", herd_store::SHARED_BY_SHARDS_PREFIX, pool_name(pool))
+}
+
+/// The pools of `task`: the general pool, then each difficulty level's when the design has that family.
+fn task_pools(exp: &ConformityExperiment, task: Task) -> Vec<Pool> {
+    let mut pools = vec![Pool::General];
+    if exp.families.difficulty.is_some() {
+        pools.extend((1..=difficulty_levels(exp, task)).map(Pool::Difficulty));
+    }
+    pools
+}
+
+/// The name every chunk of candidates the baseline filter could score goes by in a batch file: its first
+/// candidate's unit (a chunk is stored, and answered, whole).
+pub(crate) fn chunk_units(exp: &ConformityExperiment, chunk: usize) -> Vec<String> {
+    let chunk = chunk.max(1) as u32;
+    let mut names = Vec::new();
+    for &task in &exp.stimuli.tasks {
+        for pool in task_pools(exp, task) {
+            names.extend(
+                (0..exp.baseline_filter.max_candidates).step_by(chunk as usize).map(|i| candidate_unit(task, pool, i)),
+            );
+        }
+    }
+    names
 }
 
 /// How many accepted images a pool needs: per correct answer for the general pool (trials ask for a
@@ -108,25 +138,30 @@ struct Chunk<'c> {
     units: &'c [String],
 }
 
+/// A task's image pools, filtered; `None` when some pool awaits a batch file's answers (the chunks that
+/// need them are written to its export), so the task's trials cannot be planned yet.
 pub(crate) fn filtered_pools(
     run: &mut RunContext<'_, '_>,
     exp: &ConformityExperiment,
     task: Task,
     rule: &BaselineRule,
     prompter: &ConformityPrompter,
-) -> Result<ImagePools> {
+) -> Result<Option<ImagePools>> {
     let progress = run.progress;
     let stored: BTreeMap<String, BaselineCandidateRow> =
         run.sink.stored_baseline()?.into_iter().map(|r| (r.unit_id.clone(), r)).collect();
     let levels = difficulty_levels(exp, task);
-    let mut pools: Vec<(Pool, Need)> =
-        vec![(Pool::General, Need::PerAnswer(exp.stimuli.general_pool_size.div_ceil(2) as usize))];
-    if exp.families.difficulty.is_some() {
-        let per_level = difficulty_images_per_level(exp, task) as usize;
-        pools.extend((1..=levels).map(|level| (Pool::Difficulty(level), Need::Total(per_level))));
-    }
+    let per_level = difficulty_images_per_level(exp, task) as usize;
+    let pools: Vec<(Pool, Need)> = task_pools(exp, task)
+        .into_iter()
+        .map(|pool| match pool {
+            Pool::General => (pool, Need::PerAnswer(exp.stimuli.general_pool_size.div_ceil(2) as usize)),
+            Pool::Difficulty(_) => (pool, Need::Total(per_level)),
+        })
+        .collect();
     let mut general = Vec::new();
     let mut difficulty = Vec::new();
+    let mut task_waits = false;
     for (pool, need) in pools {
         let name = format!("baseline {task} {}", pool_name(pool));
         progress.message(format!("building {name} pool"));
@@ -135,7 +170,11 @@ pub(crate) fn filtered_pools(
         let chunk = run.options.baseline_chunk.max(1) as u32;
         let limit = exp.baseline_filter.max_candidates;
         let mut start = 0;
-        while start < limit && !need.met(&accepted) {
+        // Through a batch file: the accepted images as far as they can be foreseen (those known, and the
+        // candidates awaiting answers at the acceptance rate so far), and the candidates that await.
+        let mut outlook = Outlook::default();
+        let mut failed = false;
+        while start < limit && !need.met(if outlook.awaiting > 0 { &outlook.accepted } else { &accepted }) {
             let indices: Vec<u32> = (start..(start + chunk).min(limit)).collect();
             start += chunk;
             let stimuli = indices
@@ -143,10 +182,26 @@ pub(crate) fn filtered_pools(
                 .map(|&i| candidate(&exp.experiment.name, exp.experiment.seed, task, &exp.stimuli, pool, i))
                 .collect::<Result<Vec<_>, _>>()?;
             let units: Vec<String> = indices.iter().map(|&i| candidate_unit(task, pool, i)).collect();
+            let candidates = Chunk { task, pool, levels, indices: &indices, stimuli: &stimuli, units: &units };
             let rows = if units.iter().all(|u| stored.contains_key(u)) {
                 units.iter().map(|u| stored[u].clone()).collect()
+            } else if run.respondent.batch_file().is_some() {
+                match batch_candidates(run, exp, &candidates, rule, prompter)? {
+                    Batched::Answered(rows) => {
+                        run.sink.store(units.clone(), TrialRows { baseline: rows.clone(), ..TrialRows::default() })?;
+                        rows
+                    }
+                    Batched::Awaiting => {
+                        outlook.expect(&stimuli, scored, accepted.len());
+                        continue;
+                    }
+                    // A refused answer: the pool cannot go past this chunk until it is answered again.
+                    Batched::Refused => {
+                        failed = true;
+                        break;
+                    }
+                }
             } else {
-                let candidates = Chunk { task, pool, levels, indices: &indices, stimuli: &stimuli, units: &units };
                 let rows = score_candidates(run, exp, &candidates, rule, prompter)?;
                 run.sink.store(units.clone(), TrialRows { baseline: rows.clone(), ..TrialRows::default() })?;
                 rows
@@ -154,9 +209,20 @@ pub(crate) fn filtered_pools(
             for (stimulus, row) in stimuli.into_iter().zip(rows) {
                 scored += 1;
                 if row.accepted {
+                    outlook.accepted.push(stimulus.clone());
                     accepted.push(stimulus);
                 }
             }
+        }
+        if outlook.awaiting > 0 || failed {
+            task_waits = true;
+            run.summary.awaiting.baseline_candidates += outlook.awaiting;
+            progress.println(format!(
+                "{name}: {} candidates await answers from a batch file{}; the {task} trials wait for the pool",
+                outlook.awaiting,
+                if failed { " (and a chunk's answers were refused)" } else { "" }
+            ));
+            continue;
         }
         let n_accepted = accepted.len();
         let chosen = need.take(accepted);
@@ -183,7 +249,32 @@ pub(crate) fn filtered_pools(
             Pool::Difficulty(_) => difficulty.push(chosen),
         }
     }
-    Ok(ImagePools { task, general, difficulty })
+    Ok((!task_waits).then_some(ImagePools { task, general, difficulty }))
+}
+
+/// What a pool that awaits a batch file's answers will likely hold: the accepted images known, then the
+/// awaited candidates taken as accepted at the pool's acceptance rate so far (every one, before any
+/// answer is known), one in every 1/rate in candidate order.
+#[derive(Default)]
+struct Outlook {
+    accepted: Vec<Stimulus>,
+    awaiting: u64,
+    /// The share of an accepted image carried to the next awaited candidate.
+    credit: f64,
+}
+
+impl Outlook {
+    fn expect(&mut self, stimuli: &[Stimulus], scored: u32, accepted: usize) {
+        let rate = if scored == 0 { 1.0 } else { accepted as f64 / f64::from(scored) };
+        for stimulus in stimuli {
+            self.awaiting += 1;
+            self.credit += rate;
+            if self.credit >= 1.0 {
+                self.credit -= 1.0;
+                self.accepted.push(stimulus.clone());
+            }
+        }
+    }
 }
 
 fn score_candidates(
@@ -193,13 +284,57 @@ fn score_candidates(
     rule: &BaselineRule,
     prompter: &ConformityPrompter,
 ) -> Result<Vec<BaselineCandidateRow>> {
+    let (requests, facts) = candidate_requests(run, exp, chunk, prompter)?;
+    let results = crate::all_results(requests.len(), run.respondent.score(&requests, &facts))
+        .map_err(|source| RunnerError::Backend { unit: chunk.units[0].clone(), source: Box::new(source) })?;
+    Ok(candidate_rows(run, chunk, rule, results))
+}
+
+/// What a batch file holds for a chunk of candidates.
+enum Batched {
+    Answered(Vec<BaselineCandidateRow>),
+    /// No answers yet: the chunk awaits the next import (and is written to the export).
+    Awaiting,
+    /// An answer was refused: the chunk's candidates are listed as failed.
+    Refused,
+}
+
+fn batch_candidates(
+    run: &mut RunContext<'_, '_>,
+    exp: &ConformityExperiment,
+    chunk: &Chunk<'_>,
+    rule: &BaselineRule,
+    prompter: &ConformityPrompter,
+) -> Result<Batched> {
+    let (requests, _) = candidate_requests(run, exp, chunk, prompter)?;
+    let batch = run.respondent.batch_file().expect("asked through a batch file");
+    let results = batch.score_each(&requests);
+    if crate::awaiting(&results) {
+        return Ok(Batched::Awaiting);
+    }
+    match crate::all_results(requests.len(), results.into_iter().collect()) {
+        Ok(results) => Ok(Batched::Answered(candidate_rows(run, chunk, rule, results))),
+        Err(error) => {
+            run.summary.note_failure(chunk.units, &error);
+            Ok(Batched::Refused)
+        }
+    }
+}
+
+/// A chunk's requests (each named after the chunk: its first candidate's unit and its place in it), and
+/// the facts a simulated agent answers them from.
+fn candidate_requests(
+    run: &RunContext<'_, '_>,
+    exp: &ConformityExperiment,
+    chunk: &Chunk<'_>,
+    prompter: &ConformityPrompter,
+) -> Result<(Vec<ScoreRequest>, Vec<ConformityFacts>)> {
     let Chunk { task, pool, levels, indices, stimuli, units } = *chunk;
-    let info = run.respondent.info();
-    let model = info.model;
-    let modality = if info.vision { herd_prompts::Modality::Vision } else { herd_prompts::Modality::Text };
+    let modality =
+        if run.respondent.info().vision { herd_prompts::Modality::Vision } else { herd_prompts::Modality::Text };
     let mut requests = Vec::with_capacity(stimuli.len());
     let mut facts = Vec::with_capacity(stimuli.len());
-    for ((stimulus, &index), unit) in stimuli.iter().zip(indices).zip(units) {
+    for (i, ((stimulus, &index), unit)) in stimuli.iter().zip(indices).zip(units).enumerate() {
         let trial = baseline_trial(task, index, stimulus.correct);
         let key = UnitKey {
             experiment: exp.experiment.name.clone(),
@@ -213,13 +348,23 @@ fn score_candidates(
         };
         let plan = prompter.plan(&key, &trial, stimulus.correct)?;
         let (prompt, image) = score_prompt(prompter, &trial, &plan, stimulus, modality)?;
-        requests.push(ScoreRequest { image, ..ScoreRequest::new(prompt, answers()) });
+        let name = Some(request_name(&units[0], i));
+        requests.push(ScoreRequest { image, name, ..ScoreRequest::new(prompt, answers()) });
         facts.push(conformity_facts(unit, &trial, &plan, stimulus, levels));
     }
-    let results = crate::all_results(requests.len(), run.respondent.score(&requests, &facts))
-        .map_err(|source| RunnerError::Backend { unit: units[0].clone(), source: Box::new(source) })?;
+    Ok((requests, facts))
+}
+
+fn candidate_rows(
+    run: &RunContext<'_, '_>,
+    chunk: &Chunk<'_>,
+    rule: &BaselineRule,
+    results: Vec<ScoreResult>,
+) -> Vec<BaselineCandidateRow> {
+    let Chunk { task, pool, indices, stimuli, units, .. } = *chunk;
+    let model = run.respondent.info().model;
     let run_id = run.sink.run_id();
-    Ok(stimuli
+    stimuli
         .iter()
         .zip(indices)
         .zip(units)
@@ -243,5 +388,5 @@ fn score_candidates(
                 accepted: rule.accepts(p_correct, p_correct_ab),
             }
         })
-        .collect())
+        .collect()
 }

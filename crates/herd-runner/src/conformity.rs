@@ -5,7 +5,7 @@ use crate::pipeline::{Flow, Stage};
 use crate::progress::Progress;
 use crate::trial::{answers, conformity_facts, score_prompt};
 use crate::{FailureGuard, Result, RunContext, RunSummary, RunnerError, TrialRows, TrialSink};
-use herd_backend::{ConformityFacts, ScoreBound, ScoreRequest, ScoreResult, SharedBackend};
+use herd_backend::{ConformityFacts, ScoreBound, ScoreRequest, ScoreResult, SharedBackend, request_name};
 use herd_design::{ConformityExperiment, ConformityTrial, Family, Task, Unit, UnitPlan};
 use herd_prompts::{ConformityPlan, ConformityPrompter, Modality};
 use herd_stimuli::{ImagePools, Stimulus};
@@ -56,7 +56,7 @@ pub(crate) fn run(run: &mut RunContext<'_, '_>, exp: &ConformityExperiment, unit
     let prompter = ConformityPrompter::load(run.file, exp)?;
     let modality = if run.respondent.info().vision { Modality::Vision } else { run.options.modality };
     let progress = run.progress;
-    let pending: Vec<Unit> = units.into_iter().filter(|u| !run.sink.is_stored(&u.key.id())).collect();
+    let mut pending: Vec<Unit> = units.into_iter().filter(|u| !run.sink.is_stored(&u.key.id())).collect();
     progress.set_total(pending.len() as u64);
     let mut per_family: BTreeMap<String, u64> = BTreeMap::new();
     for unit in &pending {
@@ -77,11 +77,20 @@ pub(crate) fn run(run: &mut RunContext<'_, '_>, exp: &ConformityExperiment, unit
         let pool = if exp.baseline_filter.enabled && rule.enabled {
             filtered_pools(run, exp, task, &rule, &prompter)?
         } else {
-            ImagePools::preview(exp, task)?
+            Some(ImagePools::preview(exp, task)?)
         };
-        pools.insert(task, pool);
+        pools.extend(pool.map(|p| (task, p)));
     }
     progress.message("");
+    // Through a batch file, a task whose pools await answers cannot have its trials planned yet.
+    pending.retain(|unit| {
+        let ready = pools.contains_key(&trial_of(unit).task);
+        if !ready {
+            run.summary.awaiting.after_baseline += 1;
+            progress.advance(&unit.key.cell.family, 1);
+        }
+        ready
+    });
 
     let info = run.respondent.info();
     let run_id = run.sink.run_id();
@@ -95,7 +104,8 @@ pub(crate) fn run(run: &mut RunContext<'_, '_>, exp: &ConformityExperiment, unit
     let mut guard = FailureGuard::new(run.options.max_consecutive_failures);
     let batches = batches(pending);
     let draw = Draw { pools: &pools, prompter: &prompter, modality };
-    if let Some(backend) = run.respondent.shared() {
+    let batch_file = run.respondent.batch_file();
+    if let Some(backend) = batch_file.map(|b| b as &dyn SharedBackend).or_else(|| run.respondent.shared()) {
         let mut stage = Pipelined {
             batches: batches.iter(),
             draw,
@@ -106,6 +116,11 @@ pub(crate) fn run(run: &mut RunContext<'_, '_>, exp: &ConformityExperiment, unit
             guard,
             stopped: None,
         };
+        // A batch file in plan order; servers with many batches in flight.
+        if batch_file.is_some() {
+            crate::pipeline::run_in_order(&mut stage, backend)?;
+            return stage.stopped.map_or(Ok(()), Err);
+        }
         let throughput = crate::pipeline::run(&mut stage, backend, progress)?;
         let Pipelined { stopped, summary, .. } = stage;
         crate::record_throughput(summary, &throughput, backend);
@@ -200,7 +215,8 @@ impl<'d> Draw<'d> {
             let (prompt, image) = score_prompt(self.prompter, trial, &plan, stimulus, self.modality)?;
             let levels = pool.difficulty.len() as u32;
             let facts = conformity_facts(&id, trial, &plan, stimulus, levels);
-            let request = ScoreRequest { image, ..ScoreRequest::new(prompt, answers()) };
+            let name = Some(request_name(&id, 0));
+            let request = ScoreRequest { image, name, ..ScoreRequest::new(prompt, answers()) };
             prepared.push(Prepared { unit, stimulus, plan, request, facts });
         }
         Ok(prepared)
@@ -283,6 +299,8 @@ impl<'a> Stage for Pipelined<'a, '_> {
                     rows.push(trial_row(p, &score, latency, &self.labels)?);
                     stored.push(p.unit.key.id());
                 }
+                // Its answer is not in the batch file yet: the unit awaits the next import.
+                Err(error) if crate::is_pending(&error) => self.summary.awaiting.units += 1,
                 Err(error) => {
                     failed.push(p.unit.key.id());
                     failure.get_or_insert(error);

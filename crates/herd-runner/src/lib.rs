@@ -18,6 +18,12 @@
 //! as it completes, in any order, and a failed request fails its own unit only. Local and simulated
 //! backends keep one batch in flight, as before.
 //!
+//! A batch file (`Backend::batch_file`: the openai backend's requests written for an offline run, and its
+//! answers read back) is handed the plan one batch at a time, in order: a unit whose answers the file
+//! holds is stored as a live run would store it, and one without awaits a later import
+//! ([`RunSummary::awaiting`]; its requests go to the export file), so a rerun writes only what is still
+//! pending.
+//!
 //! ```no_run
 //! use herd_backend::{SimAgent, SimParams};
 //! use herd_runner::{MemorySink, Respondent, RunOptions, run_experiment};
@@ -41,7 +47,7 @@ mod respondent;
 mod session;
 mod trial;
 
-use herd_backend::{BackendError, SharedBackend};
+use herd_backend::{BackendError, BatchReport, SharedBackend, UnitStanding};
 use herd_design::{Experiment, ExperimentFile, Shard, Unit, UnitPlan, expand};
 use herd_prompts::Modality;
 use herd_store::{
@@ -231,17 +237,54 @@ pub struct RunSummary {
     /// Units of the plan left unstored because of `RunOptions::limit` (none: the limit was not set, or
     /// reached no unit that was still to run).
     pub left_by_limit: u64,
+    /// What awaits a batch file's answers (none unless the backend is a batch file).
+    pub awaiting: Awaiting,
+    /// What the session's batch files gave and took (the backend is a batch file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchReport>,
+}
+
+/// What a session through a batch file leaves for a later import: requests without answers yet (written
+/// to the export file, when there is one) and units that cannot be planned before those answers come.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Awaiting {
+    /// Units of the experiment whose requests have no answer yet.
+    pub units: u64,
+    /// Conformity baseline candidates likewise: a task's pools are built from their answers first.
+    pub baseline_candidates: u64,
+    /// Units of the experiment not planned yet: trials of a task whose baseline pools await answers (or
+    /// a refused chunk's new answers).
+    pub after_baseline: u64,
+}
+
+impl Awaiting {
+    pub fn is_empty(&self) -> bool {
+        *self == Awaiting::default()
+    }
 }
 
 impl RunSummary {
     /// Every unit of the plan is stored or skipped by design.
     pub fn complete(&self) -> bool {
-        self.skipped.iter().all(|s| s.by_design) && self.failed.is_empty() && self.left_by_limit == 0
+        self.skipped.iter().all(|s| s.by_design)
+            && self.failed.is_empty()
+            && self.left_by_limit == 0
+            && self.awaiting.is_empty()
     }
 
     /// Units skipped by design (the run is complete without them).
     pub fn skipped_by_design(&self) -> u64 {
         self.skipped.iter().filter(|s| s.by_design).map(|s| s.units).sum()
+    }
+
+    /// Records `units` as failed at the backend with `error`, whose message the manifest keeps.
+    fn note_failure(&mut self, units: &[String], error: &BackendError) {
+        // The last failure's message, so that a user sees why without a log (the manifest keeps it too).
+        self.notes.insert(
+            "last_backend_failure".into(),
+            serde_json::json!(format!("{}: {error}", units.first().map_or("", String::as_str))),
+        );
+        self.failed.extend(units.iter().cloned());
     }
 
     fn skip(&mut self, reason: String, unit: &str, by_design: bool) {
@@ -281,6 +324,16 @@ pub fn run_experiment(
     options: &RunOptions,
 ) -> Result<RunSummary> {
     let mut units = shard_units(file, options.shard);
+    // A batch file names every problem instead of stopping at a few in a row: its answers are all there.
+    let batch_options;
+    let options = if respondent.batch_file().is_some() {
+        batch_options = RunOptions { max_consecutive_failures: usize::MAX, ..options.clone() };
+        &batch_options
+    } else {
+        options
+    };
+    // The units of the plan, for placing a batch file's answers the session does not ask for.
+    let planned: Option<BTreeSet<String>> = respondent.batch_file().map(|_| planned_units(file, &units, options));
     let progress = Progress::new(options.progress);
     let mut summary = RunSummary { units_total: units.len() as u64, ..RunSummary::default() };
     summary.units_already_stored = units.iter().filter(|u| sink.is_stored(&u.key.id())).count() as u64;
@@ -305,10 +358,31 @@ pub fn run_experiment(
         units.truncate(end);
     }
     let mut run = RunContext { file, respondent, sink, options, progress: &progress, summary: &mut summary };
-    let outcome = match &file.experiment {
+    let mut outcome = match &file.experiment {
         Experiment::Conformity(exp) => conformity::run(&mut run, exp, units),
         Experiment::MinimalGroup(exp) => minimal_group::run(&mut run, exp, units),
     };
+    if let (Ok(()), Some(batch), Some(planned)) = (&outcome, run.respondent.batch_file(), &planned) {
+        let sink = &*run.sink;
+        let standing = |unit: &str| {
+            if sink.is_stored(unit) {
+                UnitStanding::Stored
+            } else if planned.contains(unit) {
+                UnitStanding::Planned
+            } else {
+                UnitStanding::Unknown
+            }
+        };
+        match batch.finish(&standing) {
+            Ok(report) => {
+                run.summary.notes.insert("batch".into(), serde_json::to_value(&report).unwrap_or_default());
+                run.summary.batch = Some(report);
+            }
+            Err(error) => {
+                outcome = Err(RunnerError::Backend { unit: "the batch file".into(), source: Box::new(error) })
+            }
+        }
+    }
     progress.finish();
     match outcome {
         Ok(()) => Ok(summary),
@@ -337,12 +411,7 @@ impl FailureGuard {
                 source: Box::new(error),
             });
         }
-        // The last failure's message, so that a user sees why without a log (the manifest keeps it too).
-        summary.notes.insert(
-            "last_backend_failure".into(),
-            serde_json::json!(format!("{}: {error}", units.first().map_or("", String::as_str))),
-        );
-        summary.failed.extend(units.iter().cloned());
+        summary.note_failure(units, &error);
         Ok(())
     }
 
@@ -360,6 +429,27 @@ pub(crate) fn all_results<T>(requested: usize, results: herd_backend::Result<Vec
         return Err(BackendError::Incomplete { requested, returned: results.len() });
     }
     Ok(results)
+}
+
+/// Whether a request's error says its answer is not in hand yet (a batch file's), not that it failed.
+pub(crate) fn is_pending(error: &BackendError) -> bool {
+    matches!(error, BackendError::Pending(_))
+}
+
+/// Whether a batch's results await a batch file's answers: some are pending and none failed otherwise.
+pub(crate) fn awaiting<T>(results: &[herd_backend::Result<T>]) -> bool {
+    results.iter().any(|r| r.as_ref().is_err_and(is_pending))
+        && results.iter().all(|r| r.as_ref().map_or_else(is_pending, |_| true))
+}
+
+/// The names a batch file's answers may carry in this run: every unit of the shard, and every chunk of
+/// baseline candidates the conformity filter could score.
+fn planned_units(file: &ExperimentFile, units: &[Unit], options: &RunOptions) -> BTreeSet<String> {
+    let mut planned: BTreeSet<String> = units.iter().map(|u| u.key.id()).collect();
+    if let Experiment::Conformity(exp) = &file.experiment {
+        planned.extend(baseline::chunk_units(exp, options.baseline_chunk));
+    }
+    planned
 }
 
 /// A pipelined session's throughput and what each endpoint reached, for the run manifest.

@@ -5,7 +5,7 @@ use crate::progress::Progress;
 use crate::{FailureGuard, Result, RunContext, RunOptions, RunSummary, RunnerError, TrialRows, TrialSink, seed_of};
 use herd_backend::{
     AllocationFacts, EffectiveSampling, GenerateRequest, Generation, SamplingOverrides, SharedBackend,
-    allocation_schema, resolve_sampling,
+    allocation_schema, request_name, resolve_sampling,
 };
 use herd_design::{Labels, MinimalGroupExperiment, SocietyRun, Unit, UnitPlan};
 use herd_parse::{ParseStatus, Roster, parse_allocation, strip_reasoning};
@@ -44,7 +44,8 @@ pub(crate) fn run(ctx: &mut RunContext<'_, '_>, exp: &MinimalGroupExperiment, un
     let mut guard = FailureGuard::new(options.max_consecutive_failures);
     let pool = f64::from(exp.society.pool);
     let (mut parsed, mut filled) = (0u64, 0u64);
-    if let Some(backend) = ctx.respondent.shared() {
+    let batch_file = ctx.respondent.batch_file();
+    if let Some(backend) = batch_file.map(|b| b as &dyn SharedBackend).or_else(|| ctx.respondent.shared()) {
         let mut stage = Pipelined {
             pending: pending.iter(),
             exp,
@@ -63,9 +64,18 @@ pub(crate) fn run(ctx: &mut RunContext<'_, '_>, exp: &MinimalGroupExperiment, un
             parsed: 0,
             filled: 0,
         };
-        let throughput = crate::pipeline::run(&mut stage, backend, progress)?;
+        // A batch file in plan order; servers with many batches in flight.
+        let throughput = match batch_file {
+            Some(_) => {
+                crate::pipeline::run_in_order(&mut stage, backend)?;
+                None
+            }
+            None => Some(crate::pipeline::run(&mut stage, backend, progress)?),
+        };
         let Pipelined { stopped, summary, parsed, filled, .. } = stage;
-        crate::record_throughput(summary, &throughput, backend);
+        if let Some(throughput) = throughput {
+            crate::record_throughput(summary, &throughput, backend);
+        }
         note_parse_rate(summary, parsed, filled);
         return stopped.map_or(Ok(()), Err);
     }
@@ -80,7 +90,7 @@ pub(crate) fn run(ctx: &mut RunContext<'_, '_>, exp: &MinimalGroupExperiment, un
         let society = draw_society(exp, &unit.key, run, &names);
         let prompts = allocation_prompts(exp, &bank, &society, &unit.key, run)?;
         let (requests, facts): (Vec<GenerateRequest>, Vec<AllocationFacts>) =
-            prompts.iter().map(|p| request(exp, unit, run, p, options)).unzip();
+            prompts.iter().enumerate().map(|(i, p)| request(exp, unit, run, i, p, options)).unzip();
         let started = Instant::now();
         let generations = match crate::all_results(requests.len(), ctx.respondent.generate(&requests, &facts)) {
             Ok(g) => g,
@@ -166,7 +176,8 @@ impl<'a> Stage for Pipelined<'a, '_> {
             }
             let society = draw_society(self.exp, &unit.key, run, self.names);
             let prompts = allocation_prompts(self.exp, self.bank, &society, &unit.key, run)?;
-            let requests = prompts.iter().map(|p| request(self.exp, unit, run, p, self.options).0).collect();
+            let requests =
+                prompts.iter().enumerate().map(|(i, p)| request(self.exp, unit, run, i, p, self.options).0).collect();
             return Ok(Some(Pass { unit, society, prompts, requests }));
         }
         Ok(None)
@@ -192,6 +203,11 @@ impl<'a> Stage for Pipelined<'a, '_> {
     ) -> Result<Flow> {
         let id = pass.unit.key.id();
         self.progress.advance("allocation", 1);
+        // Its answers are not all in the batch file yet: the society awaits the next import.
+        if results.len() == pass.requests.len() && crate::awaiting(&results) {
+            self.summary.awaiting.units += 1;
+            return Ok(if self.stopped.is_some() { Flow::Stop } else { Flow::Go });
+        }
         let generations = crate::all_results(pass.requests.len(), results.into_iter().collect());
         let generations = match generations {
             Ok(g) => g,
@@ -248,11 +264,12 @@ fn swap_pass_name(run: &SocietyRun) -> &'static str {
     if run.swapped { "swapped" } else { "original" }
 }
 
-/// A decider's request, and the facts a simulated agent answers it from.
+/// The request of a pass's `index`th decider, and the facts a simulated agent answers it from.
 fn request(
     exp: &MinimalGroupExperiment,
     unit: &Unit,
     run: &SocietyRun,
+    index: usize,
     prompt: &AllocationPrompt,
     options: &RunOptions,
 ) -> (GenerateRequest, AllocationFacts) {
@@ -277,6 +294,7 @@ fn request(
     let request = GenerateRequest {
         schema: g.constrained.then(|| allocation_schema(&ids, exp.society.pool)),
         thinking: options.switch_thinking.then_some(run.reasoning.as_str() == "on"),
+        name: Some(request_name(&unit.key.id(), index)),
         ..GenerateRequest::new(prompt.prompt.clone(), sampling)
     };
     (request, facts)

@@ -133,6 +133,20 @@ pub(crate) fn run<S: Stage>(stage: &mut S, backend: &dyn SharedBackend, progress
     outcome.map(|()| throughput)
 }
 
+/// Runs `stage`'s batches through a batch file ([`herd_backend::BatchFile`]): one at a time, in plan
+/// order, on this thread, so the file lists requests in the plan's order and a rerun writes the same
+/// file. Answers are read, not waited for, so nothing is gained by more in flight; their latency is not
+/// measured (0).
+pub(crate) fn run_in_order<S: Stage>(stage: &mut S, backend: &dyn SharedBackend) -> Result<()> {
+    while let Some(batch) = stage.next()? {
+        let results = S::send(backend, &batch);
+        if stage.commit(batch, results, Duration::ZERO)? == Flow::Stop {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// The error of a request that got no result (its batch's thread panicked).
 pub(crate) fn no_result() -> BackendError {
     BackendError::Request("the backend gave no result for this request (its thread panicked)".into())

@@ -3,8 +3,8 @@
 //! request's facts; only the simulated agent is handed them.
 
 use herd_backend::{
-    AllocationFacts, Backend, BackendInfo, ConformityFacts, GenerateRequest, Generation, ScoreRequest, ScoreResult,
-    SharedBackend, SimBackend,
+    AllocationFacts, Backend, BackendInfo, BatchFile, ConformityFacts, GenerateRequest, Generation, ScoreRequest,
+    ScoreResult, SharedBackend, SimBackend,
 };
 
 /// The model or agent a run asks.
@@ -27,6 +27,14 @@ impl Respondent<'_> {
     pub(crate) fn shared(&self) -> Option<&dyn SharedBackend> {
         match self {
             Respondent::Model(backend) => backend.shared(),
+            Respondent::Sim(_) => None,
+        }
+    }
+
+    /// The model as a batch file (answers read from a file, requests written to one), if it is one.
+    pub(crate) fn batch_file(&self) -> Option<&dyn BatchFile> {
+        match self {
+            Respondent::Model(backend) => backend.batch_file(),
             Respondent::Sim(_) => None,
         }
     }

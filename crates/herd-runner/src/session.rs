@@ -85,6 +85,16 @@ pub fn session_status(summary: &RunSummary) -> String {
     if !summary.failed.is_empty() {
         missing.push(format!("{} failed", summary.failed.len()));
     }
+    let awaiting = &summary.awaiting;
+    if awaiting.units > 0 {
+        missing.push(format!("{} units await a batch file's answers", awaiting.units));
+    }
+    if awaiting.baseline_candidates > 0 {
+        missing.push(format!("{} baseline candidates await a batch file's answers", awaiting.baseline_candidates));
+    }
+    if awaiting.after_baseline > 0 {
+        missing.push(format!("{} units wait for their baseline pools", awaiting.after_baseline));
+    }
     missing.extend(by_design);
     format!("incomplete ({})", missing.join("; "))
 }
