@@ -11,6 +11,7 @@ mod conformity;
 mod conformity_claims;
 mod evidence;
 mod families;
+mod labels;
 mod minimal_group;
 mod minimal_group_claims;
 mod minimal_group_population;
@@ -261,6 +262,8 @@ fn measure_of(id: &str) -> Option<Measure> {
         "public_private" => Conformity(conformity::public_private),
         "source_strength" => Conformity(conformity::source_strength),
         "same_group" => Conformity(conformity::same_group),
+        "identity_each" => Conformity(conformity::identity_each),
+        "source_order" => Conformity(conformity::source_order),
         "near_far" => Conformity(conformity::near_far),
         "tasks_alike" => Conformity(conformity_claims::tasks_alike),
         "neutral_between" => Conformity(conformity_claims::neutral_between),
@@ -279,6 +282,9 @@ fn measure_of(id: &str) -> Option<Measure> {
         "excess_share_gap" => MinimalGroup(minimal_group_claims::excess_share_gap),
         "majority_reversal" => MinimalGroup(minimal_group_claims::majority_reversal),
         "reasoning_gap" => MinimalGroup(minimal_group_claims::reasoning_gap),
+        "majority_proportional" => MinimalGroup(minimal_group_claims::majority_proportional),
+        "hidden_floor_reasoning" => MinimalGroup(minimal_group_claims::hidden_floor_reasoning),
+        "reasoning_majority_share" => MinimalGroup(minimal_group_claims::reasoning_majority_share),
         "bootstrap_se_agreement" => MinimalGroup(minimal_group_claims::bootstrap_se_agreement),
         _ => return None,
     })
@@ -356,6 +362,8 @@ pub fn compare_headlines(results: &Results) -> Result<Vec<HeadlineComparison>, A
                 }
                 None => ("—".to_owned(), Verdict::NotInRun, why_absent(&headline, results), None, None),
             };
+            let mut headline = headline;
+            labels::in_run_terms(&mut headline, results);
             HeadlineComparison { headline, this_run, verdict, basis, number, undefined }
         })
         .collect();
@@ -384,6 +392,8 @@ mod tests {
             "public_private",
             "source_strength",
             "same_group",
+            "identity_each",
+            "source_order",
             "near_far",
             "favouritism_visible",
             "hidden_floor",
@@ -399,6 +409,9 @@ mod tests {
             "excess_share_gap",
             "majority_reversal",
             "reasoning_gap",
+            "majority_proportional",
+            "hidden_floor_reasoning",
+            "reasoning_majority_share",
             "bootstrap_se_agreement",
             "tasks_alike",
             "neutral_between",

@@ -14,7 +14,8 @@ pub fn num(v: f64) -> String {
 
 /// [`num`] with a `+` on non-negative values, for differences.
 pub fn signed(v: f64) -> String {
-    if v.is_finite() && v >= 0.0 { format!("+{}", num(v)) } else { num(v) }
+    // −0.0 ≥ 0 too, and would print "+-0.000".
+    if v.is_finite() && v >= 0.0 { format!("+{}", num(v.abs())) } else { num(v) }
 }
 
 /// How a p-value of exactly 0 is written: below what the computation resolves. herd-stats takes every
@@ -45,6 +46,13 @@ pub fn p_is(p: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_signed_zero_prints_once_signed() {
+        assert_eq!(signed(-0.0), "+0.000");
+        assert_eq!(signed(0.25), "+0.250");
+        assert_eq!(signed(-0.25), "-0.250");
+    }
 
     #[test]
     fn a_p_of_zero_is_never_printed_as_zero() {

@@ -247,7 +247,14 @@ fn minimal_group_claims_match_scipy() {
     // The reasoning control's paired gap is there, and the per-model minority gap and prevalence are
     // the quantities the headlines print.
     let quantities: Vec<&str> = (0..all_modes.n_rows()).filter_map(|r| all_modes.text("quantity", r)).collect();
-    for q in ["minority_gap", "prevalence", "equal_groups_gap", "excess_share_gap", "majority_favouritism_smallest_m"] {
+    for q in [
+        "minority_gap",
+        "prevalence",
+        "equal_groups_gap",
+        "excess_share_gap",
+        "majority_favouritism_smallest_m",
+        "majority_excess_share",
+    ] {
         assert!(quantities.contains(&q), "{q}");
     }
     assert!((0..all_modes.n_rows()).any(|r| all_modes.text("reasoning", r) == Some("on_minus_off")));

@@ -378,3 +378,50 @@ fn ctrl_c_ends_a_run_with_a_word_on_how_to_resume() {
     assert!(said.contains("interrupted: every unit committed so far is kept in "), "{said}");
     assert!(said.contains("rerun the same command to resume"), "{said}");
 }
+
+#[test]
+fn a_comment_in_the_experiment_file_does_not_block_a_resume_but_a_changed_value_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = edited_experiment(dir.path(), "minimal-group.quick.toml", &[]);
+    let out = dir.path().join("run");
+    run_to_completion(&file, &out, &["--limit", "2"]);
+    let identity = herd_store::read_run_manifest(&out).unwrap().identity;
+
+    // Comments, blank lines and spacing are not the experiment: the run resumes and completes.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let commented =
+        format!("# my notes on this run\n\n{}", text.replace("seeds = 8 ", "seeds   =   8   # as before\n#"));
+    assert_ne!(commented, text);
+    std::fs::write(&file, &commented).unwrap();
+    let output = run_to_completion(&file, &out, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("holds another run"), "{stderr}");
+    let manifest = herd_store::read_run_manifest(&out).unwrap();
+    assert_eq!(manifest.identity, identity, "the same run");
+    assert_eq!(manifest.experiment_units_stored, manifest.units_total, "resumed to completion");
+    // The file list still records the file's own bytes.
+    let record = manifest.files.iter().find(|f| f.role == "experiment").unwrap();
+    assert_eq!(record.sha256.as_deref(), Some(herd_design::sha256_hex(commented.as_bytes()).as_str()));
+
+    // A changed value is another experiment.
+    std::fs::write(&file, commented.replace("seed = 20250602", "seed = 20250603")).unwrap();
+    let stderr = fails(&run_args(file.to_str().unwrap(), out.to_str().unwrap()));
+    assert!(stderr.contains("holds another run"), "{stderr}");
+
+    // A folder from before the content fingerprint holds the hash of the file's bytes: the unchanged
+    // file still resumes it.
+    std::fs::write(&file, &text).unwrap();
+    let old = dir.path().join("old");
+    run_to_completion(&file, &old, &["--limit", "2"]);
+    let bytes_hash = herd_design::sha256_hex(text.as_bytes());
+    let manifest_path = old.join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    manifest["identity"]["experiment_sha256"] = bytes_hash.clone().into();
+    manifest["inputs"]["experiment"] = bytes_hash.clone().into();
+    std::fs::write(&manifest_path, serde_json::to_string_pretty(&manifest).unwrap()).unwrap();
+    run_to_completion(&file, &old, &[]);
+    let manifest = herd_store::read_run_manifest(&old).unwrap();
+    assert_eq!(manifest.identity.experiment_sha256, bytes_hash);
+    assert_eq!(manifest.experiment_units_stored, manifest.units_total);
+}

@@ -45,14 +45,16 @@ mod shard;
 mod suggest;
 mod validate;
 
-pub use digest::sha256_hex;
+pub use digest::{json_sha256, sha256_hex};
 pub use error::{DesignError, DesignErrors};
 pub use expand::{
     Cell, ConformityTrial, Family, ImageSelection, SocietyRun, Unit, UnitKey, UnitPlan, difficulty_images_per_level,
     difficulty_levels, expand, factor, family_names,
 };
 pub use experiment::*;
-pub use load::{ExperimentFile, bank_files, herd_data_dir, load_experiment, parse_experiment, search_places};
+pub use load::{
+    ExperimentFile, bank_files, experiment_fingerprint, herd_data_dir, load_experiment, parse_experiment, search_places,
+};
 pub use plan::{MAX_IMAGES, MAX_PROMPTS, MAX_UNITS, PlanPart, PlanSize, plan_size};
 pub use rng::StreamKey;
 pub use shard::Shard;

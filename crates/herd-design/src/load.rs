@@ -1,6 +1,6 @@
 //! Reading experiment files: TOML → typed schema → validated [`Experiment`].
 
-use crate::digest::sha256_hex;
+use crate::digest::{json_sha256, sha256_hex};
 use crate::error::{DesignError, DesignErrors};
 use crate::experiment::*;
 use crate::suggest::did_you_mean;
@@ -12,8 +12,12 @@ use std::path::{Path, PathBuf};
 pub struct ExperimentFile {
     pub path: PathBuf,
     pub experiment: Experiment,
-    /// SHA-256 of the file's bytes, hex.
+    /// The experiment's fingerprint: SHA-256 of the parsed experiment's canonical JSON, so that a
+    /// comment, a blank line or reordered keys do not make another run (a run folder's identity and
+    /// input fingerprint hold it), while any changed value does.
     pub sha256: String,
+    /// SHA-256 of the file's bytes, as the run manifest's file list records every file.
+    pub file_sha256: String,
 }
 
 impl ExperimentFile {
@@ -105,7 +109,16 @@ pub fn load_experiment(path: &Path) -> Result<ExperimentFile, DesignErrors> {
     if !missing.is_empty() {
         return Err(DesignErrors(missing));
     }
-    Ok(ExperimentFile { path: path.to_path_buf(), experiment, sha256: sha256_hex(&bytes) })
+    let sha256 = experiment_fingerprint(&experiment);
+    Ok(ExperimentFile { path: path.to_path_buf(), experiment, sha256, file_sha256: sha256_hex(&bytes) })
+}
+
+/// The fingerprint of a parsed experiment: the SHA-256 of its canonical JSON.
+pub fn experiment_fingerprint(experiment: &Experiment) -> String {
+    match experiment {
+        Experiment::Conformity(e) => json_sha256(e),
+        Experiment::MinimalGroup(e) => json_sha256(e),
+    }
 }
 
 /// The keys that name bank files, with the shipped bank each usually names.

@@ -3,68 +3,18 @@
 //! every verdict names its test and n; the hidden-label floor follows the paper's p > 0.13, |z| < 1.5.
 
 mod common;
+mod planted;
 use common::noise;
+use planted::*;
 
 use std::path::PathBuf;
 
 use herd_analysis::{
-    ColumnValues, ConformityOptions, ConformityResults, ConformityTable, ConformityTrial, DesignKey, Dyad, DyadTable,
-    HeadlineComparison, Labels, MinimalGroupOptions, MinimalGroupResults, PWrong, Provenance, ResultTable, Results,
-    Verdict, analyze_conformity, analyze_minimal_group, compare_headlines, group_size_rises, load_results,
+    ColumnValues, ConformityTable, ConformityTrial, DesignKey, Dyad, DyadTable, HeadlineComparison, Labels,
+    MinimalGroupOptions, MinimalGroupResults, PWrong, Provenance, ResultTable, Results, Verdict, analyze_minimal_group,
+    compare_headlines, group_size_rises, load_results,
 };
 use herd_report::write_report;
-
-fn empty(name: &str) -> ResultTable {
-    ResultTable { name: name.into(), columns: Vec::new() }
-}
-
-fn headline<'a>(all: &'a [HeadlineComparison], id: &str) -> &'a HeadlineComparison {
-    all.iter().find(|h| h.headline.id == id).unwrap_or_else(|| panic!("no headline {id}"))
-}
-
-fn trial(family: &str, level: &str, n: u32, seed: i64, p: f64) -> ConformityTrial {
-    ConformityTrial {
-        model: "m".into(),
-        task: "lines".into(),
-        family: family.into(),
-        level: level.into(),
-        n,
-        seed,
-        paraphrase: None,
-        p_wrong_full: p,
-        p_wrong_ab: None,
-        difficulty_level: None,
-        difficulty_index: None,
-        image_id: None,
-        correct_label: None,
-        logit_a: None,
-        logit_b: None,
-    }
-}
-
-fn conformity_results(rows: Vec<ConformityTrial>) -> Results {
-    conformity_results_led_by(rows, PWrong::Full)
-}
-
-fn conformity_results_led_by(rows: Vec<ConformityTrial>, measure: PWrong) -> Results {
-    let trials = ConformityTable { origin: "test".into(), rows };
-    let tables = analyze_conformity(&trials, &ConformityOptions::default()).unwrap();
-    Results {
-        source: PathBuf::from("test"),
-        conformity: Some(ConformityResults {
-            runs: Vec::new(),
-            trials,
-            tables,
-            quality: empty("quality"),
-            measure,
-            measure_note: None,
-            analysis: Provenance::default(),
-        }),
-        minimal_group: None,
-        empty_runs: Vec::new(),
-        plain_tables: Vec::new(),
-    }
-}
 
 /// Unanimity trials at N = 0 and 5 whose AUCs are `aucs[level]` plus `jitter(seed, level)`: a flat
 /// curve at that height (the headline reads only the AUC).
@@ -604,35 +554,6 @@ fn a_pooled_source_contrast_leaves_out_a_model_at_chance() {
     assert!(h.basis.contains("as crowd-following from that baseline"), "{}", h.basis);
 }
 
-/// One trial of `family` at `level` per task, N and trial index, for model "m"; p_wrong(N) from
-/// `p(task, level, n, seed)`.
-fn family_trials(
-    family: &str,
-    levels: &[&str],
-    tasks: &[&str],
-    ns: &[u32],
-    p: impl Fn(&str, &str, u32, i64) -> f64,
-) -> Vec<ConformityTrial> {
-    let mut rows = Vec::new();
-    for task in tasks {
-        for level in levels {
-            for &n in ns {
-                for seed in 0..8 {
-                    let mut t = trial(family, level, n, seed, p(task, level, n, seed).clamp(0.0, 1.0));
-                    t.task = (*task).into();
-                    rows.push(t);
-                }
-            }
-        }
-    }
-    rows
-}
-
-/// A little noise per trial index, so that no sample is constant.
-fn wobble(seed: i64) -> f64 {
-    [0.011, -0.007, 0.004, -0.013, 0.009, -0.002, 0.006, -0.008][seed as usize]
-}
-
 #[test]
 fn tasks_alike_holds_for_overlapping_curves_and_fails_for_a_task_far_apart() {
     let rise = |n: u32| 0.05 + 0.07 * f64::from(n);
@@ -735,77 +656,6 @@ fn temporal_and_spatial_effects_are_compared_and_their_significance_counted() {
     rows.extend(family("spatial", 0.2));
     let all = compare_headlines(&conformity_results(rows)).unwrap();
     assert_eq!(headline(&all, "temporal_vs_spatial").verdict, Verdict::DoesNotReplicate);
-}
-
-/// In-group weight bias of a visible-label decider: (model, reasoning, m, minority decider) → bias.
-type Bias = fn(&str, &str, i64, bool) -> f64;
-
-/// Societies of 10 agents with minority sizes `ms`, `seeds` societies per cell, for each
-/// (model, reasoning mode) of `models`, both label conditions; visible-label deciders weight
-/// in-group targets by 1 + `bias`, plus a little noise; hidden labels are noise alone. The modes of
-/// one model share each society's roster.
-fn planted(models: &[(&str, &str)], ms: &[i64], seeds: i64, bias: Bias, gee_bootstrap: bool) -> Results {
-    let mut rows = Vec::new();
-    for (mi, &(model, reasoning)) in models.iter().enumerate() {
-        for labels in [Labels::Visible, Labels::Hidden] {
-            for &m in ms {
-                for seed in 0..seeds {
-                    let minority = |agent: i64| (agent * 7 + seed * 3) % 10 < m;
-                    for decider in 0..10_i64 {
-                        let visible = labels == Labels::Visible;
-                        let b = if visible { bias(model, reasoning, m, minority(decider)) } else { 0.0 };
-                        let targets: Vec<i64> = (0..10).filter(|&t| t != decider).collect();
-                        let weights: Vec<f64> = targets
-                            .iter()
-                            .map(|&t| {
-                                let same = minority(t) == minority(decider);
-                                let e = 0.1 * noise(&[mi as i64, seed, m, decider, t, visible as i64]);
-                                (1.0 + if same { b } else { 0.0 } + e).max(0.05)
-                            })
-                            .collect();
-                        let total: f64 = weights.iter().sum();
-                        for (&target, w) in targets.iter().zip(&weights) {
-                            rows.push(Dyad {
-                                design: DesignKey([Some(model.into()), Some(reasoning.into()), None, None]),
-                                labels,
-                                m: m as u32,
-                                seed,
-                                decider,
-                                target,
-                                minority_decider: minority(decider),
-                                minority_target: minority(target),
-                                same_group: minority(target) == minority(decider),
-                                points: 100.0 * w / total,
-                                target_position: None,
-                                filled: None,
-                                target_group: None,
-                            });
-                        }
-                    }
-                }
-            }
-        }
-    }
-    let dyads = DyadTable::new("test", rows).unwrap();
-    let options = MinimalGroupOptions {
-        bootstrap: herd_analysis::BootstrapPlan::Seeded { resamples: 400, seed: 7 },
-        gee_bootstrap,
-        ..MinimalGroupOptions::default()
-    };
-    let tables = analyze_minimal_group(&dyads, &options).unwrap();
-    Results {
-        source: PathBuf::from("test"),
-        conformity: None,
-        minimal_group: Some(MinimalGroupResults {
-            runs: Vec::new(),
-            dyads,
-            tables,
-            quality: empty("quality"),
-            analysis: Provenance::default(),
-        }),
-        empty_runs: Vec::new(),
-        plain_tables: Vec::new(),
-    }
 }
 
 /// Minority deciders favour strongly and majority deciders mildly at m = 3; at m = 5 (equal groups

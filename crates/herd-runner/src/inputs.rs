@@ -28,23 +28,9 @@ pub fn file_sha256(name: &str, path: &Path) -> Result<String> {
     })
 }
 
-/// JSON with every object's keys sorted, so that equal parameter sets hash equally whatever the
-/// field order of the type or file they came from.
-fn canonical(value: &serde_json::Value) -> serde_json::Value {
-    match value {
-        serde_json::Value::Object(map) => {
-            let sorted: BTreeMap<&String, serde_json::Value> = map.iter().map(|(k, v)| (k, canonical(v))).collect();
-            serde_json::Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v)).collect())
-        }
-        serde_json::Value::Array(items) => serde_json::Value::Array(items.iter().map(canonical).collect()),
-        other => other.clone(),
-    }
-}
-
 /// The SHA-256 of a parameter set's canonical JSON.
 pub fn json_sha256(value: &impl serde::Serialize) -> String {
-    let value = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
-    sha256_hex(canonical(&value).to_string().as_bytes())
+    herd_design::json_sha256(value)
 }
 
 /// The inputs of `file` that do not come from the backend: the experiment file, each bank file (by

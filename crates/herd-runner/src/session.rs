@@ -108,6 +108,16 @@ pub fn run_session(
     out: &Path,
     warn: &mut dyn FnMut(String),
 ) -> Result<RunSummary> {
+    // A folder written before experiments were fingerprinted by their parsed content holds the hash of
+    // the file's bytes: the unchanged file resumes it as before.
+    let legacy;
+    let file = match herd_store::read_run_manifest(out) {
+        Ok(m) if m.identity.experiment_sha256 == file.file_sha256 && file.file_sha256 != file.sha256 => {
+            legacy = ExperimentFile { sha256: file.file_sha256.clone(), ..file.clone() };
+            &legacy
+        }
+        _ => file,
+    };
     let info = respondent.info();
     let meta = file.experiment.meta();
     let identity = RunIdentity {
@@ -122,7 +132,7 @@ pub fn run_session(
         role: "experiment".into(),
         path: file.path.display().to_string(),
         bytes: std::fs::metadata(&file.path).map(|m| m.len()).unwrap_or(0),
-        sha256: Some(file.sha256.clone()),
+        sha256: Some(file.file_sha256.clone()),
     }];
     let defaults = RunOptions::for_model(plan.entry, info.vision);
     let options = RunOptions {

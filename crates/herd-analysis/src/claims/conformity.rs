@@ -393,20 +393,123 @@ pub(super) fn source_strength(h: &PaperHeadline, results: &Results, measure: PWr
     Some(outcome)
 }
 
-pub(super) fn same_group(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
-    const FAMILIES: [&str; 3] = ["nationality", "ethnicity", "minimal_group"];
+/// The rank of a source class on fig. 4c's strength axis: low-status sources below the neutral
+/// participants (the baseline role, or a role classed neutral), authorities above; an unclassed role
+/// has none.
+fn class_rank(class: Option<SourceClass>, role: &str, base: &str) -> Option<f64> {
+    match class {
+        Some(SourceClass::LowStatus) => Some(-1.0),
+        Some(SourceClass::Authority) => Some(1.0),
+        Some(SourceClass::Neutral) => Some(0.0),
+        None if role == base => Some(0.0),
+        None => None,
+    }
+}
+
+/// Fig. 4c: "a consistent positive trend emerges, with stronger sources producing up to a
+/// fifteen–twenty percent increase", shown per task. Per task (its models inside the paper's
+/// population pooled), each trial index's least-squares slope of AUC on the source's rank (low
+/// status −1, the neutral participants 0, authority +1) over the roles it ran, tested over the trial
+/// indices (Wilcoxon signed-rank) for a positive trend.
+pub(super) fn source_order(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
     let (trials, _) = conformity(results)?;
-    let pairs: BTreeSet<(String, String)> = FAMILIES.iter().flat_map(|f| model_tasks(trials, f)).collect();
+    let (base, class_of) = source_classes(results);
+    let levels: BTreeSet<&str> =
+        trials.rows.iter().filter(|t| t.family == "source_strength").map(|t| t.level.as_str()).collect();
+    let ranked: Vec<(&str, f64)> =
+        levels.iter().filter_map(|&l| class_rank(class_of(l), l, &base).map(|rank| (l, rank))).collect();
+    // A trend needs the three ranks.
+    let ranks: BTreeSet<i64> = ranked.iter().map(|(_, r)| *r as i64).collect();
+    if ranks.len() < 3 {
+        return None;
+    }
+    let population = population::pooled(results, model_tasks(trials, "source_strength"));
+    let mut by_task: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
+    for (model, task) in &population.pairs {
+        by_task.entry(task.as_str()).or_default().push((model.clone(), task.clone()));
+    }
+    let mut rows = Vec::new();
+    for (task, pairs) in by_task {
+        let mut slopes = BTreeMap::new();
+        let mut by_rank: BTreeMap<i64, Vec<f64>> = BTreeMap::new();
+        for (model, task) in &pairs {
+            let mut points: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+            for &(level, rank) in &ranked {
+                for (unit, auc) in unit_aucs(trials, measure, model, task, "source_strength", level, false) {
+                    points.entry(unit).or_default().push((rank, auc));
+                    by_rank.entry(rank as i64).or_default().push(auc);
+                }
+            }
+            for (unit, p) in points {
+                if let Some(slope) = least_squares_slope(&p) {
+                    slopes.insert(format!("{model}#{unit}"), slope);
+                }
+            }
+        }
+        let mean_at = |rank: i64| by_rank.get(&rank).map(|v| v.iter().sum::<f64>() / v.len() as f64);
+        let value = format!(
+            "AUC by source rank: low status {}, {base} {}, authority {}; mean slope {} per rank",
+            auc_text(mean_at(-1)),
+            auc_text(mean_at(0)),
+            auc_text(mean_at(1)),
+            if slopes.is_empty() { "n/a".into() } else { signed(slopes.values().sum::<f64>() / slopes.len() as f64) }
+        );
+        rows.push(
+            contrast_row(
+                task.to_owned(),
+                value,
+                &slopes,
+                Alternative::TwoSided,
+                "trial indices",
+                Claim::positive(h.effect),
+            )
+            .on(pairs),
+        );
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    let mut outcome = Outcome { summary: String::new(), rows, combine: Combine::All };
+    population.mark(&mut outcome);
+    Some(outcome)
+}
+
+/// The least-squares slope of y on x, where x varies.
+fn least_squares_slope(points: &[(f64, f64)]) -> Option<f64> {
+    let n = points.len() as f64;
+    let (mx, my) = points.iter().fold((0.0, 0.0), |(a, b), (x, y)| (a + x / n, b + y / n));
+    let sxx: f64 = points.iter().map(|(x, _)| (x - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    (sxx > 0.0).then(|| sxy / sxx)
+}
+
+/// The families of fig. 4b's social proximity (fig. 4d averages the same three).
+pub(super) const SOCIAL: [&str; 3] = ["nationality", "ethnicity", "minimal_group"];
+
+/// One model, task and social family's same − different AUC difference per trial index.
+fn identity_differences(
+    trials: &ConformityTable,
+    measure: PWrong,
+    model: &str,
+    task: &str,
+    family: &str,
+) -> BTreeMap<String, f64> {
+    let same = unit_aucs(trials, measure, model, task, family, "same", false);
+    let different = unit_aucs(trials, measure, model, task, family, "different", false);
+    paired(&same, &different)
+}
+
+pub(super) fn same_group(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
+    let (trials, _) = conformity(results)?;
+    let pairs: BTreeSet<(String, String)> = SOCIAL.iter().flat_map(|f| model_tasks(trials, f)).collect();
     let rows = pairs
         .into_iter()
         .map(|(model, task)| {
             // Fig. 4d's estimand: the same − different difference averaged over the three families.
             let mut per_unit: BTreeMap<String, Vec<f64>> = BTreeMap::new();
             let mut families = Vec::new();
-            for family in FAMILIES {
-                let same = unit_aucs(trials, measure, &model, &task, family, "same", false);
-                let different = unit_aucs(trials, measure, &model, &task, family, "different", false);
-                let d = paired(&same, &different);
+            for family in SOCIAL {
+                let d = identity_differences(trials, measure, &model, &task, family);
                 if !d.is_empty() {
                     families.push(family);
                 }
@@ -430,6 +533,37 @@ pub(super) fn same_group(h: &PaperHeadline, results: &Results, measure: PWrong) 
         })
         .collect();
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })
+}
+
+/// Section 2.3.2 and fig. 4b: each identity raises conformity on its own, nationality and ethnicity
+/// ("conformity increases when the confederates share the same nationality or ethnicity") and an
+/// arbitrary group alone ("even in the absence of any defining group characteristics"): per model,
+/// task and family, same − different AUC paired by trial index.
+pub(super) fn identity_each(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
+    let (trials, tables) = conformity(results)?;
+    let mut rows = Vec::new();
+    for family in SOCIAL {
+        for (model, task) in model_tasks(trials, family) {
+            let d = identity_differences(trials, measure, &model, &task, family);
+            let value = format!(
+                "AUC {} vs {}",
+                auc_text(level_auc(tables, measure, &model, &task, family, "same")),
+                auc_text(level_auc(tables, measure, &model, &task, family, "different"))
+            );
+            rows.push(
+                contrast_row(
+                    format!("{model} · {task} · {family}"),
+                    value,
+                    &d,
+                    Alternative::TwoSided,
+                    "seeds",
+                    Claim::positive(h.effect),
+                )
+                .on(vec![(model, task)]),
+            );
+        }
+    }
+    (!rows.is_empty()).then_some(Outcome { summary: String::new(), rows, combine: Combine::All })
 }
 
 pub(super) fn near_far(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {

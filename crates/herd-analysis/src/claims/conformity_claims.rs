@@ -11,14 +11,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::{ConformityTable, ConformityTrial, PWrong};
 use herd_stats::Alternative;
 
-use super::conformity::model_tasks;
+use super::conformity::{SOCIAL, model_tasks};
 use super::evidence::{Claim, Combine, Row, judge, welch_evidence, wilcoxon_evidence};
 use super::{Outcome, PaperHeadline, Verdict, population};
 use crate::format::{num, signed};
 use crate::results::Results;
-
-/// The families of fig. 4b's social proximity (fig. 4d averages the same three).
-const SOCIAL: [&str; 3] = ["nationality", "ethnicity", "minimal_group"];
 
 /// Per unit (trial index): mean p_wrong per N, over the trials `keep` takes.
 type Curves = BTreeMap<i64, BTreeMap<u32, f64>>;

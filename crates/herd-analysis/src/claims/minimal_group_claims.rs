@@ -316,3 +316,125 @@ pub(super) fn bootstrap_se_agreement(_: &PaperHeadline, results: &Results) -> Op
     );
     Some(Outcome { summary, rows, combine: Combine::All })
 }
+
+/// The abstract's "majority deciders allocated close to proportionally" (S6: +0.01 excess share with
+/// thinking on): per model, majority deciders' mean excess share over the visible societies with
+/// unequal groups lies within ±`effect` (a quarter of the minority's +0.26), judged by two one-sided
+/// t-tests as the hidden floor is. Every model must pass.
+pub(super) fn majority_proportional(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+    let m = results.minimal_group.as_ref()?;
+    let margin = h.effect?;
+    let selection = Selection::new(&m.dyads, None);
+    let claims = match claims_on(&m.dyads, &selection) {
+        Ok(c) => c,
+        Err(why) => return Some(failed(why)),
+    };
+    let test = "mean excess share over societies, two one-sided t-tests against the margin (p: Wilcoxon signed-rank)";
+    let rows = per_model(&claims, "majority_excess_share", test, Claim::Within { margin }, |v| format!("{v:+.4}"));
+    if rows.is_empty() {
+        return None;
+    }
+    let summary = format!(
+        "Per model: majority deciders' mean excess share (own-group share − in-group targets / targets) per society, \
+         over the visible societies with unequal groups, within ±{}, on {}",
+        num(margin),
+        selection.describe()
+    );
+    Some(Outcome { summary, rows, combine: Combine::All })
+}
+
+/// The claims table over every reasoning mode, and the models run in both `on` and `off`.
+fn both_modes(results: &Results) -> Option<Result<(ResultTable, Selection), Outcome>> {
+    let m = results.minimal_group.as_ref()?;
+    let selection = Selection::new(&m.dyads, None).every_mode();
+    let claims = match claims_on(&m.dyads, &selection) {
+        Ok(c) => c,
+        Err(why) => return Some(Err(failed(why))),
+    };
+    // A model's paired on − off rows exist only where it ran both modes.
+    let paired = (0..claims.n_rows()).any(|r| claims.text("reasoning", r) == Some(ON_MINUS_OFF));
+    paired.then_some(Ok((claims, selection)))
+}
+
+/// Whether claims row `r` belongs to a model that has paired on − off rows.
+fn in_both_modes(claims: &ResultTable, r: usize) -> bool {
+    (0..claims.n_rows()).any(|x| {
+        claims.text("reasoning", x) == Some(ON_MINUS_OFF) && claims.text("model", x) == claims.text("model", r)
+    })
+}
+
+/// S6's control validation: "both reasoning modes had clean group-blind floors" (0.011 ± 0.008 and
+/// −0.003 ± 0.004): per model run in both modes, each mode's hidden-label favouritism within the
+/// hidden floor's margin, by the hidden floor's equivalence rule.
+pub(super) fn hidden_floor_reasoning(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+    let (claims, selection) = match both_modes(results)? {
+        Ok(c) => c,
+        Err(failed) => return Some(failed),
+    };
+    let margin = h.effect?;
+    let test = "mean favouritism over societies, two one-sided t-tests against the margin (p: Wilcoxon signed-rank)";
+    let rows: Vec<Row> = claim_rows(&claims, "hidden", "favouritism")
+        .into_iter()
+        .filter(|&r| in_both_modes(&claims, r))
+        .map(|r| {
+            let e = claim_evidence(&claims, r, test);
+            let mode = claims.text("reasoning", r).unwrap_or("?");
+            let value = format!(
+                "{} points/target ({}, {})",
+                e.estimate.map_or("n/a".into(), signed),
+                claim_ms(&claims, r),
+                e.p_text()
+            );
+            Row::judged(format!("{} · thinking {mode}", claim_model(&claims, r)), value, e, Claim::Within { margin })
+        })
+        .collect();
+    let summary = format!(
+        "Per model run with thinking on and off, each mode with hidden labels: mean favouritism over its societies \
+         (pooled over m) within ±{} points/target, on {}",
+        num(margin),
+        selection.describe()
+    );
+    Some(Outcome { summary, rows, combine: Combine::All })
+}
+
+/// S6: "thinking-enabled majority deciders had +0.01 excess share, versus +0.15 for non-thinking
+/// majority deciders": per model run in both modes, the on − off majority excess share per society
+/// (paired, visible labels, unequal groups) is negative.
+pub(super) fn reasoning_majority_share(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
+    let (claims, selection) = match both_modes(results)? {
+        Ok(c) => c,
+        Err(failed) => return Some(failed),
+    };
+    let test = "seed-level Wilcoxon signed-rank over societies";
+    let rows = claim_rows(&claims, "visible", "majority_excess_share")
+        .into_iter()
+        .filter(|&r| claims.text("reasoning", r) == Some(ON_MINUS_OFF))
+        .map(|r| {
+            let model = claim_model(&claims, r);
+            let mode_mean = |mode: &str| {
+                claim_rows(&claims, "visible", "majority_excess_share")
+                    .into_iter()
+                    .find(|&x| {
+                        claims.text("model", x) == Some(model.as_str()) && claims.text("reasoning", x) == Some(mode)
+                    })
+                    .and_then(|x| claims.number("mean", x))
+                    .map_or("n/a".into(), |v| format!("{v:+.4}"))
+            };
+            let e = claim_evidence(&claims, r, test);
+            let value = format!(
+                "on − off {} (on {}, off {}; {}, paired by society)",
+                e.estimate.map_or("n/a".into(), |v| format!("{v:+.4}")),
+                mode_mean("on"),
+                mode_mean("off"),
+                claim_ms(&claims, r)
+            );
+            Row::judged(format!("{model} · majority excess share on − off"), value, e, Claim::negative(h.effect))
+        })
+        .collect();
+    let summary = format!(
+        "Per model run with thinking on and off: majority deciders' mean excess share per society, on − off, over the \
+         visible societies with unequal groups, on {}",
+        selection.describe()
+    );
+    Some(Outcome { summary, rows, combine: Combine::All })
+}

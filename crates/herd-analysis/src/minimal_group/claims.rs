@@ -18,10 +18,13 @@
 //! - `majority_favouritism_smallest_m`, `majority_excess_share_smallest_m`: majority deciders'
 //!   mean favouritism and excess share at the smallest m (the paper's R1-Distill-Llama-8B exception
 //!   at m = 3: −1.45 points/target, −0.037 excess share);
+//! - `majority_excess_share`: majority deciders' mean excess share over the societies with unequal
+//!   groups (the paper's "majority deciders allocated close to proportionally": +0.01, S6);
 //! - for a model with both reasoning modes `on` and `off` among the rows taken (reasoning =
 //!   `on_minus_off`, visible labels): `minority_gap`, per society the `on` gap − the `off` gap
-//!   (the paper's +4.08 → +0.54); the modes of one society are paired, as herd runs both on the
-//!   same society.
+//!   (the paper's +4.08 → +0.54), and `majority_excess_share`, per society the `on` − the `off`
+//!   majority excess share (S6: +0.01 vs +0.15); the modes of one society are paired, as herd runs
+//!   both on the same society.
 //!
 //! Columns: the `model` and `reasoning` design columns present, then [`MODEL_CLAIMS_COLUMNS`];
 //! `m` lists the minority sizes a row pools (`3,5`).
@@ -67,8 +70,13 @@ type Society = (u32, i64);
 type Societies = BTreeMap<Society, Vec<Decider>>;
 /// (model, reasoning, labels).
 type Group = (Option<String>, Option<String>, Labels);
-/// One reasoning mode's unequal minority sizes and per-society minority gaps.
-type ModeGaps = (Vec<u32>, BTreeMap<Society, f64>);
+/// One reasoning mode's unequal minority sizes, and per society its minority gap and its majority
+/// deciders' excess share.
+struct ModeValues {
+    ms: Vec<u32>,
+    gap: BTreeMap<Society, f64>,
+    majority_share: BTreeMap<Society, f64>,
+}
 
 /// A Wilcoxon signed-rank test of society values against zero with the 95% t-interval of their mean.
 #[derive(Debug, Clone, PartialEq)]
@@ -220,7 +228,7 @@ pub fn model_claims(dyads: &DyadTable, take: impl Fn(&DesignKey) -> bool) -> Res
         Ok::<(), AnalysisError>(())
     };
     // model → reasoning mode → visible societies with unequal groups and their gaps
-    let mut gaps: BTreeMap<Option<String>, BTreeMap<Option<String>, ModeGaps>> = BTreeMap::new();
+    let mut modes_of: BTreeMap<Option<String>, BTreeMap<Option<String>, ModeValues>> = BTreeMap::new();
     for (group, societies) in &groups {
         let all: Vec<u32> = societies.keys().map(|s| s.0).collect::<BTreeSet<_>>().into_iter().collect();
         let unequal: Vec<u32> = all.iter().copied().filter(|&m| 2 * (m as usize) < size).collect();
@@ -238,21 +246,28 @@ pub fn model_claims(dyads: &DyadTable, take: impl Fn(&DesignKey) -> bool) -> Res
             let majority = |value: fn(&Decider) -> f64| society_means(societies, &smallest, |d| !d.minority, value);
             push(group, "majority_favouritism_smallest_m", &smallest, &majority(favouritism))?;
             push(group, "majority_excess_share_smallest_m", &smallest, &majority(excess_share))?;
-            gaps.entry(group.0.clone()).or_default().insert(group.1.clone(), (unequal, gap));
+            let majority_share = society_means(societies, &unequal, |d| !d.minority, excess_share);
+            push(group, "majority_excess_share", &unequal, &majority_share)?;
+            modes_of
+                .entry(group.0.clone())
+                .or_default()
+                .insert(group.1.clone(), ModeValues { ms: unequal, gap, majority_share });
         } else {
             let shares = society_means(societies, &all, |_| true, share_above);
             push(group, "prevalence", &all, &shares.into_iter().map(|(s, v)| (s, v - 0.5)).collect())?;
         }
     }
-    for (model, modes) in gaps {
-        let (Some((ms_on, on)), Some((ms_off, off))) =
-            (modes.get(&Some("on".to_owned())), modes.get(&Some("off".to_owned())))
-        else {
+    for (model, modes) in modes_of {
+        let (Some(on), Some(off)) = (modes.get(&Some("on".to_owned())), modes.get(&Some("off".to_owned()))) else {
             continue;
         };
-        let ms: Vec<u32> = ms_on.iter().copied().filter(|m| ms_off.contains(m)).collect();
-        let paired: BTreeMap<Society, f64> = on.iter().filter_map(|(s, a)| off.get(s).map(|b| (*s, a - b))).collect();
-        push(&(model, Some(ON_MINUS_OFF.into()), Labels::Visible), "minority_gap", &ms, &paired)?;
+        let ms: Vec<u32> = on.ms.iter().copied().filter(|m| off.ms.contains(m)).collect();
+        let paired = |on: &BTreeMap<Society, f64>, off: &BTreeMap<Society, f64>| -> BTreeMap<Society, f64> {
+            on.iter().filter_map(|(s, a)| off.get(s).map(|b| (*s, a - b))).collect()
+        };
+        let group = (model, Some(ON_MINUS_OFF.into()), Labels::Visible);
+        push(&group, "minority_gap", &ms, &paired(&on.gap, &off.gap))?;
+        push(&group, "majority_excess_share", &ms, &paired(&on.majority_share, &off.majority_share))?;
     }
     Ok(table.finish())
 }

@@ -599,18 +599,21 @@ def model_claims(df, take):
             majority = d[d.minority_decider == 0]
             push(key, "majority_favouritism_smallest_m", smallest, means(majority, smallest, "favouritism").values)
             push(key, "majority_excess_share_smallest_m", smallest, means(majority, smallest, "excess_share").values)
+            majority_share = means(majority, unequal, "excess_share")
+            push(key, "majority_excess_share", unequal, majority_share.values)
             if "reasoning" in key:
-                visible_gaps.setdefault(key.get("model"), {})[key["reasoning"]] = (unequal, gap)
+                visible_gaps.setdefault(key.get("model"), {})[key["reasoning"]] = (unequal, gap, majority_share)
         else:
             push(key, "prevalence", all_m, means(d, all_m, "above").values - 0.5)
     for model, modes in sorted(visible_gaps.items()):
         if "on" not in modes or "off" not in modes:
             continue
-        (ms_on, on), (ms_off, off) = modes["on"], modes["off"]
-        paired = (on - off).dropna()
+        (ms_on, on, share_on), (ms_off, off, share_off) = modes["on"], modes["off"]
         key = {"model": model} if "model" in design else {}
-        push({**key, "reasoning": "on_minus_off", "labels": "visible"}, "minority_gap",
-             [m for m in ms_on if m in ms_off], paired.values)
+        key = {**key, "reasoning": "on_minus_off", "labels": "visible"}
+        ms = [m for m in ms_on if m in ms_off]
+        push(key, "minority_gap", ms, (on - off).dropna().values)
+        push(key, "majority_excess_share", ms, (share_on - share_off).dropna().values)
     return rows
 
 
