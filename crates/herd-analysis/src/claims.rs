@@ -345,11 +345,7 @@ pub fn compare_headlines(results: &Results) -> Result<Vec<HeadlineComparison>, A
         .map(|headline| {
             let outcome = measure_of(&headline.id)
                 .and_then(|measure| outcome(&headline, measure, results))
-                .filter(|o| !o.rows.is_empty())
-                .map(|mut o| {
-                    families::judge_null_family(&mut o.rows);
-                    o
-                });
+                .filter(|o| !o.rows.is_empty());
             let (this_run, verdict, basis, number, undefined) = match outcome {
                 Some(o) => {
                     let (verdict, basis) = combine(&o.rows, o.combine);

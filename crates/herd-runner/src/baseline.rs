@@ -347,7 +347,7 @@ fn candidate_requests(
             unit: 0,
         };
         let plan = prompter.plan(&key, &trial, stimulus.correct)?;
-        let (prompt, image) = score_prompt(prompter, &trial, &plan, stimulus, modality)?;
+        let (prompt, image) = score_prompt(prompter, &trial, &plan, stimulus, modality, None)?;
         let name = Some(request_name(&units[0], i));
         requests.push(ScoreRequest { image, name, ..ScoreRequest::new(prompt, answers()) });
         facts.push(conformity_facts(unit, &trial, &plan, stimulus, levels));

@@ -3,7 +3,7 @@
 use crate::baseline::{BaselineRule, filtered_pools};
 use crate::pipeline::{Flow, Stage};
 use crate::progress::Progress;
-use crate::trial::{answers, conformity_facts, score_prompt};
+use crate::trial::{RenderedImages, answers, conformity_facts, score_prompt};
 use crate::{FailureGuard, Result, RunContext, RunSummary, RunnerError, TrialRows, TrialSink};
 use herd_backend::{ConformityFacts, ScoreBound, ScoreRequest, ScoreResult, SharedBackend, request_name};
 use herd_design::{ConformityExperiment, ConformityTrial, Family, Task, Unit, UnitPlan};
@@ -103,7 +103,8 @@ pub(crate) fn run(run: &mut RunContext<'_, '_>, exp: &ConformityExperiment, unit
     };
     let mut guard = FailureGuard::new(run.options.max_consecutive_failures);
     let batches = batches(pending);
-    let draw = Draw { pools: &pools, prompter: &prompter, modality };
+    let images = RenderedImages::new();
+    let draw = Draw { pools: &pools, prompter: &prompter, modality, images: &images };
     let batch_file = run.respondent.batch_file();
     if let Some(backend) = batch_file.map(|b| b as &dyn SharedBackend).or_else(|| run.respondent.shared()) {
         let mut stage = Pipelined {
@@ -190,6 +191,7 @@ struct Draw<'d> {
     pools: &'d BTreeMap<Task, ImagePools>,
     prompter: &'d ConformityPrompter,
     modality: Modality,
+    images: &'d RenderedImages,
 }
 
 impl<'d> Draw<'d> {
@@ -212,7 +214,8 @@ impl<'d> Draw<'d> {
                 continue;
             };
             let plan = self.prompter.plan(&unit.key, trial, stimulus.correct)?;
-            let (prompt, image) = score_prompt(self.prompter, trial, &plan, stimulus, self.modality)?;
+            let (prompt, image) =
+                score_prompt(self.prompter, trial, &plan, stimulus, self.modality, Some(self.images))?;
             let levels = pool.difficulty.len() as u32;
             let facts = conformity_facts(&id, trial, &plan, stimulus, levels);
             let name = Some(request_name(&id, 0));

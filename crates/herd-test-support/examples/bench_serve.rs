@@ -4,8 +4,11 @@
 //! a fixed latency, requests beyond capacity queue), runs both studies' full designs through
 //! `herd run --backend openai` at default settings for a bounded number of units (`--limit`), on 1 and on 4
 //! endpoints, and prints requests/s, the share of the servers' ceiling (endpoints × capacity ÷ latency)
-//! and the concurrency each endpoint reached. Usage: bench_serve HERD [--scale F] (F scales the units run;
-//! 1 by default).
+//! and the concurrency each endpoint reached. Each case also prints herd's own CPU time per request (the
+//! `herd` child's user + system time; the servers are threads of this process, so theirs is not counted)
+//! and the requests/s two cores would drive at that cost; the last case, scoring against a server far
+//! faster than herd, is the one where herd itself is the limit. Usage: bench_serve HERD [--scale F] (F
+//! scales the units run; 1 by default).
 
 use herd_test_support::capacity_server::{Capacity, CapacityServer};
 use std::path::{Path, PathBuf};
@@ -86,6 +89,16 @@ fn main() {
             latency: ms50,
             units: 40_000,
         },
+        // A server far faster than herd (ceiling 51,200 requests/s): what herd's own work allows.
+        Case {
+            study: "conformity",
+            experiment: conformity,
+            model: "smollm2-135m",
+            endpoints: 1,
+            capacity: 256,
+            latency: Duration::from_millis(5),
+            units: 40_000,
+        },
     ];
     let cpu = cpu_name();
     println!("herd run --backend openai at default settings against loopback capacity servers, on {cpu}");
@@ -120,8 +133,10 @@ fn main() {
             command.args(["--endpoint", &server.url()]);
         }
         let started = Instant::now();
+        let cpu_before = children_cpu_seconds();
         let output = command.output().unwrap_or_else(|e| panic!("starting {}: {e}", herd.display()));
         let wall = started.elapsed().as_secs_f64();
+        let herd_cpu = children_cpu_seconds() - cpu_before;
         if !output.status.success() {
             eprintln!("herd run failed:\n{}", String::from_utf8_lossy(&output.stderr));
             std::process::exit(1);
@@ -154,6 +169,13 @@ fn main() {
             "",
             100.0 * answered as f64 / wall / ceiling
         );
+        let per_request = herd_cpu / answered.max(1) as f64;
+        println!(
+            "{:<15} herd's CPU: {herd_cpu:.1} s, {:.0} µs per request: two cores drive about {:.0} requests/s",
+            "",
+            per_request * 1e6,
+            2.0 / per_request
+        );
         let _ = std::fs::remove_dir_all(&run_dir);
     }
     let _ = std::fs::remove_dir_all(&out);
@@ -176,4 +198,17 @@ fn cpu_name() -> String {
         .unwrap_or_else(|| "an unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     format!("{name}, {cores} cores")
+}
+
+/// The user + system CPU seconds of this process's children that have been waited for: fields 16 and
+/// 17 (cutime, cstime) of /proc/self/stat, in the kernel's USER_HZ ticks, which Linux fixes at 100 for
+/// every interface it exports to user space.
+fn children_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat (Linux)");
+    // The command name (field 2) is in parentheses and may hold spaces: count fields after it.
+    let after = &stat[stat.rfind(')').expect("a stat line") + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // `after` starts at field 3, so field k is fields[k - 3].
+    let ticks = |k: usize| fields[k - 3].parse::<f64>().expect("a tick count");
+    (ticks(16) + ticks(17)) / 100.0
 }

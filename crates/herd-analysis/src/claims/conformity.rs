@@ -202,7 +202,7 @@ pub(super) fn difficulty_rho(h: &PaperHeadline, results: &Results, measure: PWro
 /// shown beside it. docs/deviations.md, "Performance effect without the N = 0 trial".
 pub(super) fn performance_effect(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
     let margin = h.effect.unwrap_or(f64::INFINITY);
-    fig_3b_term(results, measure, "performance", Claim::Null { margin })
+    fig_3b_term(results, measure, "performance", Claim::Within { margin })
 }
 
 /// Fig. 3b and S4's other finding, "task difficulty emerges as a significant predictor": β_difficulty
@@ -259,6 +259,7 @@ fn fig_3b_term(results: &Results, measure: PWrong, term: &str, claim: Claim) -> 
                     (c.estimate - half, c.estimate + half)
                 });
                 classical = Some(c.p_value);
+                e.df = Some(fit.df_resid);
             }
             (Err(note), _) => e = e.with_note(Some(note)),
             (Ok(_), None) => {}

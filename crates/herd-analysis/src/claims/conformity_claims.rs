@@ -102,7 +102,7 @@ pub(super) fn tasks_alike(h: &PaperHeadline, results: &Results, measure: PWrong)
             for b in &tasks[i + 1..] {
                 let (x, y, ns) = on_shared_ns(&curve(a), &curve(b));
                 let members = vec![(model.clone(), a.clone()), (model.clone(), b.clone())];
-                let row = welch_row(format!("{model} · {a} − {b}"), &x, &y, &ns, Claim::Null { margin });
+                let row = welch_row(format!("{model} · {a} − {b}"), &x, &y, &ns, Claim::Within { margin });
                 rows.extend(row.map(|r| r.on(members)));
             }
         }
@@ -183,7 +183,7 @@ pub(super) fn temporal_vs_spatial(h: &PaperHeadline, results: &Results, measure:
         );
         let evidence = welch_evidence(&temporal, &spatial, "trial indices");
         rows.push(
-            Row::judged(format!("{model} · {task} · temporal − spatial"), value, evidence, Claim::Null { margin })
+            Row::judged(format!("{model} · {task} · temporal − spatial"), value, evidence, Claim::Within { margin })
                 .on(vec![(model.clone(), task.clone())]),
         );
     }

@@ -37,10 +37,9 @@ pub(crate) struct Evidence {
     /// Why the test's statistic is undefined on this input (herd-analysis's `note`: `every value
     /// equal`, `too few units`), where it is.
     pub note: Option<String>,
-    /// Holm's adjusted p over the headline's family of rows and the family's size, where a
-    /// headline's rows are judged as one family (a null claim: one significant row out of many
-    /// must not refute it by chance alone).
-    pub family_p: Option<(f64, usize)>,
+    /// The degrees of freedom of the t distribution behind `interval`, where they are not `n` − 1
+    /// (Welch's, a regression's residual ones).
+    pub df: Option<f64>,
 }
 
 impl Evidence {
@@ -57,7 +56,7 @@ impl Evidence {
             interval: None,
             interval_name: "",
             note: None,
-            family_p: None,
+            df: None,
         }
     }
 
@@ -193,20 +192,18 @@ pub(crate) enum Claim {
     /// An effect of this sign (+1 or −1); `effect` is the smallest size the paper reports, `None`
     /// where it gives none (then only an interval on the wrong side of zero rules the paper out).
     Effect { sign: f64, effect: Option<f64> },
-    /// No effect (the paper's "no significant effect"): a significant effect fails it, an interval
-    /// within ±`margin` (effects as large as the paper's contrasting effect) confirms it.
-    Null { margin: f64 },
     /// Not above zero (one-sided; e.g. a share not above 50%, whose group-blind reading is the
     /// expected one): the evidence's test is one-sided towards "above" and its interval the 90%
     /// two-sided one, whose upper bound is the one-sided 95% bound. Significantly above zero fails
     /// it; an upper bound below `margin` (the effect the paper contrasts it with) confirms it.
     /// `zero` names the estimate's zero in the reasons (`50%` for a share − 0.5).
     NotAbove { margin: f64, zero: &'static str },
-    /// Equivalent to zero within ±`margin` (an equivalence judgement): two one-sided t-tests at 5%,
-    /// i.e. the 90% t-interval of the mean (from the evidence's 95% t-interval on `n` units) within
-    /// ±`margin`, confirm it; a 95% interval wholly beyond ±`margin` (an effect demonstrably larger)
-    /// refutes it. A significant effect inside the margin still confirms it: the claim is "no effect
-    /// as large as the margin", and the row prints its p beside.
+    /// Equivalent to zero within ±`margin` (an equivalence judgement, the papers' "no significant
+    /// difference", "nearly identical", "comparable", "closed"): two one-sided t-tests at 5%, i.e. the
+    /// 90% t-interval (from the evidence's 95% t-interval, on its `df` or `n` − 1) within ±`margin`,
+    /// confirm it; a 95% interval wholly beyond ±`margin` (an effect demonstrably larger) refutes it. A
+    /// significant effect inside the margin still confirms it: the claim is "no effect as large as the
+    /// margin", and the row prints its p beside.
     Within { margin: f64 },
 }
 
@@ -345,14 +342,16 @@ pub(crate) fn judge(e: &Evidence, claim: Claim) -> (Verdict, String) {
                     format!("{} lies beyond ±{}: an effect larger than the margin", e.interval_phrase(), num(margin)),
                 );
             }
-            let Some((lo90, hi90)) = narrower_interval(estimate, (lo, hi), e.n) else {
-                return (Verdict::Inconclusive, format!("with {} {} there is no 90% t-interval", e.n, e.unit_text()));
+            let df = e.df.unwrap_or(e.n as f64 - 1.0);
+            let name = e.interval_name.replacen("95%", "90%", 1);
+            let Some((lo90, hi90)) = narrower_interval(estimate, (lo, hi), df) else {
+                return (Verdict::Inconclusive, format!("with {} {} there is no {name}", e.n, e.unit_text()));
             };
             if lo90 > -margin && hi90 < margin {
                 (
                     Verdict::Replicates,
                     format!(
-                        "the 90% t-interval [{}, {}] lies within ±{} (two one-sided t-tests at 5%)",
+                        "the {name} [{}, {}] lies within ±{} (two one-sided t-tests at 5%)",
                         num(lo90),
                         num(hi90),
                         num(margin)
@@ -361,45 +360,18 @@ pub(crate) fn judge(e: &Evidence, claim: Claim) -> (Verdict, String) {
             } else {
                 (
                     Verdict::Inconclusive,
-                    format!("the 90% t-interval [{}, {}] still reaches ±{}", num(lo90), num(hi90), num(margin)),
+                    format!("the {name} [{}, {}] still reaches ±{}", num(lo90), num(hi90), num(margin)),
                 )
-            }
-        }
-        Claim::Null { margin } => {
-            // Over a family of rows the decision rests on Holm's adjusted p (family-wise 5%).
-            let (decisive, p_said) = match e.family_p {
-                Some((adjusted, k)) => (adjusted, format!("{}, Holm over {k} rows {}", e.p_text(), p_is(adjusted))),
-                None => (p, e.p_text()),
-            };
-            if decisive < ALPHA {
-                return (
-                    Verdict::DoesNotReplicate,
-                    format!("a significant effect ({p_said}) where the paper finds none"),
-                );
-            }
-            let not_significant =
-                if e.family_p.is_some() { format!("{p_said} ≥ {ALPHA}") } else { format!("p ≥ {ALPHA}") };
-            match e.interval {
-                Some((lo, hi)) if lo > -margin && hi < margin => (
-                    Verdict::Replicates,
-                    format!("{not_significant} and {} excludes effects of ±{}", e.interval_phrase(), num(margin)),
-                ),
-                Some(_) => (
-                    Verdict::Inconclusive,
-                    format!("{not_significant}, but {} still holds effects of ±{}", e.interval_phrase(), num(margin)),
-                ),
-                None => (Verdict::Inconclusive, "no interval says whether an effect is ruled out".into()),
             }
         }
     }
 }
 
-/// The 90% t-interval of a mean from its 95% t-interval on `n` units (t on n − 1 df).
-fn narrower_interval(estimate: f64, (lo, hi): (f64, f64), n: usize) -> Option<(f64, f64)> {
-    if n < 2 {
+/// The 90% t-interval from a 95% t-interval on `df` degrees of freedom.
+fn narrower_interval(estimate: f64, (lo, hi): (f64, f64), df: f64) -> Option<(f64, f64)> {
+    if df.is_nan() || df < 1.0 {
         return None;
     }
-    let df = (n - 1) as f64;
     let half = (hi - lo) / 2.0 * t_quantile(0.95, df) / t_quantile(0.975, df);
     Some((estimate - half, estimate + half))
 }
@@ -586,6 +558,7 @@ pub(crate) fn welch_evidence(a: &[f64], b: &[f64], unit: &'static str) -> Eviden
             e.estimate = Some(w.mean_difference);
             e.p = Some(w.p_value);
             e.interval = Some(w.confidence_interval(0.95));
+            e.df = Some(w.df);
         }
         Err(error) => {
             if !a.is_empty() && !b.is_empty() {
@@ -702,14 +675,6 @@ mod tests {
             judge(&evidence(-0.03, 0.06, (-0.05, -0.01), 0.008), Claim::positive(None)).0,
             Verdict::DoesNotReplicate
         );
-    }
-
-    #[test]
-    fn null_verdicts() {
-        let null = Claim::Null { margin: 0.5 };
-        assert_eq!(judge(&evidence(0.05, 0.4, (-0.1, 0.2), 0.0), null).0, Verdict::Replicates);
-        assert_eq!(judge(&evidence(0.05, 0.4, (-0.6, 0.7), 0.0), null).0, Verdict::Inconclusive);
-        assert_eq!(judge(&evidence(0.3, 0.01, (0.1, 0.5), 0.0), null).0, Verdict::DoesNotReplicate);
     }
 
     #[test]

@@ -11,6 +11,8 @@ use base64::Engine as _;
 use herd_backend::chat::{ChatPrompt, Part};
 use herd_backend::{GenerateRequest, Generation, SamplingParams, ScoreRequest, ScoreResult};
 use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, Weak};
 
 /// The path under `/v1` that generation requests go to.
 pub(super) const CHAT_PATH: &str = "/chat/completions";
@@ -24,7 +26,21 @@ pub(super) struct Wire {
     max_reasoning_bytes: u64,
     /// The model's own chat template, for [`ScoreApi::Completions`].
     renderer: Option<PromptRenderer>,
+    data_urls: Mutex<DataUrls>,
 }
+
+/// The images encoded last, by allocation, with their data URLs. A conformity image is shown in dozens
+/// of trials (each N and level of its trial index) and the runner hands them one `Arc` of its pixels,
+/// so it is PNG- and base64-encoded once, not per request (encoding costs milliseconds, the rest of a
+/// request microseconds). A `Weak` keeps its allocation's address from being reused, so an address
+/// match is the same image.
+#[derive(Default)]
+struct DataUrls {
+    recent: VecDeque<(Weak<image::RgbImage>, Arc<str>)>,
+}
+
+/// Images whose data URLs are kept: more than the images a pipelined run has in flight at once.
+const DATA_URLS_KEPT: usize = 256;
 
 impl Wire {
     /// The rules `options` set; `renderer` is needed for [`ScoreApi::Completions`] only.
@@ -46,7 +62,26 @@ impl Wire {
             score_api: options.score_api,
             max_reasoning_bytes: options.max_reasoning_bytes,
             renderer,
+            data_urls: Mutex::new(DataUrls::default()),
         })
+    }
+
+    /// The data URL of `image`: the one made for this allocation before, or a new one.
+    fn image_url(&self, image: Option<&Arc<image::RgbImage>>) -> Result<Option<Arc<str>>> {
+        let Some(image) = image else { return Ok(None) };
+        let same = |(weak, _): &&(Weak<image::RgbImage>, Arc<str>)| std::ptr::eq(weak.as_ptr(), Arc::as_ptr(image));
+        if let Some((_, url)) = self.data_urls.lock().unwrap_or_else(|p| p.into_inner()).recent.iter().find(same) {
+            return Ok(Some(url.clone()));
+        }
+        // Encoded outside the lock, so that requests for other images do not wait on this one.
+        let url: Arc<str> = png_data_url(image)?.into();
+        let mut cache = self.data_urls.lock().unwrap_or_else(|p| p.into_inner());
+        cache.recent.retain(|(weak, _)| weak.strong_count() > 0);
+        if cache.recent.len() >= DATA_URLS_KEPT {
+            cache.recent.pop_front();
+        }
+        cache.recent.push_back((Arc::downgrade(image), url.clone()));
+        Ok(Some(url))
     }
 
     /// The path (under `/v1`) and body of a scoring request: one token, greedy, with the top
@@ -58,7 +93,7 @@ impl Wire {
                 CHAT_PATH,
                 json!({
                     "model": self.served_model,
-                    "messages": messages(&request.prompt, request.image.as_deref())?,
+                    "messages": messages(&request.prompt, self.image_url(request.image.as_ref())?.as_deref())?,
                     "max_tokens": 1, "temperature": 0.0, "logprobs": true, "top_logprobs": k,
                 }),
             ),
@@ -89,7 +124,7 @@ impl Wire {
         let s = &request.sampling;
         let mut body = json!({
             "model": self.served_model,
-            "messages": messages(&request.prompt, request.image.as_deref())?,
+            "messages": messages(&request.prompt, self.image_url(request.image.as_ref())?.as_deref())?,
             "max_tokens": s.max_tokens, "seed": s.seed,
         });
         add_sampling_knobs(&mut body, s);
@@ -120,12 +155,8 @@ pub(super) fn response_format(schema: &Value, format: StructuredOutput) -> Value
 }
 
 /// A prompt as chat messages: text parts joined, and a message showing the image as content parts with
-/// the image as a base64 PNG data URL.
-fn messages(prompt: &ChatPrompt, image: Option<&image::RgbImage>) -> Result<Value> {
-    let image_url = match image {
-        Some(pixels) => Some(png_data_url(pixels)?),
-        None => None,
-    };
+/// the image as a base64 PNG data URL (`image_url`).
+fn messages(prompt: &ChatPrompt, image_url: Option<&str>) -> Result<Value> {
     let mut messages = Vec::new();
     for message in &prompt.messages {
         let role = message.role.as_str();
@@ -136,7 +167,7 @@ fn messages(prompt: &ChatPrompt, image: Option<&image::RgbImage>) -> Result<Valu
                 match part {
                     Part::Text { text } => parts.push(json!({"type": "text", "text": text})),
                     Part::Image { image } => {
-                        let url = image_url.as_ref().ok_or_else(|| {
+                        let url = image_url.ok_or_else(|| {
                             InferError::Request(format!(
                                 "the prompt shows image `{image}` but the request carries no pixels"
                             ))
@@ -221,5 +252,27 @@ mod tests {
         // "No top-k cut" is spelled -1, which every server takes.
         add_sampling_knobs(&mut body, &SamplingParams { top_k: Some(0), ..unset });
         assert_eq!(body["top_k"], -1);
+    }
+
+    #[test]
+    fn an_image_shown_in_many_requests_is_encoded_once() {
+        let options = super::super::OpenAiOptions::new(vec!["http://127.0.0.1:1".into()], "served");
+        let wire = Wire::new(&options, "served", None).unwrap();
+        let image = Arc::new(image::RgbImage::from_pixel(40, 20, image::Rgb([200, 10, 10])));
+        let first = wire.image_url(Some(&image)).unwrap().unwrap();
+        assert!(first.starts_with("data:image/png;base64,"));
+        // The same pixels handed on again: the same encoding, not a new one.
+        let again = wire.image_url(Some(&Arc::clone(&image))).unwrap().unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        // Another image is encoded for itself.
+        let other = Arc::new(image::RgbImage::from_pixel(40, 20, image::Rgb([10, 200, 10])));
+        let second = wire.image_url(Some(&other)).unwrap().unwrap();
+        assert_ne!(first, second);
+        // Once an image is dropped, its entry goes and a new image cannot take it over.
+        drop(image);
+        let third = Arc::new(image::RgbImage::from_pixel(40, 20, image::Rgb([10, 10, 200])));
+        let url = wire.image_url(Some(&third)).unwrap().unwrap();
+        assert!(!Arc::ptr_eq(&url, &first) && url != first);
+        assert_eq!(wire.data_urls.lock().unwrap().recent.len(), 2, "the dropped image's entry is gone");
     }
 }
