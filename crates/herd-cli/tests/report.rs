@@ -86,6 +86,34 @@ fn report_works_on_a_result_folder_copied_from_another_machine() {
         stdout.contains("not drawn: favouritism_across_swap_pass_and_paraphrase")
             || pngs.contains(&"favouritism_across_swap_pass_and_paraphrase.png".to_owned())
     );
+
+    // The samples page beside it: every prompt re-rendered from the copied manifests matches its stored
+    // hash, and each scorecard row links into it.
+    assert!(stdout.contains(&format!("samples: {}", out.join("samples.html").display())), "{stdout}");
+    assert!(
+        !stdout.contains("differ from their stored hash") && !stdout.contains("could not be re-rendered"),
+        "{stdout}"
+    );
+    let samples = std::fs::read_to_string(out.join("samples.html")).unwrap();
+    assert!(samples.contains("You are agent_") && samples.contains("Which of the lines, A or B"));
+    let card = &html[html.find("<section id=\"scorecard\">").unwrap()..html.find("</section>").unwrap()];
+    let rows = card.matches("<tr><td>").count();
+    assert!(rows > 0 && rows == card.matches("href=\"samples.html#study=").count(), "{card}");
+
+    // Without a samples page, no link points to one.
+    let bare = machine_b.path().join("bare");
+    let output = herd(&[
+        "report",
+        "--results",
+        copy.to_str().unwrap(),
+        "--out",
+        bare.to_str().unwrap(),
+        "--samples-per-condition",
+        "0",
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(!bare.join("samples.html").exists());
+    assert!(!std::fs::read_to_string(bare.join("report.html")).unwrap().contains("samples.html"));
 }
 
 /// report.md's scorecard section: from its heading to the detail table's.
