@@ -86,7 +86,7 @@ pub struct SampleSet {
 
 /// Up to `per_condition` samples of each condition of `runs` (see the crate docs for how they are
 /// picked and checked). A sample whose prompt cannot be re-rendered is kept and says why.
-pub fn sample_runs(runs: Vec<RunRows>, per_condition: usize) -> SampleSet {
+pub fn sample_runs(mut runs: Vec<RunRows>, per_condition: usize) -> SampleSet {
     let mut set = SampleSet {
         samples: Vec::new(),
         per_condition,
@@ -95,20 +95,39 @@ pub fn sample_runs(runs: Vec<RunRows>, per_condition: usize) -> SampleSet {
         runs: Vec::new(),
         images: conformity::Images::new(),
     };
-    for run in runs {
-        let file = experiment::run_experiment(&run.manifest);
-        set.units += run.trials.len() + run.deciders.len();
-        let key =
-            |c: Vec<(&str, String)>| c.into_iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("\u{0}");
-        let (trials, conditions) =
-            select::pick(run.trials, |r| key(conformity::condition(r)), conformity::spread, per_condition);
-        set.conditions += conditions;
-        set.samples.extend(conformity::samples(trials, &file, &mut set.images));
-        let (deciders, conditions) =
-            select::pick(run.deciders, |r| key(minimal_group::condition(r)), minimal_group::spread, per_condition);
-        set.conditions += conditions;
-        set.samples.extend(minimal_group::samples(deciders, &run.dyads, &file));
-        let note = match &file {
+    let files: Vec<_> = runs.iter().map(|run| experiment::run_experiment(&run.manifest)).collect();
+    // Picked over every run at once: the shards of one run (each its own folder) share their conditions,
+    // and K per condition holds for the whole page.
+    let key = |c: Vec<(&str, String)>| c.into_iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("\u{0}");
+    let trials: Vec<(usize, TrialRow)> = runs
+        .iter_mut()
+        .enumerate()
+        .flat_map(|(i, run)| std::mem::take(&mut run.trials).into_iter().map(move |row| (i, row)))
+        .collect();
+    let deciders: Vec<(usize, DeciderRow)> = runs
+        .iter_mut()
+        .enumerate()
+        .flat_map(|(i, run)| std::mem::take(&mut run.deciders).into_iter().map(move |row| (i, row)))
+        .collect();
+    set.units = trials.len() + deciders.len();
+    let (trials, trial_conditions) = select::pick(
+        trials,
+        |(_, row)| key(conformity::condition(row)),
+        |(_, row)| conformity::spread(row),
+        per_condition,
+    );
+    let (deciders, decider_conditions) = select::pick(
+        deciders,
+        |(_, row)| key(minimal_group::condition(row)),
+        |(_, row)| minimal_group::spread(row),
+        per_condition,
+    );
+    set.conditions = trial_conditions + decider_conditions;
+    let (trials, deciders) = (by_run(trials, runs.len()), by_run(deciders, runs.len()));
+    for (((run, file), trials), deciders) in runs.iter().zip(&files).zip(trials).zip(deciders) {
+        set.samples.extend(conformity::samples(trials, file, &mut set.images));
+        set.samples.extend(minimal_group::samples(deciders, &run.dyads, file));
+        let note = match file {
             Ok(file) => format!("prompts re-rendered from {}", experiment::banks_used(file).join("; ")),
             Err(why) => why.clone(),
         };
@@ -127,6 +146,15 @@ pub fn sample_runs(runs: Vec<RunRows>, per_condition: usize) -> SampleSet {
         })
     });
     set
+}
+
+/// `rows` tagged with the index of their run, as one list per run.
+fn by_run<T>(rows: Vec<(usize, T)>, runs: usize) -> Vec<Vec<T>> {
+    let mut lists: Vec<Vec<T>> = (0..runs).map(|_| Vec::new()).collect();
+    for (run, row) in rows {
+        lists[run].push(row);
+    }
+    lists
 }
 
 /// Reads the run folders `runs`, picks up to `per_condition` samples of each condition and writes

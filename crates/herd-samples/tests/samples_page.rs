@@ -52,6 +52,12 @@ impl SimBackend for Seeing {
 /// the run folder `out`, with the manifest `herd run` writes (parameters, experiment file, banks), and
 /// `banks` in place of the bank records when given.
 fn sim_run(experiment: &str, out: &Path, vision: bool, banks: &[(&str, PathBuf)]) {
+    sim_shard(experiment, out, vision, banks, None);
+}
+
+/// [`sim_run`] of one shard (`k/n`).
+fn sim_shard(experiment: &str, out: &Path, vision: bool, banks: &[(&str, PathBuf)], shard: Option<&str>) {
+    let shard: Option<herd_design::Shard> = shard.map(|s| s.parse().unwrap());
     let file = herd_design::load_experiment(&root().join(experiment)).unwrap();
     let mut agent = SimAgent::new(SimParams::default());
     let mut seeing = Seeing(SimAgent::new(SimParams::default()));
@@ -63,7 +69,7 @@ fn sim_run(experiment: &str, out: &Path, vision: bool, banks: &[(&str, PathBuf)]
         experiment_sha256: file.sha256.clone(),
         model: respondent.info().model,
         backend: "sim".into(),
-        shard: "all".into(),
+        shard: shard.map_or_else(|| "all".into(), |s| s.to_string()),
     };
     let files = herd_design::bank_files(&file.experiment)
         .into_iter()
@@ -80,7 +86,8 @@ fn sim_run(experiment: &str, out: &Path, vision: bool, banks: &[(&str, PathBuf)]
         ..Manifest::new(identity)
     };
     let mut store = RunStore::open(out, manifest, "none").unwrap();
-    let summary = run_experiment(&file, Respondent::Sim(respondent), &mut store, &RunOptions::default()).unwrap();
+    let options = RunOptions { shard, ..RunOptions::default() };
+    let summary = run_experiment(&file, Respondent::Sim(respondent), &mut store, &options).unwrap();
     assert!(summary.complete(), "{summary:?}");
     store.finish("complete").unwrap();
 }
@@ -364,4 +371,28 @@ fn filters_from_a_link_or_a_choice_show_only_the_samples_they_name() {
     let all = units(&open(&page, "", more));
     assert_eq!(all.len(), written.samples);
     assert!(all.iter().any(|u| u.contains("/labels=visible/")) && all.iter().any(|u| u.starts_with("group_size/")));
+}
+
+#[test]
+fn the_shards_of_a_run_share_their_conditions_and_their_bound() {
+    let work = tempfile::tempdir().unwrap();
+    let whole = work.path().join("whole");
+    sim_run("data/experiments/conformity.quick.toml", &whole, false, &[]);
+    let shards: Vec<PathBuf> = (1..=2).map(|k| work.path().join(format!("shard-{k}"))).collect();
+    for (k, dir) in shards.iter().enumerate() {
+        sim_shard("data/experiments/conformity.quick.toml", dir, false, &[], Some(&format!("{}/2", k + 1)));
+    }
+    let read = |dirs: &[PathBuf]| dirs.iter().map(|d| read_run(d, ReadOptions::default()).unwrap()).collect::<Vec<_>>();
+    let one = sample_runs(read(std::slice::from_ref(&whole)), 2);
+    let split = sample_runs(read(&shards), 2);
+    assert_eq!((split.units, split.conditions), (one.units, one.conditions));
+    // At most K per condition over both shards, and as many as the whole run shows.
+    assert_eq!(split.samples.len(), one.samples.len());
+    let mut per_condition = std::collections::BTreeMap::new();
+    for s in &split.samples {
+        *per_condition.entry(format!("{:?}", s.condition)).or_insert(0) += 1;
+    }
+    assert_eq!(per_condition.len(), split.conditions);
+    assert!(per_condition.values().all(|&n| n <= 2), "{per_condition:?}");
+    assert!(split.samples.iter().all(|s| s.check == PromptCheck::Verified));
 }
