@@ -146,6 +146,20 @@ fn report_on_a_single_run_folder_names_the_absent_study() {
     assert!(!card[absent..].contains("<tr>"), "no conformity rows: {card}");
     let md_card = &md_scorecard(&out);
     assert!(md_card.find("### Minimal groups").unwrap() < md_card.find("### Conformity").unwrap(), "{md_card}");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("warning:"));
+
+    // A manifest whose experiment no longer matches the stored prompts (another master seed: other
+    // societies): the samples page marks them and the command says so.
+    let manifest_path = run.join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    let seed = manifest["parameters"]["experiment"]["seed"].as_u64().unwrap();
+    manifest["parameters"]["experiment"]["seed"] = (seed + 1).into();
+    std::fs::write(&manifest_path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    let output = herd(&["report", "--results", run.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("re-rendered prompts differ from their stored hash (marked on the page)"), "{stdout}");
+    assert!(std::fs::read_to_string(out.join("samples.html")).unwrap().contains("do not match</strong>"));
 }
 
 #[test]

@@ -396,3 +396,26 @@ fn the_shards_of_a_run_share_their_conditions_and_their_bound() {
     assert!(per_condition.values().all(|&n| n <= 2), "{per_condition:?}");
     assert!(split.samples.iter().all(|s| s.check == PromptCheck::Verified));
 }
+
+#[test]
+fn a_run_whose_manifest_has_no_experiment_shows_its_samples_with_why_their_prompts_are_missing() {
+    let work = tempfile::tempdir().unwrap();
+    let run = work.path().join("run");
+    sim_run("data/experiments/minimal-group.quick.toml", &run, false, &[]);
+    let mut rows = read_run(&run, ReadOptions::default()).unwrap();
+    // A folder written before herd recorded the experiment's parameters.
+    rows.manifest.parameters = Value::Null;
+    let set = sample_runs(vec![rows], 1);
+    assert!(!set.samples.is_empty());
+    for s in &set.samples {
+        assert!(s.messages.is_empty(), "{}", s.unit);
+        assert!(s.raw_output.is_some() && !s.allocation.is_empty(), "{}: the stored answer is still shown", s.unit);
+        match &s.check {
+            PromptCheck::Unavailable { why } => assert!(why.contains("`parameters`"), "{why}"),
+            other => panic!("{}: {other:?}", s.unit),
+        }
+    }
+    assert!(set.runs[0].note.contains("`parameters`"), "{:?}", set.runs);
+    let written = write_page(&set, &work.path().join("report")).unwrap();
+    assert_eq!(written.unavailable, set.samples.len());
+}
