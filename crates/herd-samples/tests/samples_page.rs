@@ -97,6 +97,7 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// What the probe read from the page after load: the count line and every sample on screen.
 struct Probe {
     count: String,
+    title: String,
     samples: Vec<Value>,
 }
 
@@ -123,7 +124,7 @@ window.addEventListener('load', () => {
     raw: text(a.querySelector('pre.raw-output')),
     flags: [...a.querySelectorAll('ul.flags li')].map(l => l.textContent),
   }));
-  const json = JSON.stringify({count: document.getElementById('count').textContent, samples});
+  const json = JSON.stringify({count: document.getElementById('count').textContent, title: document.title, samples});
   const out = document.createElement('pre');
   out.id = 'herd-probe';
   out.textContent = btoa(unescape(encodeURIComponent(json)));
@@ -157,7 +158,11 @@ window.addEventListener('load', () => {
     let end = start + dom[start..].find("</pre>").unwrap();
     let json = base64::engine::general_purpose::STANDARD.decode(&dom[start..end]).unwrap();
     let value: Value = serde_json::from_slice(&json).unwrap();
-    Probe { count: value["count"].as_str().unwrap().to_owned(), samples: value["samples"].as_array().unwrap().clone() }
+    Probe {
+        count: value["count"].as_str().unwrap().to_owned(),
+        title: value["title"].as_str().unwrap().to_owned(),
+        samples: value["samples"].as_array().unwrap().clone(),
+    }
 }
 
 fn strings(value: &Value) -> Vec<String> {
@@ -418,4 +423,27 @@ fn a_run_whose_manifest_has_no_experiment_shows_its_samples_with_why_their_promp
     assert!(set.runs[0].note.contains("`parameters`"), "{:?}", set.runs);
     let written = write_page(&set, &work.path().join("report")).unwrap();
     assert_eq!(written.unavailable, set.samples.len());
+}
+
+#[test]
+fn model_output_that_looks_like_markup_stays_text() {
+    let work = tempfile::tempdir().unwrap();
+    let run = work.path().join("run");
+    sim_run("data/experiments/minimal-group.quick.toml", &run, false, &[]);
+    let mut rows = read_run(&run, ReadOptions::default()).unwrap();
+    let hostile =
+        "</script><script>document.title='owned'</script><img src=x onerror=\"document.title='owned'\">{\"a\": 1}";
+    for row in &mut rows.deciders {
+        row.raw_output = hostile.into();
+    }
+    let written = write_page(&sample_runs(vec![rows], 1), &work.path().join("report")).unwrap();
+    let probe = open(&written.html, "", "");
+    assert!(!probe.samples.is_empty());
+    assert_eq!(probe.title, "herd samples: every trial one click away", "no script of the output ran");
+    for shown in &probe.samples {
+        assert_eq!(shown["raw"].as_str(), Some(hostile), "shown as the text it is");
+        assert!(shown["images"].as_array().unwrap().is_empty(), "no element made of it");
+    }
+    let html = std::fs::read_to_string(&written.html).unwrap();
+    assert!(!html.contains("</script><script>document.title"), "the embedded data cannot close its script");
 }
