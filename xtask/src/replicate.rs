@@ -237,10 +237,11 @@ pub fn cpu_paths(herd: &Path) -> Result<Vec<String>> {
     Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_owned).collect())
 }
 
-/// What a finished replication must have left: both pages, the deviations page they link, and for each
-/// figure the pages name its PNG and SVG. CI runs the quick replication through this check.
+/// What a finished replication must have left: both pages, the deviations page they link, the samples
+/// page the scorecard links, and for each figure the pages name its PNG and SVG. CI runs the quick
+/// replication through this check.
 fn check_report(dir: &std::path::Path) -> Result<()> {
-    for page in ["report.html", "report.md", "deviations.md"] {
+    for page in ["report.html", "report.md", "deviations.md", "samples.html"] {
         let path = dir.join(page);
         if std::fs::metadata(&path).map_or(true, |m| m.len() == 0) {
             bail!("the report is incomplete: {} is missing or empty", path.display());
@@ -260,7 +261,9 @@ fn check_report(dir: &std::path::Path) -> Result<()> {
     if figures == 0 {
         bail!("the report in {} shows no figure", dir.display());
     }
-    println!("   report checked: report.html, report.md, deviations.md and {figures} figures (PNG and SVG)");
+    println!(
+        "   report checked: report.html, report.md, deviations.md, samples.html and {figures} figures (PNG and SVG)"
+    );
     Ok(())
 }
 

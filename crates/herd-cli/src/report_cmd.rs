@@ -1,5 +1,6 @@
 //! `herd report`: the papers' figures and an HTML/Markdown report from a result folder's stored Parquet
-//! alone (a run folder, or what `cargo xtask replicate` wrote).
+//! alone (a run folder, or what `cargo xtask replicate` wrote), and the samples page beside it
+//! (herd-samples: the trials behind the numbers, their prompts re-rendered from the run manifests).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -8,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use herd_analysis::io::ReadOptions;
 use herd_analysis::load_results_with;
-use herd_report::write_report;
+use herd_report::{ReportOptions, write_report_with};
 
 #[derive(Args)]
 pub struct ReportArgs {
@@ -18,9 +19,13 @@ pub struct ReportArgs {
     /// then says what it cannot know without a run manifest).
     #[arg(long)]
     results: PathBuf,
-    /// Folder for report.html, report.md and figures/ (created if missing)
+    /// Folder for report.html, report.md, figures/ and samples.html (created if missing)
     #[arg(long)]
     out: PathBuf,
+    /// Units samples.html shows per condition (each with its prompt, image, answer and flags); 0 writes no
+    /// samples page
+    #[arg(long, default_value_t = herd_samples::PER_CONDITION)]
+    samples_per_condition: usize,
     /// Keep the first copy of a unit stored twice (a copied record, concatenated tables) instead of
     /// refusing the results
     #[arg(long)]
@@ -38,7 +43,26 @@ pub fn run(args: ReportArgs) -> Result<()> {
             eprintln!("note: no {study} results in {}; the report says so", args.results.display());
         }
     }
-    let written = write_report(&results, &args.out, &mut progress)
+    // Only run folders have the manifests a prompt is re-rendered from; plain tables get no samples page.
+    let mut runs: Vec<PathBuf> = Vec::new();
+    for run in results.conformity.iter().flat_map(|c| &c.runs).chain(results.minimal_group.iter().flat_map(|m| &m.runs))
+    {
+        if !runs.contains(&run.path) {
+            runs.push(run.path.clone());
+        }
+    }
+    let samples = if args.samples_per_condition > 0 && !runs.is_empty() {
+        progress("samples: re-rendering the picked trials' prompts");
+        let options = ReadOptions { dedupe: args.dedupe };
+        Some(
+            herd_samples::write_samples(&runs, &args.out, args.samples_per_condition, options)
+                .with_context(|| format!("writing the samples page to {}", args.out.display()))?,
+        )
+    } else {
+        None
+    };
+    let options = ReportOptions { samples_page: samples.is_some() };
+    let written = write_report_with(&results, &args.out, &options, &mut progress)
         .with_context(|| format!("writing the report to {}", args.out.display()))?;
     println!("report: {}", written.html.display());
     println!("markdown: {}", written.markdown.display());
@@ -46,6 +70,24 @@ pub fn run(args: ReportArgs) -> Result<()> {
     println!("figures: {} files in {}", written.figures.len(), args.out.join("figures").display());
     for absent in &written.absent {
         println!("  not drawn: {} ({})", absent.name, absent.reason);
+    }
+    if let Some(samples) = samples {
+        println!(
+            "samples: {} ({} units, {} images; prompts re-rendered and checked against the stored hashes)",
+            samples.html.display(),
+            samples.samples,
+            samples.images
+        );
+        if samples.mismatched > 0 {
+            println!(
+                "  warning: {} re-rendered prompts differ from their stored hash (marked on the page): the banks, \
+                 the experiment or herd changed since the run",
+                samples.mismatched
+            );
+        }
+        if samples.unavailable > 0 {
+            println!("  note: {} prompts could not be re-rendered (the page says why)", samples.unavailable);
+        }
     }
     Ok(())
 }

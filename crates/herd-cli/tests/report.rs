@@ -86,6 +86,34 @@ fn report_works_on_a_result_folder_copied_from_another_machine() {
         stdout.contains("not drawn: favouritism_across_swap_pass_and_paraphrase")
             || pngs.contains(&"favouritism_across_swap_pass_and_paraphrase.png".to_owned())
     );
+
+    // The samples page beside it: every prompt re-rendered from the copied manifests matches its stored
+    // hash, and each scorecard row links into it.
+    assert!(stdout.contains(&format!("samples: {}", out.join("samples.html").display())), "{stdout}");
+    assert!(
+        !stdout.contains("differ from their stored hash") && !stdout.contains("could not be re-rendered"),
+        "{stdout}"
+    );
+    let samples = std::fs::read_to_string(out.join("samples.html")).unwrap();
+    assert!(samples.contains("You are agent_") && samples.contains("Which of the lines, A or B"));
+    let card = &html[html.find("<section id=\"scorecard\">").unwrap()..html.find("</section>").unwrap()];
+    let rows = card.matches("<tr><td>").count();
+    assert!(rows > 0 && rows == card.matches("href=\"samples.html#study=").count(), "{card}");
+
+    // Without a samples page, no link points to one.
+    let bare = machine_b.path().join("bare");
+    let output = herd(&[
+        "report",
+        "--results",
+        copy.to_str().unwrap(),
+        "--out",
+        bare.to_str().unwrap(),
+        "--samples-per-condition",
+        "0",
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(!bare.join("samples.html").exists());
+    assert!(!std::fs::read_to_string(bare.join("report.html")).unwrap().contains("samples.html"));
 }
 
 /// report.md's scorecard section: from its heading to the detail table's.
@@ -118,6 +146,20 @@ fn report_on_a_single_run_folder_names_the_absent_study() {
     assert!(!card[absent..].contains("<tr>"), "no conformity rows: {card}");
     let md_card = &md_scorecard(&out);
     assert!(md_card.find("### Minimal groups").unwrap() < md_card.find("### Conformity").unwrap(), "{md_card}");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("warning:"));
+
+    // A manifest whose experiment no longer matches the stored prompts (another master seed: other
+    // societies): the samples page marks them and the command says so.
+    let manifest_path = run.join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    let seed = manifest["parameters"]["experiment"]["seed"].as_u64().unwrap();
+    manifest["parameters"]["experiment"]["seed"] = (seed + 1).into();
+    std::fs::write(&manifest_path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    let output = herd(&["report", "--results", run.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("re-rendered prompts differ from their stored hash (marked on the page)"), "{stdout}");
+    assert!(std::fs::read_to_string(out.join("samples.html")).unwrap().contains("do not match</strong>"));
 }
 
 #[test]

@@ -60,5 +60,5 @@ pub use conformity::{
 pub use error::ReportError;
 pub use figure::{AbsentFigure, Figure, FigureResult};
 pub use minimal_group::minimal_group_figures;
-pub use report::{WrittenReport, markdown_cell, write_report};
-pub use scorecard::{ScorecardRow, StudyScorecard, scorecard};
+pub use report::{ReportOptions, WrittenReport, markdown_cell, write_report, write_report_with};
+pub use scorecard::{ScorecardRow, StudyScorecard, samples_link, scorecard};

@@ -17,7 +17,7 @@ use crate::conformity::conformity_figures;
 use crate::error::ReportError;
 use crate::figure::{AbsentFigure, Figure, FigureResult};
 use crate::minimal_group::minimal_group_figures;
-use crate::scorecard::{StudyScorecard, scorecard, verdict_class};
+use crate::scorecard::{StudyScorecard, samples_link, scorecard, verdict_class};
 use herd_analysis::claims::{HeadlineComparison, compare_headlines};
 use herd_analysis::results::{Provenance, Results, RunFolder};
 
@@ -468,6 +468,24 @@ pub fn write_report(
     out: &Path,
     progress: &mut dyn FnMut(&str),
 ) -> Result<WrittenReport, ReportError> {
+    write_report_with(results, out, &ReportOptions::default(), progress)
+}
+
+/// What a report links to beyond itself.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReportOptions {
+    /// A samples page (herd-samples' `samples.html`) is beside the report: each scorecard row links to
+    /// the samples its claim rests on.
+    pub samples_page: bool,
+}
+
+/// [`write_report`], with `options` saying what is beside it.
+pub fn write_report_with(
+    results: &Results,
+    out: &Path,
+    options: &ReportOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<WrittenReport, ReportError> {
     let figures_dir = out.join("figures");
     std::fs::create_dir_all(&figures_dir).map_err(|e| ReportError::io(&figures_dir, e))?;
     let mut written = Vec::new();
@@ -563,7 +581,7 @@ pub fn write_report(
         plain_tables: results.plain_tables.iter().map(|p| p.display().to_string()).collect(),
         plain_note: PLAIN_NOTE,
         compute_differences: compute_differences(&compared_runs),
-        scorecard: scorecard(&comparisons, &absent_ids),
+        scorecard: scorecard_with_samples(scorecard(&comparisons, &absent_ids), options.samples_page),
         headlines: comparisons.iter().map(headline_view).collect(),
         runs,
         studies,
@@ -577,6 +595,18 @@ pub fn write_report(
     let deviations = out.join("deviations.md");
     write_atomic(&deviations, DEVIATIONS.as_bytes())?;
     Ok(WrittenReport { html: html_path, markdown: md_path, deviations, figures: written, absent })
+}
+
+/// `card` with each row's link into the samples page, when there is one.
+fn scorecard_with_samples(mut card: Vec<StudyScorecard>, samples_page: bool) -> Vec<StudyScorecard> {
+    if samples_page {
+        for study in &mut card {
+            for row in &mut study.rows {
+                row.samples = Some(samples_link(&study.study, &row.id));
+            }
+        }
+    }
+    card
 }
 
 fn headline_view(c: &HeadlineComparison) -> HeadlineView {

@@ -25,6 +25,37 @@ pub struct ScorecardRow {
     pub verdict: String,
     /// The verdict alone (`inconclusive`), the badge's text on the page, whose title is `verdict`.
     pub verdict_word: &'static str,
+    /// The samples page filtered to the trials the claim rests on ([`samples_link`]); `None` where the
+    /// report has no samples page beside it.
+    pub samples: Option<String>,
+}
+
+/// The link into the samples page (herd-samples' `samples.html`, whose fragment sets its filters) that
+/// shows the trials headline `id` of `study` rests on: its families for a conformity claim, its label
+/// and instrument arm for a minimal-group claim; the whole study where a claim spans it.
+pub fn samples_link(study: &str, id: &str) -> String {
+    let filter = match id {
+        "group_size_rise" | "tasks_alike" => "family=group_size",
+        "unanimity_dissent" => "family=unanimity",
+        "difficulty_rho" | "difficulty_predicts" | "performance_effect" => "family=difficulty",
+        "public_private" => "family=normative",
+        "source_strength" | "source_order" => "family=source_strength",
+        "same_group" | "identity_each" => "family=nationality,ethnicity,minimal_group",
+        "neutral_between" => "family=group_size,nationality,ethnicity,minimal_group",
+        "near_far" | "temporal_vs_spatial" => "family=spatial,temporal",
+        "favouritism_visible"
+        | "favouritism_per_pass"
+        | "minority_gap"
+        | "gap_closes_equal_groups"
+        | "majority_proportional"
+        | "reasoning_majority_share" => "labels=visible&instrument=base",
+        "hidden_floor" | "hidden_floor_reasoning" => "labels=hidden&instrument=base",
+        "hidden_floor_paraphrase" => "labels=hidden&instrument=paraphrase",
+        "favouritism_paraphrase" => "labels=visible&instrument=paraphrase",
+        _ => "",
+    };
+    let study = format!("samples.html#study={study}");
+    if filter.is_empty() { study } else { format!("{study}&{filter}") }
 }
 
 /// One study's part of the scorecard.
@@ -89,6 +120,7 @@ pub fn scorecard(comparisons: &[HeadlineComparison], absent_studies: &[&str]) ->
                 badge: verdict_class(verdict),
                 verdict: c.verdict_text(),
                 verdict_word: verdict.text(),
+                samples: None,
             }),
             _ => card.not_in_run.push(c.headline.short_claim().to_owned()),
         }
@@ -162,6 +194,20 @@ mod tests {
         assert!(card[1].rows.is_empty());
         assert_eq!(card[1].not_in_run, ["claim a", "claim b"]);
         assert_eq!(card[1].not_in_run_why, "the results hold no conformity run");
+    }
+
+    #[test]
+    fn every_paper_claim_links_to_the_samples_of_its_study() {
+        let headlines = herd_analysis::claims::paper_headlines().unwrap();
+        for h in &headlines {
+            let link = samples_link(&h.study, &h.id);
+            assert!(link.starts_with(&format!("samples.html#study={}", h.study)), "{}: {link}", h.id);
+        }
+        assert_eq!(samples_link("conformity", "near_far"), "samples.html#study=conformity&family=spatial,temporal");
+        assert_eq!(
+            samples_link("minimal_group", "hidden_floor"),
+            "samples.html#study=minimal_group&labels=hidden&instrument=base"
+        );
     }
 
     #[test]

@@ -25,5 +25,5 @@ mod text;
 
 pub use draw::{font_bytes, render, render_png};
 pub use params::{DotCentres, Pool, Rect, Stimulus, StimulusError, TaskParams, generate, stimulus_key};
-pub use pool::{ImagePools, build_pool, candidate, render_each};
+pub use pool::{ImagePools, build_pool, candidate, candidate_by_id, render_each};
 pub use text::text_rendering;

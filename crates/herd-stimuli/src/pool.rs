@@ -29,11 +29,36 @@ pub fn candidate(
     pool: Pool,
     index: u32,
 ) -> Result<Stimulus, StimulusError> {
-    let id = match pool {
+    let id = image_id(task, pool, index);
+    generate(task, config, pool, &id, &mut stimulus_key(experiment, master_seed, task, pool, index).rng())
+}
+
+/// The id of image `index` of `pool`: `lines-general-0042`, `dots-d03-0007`.
+fn image_id(task: Task, pool: Pool, index: u32) -> String {
+    match pool {
         Pool::General => format!("{task}-general-{index:04}"),
         Pool::Difficulty(level) => format!("{task}-d{level:02}-{index:04}"),
+    }
+}
+
+/// The candidate image `id` names (as [`candidate`] names them), drawn again from its own stream, so
+/// an image a run stored by id can be shown again without its pool; `None` when `id` is not such a
+/// name.
+pub fn candidate_by_id(
+    experiment: &str,
+    master_seed: u64,
+    config: &StimuliConfig,
+    id: &str,
+) -> Option<Result<Stimulus, StimulusError>> {
+    let mut parts = id.splitn(3, '-');
+    let task: Task = parts.next()?.parse().ok()?;
+    let pool = match parts.next()? {
+        "general" => Pool::General,
+        level => Pool::Difficulty(level.strip_prefix('d')?.parse().ok()?),
     };
-    generate(task, config, pool, &id, &mut stimulus_key(experiment, master_seed, task, pool, index).rng())
+    let index: u32 = parts.next()?.parse().ok()?;
+    // Only the one spelling: `lines-general-42` or `colour-…` would name another image's stream.
+    (image_id(task, pool, index) == id).then(|| candidate(experiment, master_seed, task, config, pool, index))
 }
 
 /// The pools of one task. For a real run these are the images that passed a model's baseline filter;
@@ -88,4 +113,23 @@ pub fn render_each<R: Send>(stimuli: &[Stimulus], f: impl Fn(&Stimulus) -> R + S
             stimuli.chunks(chunk).map(|part| scope.spawn(|| part.iter().map(&f).collect::<Vec<R>>())).collect();
         handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_image_id_draws_the_same_candidate_again_and_only_its_own_spelling_does() {
+        let config = StimuliConfig::protocol(vec![Task::Lines, Task::Dots]);
+        for (task, pool, index) in [(Task::Lines, Pool::General, 42), (Task::Dots, Pool::Difficulty(3), 7)] {
+            let original = candidate("exp", 9, task, &config, pool, index).unwrap();
+            let again = candidate_by_id("exp", 9, &config, &original.id).expect("a candidate's id").unwrap();
+            assert_eq!(again, original);
+        }
+        assert_eq!(candidate("exp", 9, Task::Dots, &config, Pool::Difficulty(3), 7).unwrap().id, "dots-d03-0007");
+        for not_an_id in ["lines-general-42", "colour-general-0001", "lines-x-0001", "lines-d1-0001", "lines", ""] {
+            assert!(candidate_by_id("exp", 9, &config, not_an_id).is_none(), "{not_an_id}");
+        }
+    }
 }
