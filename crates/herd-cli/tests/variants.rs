@@ -90,12 +90,12 @@ fn the_variants_walkthrough_runs_from_copied_files_and_reports_the_new_role() {
 
     // Conformity: the grid herd expand printed, the prompts, the completed run and the headline row.
     let expand = output("herd expand --experiment surgeons.toml");
-    assert_eq!((family_units(expand, "group_size"), family_units(expand, "source_strength")), (28, 84), "{expand}");
-    assert!(expand.contains("prompts: 112 built"), "{expand}");
+    assert_eq!((family_units(expand, "group_size"), family_units(expand, "source_strength")), (56, 168), "{expand}");
+    assert!(expand.contains("prompts: 224 built"), "{expand}");
     assert!(!expand.contains("without a class"), "surgeons are classed: {expand}");
     assert!(output("herd prompts --experiment surgeons.toml").contains("surgeons"));
     let manifest = read_run_manifest(&dir.join("runs/surgeons")).unwrap();
-    assert_eq!((manifest.units_total, manifest.experiment_units_stored), (112, 112));
+    assert_eq!((manifest.units_total, manifest.experiment_units_stored), (224, 224));
     assert!(!manifest.notes.contains_key("limited"), "the full rerun completes the run: {:?}", manifest.notes);
     assert_eq!(manifest.sessions.last().unwrap().status, "complete");
     let bank = manifest.files.iter().find(|f| f.role == "prompts.bank").unwrap();
@@ -114,8 +114,10 @@ fn the_variants_walkthrough_runs_from_copied_files_and_reports_the_new_role() {
     let source = headline(&comparisons, "source_strength");
     assert_ne!(source.verdict, Verdict::NotInRun, "{source:?}");
     assert!(source.this_run.contains("surgeons") && source.this_run.contains("kids"), "{}", source.this_run);
-    // The planted +0.8 for surgeons is found: authorities above the participants.
+    // The planted +0.8 for surgeons is found: authorities above the participants, and the example is
+    // sized to decide it.
     assert!(source.this_run.contains("authorities"), "{}", source.this_run);
+    assert_eq!(source.verdict, Verdict::Replicates, "{source:?}");
 
     // Minimal groups: 2 label arms × 8 societies of 12, under the file's own names.
     let expand = output("herd expand --experiment small-society.toml");
