@@ -24,6 +24,8 @@ use crate::PWrong;
 use crate::error::AnalysisError;
 use crate::results::Results;
 use evidence::{Combine, Row, combine};
+pub use minimal_group_population::{PARSED_MIN, models_outside};
+pub use population::{LowBaseline, POPULATION_MIN, low_baselines};
 
 static HEADLINES: &str = include_str!("../../../data/paper-headlines.toml");
 

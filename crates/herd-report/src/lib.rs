@@ -44,7 +44,10 @@
 
 mod chart;
 mod conformity;
+mod csv;
 mod error;
+mod explain;
+mod facts;
 mod figure;
 mod minimal_group;
 mod report;
@@ -58,6 +61,7 @@ pub use conformity::{
     public_minus_private_auc_per_model,
 };
 pub use error::ReportError;
+pub use explain::summary_line;
 pub use figure::{AbsentFigure, Figure, FigureResult};
 pub use minimal_group::minimal_group_figures;
 pub use report::{WrittenReport, markdown_cell, write_report};

@@ -23,6 +23,7 @@ use herd_analysis::results::{Provenance, Results, RunFolder};
 
 static PAGE_TEMPLATE: &str = include_str!("../templates/report.html");
 static TABLE_TEMPLATE: &str = include_str!("../templates/table.html");
+static FIGURE_TEMPLATE: &str = include_str!("../templates/figure.html");
 /// Bundled so that a report folder copied elsewhere still holds what its verdicts refer to.
 static DEVIATIONS: &str = include_str!("../../../docs/deviations.md");
 
@@ -51,7 +52,15 @@ struct TableView {
     caption: String,
     columns: Vec<String>,
     rows: Vec<Vec<Cell>>,
+    /// The table as CSV, relative to the report (`tables/NAME.csv`).
+    csv: String,
+    /// Shown folded (a `<details>`) because it is long or wide: the page stays a few screens tall.
+    folded: bool,
 }
+
+/// A table longer than this many rows, or wider than this many columns, is folded.
+const FOLD_ROWS: usize = 12;
+const FOLD_COLUMNS: usize = 10;
 
 #[derive(Serialize)]
 struct FigureView {
@@ -60,7 +69,13 @@ struct FigureView {
     title: String,
     paper_figure: &'static str,
     reading: String,
+    /// The same figure read with the other conformity measure, folded under this one.
+    twin: Option<Box<FigureView>>,
 }
+
+/// The two key effects, shown right after the scorecard: conformity's rise with N per model and
+/// favouritism with labels visible and hidden.
+const KEY_FIGURES: [&str; 2] = ["p_wrong_by_group_size_per_model", "favouritism_visible_vs_hidden"];
 
 #[derive(Serialize)]
 struct AbsentView {
@@ -169,8 +184,16 @@ struct Page {
     plain_note: &'static str,
     /// One line per run whose numbers were computed another way than the first run's.
     compute_differences: Vec<String>,
+    /// Per study, how many claims got each verdict, in one line above the scorecard.
+    summary: String,
     /// The opening screen: per study, one line per claim tested and one for those not.
     scorecard: Vec<StudyScorecard>,
+    /// Data-quality warnings, one sentence each, under the scorecard.
+    banners: Vec<String>,
+    /// One line per run: units, duration, tokens, machine, herd version.
+    facts: Vec<String>,
+    /// [`KEY_FIGURES`], taken out of their studies' lists.
+    key_figures: Vec<FigureView>,
     headlines: Vec<HeadlineView>,
     runs: Vec<RunView>,
     studies: Vec<StudyView>,
@@ -340,6 +363,7 @@ fn format_number(column: &str, v: f64) -> String {
 }
 
 fn table_view(table: &ResultTable, caption: &str) -> TableView {
+    let folded = table.n_rows() > FOLD_ROWS || table.columns.len() > FOLD_COLUMNS;
     let columns: Vec<String> = table.columns.iter().map(|(n, _)| n.clone()).collect();
     let rows = (0..table.n_rows())
         .map(|r| {
@@ -358,7 +382,14 @@ fn table_view(table: &ResultTable, caption: &str) -> TableView {
                 .collect()
         })
         .collect();
-    TableView { name: table.name.clone(), caption: caption.to_owned(), columns, rows }
+    TableView {
+        name: table.name.clone(),
+        caption: caption.to_owned(),
+        columns,
+        rows,
+        csv: format!("tables/{}.csv", table.name),
+        folded,
+    }
 }
 
 /// Draws, writes and describes a study's figures.
@@ -381,6 +412,7 @@ fn write_figures(
                     title: figure.title,
                     paper_figure: figure.paper_figure,
                     reading: figure.reading,
+                    twin: None,
                 });
             }
             Err(a) => {
@@ -392,8 +424,8 @@ fn write_figures(
     Ok((figures, absent_views))
 }
 
-/// Each conformity figure read with the lead measure, followed by the same figure read with the
-/// other measure (file stem `NAME.p_wrong_ab` or `NAME.p_wrong_full`), where the trials define it.
+/// Each conformity figure read with the lead measure, with the same figure read with the other
+/// measure (file stem `NAME.p_wrong_ab` or `NAME.p_wrong_full`) as its twin, where the trials define it.
 fn write_conformity_figures(
     c: &herd_analysis::results::ConformityResults,
     dir: &Path,
@@ -406,20 +438,21 @@ fn write_conformity_figures(
         write_figures(conformity_figures(&c.trials, &c.tables, lead), dir, written, absent, progress)?;
     let mut others: Vec<Figure> = conformity_figures(&c.trials, &c.tables, other).into_iter().flatten().collect();
     let mut figures = Vec::new();
-    for view in lead_figures {
+    for mut view in lead_figures {
         let twin = others.iter().position(|f| f.name == view.name).map(|i| others.remove(i));
-        figures.push(view);
         if let Some(figure) = twin {
             let stem = format!("{}.{}", figure.name, other.column());
             progress(&format!("figure {stem}"));
             write_figure(&figure, &stem, dir, written)?;
-            figures.push(FigureView {
+            view.twin = Some(Box::new(FigureView {
                 name: stem,
                 title: format!("{} — read with {}", figure.title, other.column()),
                 paper_figure: figure.paper_figure,
                 reading: figure.reading,
-            });
+                twin: None,
+            }));
         }
+        figures.push(view);
     }
     Ok((figures, absent_views))
 }
@@ -484,7 +517,7 @@ pub fn write_report(
             let t = &c.tables;
             let mut note = format!(
                 "Figures and headlines lead with {} (the experiment file's [analysis] measure; docs/deviations.md, \"Measure p_wrong\"); \
-                 each figure is followed by the same figure read with {} where the trials define it.",
+                 under each figure, the same figure read with {} is folded where the trials define it.",
                 c.measure.column(),
                 c.measure.other().column()
             );
@@ -538,13 +571,25 @@ pub fn write_report(
         None => absent_studies.push("minimal groups"),
     }
 
+    // The key effects lead the page, right after the scorecard, instead of in their studies' lists.
+    let mut key_figures = Vec::new();
+    for name in KEY_FIGURES {
+        for study in &mut studies {
+            if let Some(i) = study.figures.iter().position(|f| f.name == name) {
+                key_figures.push(study.figures.remove(i));
+            }
+        }
+    }
+    let tables_dir = out.join("tables");
+    std::fs::create_dir_all(&tables_dir).map_err(|e| ReportError::io(&tables_dir, e))?;
+    for table in result_tables(results) {
+        write_atomic(&tables_dir.join(format!("{}.csv", table.name)), crate::csv::table_csv(table).as_bytes())?;
+    }
+
     progress("headline comparison");
     let comparisons = compare_headlines(results)?;
-    let absent_ids: Vec<&str> =
-        [("conformity", results.conformity.is_none()), ("minimal_group", results.minimal_group.is_none())]
-            .into_iter()
-            .filter_map(|(id, absent)| absent.then_some(id))
-            .collect();
+    let mut card = scorecard(&comparisons, &absent_ids(results));
+    crate::explain::explain(&mut card, &comparisons, results);
     let compared_runs: Vec<&RunFolder> = results
         .conformity
         .iter()
@@ -563,7 +608,11 @@ pub fn write_report(
         plain_tables: results.plain_tables.iter().map(|p| p.display().to_string()).collect(),
         plain_note: PLAIN_NOTE,
         compute_differences: compute_differences(&compared_runs),
-        scorecard: scorecard(&comparisons, &absent_ids),
+        summary: crate::explain::summary_line(&card),
+        scorecard: card,
+        banners: crate::facts::banners(results),
+        facts: crate::facts::run_facts(results),
+        key_figures,
         headlines: comparisons.iter().map(headline_view).collect(),
         runs,
         studies,
@@ -577,6 +626,28 @@ pub fn write_report(
     let deviations = out.join("deviations.md");
     write_atomic(&deviations, DEVIATIONS.as_bytes())?;
     Ok(WrittenReport { html: html_path, markdown: md_path, deviations, figures: written, absent })
+}
+
+/// The studies not in `results` (`conformity`, `minimal_group`).
+fn absent_ids(results: &Results) -> Vec<&'static str> {
+    [("conformity", results.conformity.is_none()), ("minimal_group", results.minimal_group.is_none())]
+        .into_iter()
+        .filter_map(|(id, absent)| absent.then_some(id))
+        .collect()
+}
+
+/// Every table the page shows, each written as CSV beside it.
+fn result_tables(results: &Results) -> Vec<&ResultTable> {
+    let mut tables = Vec::new();
+    if let Some(c) = &results.conformity {
+        let t = &c.tables;
+        tables.extend([&c.quality, &t.auc, &t.deltas, &t.difficulty_spearman, &t.difficulty_ols]);
+    }
+    if let Some(m) = &results.minimal_group {
+        let t = &m.tables;
+        tables.extend([&m.quality, &t.seed_tests, &t.gee, &t.bootstrap, &t.robustness]);
+    }
+    tables
 }
 
 fn headline_view(c: &HeadlineComparison) -> HeadlineView {
@@ -605,6 +676,7 @@ fn render_html(page: &Page) -> Result<String, ReportError> {
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     env.add_template("report.html", PAGE_TEMPLATE).map_err(|e| ReportError::Template(e.to_string()))?;
     env.add_template("table.html", TABLE_TEMPLATE).map_err(|e| ReportError::Template(e.to_string()))?;
+    env.add_template("figure.html", FIGURE_TEMPLATE).map_err(|e| ReportError::Template(e.to_string()))?;
     env.get_template("report.html").and_then(|t| t.render(page)).map_err(|e| ReportError::Template(format!("{e:#}")))
 }
 
@@ -650,14 +722,54 @@ fn markdown_table(md: &mut String, columns: &[String], rows: impl Iterator<Item 
     md.push('\n');
 }
 
+/// A result table; a folded one inside `<details>` (GitHub and most Markdown viewers fold it too).
 fn markdown_result_table(md: &mut String, t: &TableView) {
-    let _ = writeln!(md, "#### {}\n\n{}\n", markdown_cell(&t.name), markdown_cell(&t.caption));
+    let name = markdown_cell(&t.name);
+    if t.folded {
+        let _ = writeln!(
+            md,
+            "<details><summary>{name} ({} rows × {} columns; every value in {})</summary>\n",
+            t.rows.len(),
+            t.columns.len(),
+            t.csv
+        );
+    } else {
+        let _ = writeln!(md, "#### {name}\n");
+    }
+    let _ = writeln!(md, "{} As CSV: [{}]({}).\n", markdown_cell(&t.caption), t.csv, t.csv);
     markdown_table(md, &t.columns, t.rows.iter().map(|r| r.iter().map(|c| c.text.clone()).collect()));
+    if t.folded {
+        let _ = writeln!(md, "</details>\n");
+    }
 }
 
-/// The scorecard as one compact table per study, the claims not in the run on one line after it.
+/// A figure, its twin (the other measure) as a link under it.
+fn markdown_figure(md: &mut String, f: &FigureView) {
+    let _ = writeln!(
+        md,
+        "![{}](figures/{}.png)\n\n**{}** ({}; [SVG](figures/{}.svg)). {}\n",
+        markdown_cell(&f.title.replace(['[', ']'], "")),
+        f.name,
+        markdown_cell(&f.title),
+        f.paper_figure,
+        f.name,
+        markdown_cell(&f.reading)
+    );
+    if let Some(twin) = &f.twin {
+        let _ = writeln!(
+            md,
+            "Read with {}: [PNG](figures/{}.png), [SVG](figures/{}.svg). {}\n",
+            twin.name.rsplit('.').next().unwrap_or_default(),
+            twin.name,
+            twin.name,
+            markdown_cell(&twin.reading)
+        );
+    }
+}
+
+/// The scorecard as one compact table per study, the claims not in the run on one line after it
+/// (after [`markdown_summary`]).
 fn markdown_scorecard(md: &mut String, studies: &[StudyScorecard]) {
-    let _ = writeln!(md, "## Scorecard\n");
     for study in studies {
         let _ = writeln!(md, "### {}\n", study.title);
         if !study.rows.is_empty() {
@@ -685,6 +797,23 @@ fn markdown_scorecard(md: &mut String, studies: &[StudyScorecard]) {
     }
 }
 
+/// The summary line, then each study's sentences on its unusual verdicts, as the page opens.
+fn markdown_summary(md: &mut String, summary: &str, studies: &[StudyScorecard]) {
+    let _ = writeln!(md, "## Scorecard\n\n**{}**\n", markdown_cell(summary));
+    for study in studies.iter().filter(|s| !s.explanations.is_empty()) {
+        // The sentences' `commands` stay code spans; the rest is escaped like any cell.
+        let parts: Vec<String> = study
+            .explanations
+            .join(" ")
+            .split('`')
+            .enumerate()
+            .map(|(i, part)| if i % 2 == 1 { format!("`{part}`") } else { markdown_cell(part) })
+            .collect();
+        let _ = writeln!(md, "- **{}**: {}", study.title, parts.concat());
+    }
+    md.push('\n');
+}
+
 fn render_markdown(page: &Page) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# {}\n", page.title);
@@ -697,7 +826,24 @@ fn render_markdown(page: &Page) -> String {
     if !page.absent_studies.is_empty() {
         let _ = writeln!(md, "Not in these results: {}.\n", page.absent_studies.join(", "));
     }
+    markdown_summary(&mut md, &page.summary, &page.scorecard);
     markdown_scorecard(&mut md, &page.scorecard);
+    for banner in &page.banners {
+        let _ = writeln!(md, "> **Data quality**: {}\n", markdown_cell(banner));
+    }
+    if !page.key_figures.is_empty() {
+        let _ = writeln!(md, "## Key effects\n");
+        for f in &page.key_figures {
+            markdown_figure(&mut md, f);
+        }
+    }
+    if !page.facts.is_empty() {
+        let _ = writeln!(md, "## Run facts\n");
+        for fact in &page.facts {
+            let _ = writeln!(md, "- {}", markdown_cell(fact));
+        }
+        md.push('\n');
+    }
     let _ = writeln!(md, "## This run against the papers\n");
     let _ = writeln!(
         md,
@@ -778,16 +924,7 @@ fn render_markdown(page: &Page) -> String {
             let _ = writeln!(md, "{}\n", markdown_cell(&study.note));
         }
         for f in &study.figures {
-            let _ = writeln!(
-                md,
-                "![{}](figures/{}.png)\n\n**{}** ({}; [SVG](figures/{}.svg)). {}\n",
-                markdown_cell(&f.title.replace(['[', ']'], "")),
-                f.name,
-                markdown_cell(&f.title),
-                f.paper_figure,
-                f.name,
-                markdown_cell(&f.reading)
-            );
+            markdown_figure(&mut md, f);
         }
         if !study.absent_figures.is_empty() {
             let _ = writeln!(md, "Figures this run cannot show:\n");

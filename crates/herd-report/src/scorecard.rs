@@ -38,6 +38,9 @@ pub struct StudyScorecard {
     pub not_in_run: Vec<String>,
     /// Why they are not in the run.
     pub not_in_run_why: String,
+    /// One sentence per kind of unusual verdict: why, and what to run next (filled by the report from
+    /// the results; empty from [`scorecard`] alone).
+    pub explanations: Vec<String>,
 }
 
 /// The verdict's CSS class: its serde name.
@@ -74,6 +77,7 @@ pub fn scorecard(comparisons: &[HeadlineComparison], absent_studies: &[&str]) ->
                     rows: Vec::new(),
                     not_in_run: Vec::new(),
                     not_in_run_why: why,
+                    explanations: Vec::new(),
                 });
                 studies.len() - 1
             }
