@@ -49,6 +49,7 @@ mod error;
 mod explain;
 mod facts;
 mod figure;
+mod matrix;
 mod minimal_group;
 mod report;
 mod scorecard;

@@ -188,6 +188,8 @@ struct Page {
     summary: String,
     /// The opening screen: per study, one line per claim tested and one for those not.
     scorecard: Vec<StudyScorecard>,
+    /// Per study run on several models, each claim's verdict per model.
+    matrices: Vec<crate::matrix::StudyMatrix>,
     /// Data-quality warnings, one sentence each, under the scorecard.
     banners: Vec<String>,
     /// One line per run: units, duration, tokens, machine, herd version.
@@ -341,9 +343,13 @@ fn is_p_column(name: &str) -> bool {
     name == "p" || name.ends_with("_p") || name.starts_with("q_")
 }
 
-/// A column of counts (`n`, `n_seeds`, `df`, …), stored as floats by the analyses.
+/// A column of counts (`n`, `n_seeds`, `df`, the quality tables' `trials` and `deciders`, …), stored as
+/// floats by the analyses.
 fn is_count_column(name: &str) -> bool {
-    name == "n" || name == "df" || name.starts_with("n_") || name.ends_with("_n")
+    matches!(name, "n" | "df" | "trials" | "deciders" | "resamples" | "baseline_candidates")
+        || name.starts_with("n_")
+        || name.ends_with("_n")
+        || name.ends_with("_excluded")
 }
 
 fn format_number(column: &str, v: f64) -> String {
@@ -609,6 +615,10 @@ pub fn write_report(
         plain_note: PLAIN_NOTE,
         compute_differences: compute_differences(&compared_runs),
         summary: crate::explain::summary_line(&card),
+        matrices: crate::matrix::matrices(
+            &comparisons,
+            &[("conformity", "Conformity"), ("minimal_group", "Minimal groups")],
+        ),
         scorecard: card,
         banners: crate::facts::banners(results),
         facts: crate::facts::run_facts(results),
@@ -837,6 +847,19 @@ fn render_markdown(page: &Page) -> String {
             markdown_figure(&mut md, f);
         }
     }
+    for m in &page.matrices {
+        let _ = writeln!(md, "## {}: claims × models\n", m.title);
+        let columns: Vec<String> = std::iter::once("claim".to_owned()).chain(m.models.iter().cloned()).collect();
+        markdown_table(
+            &mut md,
+            &columns,
+            m.rows.iter().map(|r| {
+                std::iter::once(format!("[{}](#headline-{})", r.claim, r.id))
+                    .chain(r.cells.iter().map(|c| c.text.to_owned()))
+                    .collect()
+            }),
+        );
+    }
     if !page.facts.is_empty() {
         let _ = writeln!(md, "## Run facts\n");
         for fact in &page.facts {
@@ -957,6 +980,10 @@ mod tests {
         assert_eq!(format_number("n", 168.0), "168");
         assert_eq!(format_number("df", 1.0), "1");
         assert_eq!(format_number("n_seeds", 8.0), "8");
+        // The quality tables' counts, which the quick report printed as 62.0000.
+        assert_eq!(format_number("trials", 62.0), "62");
+        assert_eq!(format_number("deciders", 320.0), "320");
+        assert_eq!(format_number("bounded_excluded", 3.0), "3");
         // A fractional value in a count column (a mean count) keeps its decimals.
         assert_eq!(format_number("n_seeds", 7.5), "7.5000");
         assert_eq!(format_number("estimate", 168.0), "168.0000");

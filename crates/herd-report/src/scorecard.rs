@@ -130,7 +130,15 @@ mod tests {
             unit: "seeds",
             rows: 2,
         });
-        HeadlineComparison { headline, this_run: String::new(), verdict, basis: String::new(), number, undefined: None }
+        HeadlineComparison {
+            headline,
+            this_run: String::new(),
+            verdict,
+            basis: String::new(),
+            number,
+            undefined: None,
+            per_model: Vec::new(),
+        }
     }
 
     #[test]

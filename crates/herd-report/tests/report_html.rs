@@ -449,3 +449,31 @@ fn data_quality_banners_show_for_repaired_allocations_and_low_answer_mass_only()
     // 320 deciders × 224 tokens.
     assert!(md.contains(" over 1 session, 71,680 tokens generated; cpu; herd "), "{md}");
 }
+
+#[test]
+fn several_models_get_a_claims_by_models_matrix_and_one_model_none() {
+    let work = tempfile::tempdir().unwrap();
+    // The planted conformity run has two models (model-a, model-b); its minimal-group run one.
+    let results = load_results(&stored_results(&work.path().join("results"), Variant::Planted), &mut |_| {}).unwrap();
+    let written = write_report(&results, &work.path().join("report"), &mut |_| {}).unwrap();
+    let html = unescape(&std::fs::read_to_string(&written.html).unwrap());
+    let section = &html[html.find("<section id=\"claims-models\">").expect("a matrix section")..];
+    let section = &section[..section.find("</section>").unwrap()];
+    assert!(section.contains("<h3>Conformity: claims × models</h3>"), "{section}");
+    assert!(!section.contains("Minimal groups"), "one minimal-group model: no matrix for it");
+    assert!(section.contains("<tr><th>claim</th><th>model-a</th><th>model-b</th></tr>"), "{section}");
+    // Both models' conformity rises with N in the fixture: the claim replicates in each column.
+    let rise = section.split("<tr>").find(|row| row.contains("#headline-group_size_rise")).unwrap();
+    assert_eq!(rise.matches("<span class=\"badge replicates\">replicates</span>").count(), 2, "{rise}");
+    // A claim pooled over models (the source-strength contrast) has no cell of its own per model.
+    let pooled = section.split("<tr>").find(|row| row.contains("#headline-source_strength")).unwrap();
+    assert_eq!(pooled.matches(">—</span>").count(), 2, "{pooled}");
+    let md = std::fs::read_to_string(&written.markdown).unwrap();
+    assert!(md.contains("## Conformity: claims × models\n\n| claim | model-a | model-b |"), "{md}");
+
+    // One model per study (the quick run's shape): no matrix.
+    let dir = common::quick::quick_results(&work.path().join("quick"), common::quick::Quality::Poor);
+    let results = load_results(&dir, &mut |_| {}).unwrap();
+    let written = write_report(&results, &work.path().join("quick-report"), &mut |_| {}).unwrap();
+    assert!(!std::fs::read_to_string(&written.html).unwrap().contains("claims-models"));
+}
