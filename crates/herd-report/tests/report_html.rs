@@ -367,6 +367,29 @@ fn the_quick_report_fits_1280_px_wide_and_12000_px_tall() {
         "the quick report is {} px tall at 1400 px",
         wide.scroll_height
     );
+    // A scorecard claim's link opens its row in the folded detail table (the page's own inline script).
+    let html = std::fs::read_to_string(&written.html).unwrap();
+    let probe = r#"<script>
+window.addEventListener('load', () => {
+  const out = document.createElement('pre');
+  out.id = 'herd-unfold';
+  out.textContent = String(document.getElementById('headline-details').open);
+  document.body.appendChild(out);
+});
+</script></body>"#;
+    let page = written.html.with_file_name("unfold-check.html");
+    std::fs::write(&page, html.replace("</body>", probe)).unwrap();
+    let opened = |target: &str| {
+        let dom = run_chromium(
+            Path::new(&format!("{}{target}", page.display())),
+            &["--virtual-time-budget=10000".into(), "--dump-dom".into()],
+        )
+        .stdout;
+        String::from_utf8(dom).unwrap().contains("<pre id=\"herd-unfold\">true</pre>")
+    };
+    assert!(opened("#headline-group_size_rise"), "the detail table stays folded under its row's link");
+    assert!(!opened(""), "the detail table is folded when the page opens");
+
     // The check can fail: with every folded block open the page is far taller.
     let unfolded =
         measure_page(&written.html, 1400, "document.querySelectorAll('details').forEach(d => { d.open = true; });");
