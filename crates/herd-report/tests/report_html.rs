@@ -426,6 +426,19 @@ fn the_quick_report_opens_with_a_summary_and_a_reason_and_next_step_per_unusual_
     // The minimal-group model outside the population: why, and a reasoning model next.
     assert!(scorecard.contains("smollm2-135m: 1% of its 320 allocations parsed as written"), "{scorecard}");
     assert!(scorecard.contains("<code>cargo xtask replicate --profile full --model qwen3-8b --device cuda</code>"));
+    // The key effects follow the scorecard; p_wrong read two-way draws chance, where this model sits.
+    let key = &html[html.find("<section id=\"key-effects\">").expect("a key-effects section")..];
+    assert!(
+        key.find("figure-p_wrong_by_group_size_per_model").unwrap()
+            < key.find("figure-favouritism_visible_vs_hidden").unwrap()
+    );
+    assert!(key.contains("The black line is chance (0.5, an even guess between A and B)"), "{key}");
+    let c = results.conformity.as_ref().unwrap();
+    for (measure, line) in [(herd_analysis::PWrong::Ab, 0.5), (herd_analysis::PWrong::Full, 0.0)] {
+        let figure = herd_report::p_wrong_by_group_size_per_model(&c.trials, &c.tables, measure).unwrap();
+        let herd_report::Chart::Line(chart) = figure.chart else { panic!("a line chart") };
+        assert_eq!(chart.reference_y, Some(line), "{measure:?}");
+    }
     // The Markdown twin says the same, commands as code.
     assert!(md.contains("**Conformity: 12 claims tested, 12 not the paper's population."), "{md}");
     assert!(
