@@ -439,6 +439,20 @@ fn the_quick_report_opens_with_a_summary_and_a_reason_and_next_step_per_unusual_
         let herd_report::Chart::Line(chart) = figure.chart else { panic!("a line chart") };
         assert_eq!(chart.reference_y, Some(line), "{measure:?}");
     }
+    // Favouritism with labels visible and hidden, by decider group.
+    let m = results.minimal_group.as_ref().unwrap();
+    let floor = herd_report::minimal_group_figures(&m.dyads, &m.tables)
+        .into_iter()
+        .flatten()
+        .find(|f| f.name == "favouritism_visible_vs_hidden")
+        .unwrap();
+    let herd_report::Chart::Bar(bars) = floor.chart else { panic!("a bar chart") };
+    let labels: Vec<&str> = bars.series.iter().map(|s| s.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        ["visible · minority", "visible · majority", "hidden · minority", "hidden · majority"]
+            .map(|l| format!("smollm2-135m · {l}")),
+    );
     // The Markdown twin says the same, commands as code.
     assert!(md.contains("**Conformity: 12 claims tested, 12 not the paper's population."), "{md}");
     assert!(
