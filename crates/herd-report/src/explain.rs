@@ -151,6 +151,16 @@ pub(crate) fn explain(card: &mut [StudyScorecard], comparisons: &[HeadlineCompar
     }
 }
 
+/// A verdict's words agreeing with a count of claims: `1 replicates`, `3 replicate`, `2 do not replicate`.
+fn agreed(word: &str, n: usize) -> &str {
+    match (word, n) {
+        (_, 1) => word,
+        ("replicates", _) => "replicate",
+        ("does not replicate", _) => "do not replicate",
+        _ => word,
+    }
+}
+
 /// `Conformity: 12 claims tested, 9 not the paper's population, 3 inconclusive; 3 not in this run.`
 /// One clause per study, verdicts in the order of their first row.
 pub fn summary_line(card: &[StudyScorecard]) -> String {
@@ -167,7 +177,8 @@ pub fn summary_line(card: &[StudyScorecard]) -> String {
             let tested = if study.rows.is_empty() {
                 "no claim tested".to_owned()
             } else {
-                let verdicts: Vec<String> = counts.iter().map(|(word, n)| format!("{n} {word}")).collect();
+                let verdicts: Vec<String> =
+                    counts.iter().map(|(word, n)| format!("{n} {}", agreed(word, *n))).collect();
                 format!("{} tested, {}", claims(study.rows.len()), verdicts.join(", "))
             };
             let untested = match study.not_in_run.len() {
@@ -185,11 +196,51 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_summary_counts_each_studys_verdicts_in_the_order_they_appear() {
+        let row = |word: &'static str| crate::scorecard::ScorecardRow {
+            id: String::new(),
+            claim: String::new(),
+            paper: String::new(),
+            this_run: String::new(),
+            row: String::new(),
+            badge: String::new(),
+            verdict: word.to_owned(),
+            verdict_word: word,
+        };
+        let study = |title, rows, not_in_run: &[&str]| StudyScorecard {
+            study: String::new(),
+            title,
+            rows,
+            not_in_run: not_in_run.iter().map(|c| c.to_string()).collect(),
+            not_in_run_why: String::new(),
+            explanations: Vec::new(),
+        };
+        let card = [
+            study(
+                "Minimal groups",
+                vec![row("replicates"), row("does not replicate"), row("replicates"), row("does not replicate")],
+                &["a"],
+            ),
+            study("Conformity", vec![row("inconclusive")], &[]),
+            study("Other", Vec::new(), &["b", "c"]),
+        ];
+        assert_eq!(
+            summary_line(&card),
+            "Minimal groups: 4 claims tested, 2 replicate, 2 do not replicate; 1 not in this run. Conformity: 1 claim \
+             tested, 1 inconclusive. Other: no claim tested; 2 not in this run."
+        );
+    }
+
+    #[test]
     fn lists_read_as_english() {
         assert_eq!(and_list(&[]), "");
         assert_eq!(and_list(&["a".into()]), "a");
         assert_eq!(and_list(&["a".into(), "b".into(), "c".into()]), "a, b and c");
         assert_eq!(claims(1), "1 claim");
         assert_eq!(claims(3), "3 claims");
+        assert_eq!(agreed("replicates", 1), "replicates");
+        assert_eq!(agreed("replicates", 6), "replicate");
+        assert_eq!(agreed("does not replicate", 2), "do not replicate");
+        assert_eq!(agreed("not the paper's population", 12), "not the paper's population");
     }
 }
