@@ -15,6 +15,7 @@ mod labels;
 mod minimal_group;
 mod minimal_group_claims;
 mod minimal_group_population;
+mod per_model;
 mod population;
 mod societies;
 
@@ -25,6 +26,8 @@ use crate::PWrong;
 use crate::error::AnalysisError;
 use crate::results::Results;
 use evidence::{Combine, Row, combine};
+pub use minimal_group_population::{PARSED_MIN, models_outside};
+pub use population::{LowBaseline, POPULATION_MIN, low_baselines};
 
 static HEADLINES: &str = include_str!("../../../data/paper-headlines.toml");
 
@@ -114,6 +117,16 @@ pub struct HeadlineComparison {
     /// every row that leaves it inconclusive has an undefined statistic or a test that cannot reach
     /// p < 0.05 at its n; `None` otherwise.
     pub undefined: Option<String>,
+    /// The verdict per model with rows of its own, in model order (the report's claims × models matrix);
+    /// empty when the run lacks the claim.
+    pub per_model: Vec<ModelVerdict>,
+}
+
+/// One model's verdict on a claim: its own rows combined by the claim's rule.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelVerdict {
+    pub model: String,
+    pub verdict: Verdict,
 }
 
 impl HeadlineComparison {
@@ -340,27 +353,29 @@ fn why_absent(headline: &PaperHeadline, results: &Results) -> String {
 
 /// Every headline of the papers with this run's number and verdict.
 pub fn compare_headlines(results: &Results) -> Result<Vec<HeadlineComparison>, AnalysisError> {
+    let models = per_model::run_models(results);
     let mut comparisons: Vec<HeadlineComparison> = paper_headlines()?
         .into_iter()
         .map(|headline| {
             let outcome = measure_of(&headline.id)
                 .and_then(|measure| outcome(&headline, measure, results))
                 .filter(|o| !o.rows.is_empty());
-            let (this_run, verdict, basis, number, undefined) = match outcome {
+            let (this_run, verdict, basis, number, undefined, per_model) = match outcome {
                 Some(o) => {
                     let (verdict, basis) = combine(&o.rows, o.combine);
+                    let per_model = per_model::per_model(&o.rows, o.combine, &models);
                     let undefined = undefined_notes(&o.rows, verdict);
                     let rows = o.rows.iter().map(Row::describe).collect::<Vec<_>>().join("; ");
                     let text = if o.summary.is_empty() { rows } else { format!("{}. {rows}", o.summary) };
                     // The number shown is one that carries the verdict, so the two never disagree.
                     let deciding = o.rows.iter().find(|r| r.verdict == verdict).unwrap_or(&o.rows[0]);
-                    (text, verdict, basis, Some(RunNumber::of(deciding, o.rows.len())), undefined)
+                    (text, verdict, basis, Some(RunNumber::of(deciding, o.rows.len())), undefined, per_model)
                 }
-                None => ("—".to_owned(), Verdict::NotInRun, why_absent(&headline, results), None, None),
+                None => ("—".to_owned(), Verdict::NotInRun, why_absent(&headline, results), None, None, Vec::new()),
             };
             let mut headline = headline;
             labels::in_run_terms(&mut headline, results);
-            HeadlineComparison { headline, this_run, verdict, basis, number, undefined }
+            HeadlineComparison { headline, this_run, verdict, basis, number, undefined, per_model }
         })
         .collect();
     families::presuppose(&mut comparisons);

@@ -68,7 +68,9 @@ pub mod study;
 pub mod summary;
 pub mod table;
 
-pub use claims::{HeadlineComparison, PaperHeadline, RunNumber, Verdict, compare_headlines, paper_headlines};
+pub use claims::{
+    HeadlineComparison, ModelVerdict, PaperHeadline, RunNumber, Verdict, compare_headlines, paper_headlines,
+};
 pub use conformity::{
     ConformityOptions, ConformityTable, ConformityTables, ConformityTrial, DIFFICULTY_HEXBIN_GRIDSIZE, GroupSizeRise,
     PWrong, SOCIAL_MEAN, analyze_conformity, group_size_rises,

@@ -28,6 +28,7 @@ fn comparison(id: &str, verdict: Verdict) -> HeadlineComparison {
         basis: String::new(),
         number: None,
         undefined: None,
+        per_model: Vec::new(),
     }
 }
 

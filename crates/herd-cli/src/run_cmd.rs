@@ -662,6 +662,7 @@ mod tests {
                 basis: String::new(),
                 number: None,
                 undefined: None,
+                per_model: Vec::new(),
             })
             .collect();
         assert_eq!(

@@ -44,8 +44,12 @@
 
 mod chart;
 mod conformity;
+mod csv;
 mod error;
+mod explain;
+mod facts;
 mod figure;
+mod matrix;
 mod minimal_group;
 mod report;
 mod scorecard;
@@ -58,6 +62,7 @@ pub use conformity::{
     public_minus_private_auc_per_model,
 };
 pub use error::ReportError;
+pub use explain::summary_line;
 pub use figure::{AbsentFigure, Figure, FigureResult};
 pub use minimal_group::minimal_group_figures;
 pub use report::{ReportOptions, WrittenReport, markdown_cell, write_report, write_report_with};

@@ -301,13 +301,19 @@ fn bars_by_m(
     (categories, series)
 }
 
-/// Visible versus hidden labels: the group-blind floor.
+/// Visible versus hidden labels by decider group (minority, majority): the group-blind floor, and
+/// which group's favouritism the labels bring out (one of the report's two key effects).
 fn favouritism_visible_vs_hidden(context: &Context, tables: &MinimalGroupTables) -> FigureResult {
     const NAME: &str = "favouritism_visible_vs_hidden";
     const PAPER: &str = "minimal-group paper, visible vs hidden labels (floor)";
     let (categories, series) = bars_by_m(
         context,
-        &[(Labels::Visible, DeciderSet::All), (Labels::Hidden, DeciderSet::All)],
+        &[
+            (Labels::Visible, DeciderSet::Minority),
+            (Labels::Visible, DeciderSet::Majority),
+            (Labels::Hidden, DeciderSet::Minority),
+            (Labels::Hidden, DeciderSet::Majority),
+        ],
         |d| d.favouritism,
         1.0,
     );
@@ -318,7 +324,7 @@ fn favouritism_visible_vs_hidden(context: &Context, tables: &MinimalGroupTables)
     let visible = seed_test(context, tables, "visible", "all", "favouritism");
     let hidden = seed_test(context, tables, "hidden", "all", "favouritism");
     let reading = format!(
-        "All deciders, visible vs hidden labels{}: {}.",
+        "Bars by decider group (minority, majority); the tests on all deciders, visible vs hidden labels{}: {}.",
         main_selection(context),
         hidden
             .iter()

@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use herd_analysis::{ColumnValues, ResultTable};
-use herd_store::Manifest;
+use herd_analysis::ResultTable;
 
 use crate::chart::{FIGURE_HEIGHT, FIGURE_WIDTH};
 use crate::conformity::conformity_figures;
@@ -21,8 +20,15 @@ use crate::scorecard::{StudyScorecard, samples_link, scorecard, verdict_class};
 use herd_analysis::claims::{HeadlineComparison, compare_headlines};
 use herd_analysis::results::{Provenance, Results, RunFolder};
 
+mod runs;
+mod tables;
+
+use runs::{RunView, compute_differences, run_view};
+use tables::{TableView, table_view};
+
 static PAGE_TEMPLATE: &str = include_str!("../templates/report.html");
 static TABLE_TEMPLATE: &str = include_str!("../templates/table.html");
+static FIGURE_TEMPLATE: &str = include_str!("../templates/figure.html");
 /// Bundled so that a report folder copied elsewhere still holds what its verdicts refer to.
 static DEVIATIONS: &str = include_str!("../../../docs/deviations.md");
 
@@ -40,27 +46,19 @@ pub struct WrittenReport {
 }
 
 #[derive(Serialize)]
-struct Cell {
-    text: String,
-    number: bool,
-}
-
-#[derive(Serialize)]
-struct TableView {
-    name: String,
-    caption: String,
-    columns: Vec<String>,
-    rows: Vec<Vec<Cell>>,
-}
-
-#[derive(Serialize)]
 struct FigureView {
     /// File stem.
     name: String,
     title: String,
     paper_figure: &'static str,
     reading: String,
+    /// The same figure read with the other conformity measure, folded under this one.
+    twin: Option<Box<FigureView>>,
 }
+
+/// The two key effects, shown right after the scorecard: conformity's rise with N per model and
+/// favouritism with labels visible and hidden.
+const KEY_FIGURES: [&str; 2] = ["p_wrong_by_group_size_per_model", "favouritism_visible_vs_hidden"];
 
 #[derive(Serialize)]
 struct AbsentView {
@@ -79,48 +77,6 @@ struct StudyView {
     figures: Vec<FigureView>,
     absent_figures: Vec<AbsentView>,
     tables: Vec<TableView>,
-}
-
-#[derive(Serialize)]
-struct SessionView {
-    started: String,
-    ended: String,
-    herd_version: String,
-    git_commit: String,
-    device: String,
-    units_run: u64,
-    status: String,
-}
-
-#[derive(Serialize)]
-struct FileView {
-    role: String,
-    path: String,
-    bytes: u64,
-    sha256: String,
-}
-
-#[derive(Serialize)]
-struct RunView {
-    study: &'static str,
-    path: String,
-    run_id: String,
-    experiment_file: String,
-    experiment_sha256: String,
-    model: String,
-    backend: String,
-    shard: String,
-    units: String,
-    rows: String,
-    skipped: Vec<String>,
-    failed: usize,
-    notes: Vec<(String, String)>,
-    sessions: Vec<SessionView>,
-    files: Vec<FileView>,
-    parameters: String,
-    model_record: String,
-    /// How the numbers were computed (device, instructions, weights, activations, dtype, herd).
-    compute: String,
 }
 
 #[derive(Serialize)]
@@ -169,196 +125,21 @@ struct Page {
     plain_note: &'static str,
     /// One line per run whose numbers were computed another way than the first run's.
     compute_differences: Vec<String>,
+    /// Per study, how many claims got each verdict, in one line above the scorecard.
+    summary: String,
     /// The opening screen: per study, one line per claim tested and one for those not.
     scorecard: Vec<StudyScorecard>,
+    /// Per study run on several models, each claim's verdict per model.
+    matrices: Vec<crate::matrix::StudyMatrix>,
+    /// Data-quality warnings, one sentence each, under the scorecard.
+    banners: Vec<String>,
+    /// One line per run: units, duration, tokens, machine, herd version.
+    facts: Vec<String>,
+    /// [`KEY_FIGURES`], taken out of their studies' lists.
+    key_figures: Vec<FigureView>,
     headlines: Vec<HeadlineView>,
     runs: Vec<RunView>,
     studies: Vec<StudyView>,
-}
-
-/// Seconds since the epoch as `YYYY-MM-DD hh:mm:ss` (UTC), without a date crate.
-fn utc(seconds: u64) -> String {
-    let days = (seconds / 86_400) as i64;
-    let rest = seconds % 86_400;
-    // Howard Hinnant's civil-from-days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rest / 3600, rest % 3600 / 60, rest % 60)
-}
-
-/// The run's units as its manifest knows them. The experiment units a session stored are counted when it
-/// ends; a session killed before (its status still `running`, or `interrupted` once resumed) left only
-/// the commit count, kept current at every commit, so that is what is said, not a stale "0 of N".
-fn units_line(m: &Manifest) -> String {
-    let skipped = match m.skipped.iter().filter(|s| s.by_design).map(|s| s.units).sum::<u64>() {
-        0 => String::new(),
-        n => format!("; {n} skipped by design (see skipped)"),
-    };
-    // `herd run --limit` marks the run it left unfinished.
-    let limited = if m.notes.contains_key("limited") { "; a --limit trial run, not complete" } else { "" };
-    let killed = m.sessions.last().is_some_and(|s| matches!(s.status.as_str(), "running" | "interrupted"));
-    if killed {
-        return format!(
-            "{} units committed (baseline candidates included) of {} experiment units; its last session was \
-             stopped before it counted them: rerun the same `herd run` to complete the run{skipped}{limited}",
-            m.units_stored, m.units_total
-        );
-    }
-    format!(
-        "{} of {} experiment units ({} with baseline candidates){skipped}{limited}",
-        m.experiment_units_stored, m.units_total, m.units_stored
-    )
-}
-
-fn run_view(study: &'static str, run: &RunFolder) -> RunView {
-    let m: &Manifest = &run.manifest;
-    RunView {
-        study,
-        path: run.path.display().to_string(),
-        run_id: m.run_id.clone(),
-        experiment_file: m.experiment_file.clone(),
-        experiment_sha256: m.identity.experiment_sha256.clone(),
-        model: m.identity.model.clone(),
-        backend: m.identity.backend.clone(),
-        shard: m.identity.shard.clone(),
-        units: units_line(m),
-        rows: m.rows.iter().map(|(t, n)| format!("{t} {n}")).collect::<Vec<_>>().join(", "),
-        skipped: m
-            .skipped
-            .iter()
-            .map(|s| format!("{} units: {} (e.g. {})", s.units, s.reason, s.examples.join(", ")))
-            .collect(),
-        failed: m.failed.len(),
-        notes: m.notes.iter().map(|(k, v)| (k.clone(), v.to_string())).collect(),
-        sessions: m
-            .sessions
-            .iter()
-            .map(|s| SessionView {
-                started: utc(s.started),
-                ended: s.ended.map_or("—".into(), utc),
-                herd_version: s.herd_version.clone(),
-                git_commit: s.git_commit.clone(),
-                device: s.device.clone(),
-                units_run: s.units_run,
-                status: s.status.clone(),
-            })
-            .collect(),
-        files: m
-            .files
-            .iter()
-            .map(|f| FileView {
-                role: f.role.clone(),
-                path: f.path.clone(),
-                bytes: f.bytes,
-                sha256: f.sha256.clone().unwrap_or_else(|| "not hashed".into()),
-            })
-            .collect(),
-        parameters: serde_json::to_string_pretty(&m.parameters).unwrap_or_default(),
-        model_record: serde_json::to_string_pretty(&m.model).unwrap_or_default(),
-        compute: m
-            .compute
-            .as_ref()
-            .map_or_else(|| "not recorded (written by a herd older than compute paths)".into(), compute_summary),
-    }
-}
-
-/// `cpu avx512-vnni · int8 weights (from gguf) · int8 per block of 32 activations · f32 · herd 0.1.0`.
-fn compute_summary(compute: &serde_json::Value) -> String {
-    let field = |name: &str| compute.get(name).and_then(|v| v.as_str()).unwrap_or("?");
-    let decode = compute.get("decode_weights").and_then(|v| v.as_str()).map(|d| format!(" (decoding {d})"));
-    format!(
-        "{} {} · {} weights{} (from {}) · {} activations · {} · herd {}",
-        field("device"),
-        field("isa"),
-        field("weights"),
-        decode.unwrap_or_default(),
-        field("weights_from"),
-        field("activations"),
-        field("dtype"),
-        field("herd_version")
-    )
-}
-
-/// Runs whose compute paths differ from the first recorded one, each with what differs: their numbers
-/// for the same prompts can differ for that reason alone.
-fn compute_differences(runs: &[&RunFolder]) -> Vec<String> {
-    let recorded: Vec<(&RunFolder, &serde_json::Value)> =
-        runs.iter().filter_map(|r| r.manifest.compute.as_ref().map(|c| (*r, c))).collect();
-    let Some((first, reference)) = recorded.first() else { return Vec::new() };
-    recorded
-        .iter()
-        .skip(1)
-        .filter_map(|(run, compute)| {
-            let mut parts = herd_store::compute_differences(reference, compute);
-            if reference.get("herd_version") != compute.get("herd_version") {
-                let version =
-                    |c: &serde_json::Value| c.get("herd_version").and_then(|v| v.as_str()).unwrap_or("?").to_owned();
-                parts.push(format!("herd_version: {} → {}", version(reference), version(compute)));
-            }
-            (!parts.is_empty()).then(|| {
-                format!(
-                    "{} computed differently from {}: {}",
-                    run.manifest.run_id,
-                    first.manifest.run_id,
-                    parts.join("; ")
-                )
-            })
-        })
-        .collect()
-}
-
-fn is_p_column(name: &str) -> bool {
-    name == "p" || name.ends_with("_p") || name.starts_with("q_")
-}
-
-/// A column of counts (`n`, `n_seeds`, `df`, …), stored as floats by the analyses.
-fn is_count_column(name: &str) -> bool {
-    name == "n" || name == "df" || name.starts_with("n_") || name.ends_with("_n")
-}
-
-fn format_number(column: &str, v: f64) -> String {
-    if is_p_column(column) {
-        // A p of 0 is a p below what f64 resolves, never zero (`p_value` says so).
-        crate::figure::p_value(v)
-    } else if v == 0.0 {
-        "0".into()
-    } else if is_count_column(column) && v.fract() == 0.0 && v.abs() < 1e15 {
-        // A count prints as the integer it is: 168, not 168.0000.
-        format!("{}", v as i64)
-    } else if v != 0.0 && (v.abs() < 1e-3 || v.abs() >= 1e6) {
-        format!("{v:.3e}")
-    } else {
-        format!("{v:.4}")
-    }
-}
-
-fn table_view(table: &ResultTable, caption: &str) -> TableView {
-    let columns: Vec<String> = table.columns.iter().map(|(n, _)| n.clone()).collect();
-    let rows = (0..table.n_rows())
-        .map(|r| {
-            table
-                .columns
-                .iter()
-                .map(|(name, values)| match values {
-                    ColumnValues::Text(v) => Cell { text: v[r].clone().unwrap_or_default(), number: false },
-                    ColumnValues::Integer(v) => {
-                        Cell { text: v[r].map_or("—".into(), |i| i.to_string()), number: true }
-                    }
-                    ColumnValues::Float(v) => {
-                        Cell { text: v[r].map_or("—".into(), |x| format_number(name, x)), number: true }
-                    }
-                })
-                .collect()
-        })
-        .collect();
-    TableView { name: table.name.clone(), caption: caption.to_owned(), columns, rows }
 }
 
 /// Draws, writes and describes a study's figures.
@@ -381,6 +162,7 @@ fn write_figures(
                     title: figure.title,
                     paper_figure: figure.paper_figure,
                     reading: figure.reading,
+                    twin: None,
                 });
             }
             Err(a) => {
@@ -392,8 +174,8 @@ fn write_figures(
     Ok((figures, absent_views))
 }
 
-/// Each conformity figure read with the lead measure, followed by the same figure read with the
-/// other measure (file stem `NAME.p_wrong_ab` or `NAME.p_wrong_full`), where the trials define it.
+/// Each conformity figure read with the lead measure, with the same figure read with the other
+/// measure (file stem `NAME.p_wrong_ab` or `NAME.p_wrong_full`) as its twin, where the trials define it.
 fn write_conformity_figures(
     c: &herd_analysis::results::ConformityResults,
     dir: &Path,
@@ -406,20 +188,21 @@ fn write_conformity_figures(
         write_figures(conformity_figures(&c.trials, &c.tables, lead), dir, written, absent, progress)?;
     let mut others: Vec<Figure> = conformity_figures(&c.trials, &c.tables, other).into_iter().flatten().collect();
     let mut figures = Vec::new();
-    for view in lead_figures {
+    for mut view in lead_figures {
         let twin = others.iter().position(|f| f.name == view.name).map(|i| others.remove(i));
-        figures.push(view);
         if let Some(figure) = twin {
             let stem = format!("{}.{}", figure.name, other.column());
             progress(&format!("figure {stem}"));
             write_figure(&figure, &stem, dir, written)?;
-            figures.push(FigureView {
+            view.twin = Some(Box::new(FigureView {
                 name: stem,
                 title: format!("{} — read with {}", figure.title, other.column()),
                 paper_figure: figure.paper_figure,
                 reading: figure.reading,
-            });
+                twin: None,
+            }));
         }
+        figures.push(view);
     }
     Ok((figures, absent_views))
 }
@@ -502,7 +285,7 @@ pub fn write_report_with(
             let t = &c.tables;
             let mut note = format!(
                 "Figures and headlines lead with {} (the experiment file's [analysis] measure; docs/deviations.md, \"Measure p_wrong\"); \
-                 each figure is followed by the same figure read with {} where the trials define it.",
+                 under each figure, the same figure read with {} is folded where the trials define it.",
                 c.measure.column(),
                 c.measure.other().column()
             );
@@ -556,13 +339,25 @@ pub fn write_report_with(
         None => absent_studies.push("minimal groups"),
     }
 
+    // The key effects lead the page, right after the scorecard, instead of in their studies' lists.
+    let mut key_figures = Vec::new();
+    for name in KEY_FIGURES {
+        for study in &mut studies {
+            if let Some(i) = study.figures.iter().position(|f| f.name == name) {
+                key_figures.push(study.figures.remove(i));
+            }
+        }
+    }
+    let tables_dir = out.join("tables");
+    std::fs::create_dir_all(&tables_dir).map_err(|e| ReportError::io(&tables_dir, e))?;
+    for table in result_tables(results) {
+        write_atomic(&tables_dir.join(format!("{}.csv", table.name)), crate::csv::table_csv(table).as_bytes())?;
+    }
+
     progress("headline comparison");
     let comparisons = compare_headlines(results)?;
-    let absent_ids: Vec<&str> =
-        [("conformity", results.conformity.is_none()), ("minimal_group", results.minimal_group.is_none())]
-            .into_iter()
-            .filter_map(|(id, absent)| absent.then_some(id))
-            .collect();
+    let mut card = scorecard(&comparisons, &absent_ids(results));
+    crate::explain::explain(&mut card, &comparisons, results);
     let compared_runs: Vec<&RunFolder> = results
         .conformity
         .iter()
@@ -581,7 +376,15 @@ pub fn write_report_with(
         plain_tables: results.plain_tables.iter().map(|p| p.display().to_string()).collect(),
         plain_note: PLAIN_NOTE,
         compute_differences: compute_differences(&compared_runs),
-        scorecard: scorecard_with_samples(scorecard(&comparisons, &absent_ids), options.samples_page),
+        summary: crate::explain::summary_line(&card),
+        matrices: crate::matrix::matrices(
+            &comparisons,
+            &[("conformity", "Conformity"), ("minimal_group", "Minimal groups")],
+        ),
+        scorecard: scorecard_with_samples(card, options.samples_page),
+        banners: crate::facts::banners(results),
+        facts: crate::facts::run_facts(results),
+        key_figures,
         headlines: comparisons.iter().map(headline_view).collect(),
         runs,
         studies,
@@ -607,6 +410,28 @@ fn scorecard_with_samples(mut card: Vec<StudyScorecard>, samples_page: bool) -> 
         }
     }
     card
+}
+
+/// The studies not in `results` (`conformity`, `minimal_group`).
+fn absent_ids(results: &Results) -> Vec<&'static str> {
+    [("conformity", results.conformity.is_none()), ("minimal_group", results.minimal_group.is_none())]
+        .into_iter()
+        .filter_map(|(id, absent)| absent.then_some(id))
+        .collect()
+}
+
+/// Every table the page shows, each written as CSV beside it.
+fn result_tables(results: &Results) -> Vec<&ResultTable> {
+    let mut tables = Vec::new();
+    if let Some(c) = &results.conformity {
+        let t = &c.tables;
+        tables.extend([&c.quality, &t.auc, &t.deltas, &t.difficulty_spearman, &t.difficulty_ols]);
+    }
+    if let Some(m) = &results.minimal_group {
+        let t = &m.tables;
+        tables.extend([&m.quality, &t.seed_tests, &t.gee, &t.bootstrap, &t.robustness]);
+    }
+    tables
 }
 
 fn headline_view(c: &HeadlineComparison) -> HeadlineView {
@@ -635,6 +460,7 @@ fn render_html(page: &Page) -> Result<String, ReportError> {
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     env.add_template("report.html", PAGE_TEMPLATE).map_err(|e| ReportError::Template(e.to_string()))?;
     env.add_template("table.html", TABLE_TEMPLATE).map_err(|e| ReportError::Template(e.to_string()))?;
+    env.add_template("figure.html", FIGURE_TEMPLATE).map_err(|e| ReportError::Template(e.to_string()))?;
     env.get_template("report.html").and_then(|t| t.render(page)).map_err(|e| ReportError::Template(format!("{e:#}")))
 }
 
@@ -680,14 +506,54 @@ fn markdown_table(md: &mut String, columns: &[String], rows: impl Iterator<Item 
     md.push('\n');
 }
 
+/// A result table; a folded one inside `<details>` (GitHub and most Markdown viewers fold it too).
 fn markdown_result_table(md: &mut String, t: &TableView) {
-    let _ = writeln!(md, "#### {}\n\n{}\n", markdown_cell(&t.name), markdown_cell(&t.caption));
+    let name = markdown_cell(&t.name);
+    if t.folded {
+        let _ = writeln!(
+            md,
+            "<details><summary>{name} ({} rows × {} columns; every value in {})</summary>\n",
+            t.rows.len(),
+            t.columns.len(),
+            t.csv
+        );
+    } else {
+        let _ = writeln!(md, "#### {name}\n");
+    }
+    let _ = writeln!(md, "{} As CSV: [{}]({}).\n", markdown_cell(&t.caption), t.csv, t.csv);
     markdown_table(md, &t.columns, t.rows.iter().map(|r| r.iter().map(|c| c.text.clone()).collect()));
+    if t.folded {
+        let _ = writeln!(md, "</details>\n");
+    }
 }
 
-/// The scorecard as one compact table per study, the claims not in the run on one line after it.
+/// A figure, its twin (the other measure) as a link under it.
+fn markdown_figure(md: &mut String, f: &FigureView) {
+    let _ = writeln!(
+        md,
+        "![{}](figures/{}.png)\n\n**{}** ({}; [SVG](figures/{}.svg)). {}\n",
+        markdown_cell(&f.title.replace(['[', ']'], "")),
+        f.name,
+        markdown_cell(&f.title),
+        f.paper_figure,
+        f.name,
+        markdown_cell(&f.reading)
+    );
+    if let Some(twin) = &f.twin {
+        let _ = writeln!(
+            md,
+            "Read with {}: [PNG](figures/{}.png), [SVG](figures/{}.svg). {}\n",
+            twin.name.rsplit('.').next().unwrap_or_default(),
+            twin.name,
+            twin.name,
+            markdown_cell(&twin.reading)
+        );
+    }
+}
+
+/// The scorecard as one compact table per study, the claims not in the run on one line after it
+/// (after [`markdown_summary`]).
 fn markdown_scorecard(md: &mut String, studies: &[StudyScorecard]) {
-    let _ = writeln!(md, "## Scorecard\n");
     for study in studies {
         let _ = writeln!(md, "### {}\n", study.title);
         if !study.rows.is_empty() {
@@ -715,6 +581,23 @@ fn markdown_scorecard(md: &mut String, studies: &[StudyScorecard]) {
     }
 }
 
+/// The summary line, then each study's sentences on its unusual verdicts, as the page opens.
+fn markdown_summary(md: &mut String, summary: &str, studies: &[StudyScorecard]) {
+    let _ = writeln!(md, "## Scorecard\n\n**{}**\n", markdown_cell(summary));
+    for study in studies.iter().filter(|s| !s.explanations.is_empty()) {
+        // The sentences' `commands` stay code spans; the rest is escaped like any cell.
+        let parts: Vec<String> = study
+            .explanations
+            .join(" ")
+            .split('`')
+            .enumerate()
+            .map(|(i, part)| if i % 2 == 1 { format!("`{part}`") } else { markdown_cell(part) })
+            .collect();
+        let _ = writeln!(md, "- **{}**: {}", study.title, parts.concat());
+    }
+    md.push('\n');
+}
+
 fn render_markdown(page: &Page) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# {}\n", page.title);
@@ -727,7 +610,37 @@ fn render_markdown(page: &Page) -> String {
     if !page.absent_studies.is_empty() {
         let _ = writeln!(md, "Not in these results: {}.\n", page.absent_studies.join(", "));
     }
+    markdown_summary(&mut md, &page.summary, &page.scorecard);
     markdown_scorecard(&mut md, &page.scorecard);
+    for banner in &page.banners {
+        let _ = writeln!(md, "> **Data quality**: {}\n", markdown_cell(banner));
+    }
+    if !page.key_figures.is_empty() {
+        let _ = writeln!(md, "## Key effects\n");
+        for f in &page.key_figures {
+            markdown_figure(&mut md, f);
+        }
+    }
+    for m in &page.matrices {
+        let _ = writeln!(md, "## {}: claims × models\n", m.title);
+        let columns: Vec<String> = std::iter::once("claim".to_owned()).chain(m.models.iter().cloned()).collect();
+        markdown_table(
+            &mut md,
+            &columns,
+            m.rows.iter().map(|r| {
+                std::iter::once(format!("[{}](#headline-{})", r.claim, r.id))
+                    .chain(r.cells.iter().map(|c| c.text.to_owned()))
+                    .collect()
+            }),
+        );
+    }
+    if !page.facts.is_empty() {
+        let _ = writeln!(md, "## Run facts\n");
+        for fact in &page.facts {
+            let _ = writeln!(md, "- {}", markdown_cell(fact));
+        }
+        md.push('\n');
+    }
     let _ = writeln!(md, "## This run against the papers\n");
     let _ = writeln!(
         md,
@@ -808,16 +721,7 @@ fn render_markdown(page: &Page) -> String {
             let _ = writeln!(md, "{}\n", markdown_cell(&study.note));
         }
         for f in &study.figures {
-            let _ = writeln!(
-                md,
-                "![{}](figures/{}.png)\n\n**{}** ({}; [SVG](figures/{}.svg)). {}\n",
-                markdown_cell(&f.title.replace(['[', ']'], "")),
-                f.name,
-                markdown_cell(&f.title),
-                f.paper_figure,
-                f.name,
-                markdown_cell(&f.reading)
-            );
+            markdown_figure(&mut md, f);
         }
         if !study.absent_figures.is_empty() {
             let _ = writeln!(md, "Figures this run cannot show:\n");
@@ -839,65 +743,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn utc_dates() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00");
-        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00");
-        assert_eq!(utc(1_764_460_800 + 3_723), "2025-11-30 01:02:03");
-    }
-
-    #[test]
-    fn counts_print_as_integers_and_other_numbers_keep_their_decimals() {
-        assert_eq!(format_number("n", 168.0), "168");
-        assert_eq!(format_number("df", 1.0), "1");
-        assert_eq!(format_number("n_seeds", 8.0), "8");
-        // A fractional value in a count column (a mean count) keeps its decimals.
-        assert_eq!(format_number("n_seeds", 7.5), "7.5000");
-        assert_eq!(format_number("estimate", 168.0), "168.0000");
-        assert_eq!(format_number("p", 0.0123), crate::figure::p_value(0.0123));
-    }
-
-    #[test]
     fn markdown_cells_cannot_break_the_table_or_inject_html() {
         assert_eq!(markdown_cell("a|b\n<script>"), "a\\|b &lt;script&gt;");
         // A model's text cannot become a link or an image, nor undo an escape with its own backslash.
         assert_eq!(markdown_cell("[click](http://evil.example)"), "\\[click\\](http://evil.example)");
         assert_eq!(markdown_cell("![x](y)"), "!\\[x\\](y)");
         assert_eq!(markdown_cell("a\\|b"), "a\\\\\\|b");
-    }
-
-    #[test]
-    fn a_killed_session_is_reported_by_its_commits_not_as_zero_units() {
-        let identity = herd_store::RunIdentity {
-            experiment: "e".into(),
-            study: "conformity".into(),
-            experiment_sha256: "ab".repeat(32),
-            model: "m".into(),
-            backend: "sim".into(),
-            shard: "all".into(),
-        };
-        let mut m = Manifest { units_total: 1080, units_stored: 88, ..Manifest::new(identity) };
-        let session = |status: &str| herd_store::Session {
-            started: 0,
-            ended: None,
-            herd_version: "0".into(),
-            git_commit: String::new(),
-            device: "cpu".into(),
-            compute: None,
-            units_already_stored: 0,
-            units_run: 88,
-            status: status.into(),
-        };
-        for status in ["running", "interrupted"] {
-            m.sessions = vec![session(status)];
-            let line = units_line(&m);
-            assert!(
-                line.starts_with("88 units committed") && line.contains("of 1080") && !line.contains("0 of"),
-                "{line}"
-            );
-        }
-        m.sessions = vec![session("complete")];
-        m.experiment_units_stored = 1080;
-        assert_eq!(units_line(&m), "1080 of 1080 experiment units (88 with baseline candidates)");
     }
 
     #[test]

@@ -69,6 +69,9 @@ pub struct StudyScorecard {
     pub not_in_run: Vec<String>,
     /// Why they are not in the run.
     pub not_in_run_why: String,
+    /// One sentence per kind of unusual verdict: why, and what to run next (filled by the report from
+    /// the results; empty from [`scorecard`] alone).
+    pub explanations: Vec<String>,
 }
 
 /// The verdict's CSS class: its serde name.
@@ -105,6 +108,7 @@ pub fn scorecard(comparisons: &[HeadlineComparison], absent_studies: &[&str]) ->
                     rows: Vec::new(),
                     not_in_run: Vec::new(),
                     not_in_run_why: why,
+                    explanations: Vec::new(),
                 });
                 studies.len() - 1
             }
@@ -158,7 +162,15 @@ mod tests {
             unit: "seeds",
             rows: 2,
         });
-        HeadlineComparison { headline, this_run: String::new(), verdict, basis: String::new(), number, undefined: None }
+        HeadlineComparison {
+            headline,
+            this_run: String::new(),
+            verdict,
+            basis: String::new(),
+            number,
+            undefined: None,
+            per_model: Vec::new(),
+        }
     }
 
     #[test]

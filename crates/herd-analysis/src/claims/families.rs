@@ -17,6 +17,7 @@ const PRESUPPOSES: [(&str, &str, &str); 4] = [
 /// instead of "replicates", saying which effect is missing.
 pub(super) fn presuppose(comparisons: &mut [HeadlineComparison]) {
     for (id, needs, effect) in PRESUPPOSES {
+        super::per_model::presuppose(comparisons, id, needs);
         let verdict_of = |id: &str| comparisons.iter().find(|c| c.headline.id == id).map(|c| c.verdict);
         let Some(needed) = verdict_of(needs) else { continue };
         if needed == Verdict::Replicates {

@@ -12,7 +12,7 @@ use crate::results::Results;
 
 /// Share of a model's allocations parsed as written below which it is outside the population: most
 /// of its points were rescaled or filled.
-pub(crate) const PARSED_MIN: f64 = 0.5;
+pub const PARSED_MIN: f64 = 0.5;
 
 /// The models the run's minimal-group rows name, each once.
 fn run_models(results: &Results) -> Vec<&str> {
@@ -72,6 +72,12 @@ fn outside(results: &Results, models: &[&str]) -> BTreeMap<String, String> {
         .filter(|(model, _)| models.contains(&model.as_str()))
         .map(|(model, w)| (model, w.join("; ")))
         .collect()
+}
+
+/// Per model of the run's minimal-group rows outside the paper's population, why, with the numbers
+/// (the reasons [`mark`] writes into its rows), in name order.
+pub fn models_outside(results: &Results) -> BTreeMap<String, String> {
+    outside(results, &run_models(results))
 }
 
 /// Gives every row of a model outside the population (its label names the model) the verdict "not the

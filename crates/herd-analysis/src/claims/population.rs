@@ -14,7 +14,7 @@ use crate::results::Results;
 
 /// Baseline accuracy below which a model × task is outside the paper's population: the lowest
 /// filter threshold the paper's code used (0.75, for its weakest models).
-pub(crate) const POPULATION_MIN: f64 = 0.75;
+pub const POPULATION_MIN: f64 = 0.75;
 
 /// Per model and task: the mean two-way P(correct) = P(correct) / (P(A) + P(B)) over the group-size
 /// family's N = 0 trials, the plain baseline prompt on the model's pool (one minus `p_wrong_ab`; one
@@ -35,6 +35,38 @@ pub(crate) fn baseline_accuracy(results: &Results) -> BTreeMap<String, BTreeMap<
         }
     }
     sums
+}
+
+/// A model whose baseline is below [`POPULATION_MIN`] on some tasks: outside the conformity paper's
+/// population there, as the report's scorecard explains it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LowBaseline {
+    pub model: String,
+    /// The tasks below [`POPULATION_MIN`], in name order.
+    pub tasks: Vec<String>,
+    /// The mean two-way P(correct) over those tasks' N = 0 group-size trials (each trial weighs alike).
+    pub accuracy: f64,
+    /// How many N = 0 trials the mean is over.
+    pub trials: usize,
+}
+
+/// Every model of the run with a task whose baseline accuracy (the mean [`mark`] gates rows on) is
+/// below [`POPULATION_MIN`], in name order; empty without the group-size family.
+pub fn low_baselines(results: &Results) -> Vec<LowBaseline> {
+    baseline_accuracy(results)
+        .into_iter()
+        .filter_map(|(model, tasks)| {
+            let low: Vec<(String, (f64, usize))> =
+                tasks.into_iter().filter(|(_, (accuracy, _))| *accuracy < POPULATION_MIN).collect();
+            let trials: usize = low.iter().map(|(_, (_, n))| n).sum();
+            (trials > 0).then(|| LowBaseline {
+                model,
+                accuracy: low.iter().map(|(_, (a, n))| a * *n as f64).sum::<f64>() / trials as f64,
+                tasks: low.into_iter().map(|(task, _)| task).collect(),
+                trials,
+            })
+        })
+        .collect()
 }
 
 /// The share of candidate images that passed the baseline filter, per model and task, where the

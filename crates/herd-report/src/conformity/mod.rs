@@ -197,17 +197,25 @@ pub fn p_wrong_by_group_size_per_model(
     if curves.0.is_empty() {
         return Err(absent(NAME, PAPER, "the run has no group_size trials"));
     }
+    // Read two-way, a model guessing between A and B sits at 0.5: the line a model at chance follows,
+    // drawn so that a flat curve there reads as chance, not as resistance to the crowd.
+    let chance =
+        if measure == PWrong::Ab { " The black line is chance (0.5, an even guess between A and B)." } else { "" };
     let reading = format!(
-        "p_wrong per model, tasks pooled: {}.{}",
+        "p_wrong per model, tasks pooled: {}.{}{chance} In the paper (fig. 2a) p_wrong rises with N for every model, some reaching about 1 by N = 10.",
         curves.0.iter().map(rise).collect::<Vec<_>>().join("; "),
         saturation(tables, measure, None)
     );
+    let mut chart = curve_chart("Conformity by group size, per model", "model", curves, measure);
+    if let (Chart::Line(line), PWrong::Ab) = (&mut chart, measure) {
+        line.reference_y = Some(0.5);
+    }
     Ok(Figure {
         name: NAME,
         paper_figure: PAPER,
         title: "Conformity by group size, per model, tasks pooled".into(),
         reading,
-        chart: curve_chart("Conformity by group size, per model", "model", curves, measure),
+        chart,
     })
 }
 

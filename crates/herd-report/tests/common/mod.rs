@@ -3,6 +3,8 @@
 //! every figure has data. `Variant::Shifted` plants different effect sizes, for checking that
 //! figures change with the data.
 
+pub mod quick;
+
 use std::path::{Path, PathBuf};
 
 use herd_store::{AllocationDyadRow, BaselineCandidateRow, Batch, ConformityTrialRow, Manifest, RunIdentity, RunStore};
