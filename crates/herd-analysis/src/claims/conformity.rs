@@ -541,49 +541,35 @@ pub(super) fn same_group(h: &PaperHeadline, results: &Results, measure: PWrong) 
 /// arbitrary group alone ("even in the absence of any defining group characteristics"): per model,
 /// task and family, same − different AUC paired by trial index.
 pub(super) fn identity_each(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
-    let (trials, tables) = conformity(results)?;
-    let mut rows = Vec::new();
-    for family in SOCIAL {
-        for (model, task) in model_tasks(trials, family) {
-            let d = identity_differences(trials, measure, &model, &task, family);
-            let value = format!(
-                "AUC {} vs {}",
-                auc_text(level_auc(tables, measure, &model, &task, family, "same")),
-                auc_text(level_auc(tables, measure, &model, &task, family, "different"))
-            );
-            rows.push(
-                contrast_row(
-                    format!("{model} · {task} · {family}"),
-                    value,
-                    &d,
-                    Alternative::TwoSided,
-                    "seeds",
-                    Claim::positive(h.effect),
-                )
-                .on(vec![(model, task)]),
-            );
-        }
-    }
+    let rows = level_contrasts(h, results, measure, &SOCIAL, ("same", "different"))?;
     (!rows.is_empty()).then_some(Outcome { summary: String::new(), rows, combine: Combine::All })
 }
 
-pub(super) fn near_far(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
+/// Per family of `families`, model and task: AUC of level `a` − level `b`, paired by trial index, under
+/// the headline's positive claim.
+fn level_contrasts(
+    h: &PaperHeadline,
+    results: &Results,
+    measure: PWrong,
+    families: &[&str],
+    (a, b): (&str, &str),
+) -> Option<Vec<Row>> {
     let (trials, tables) = conformity(results)?;
     let mut rows = Vec::new();
-    for family in ["spatial", "temporal"] {
+    for &family in families {
         for (model, task) in model_tasks(trials, family) {
-            let near = unit_aucs(trials, measure, &model, &task, family, "near", false);
-            let far = unit_aucs(trials, measure, &model, &task, family, "far", false);
+            let upper = unit_aucs(trials, measure, &model, &task, family, a, false);
+            let lower = unit_aucs(trials, measure, &model, &task, family, b, false);
             let value = format!(
                 "AUC {} vs {}",
-                auc_text(level_auc(tables, measure, &model, &task, family, "near")),
-                auc_text(level_auc(tables, measure, &model, &task, family, "far"))
+                auc_text(level_auc(tables, measure, &model, &task, family, a)),
+                auc_text(level_auc(tables, measure, &model, &task, family, b))
             );
             rows.push(
                 contrast_row(
                     format!("{model} · {task} · {family}"),
                     value,
-                    &paired(&near, &far),
+                    &paired(&upper, &lower),
                     Alternative::TwoSided,
                     "seeds",
                     Claim::positive(h.effect),
@@ -592,5 +578,10 @@ pub(super) fn near_far(h: &PaperHeadline, results: &Results, measure: PWrong) ->
             );
         }
     }
+    Some(rows)
+}
+
+pub(super) fn near_far(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
+    let rows = level_contrasts(h, results, measure, &["spatial", "temporal"], ("near", "far"))?;
     Some(Outcome { summary: String::new(), rows, combine: Combine::Most })
 }
