@@ -67,7 +67,8 @@ fn conformity_population(results: &Results, n: usize) -> Option<String> {
     let next = match VISION_MODELS.iter().find(|m| !ran.contains(m)) {
         Some(model) => format!(
             "run one of the paper's vision-language models, e.g. `herd run --experiment data/experiments/conformity.quick.toml \
-             --model {model} --device cuda` ({}; no run of it has been timed yet, README's table)",
+             --model {model} --device cuda --out runs/conformity-{model}` ({}; no run of it has been timed yet, README's \
+             table)",
             vision_memory(model)
         ),
         None => "the paper's vision models all ran: see their baselines in the quality table".to_owned(),

@@ -417,15 +417,15 @@ fn the_quick_report_opens_with_a_summary_and_a_reason_and_next_step_per_unusual_
     assert!(summary < scorecard.find("<table>").unwrap(), "the summary line opens the scorecard");
     assert!(
         scorecard
-            .contains("Conformity: 12 claims tested, 12 not the paper's population. Minimal groups: 8 claims tested"),
+            .contains("Conformity: 14 claims tested, 14 not the paper's population. Minimal groups: 9 claims tested"),
         "{scorecard}"
     );
     // The conformity model at chance, with its accuracy, and the paper's smallest vision model next.
-    let at_chance = "12 claims not the paper's population: qwen2.5-coder-0.5b (two-way accuracy 0.50 over 24 trials on \
+    let at_chance = "14 claims not the paper's population: qwen2.5-coder-0.5b (two-way accuracy 0.50 over 24 trials on \
                      color, dots and lines) is at or near chance at N = 0";
     assert!(scorecard.contains(at_chance), "{scorecard}");
     let next = "e.g. <code>herd run --experiment data/experiments/conformity.quick.toml --model qwen2.5-vl-3b --device \
-                cuda</code> (about 16 GB of memory in f32 on a CPU, docs/models.md";
+                cuda --out runs/conformity-qwen2.5-vl-3b</code> (about 16 GB of memory in f32 on a CPU, docs/models.md";
     assert!(scorecard.contains(next), "{scorecard}");
     // The minimal-group model outside the population: why, and a reasoning model next.
     assert!(scorecard.contains("smollm2-135m: 1% of its 320 allocations parsed as written"), "{scorecard}");
@@ -458,7 +458,7 @@ fn the_quick_report_opens_with_a_summary_and_a_reason_and_next_step_per_unusual_
             .map(|l| format!("smollm2-135m · {l}")),
     );
     // The Markdown twin says the same, commands as code.
-    assert!(md.contains("**Conformity: 12 claims tested, 12 not the paper's population."), "{md}");
+    assert!(md.contains("**Conformity: 14 claims tested, 14 not the paper's population."), "{md}");
     assert!(
         md.contains(at_chance) && md.contains("`cargo xtask replicate --profile full --model qwen3-8b --device cuda`")
     );
