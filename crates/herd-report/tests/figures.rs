@@ -173,6 +173,16 @@ fn few_units_get_t_tests_and_named_t_bands_and_fig_4c_keeps_the_papers_order() {
         let herd_report::Chart::Line(chart) = &full[name].0.chart else { panic!("a line chart") };
         assert!(chart.legend_title.contains("band: 95% t-interval over "), "{name}: {}", chart.legend_title);
     }
+    // Unanimity levels in words, in the experiment's order, not as level ids.
+    let herd_report::Chart::Line(unanimity) = &full["p_wrong_by_unanimity"].0.chart else { panic!("a line chart") };
+    let labels: Vec<&str> = unanimity.series.iter().map(|s| s.label.as_str()).collect();
+    let model_a = ["model-a · 100% wrong", "model-a · 80% wrong", "model-a · 50% wrong"];
+    assert_eq!(labels[..3], model_a, "{labels:?}");
+    assert!(
+        full["p_wrong_by_unanimity"].0.reading.contains("100% wrong "),
+        "{}",
+        full["p_wrong_by_unanimity"].0.reading
+    );
     // A band over four trials is a t-interval: ±t₀.₉₇₅(3)·SE = ±3.18·SE, not ±1.96·SE.
     let herd_report::Chart::Line(per_model) = &full["p_wrong_by_group_size_per_model_color"].0.chart else {
         panic!("a line chart")

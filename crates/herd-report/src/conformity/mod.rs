@@ -259,30 +259,55 @@ fn family_auc(tables: &ConformityTables, family: &str, measure: PWrong) -> Vec<(
 }
 
 /// Paper fig. 2c: unanimity curves, one per share of wrong confederates (and allies).
+/// A unanimity level in words for a legend: `wrong_80` → `80% wrong`, `one_ally` → `one ally`,
+/// `random` → `each wrong with p = 0.5`; a name of the user's own is kept as written.
+fn unanimity_words(level: &str) -> String {
+    if let Some(share) = level.strip_prefix("wrong_").filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return format!("{share}% wrong");
+    }
+    match level {
+        "random" => "each wrong with p = 0.5".into(),
+        "one_ally" => "one ally".into(),
+        "two_allies" => "two allies".into(),
+        other => other.to_owned(),
+    }
+}
+
 pub fn p_wrong_by_unanimity(trials: &ConformityTable, tables: &ConformityTables, measure: PWrong) -> FigureResult {
     const NAME: &str = "p_wrong_by_unanimity";
     const PAPER: &str = "conformity paper, fig. 2c";
-    let order = levels_in_order(family(trials, "unanimity"));
+    let levels: Vec<String> = levels_in_order(family(trials, "unanimity")).iter().map(|l| unanimity_words(l)).collect();
     let several = models(trials) > 1;
-    let curves = curves_by(
-        family(trials, "unanimity"),
-        measure,
-        |t| if several { format!("{} · {}", t.model, t.level) } else { t.level.clone() },
-        if several { None } else { Some(&order) },
-    );
+    let label = |model: &str, level: &str| if several { format!("{model} · {level}") } else { level.to_owned() };
+    // Each model's levels in the experiment's order (from all wrong to allies), not alphabetically.
+    let mut names: Vec<&str> = family(trials, "unanimity").map(|t| t.model.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let order: Vec<String> = names.iter().flat_map(|m| levels.iter().map(move |l| label(m, l))).collect();
+    let curves =
+        curves_by(family(trials, "unanimity"), measure, |t| label(&t.model, &unanimity_words(&t.level)), Some(&order));
     if curves.0.is_empty() {
         return Err(absent(NAME, PAPER, "the run has no unanimity trials"));
     }
     let aucs = family_auc(tables, "unanimity", measure);
     let reading = format!(
         "AUC by unanimity condition: {}.",
-        aucs.iter().map(|(m, t, l, a)| format!("{l} {} ({m}, {t})", num(*a))).collect::<Vec<_>>().join(", ")
+        aucs.iter()
+            .map(|(m, t, l, a)| format!("{} {} ({m}, {t})", unanimity_words(l), num(*a)))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     Ok(Figure {
         name: NAME,
         paper_figure: PAPER,
         title: "Conformity when confederates are not unanimous".into(),
         reading,
-        chart: curve_chart("Conformity when confederates are not unanimous", "wrong share / allies", curves, measure),
+        chart: curve_chart(
+            "Conformity when confederates are not unanimous",
+            "share of wrong replies / correct allies",
+            curves,
+            measure,
+        ),
     })
 }
