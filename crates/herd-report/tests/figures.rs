@@ -183,6 +183,16 @@ fn few_units_get_t_tests_and_named_t_bands_and_fig_4c_keeps_the_papers_order() {
         "{}",
         full["p_wrong_by_unanimity"].0.reading
     );
+    // Read two-way, every p_wrong(N) chart draws chance at 0.5 and its axis says so; read whole-vocabulary,
+    // the reference line is 0.
+    let two_way = rendered_with(Variant::Planted, PWrong::Ab);
+    for name in ["p_wrong_by_group_size_per_model", "p_wrong_by_unanimity", "p_wrong_same_vs_different_group"] {
+        let herd_report::Chart::Line(chart) = &two_way[name].0.chart else { panic!("a line chart") };
+        assert_eq!(chart.reference_y, Some(0.5), "{name}");
+        assert!(chart.y_label.ends_with("black line: chance (0.5)"), "{name}: {}", chart.y_label);
+        let herd_report::Chart::Line(chart) = &full[name].0.chart else { panic!("a line chart") };
+        assert_eq!(chart.reference_y, Some(0.0), "{name}");
+    }
     // A band over four trials is a t-interval: ±t₀.₉₇₅(3)·SE = ±3.18·SE, not ±1.96·SE.
     let herd_report::Chart::Line(per_model) = &full["p_wrong_by_group_size_per_model_color"].0.chart else {
         panic!("a line chart")

@@ -106,14 +106,20 @@ fn curve_chart(
     (series, counts): (Vec<LineSeries>, Vec<usize>),
     measure: PWrong,
 ) -> Chart {
+    // Read two-way, a model guessing between A and B sits at 0.5: every curve chart of that measure draws
+    // it and says so, so that a flat curve there reads as chance, not as resistance to the crowd.
+    let (y_label, reference_y) = match measure {
+        PWrong::Ab => (format!("{}; black line: chance (0.5)", measure.describe()), 0.5),
+        PWrong::Full => (measure.describe().to_owned(), 0.0),
+    };
     Chart::Line(LineChart {
         title: title.to_owned(),
         x_label: GROUP_SIZE.into(),
-        y_label: measure.describe().into(),
+        y_label,
         legend_title: format!("{legend_title}; band: {}", band_name(counts.into_iter(), "trials")),
         series,
         y_limits: Some((0.0, 1.0)),
-        reference_y: Some(0.0),
+        reference_y: Some(reference_y),
     })
 }
 
@@ -197,8 +203,6 @@ pub fn p_wrong_by_group_size_per_model(
     if curves.0.is_empty() {
         return Err(absent(NAME, PAPER, "the run has no group_size trials"));
     }
-    // Read two-way, a model guessing between A and B sits at 0.5: the line a model at chance follows,
-    // drawn so that a flat curve there reads as chance, not as resistance to the crowd.
     let chance =
         if measure == PWrong::Ab { " The black line is chance (0.5, an even guess between A and B)." } else { "" };
     let reading = format!(
@@ -206,10 +210,7 @@ pub fn p_wrong_by_group_size_per_model(
         curves.0.iter().map(rise).collect::<Vec<_>>().join("; "),
         saturation(tables, measure, None)
     );
-    let mut chart = curve_chart("Conformity by group size, per model", "model", curves, measure);
-    if let (Chart::Line(line), PWrong::Ab) = (&mut chart, measure) {
-        line.reference_y = Some(0.5);
-    }
+    let chart = curve_chart("Conformity by group size, per model", "model", curves, measure);
     Ok(Figure {
         name: NAME,
         paper_figure: PAPER,
