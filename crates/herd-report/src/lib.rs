@@ -44,7 +44,6 @@
 
 mod chart;
 mod conformity;
-mod csv;
 mod error;
 mod explain;
 mod facts;

@@ -348,11 +348,8 @@ pub fn write_report_with(
             }
         }
     }
-    let tables_dir = out.join("tables");
-    std::fs::create_dir_all(&tables_dir).map_err(|e| ReportError::io(&tables_dir, e))?;
-    for table in result_tables(results) {
-        write_atomic(&tables_dir.join(format!("{}.csv", table.name)), crate::csv::table_csv(table).as_bytes())?;
-    }
+    // Each table the page shows, as herd analyze writes it (CSV and Parquet), for a folded table to link.
+    herd_analysis::io::write_tables(&out.join("tables"), result_tables(results))?;
 
     progress("headline comparison");
     let comparisons = compare_headlines(results)?;
