@@ -325,6 +325,27 @@ fn hatch_lines(i: usize, (x0, x1): (f64, f64), (y0, y1): (f64, f64), dx: f64, dy
     lines
 }
 
+/// Each series' horizontal offset: series drawn with error bars (a point's interval with no band to
+/// span, e.g. one minority size) would stack their bars on one another at a shared x, so they are set
+/// side by side, 3% of the x range apart (clear of the bars' 1% caps); series with bands, and a lone series,
+/// stay where they are.
+fn dodges(c: &LineChart, x_range: f64) -> Vec<f64> {
+    let barred: Vec<usize> = (0..c.series.len())
+        .filter(|&i| {
+            let intervals = c.series[i].points.iter().filter(|p| p.interval.is_some()).count();
+            (1..2).contains(&intervals)
+        })
+        .collect();
+    let mut offsets = vec![0.0; c.series.len()];
+    if barred.len() >= 2 {
+        let middle = (barred.len() - 1) as f64 / 2.0;
+        for (k, &i) in barred.iter().enumerate() {
+            offsets[i] = (k as f64 - middle) * 0.03 * x_range;
+        }
+    }
+    offsets
+}
+
 fn draw_lines<DB: DrawingBackend>(
     plot: &DrawingArea<DB, Shift>,
     legend: &DrawingArea<DB, Shift>,
@@ -374,6 +395,7 @@ fn draw_lines<DB: DrawingBackend>(
             .draw_series(std::iter::once(PathElement::new(vec![(x0, y), (x1, y)], BLACK.stroke_width(1))))
             .map_err(draw_error)?;
     }
+    let dodge = dodges(c, x1 - x0);
     for (i, series) in c.series.iter().enumerate() {
         let band: Vec<(f64, f64)> = series
             .points
@@ -385,7 +407,8 @@ fn draw_lines<DB: DrawingBackend>(
             chart.draw_series(std::iter::once(Polygon::new(band, colour(i).mix(0.10).filled()))).map_err(draw_error)?;
         } else {
             // A lone point's interval has no band to span: an error bar, so the legend's interval is drawn.
-            let bars = series.points.iter().filter_map(|p| p.interval.map(|(lo, hi)| (p.x, clamp(lo), clamp(hi))));
+            let bars =
+                series.points.iter().filter_map(|p| p.interval.map(|(lo, hi)| (p.x + dodge[i], clamp(lo), clamp(hi))));
             for (x, lo, hi) in bars {
                 let cap = (x1 - x0) * 0.01;
                 for segment in
@@ -399,7 +422,7 @@ fn draw_lines<DB: DrawingBackend>(
         }
     }
     for (i, series) in c.series.iter().enumerate() {
-        let line: Vec<(f64, f64)> = series.points.iter().map(|p| (p.x, clamp(p.y))).collect();
+        let line: Vec<(f64, f64)> = series.points.iter().map(|p| (p.x + dodge[i], clamp(p.y))).collect();
         let to_pixel = |p: (f64, f64)| {
             let (x, y) = chart.backend_coord(&p);
             (f64::from(x), f64::from(y))
@@ -662,6 +685,43 @@ mod tests {
         // The error bar and its two caps, in the series' colour at 0.6 (nothing else is drawn so).
         let bar_strokes = |svg: &str| svg.matches("opacity=\"0.6\"").count();
         assert_eq!((bar_strokes(&bare), bar_strokes(&barred)), (0, 3));
+    }
+
+    #[test]
+    fn lone_points_at_one_x_are_set_side_by_side() {
+        let series = |label: &str, y: f64| LineSeries {
+            label: label.into(),
+            points: vec![Point { x: 5.0, y, interval: Some((y - 0.1, y + 0.1)) }],
+        };
+        let chart = |series: Vec<LineSeries>| {
+            Chart::Line(LineChart {
+                title: "t".into(),
+                x_label: "m".into(),
+                y_label: "favouritism".into(),
+                legend_title: "legend".into(),
+                series,
+                y_limits: None,
+                reference_y: Some(0.0),
+            })
+        };
+        // The x of each error bar's vertical stroke (its two points share it).
+        let bar_xs = |svg: &str| -> Vec<String> {
+            svg.lines()
+                .filter(|l| l.contains("opacity=\"0.6\""))
+                .filter_map(|l| {
+                    let points = l.split("points=\"").nth(1)?.split('"').next()?;
+                    let xs: Vec<&str> = points.split_whitespace().filter_map(|p| p.split(',').next()).collect();
+                    (xs.len() == 2 && xs[0] == xs[1]).then(|| xs[0].to_owned())
+                })
+                .collect()
+        };
+        let (_, two) = render("two", &chart(vec![series("a", 0.4), series("b", 0.45)])).unwrap();
+        let xs = bar_xs(&two);
+        assert_eq!(xs.len(), 2, "{xs:?}");
+        assert_ne!(xs[0], xs[1], "the two bars are dodged");
+        // One series alone stays on its x.
+        let (_, one) = render("one", &chart(vec![series("a", 0.4)])).unwrap();
+        assert_eq!(bar_xs(&one).len(), 1);
     }
 
     #[test]
