@@ -99,6 +99,15 @@ fn report_works_on_a_result_folder_copied_from_another_machine() {
     let card = &html[html.find("<section id=\"scorecard\">").unwrap()..html.find("</section>").unwrap()];
     let rows = card.matches("<tr><td>").count();
     assert!(rows > 0 && rows == card.matches("href=\"samples.html#study=").count(), "{card}");
+    // report.md links the same samples from each claim.
+    let md_card = md_scorecard(&out);
+    assert_eq!(md_card.matches("([samples](samples.html#study=").count(), rows, "{md_card}");
+    assert!(
+        md_card.contains(
+            "[conformity rises with group size N](#headline-group_size_rise) ([samples](samples.html#study=conformity&family=group_size))"
+        ),
+        "the claim links its detail row and its samples, unescaped: {md_card}"
+    );
 
     // Without a samples page, no link points to one.
     let bare = machine_b.path().join("bare");
@@ -114,6 +123,7 @@ fn report_works_on_a_result_folder_copied_from_another_machine() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(!bare.join("samples.html").exists());
     assert!(!std::fs::read_to_string(bare.join("report.html")).unwrap().contains("samples.html"));
+    assert!(!std::fs::read_to_string(bare.join("report.md")).unwrap().contains("samples.html"));
 }
 
 /// report.md's scorecard section: from its heading to the detail table's.

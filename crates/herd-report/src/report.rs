@@ -495,10 +495,16 @@ pub fn markdown_cell(text: &str) -> String {
 }
 
 fn markdown_table(md: &mut String, columns: &[String], rows: impl Iterator<Item = Vec<String>>) {
+    markdown_table_of_cells(md, columns, rows.map(|row| row.iter().map(|c| markdown_cell(c)).collect()));
+}
+
+/// A table whose cells are Markdown already (each text escaped with [`markdown_cell`] by the caller,
+/// around links of its own).
+fn markdown_table_of_cells(md: &mut String, columns: &[String], rows: impl Iterator<Item = Vec<String>>) {
     let _ = writeln!(md, "| {} |", columns.iter().map(|c| markdown_cell(c)).collect::<Vec<_>>().join(" | "));
     let _ = writeln!(md, "|{}", "---|".repeat(columns.len()));
     for row in rows {
-        let _ = writeln!(md, "| {} |", row.iter().map(|c| markdown_cell(c)).collect::<Vec<_>>().join(" | "));
+        let _ = writeln!(md, "| {} |", row.join(" | "));
     }
     md.push('\n');
 }
@@ -554,15 +560,18 @@ fn markdown_scorecard(md: &mut String, studies: &[StudyScorecard]) {
     for study in studies {
         let _ = writeln!(md, "### {}\n", study.title);
         if !study.rows.is_empty() {
-            markdown_table(
+            // The claim links its detail row and its samples: links of herd's own (ids and filters), around
+            // text escaped as every cell is.
+            markdown_table_of_cells(
                 md,
                 &["claim", "paper", "this run", "verdict"].map(String::from),
                 study.rows.iter().map(|r| {
+                    let samples = r.samples.as_ref().map_or(String::new(), |link| format!(" ([samples]({link}))"));
                     vec![
-                        format!("[{}](#headline-{})", r.claim, r.id),
-                        r.paper.clone(),
-                        format!("{} ({})", r.this_run, r.row),
-                        format!("**{}**", r.verdict),
+                        format!("[{}](#headline-{}){samples}", markdown_cell(&r.claim), r.id),
+                        markdown_cell(&r.paper),
+                        markdown_cell(&format!("{} ({})", r.this_run, r.row)),
+                        format!("**{}**", markdown_cell(&r.verdict)),
                     ]
                 }),
             );
