@@ -9,6 +9,7 @@
 use std::sync::Once;
 
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -35,6 +36,10 @@ const PALETTE: [RGBColor; 7] = [
     RGBColor(86, 180, 233),
     RGBColor(0, 0, 0),
 ];
+/// The papers' band: a light grey shade behind the data, a darker edge and label.
+const PAPER_SHADE: RGBColor = RGBColor(232, 232, 232);
+const PAPER_EDGE: RGBColor = RGBColor(150, 150, 150);
+const PAPER_TEXT: RGBColor = RGBColor(90, 90, 90);
 /// Line dash patterns in pixels (on, off, …); empty is solid.
 const DASHES: [&[f64]; 4] = [&[], &[12.0, 6.0], &[3.0, 4.0], &[12.0, 4.0, 3.0, 4.0]];
 
@@ -81,6 +86,18 @@ pub struct LineChart {
     pub y_limits: Option<(f64, f64)>,
     /// A horizontal reference line (e.g. zero favouritism).
     pub reference_y: Option<f64>,
+    /// The papers' values, shaded across the plot.
+    pub paper: Option<PaperBand>,
+}
+
+/// The range the papers report for what a chart shows, shaded across the plot behind the data and
+/// labelled, so that a reader sets this run against the paper without looking it up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PaperBand {
+    pub low: f64,
+    pub high: f64,
+    /// What the range is and where it comes from (`paper: +0.84 to +4.06, four models`).
+    pub label: String,
 }
 
 /// One bar: its value, interval and a short note printed above it (e.g. `z = 2.4`).
@@ -107,6 +124,8 @@ pub struct BarChart {
     pub legend_title: String,
     pub categories: Vec<String>,
     pub series: Vec<BarSeries>,
+    /// The papers' values, shaded across the plot.
+    pub paper: Option<PaperBand>,
 }
 
 /// Mean values on a grid over two normalised axes.
@@ -346,6 +365,33 @@ fn dodges(c: &LineChart, x_range: f64) -> Vec<f64> {
     offsets
 }
 
+/// The papers' band across the plot from `x0` to `x1`: a grey shade, and its label inside the band's top
+/// left corner (above the band where it is too thin to hold it).
+fn draw_paper_band<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    band: &PaperBand,
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
+) -> Result<(), String> {
+    let (low, high) = (band.low.clamp(y0, y1), band.high.clamp(y0, y1));
+    chart
+        .draw_series(std::iter::once(Rectangle::new([(x0, low), (x1, high)], PAPER_SHADE.filled())))
+        .map_err(draw_error)?;
+    chart
+        .draw_series([low, high].map(|y| PathElement::new(vec![(x0, y), (x1, y)], PAPER_EDGE.stroke_width(1))))
+        .map_err(draw_error)?;
+    let (px, top) = chart.backend_coord(&(x0, high));
+    let (_, bottom) = chart.backend_coord(&(x0, low));
+    let style = TextStyle::from((FONT, 12).into_font()).color(&PAPER_TEXT);
+    let (y, style) = if bottom - top >= 16 {
+        (top + 2, style.pos(Pos::new(HPos::Left, VPos::Top)))
+    } else {
+        (top - 2, style.pos(Pos::new(HPos::Left, VPos::Bottom)))
+    };
+    root.draw(&Text::new(band.label.clone(), (px + 6, y), style)).map_err(draw_error)
+}
+
 fn draw_lines<DB: DrawingBackend>(
     plot: &DrawingArea<DB, Shift>,
     legend: &DrawingArea<DB, Shift>,
@@ -358,7 +404,8 @@ fn draw_lines<DB: DrawingBackend>(
             points()
                 .flat_map(|p| [Some(p.y), p.interval.map(|i| i.0), p.interval.map(|i| i.1)])
                 .flatten()
-                .chain(c.reference_y),
+                .chain(c.reference_y)
+                .chain(c.paper.iter().flat_map(|b| [b.low, b.high])),
         );
         // Fitted to the data, but never past what the quantity can take (a probability's 0–1).
         match c.y_limits {
@@ -390,6 +437,9 @@ fn draw_lines<DB: DrawingBackend>(
         .bold_line_style(RGBColor(215, 215, 215))
         .draw()
         .map_err(draw_error)?;
+    if let Some(band) = &c.paper {
+        draw_paper_band(plot, &mut chart, band, (x0, x1), (y0, y1))?;
+    }
     if let Some(y) = c.reference_y {
         chart
             .draw_series(std::iter::once(PathElement::new(vec![(x0, y), (x1, y)], BLACK.stroke_width(1))))
@@ -461,7 +511,11 @@ fn draw_bars<DB: DrawingBackend>(
     let n = c.categories.len().max(1);
     let bars = || c.series.iter().flat_map(|s| s.bars.iter().flatten());
     let (y0, y1) = padded_range(
-        bars().flat_map(|b| [Some(b.value), b.interval.map(|i| i.0), b.interval.map(|i| i.1)]).flatten().chain([0.0]),
+        bars()
+            .flat_map(|b| [Some(b.value), b.interval.map(|i| i.0), b.interval.map(|i| i.1)])
+            .flatten()
+            .chain([0.0])
+            .chain(c.paper.iter().flat_map(|b| [b.low, b.high])),
     );
     // Bars all at zero (no extreme allocation anywhere) stand on zero: 0 to 1, not −0.5 to 0.5.
     let (y0, y1) = if bars().all(|b| b.value == 0.0 && b.interval.is_none_or(|i| i == (0.0, 0.0))) {
@@ -494,6 +548,9 @@ fn draw_bars<DB: DrawingBackend>(
         .bold_line_style(RGBColor(215, 215, 215))
         .draw()
         .map_err(draw_error)?;
+    if let Some(band) = &c.paper {
+        draw_paper_band(plot, &mut chart, band, (x0, x1), (y0, y1))?;
+    }
     chart
         .draw_series(std::iter::once(PathElement::new(vec![(x0, 0.0), (x1, 0.0)], BLACK.stroke_width(1))))
         .map_err(draw_error)?;
@@ -655,6 +712,7 @@ mod tests {
             series: vec![LineSeries { label: "a".into(), points }],
             y_limits: Some((0.0, 1.0)),
             reference_y: Some(0.0),
+            paper: None,
         })
     }
 
@@ -675,6 +733,24 @@ mod tests {
         assert!(ticks.iter().any(|t| t == "0.01"), "{ticks:?}");
         assert!(!ticks.iter().any(|t| t == "0.5" || t == "0.9"), "not a 0–1 axis: {ticks:?}");
         assert!(!ticks.iter().any(|t| t.starts_with('-')), "a probability axis stops at 0: {ticks:?}");
+    }
+
+    #[test]
+    fn the_papers_band_is_shaded_labelled_and_in_range() {
+        let point = |x: f64, y: f64| Point { x, y, interval: None };
+        let mut chart = line(vec![point(0.0, 0.02), point(10.0, 0.1)]);
+        let (_, without) = render("without", &chart).unwrap();
+        if let Chart::Line(c) = &mut chart {
+            c.paper = Some(PaperBand { low: 0.3, high: 0.4, label: "humans: 30–40%".into() });
+        }
+        let (_, with) = render("with", &chart).unwrap();
+        assert!(texts(&with).iter().any(|t| t == "humans: 30–40%"), "{:?}", texts(&with));
+        assert!(!texts(&without).iter().any(|t| t.starts_with("humans")));
+        // The axis reaches the band though the data stop at 0.1.
+        assert!(texts(&with).iter().any(|t| t == "0.4"), "{:?}", texts(&with));
+        assert!(!texts(&without).iter().any(|t| t == "0.4"), "{:?}", texts(&without));
+        // The shade is drawn in its own grey.
+        assert!(with.contains("#E8E8E8") && !without.contains("#E8E8E8"));
     }
 
     #[test]
@@ -702,6 +778,7 @@ mod tests {
                 series,
                 y_limits: None,
                 reference_y: Some(0.0),
+                paper: None,
             })
         };
         // The x of each error bar's vertical stroke (its two points share it).
@@ -734,6 +811,7 @@ mod tests {
             legend_title: "legend".into(),
             categories: vec!["m = 3".into(), "m = 5".into()],
             series: vec![BarSeries { label: "a".into(), bars: vec![zero.clone(), zero] }],
+            paper: None,
         });
         let (_, svg) = render("zero", &chart).unwrap();
         let ticks = texts(&svg);

@@ -53,7 +53,9 @@ mod minimal_group;
 mod report;
 mod scorecard;
 
-pub use chart::{Bar, BarChart, BarSeries, Chart, FIGURE_HEIGHT, FIGURE_WIDTH, Heatmap, LineChart, LineSeries, Point};
+pub use chart::{
+    Bar, BarChart, BarSeries, Chart, FIGURE_HEIGHT, FIGURE_WIDTH, Heatmap, LineChart, LineSeries, PaperBand, Point,
+};
 pub use conformity::{
     auc_by_difficulty, auc_by_source_strength_per_task, conformity_by_difficulty_and_performance, conformity_figures,
     p_wrong_by_group_size_per_model, p_wrong_by_group_size_per_task, p_wrong_by_source_strength, p_wrong_by_unanimity,

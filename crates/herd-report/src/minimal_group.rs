@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use herd_analysis::minimal_group::{DeciderOutcome, decider_outcomes};
 use herd_analysis::{DyadTable, Labels, MinimalGroupTables};
 
-use crate::chart::{Bar, BarChart, BarSeries, Chart, LineChart, LineSeries, Point};
+use crate::chart::{Bar, BarChart, BarSeries, Chart, LineChart, LineSeries, PaperBand, Point};
 use crate::figure::{AbsentFigure, Figure, FigureResult, mean_interval, num, p_is, signed};
 use herd_analysis::rows::{GeeTerm, RobustnessCheck, SeedTest};
 
@@ -241,7 +241,8 @@ fn favouritism_by_minority_size(context: &Context, tables: &MinimalGroupTables) 
     }
     let tests = seed_test(context, tables, "visible", "all", "favouritism");
     let reading = format!(
-        "Visible labels, all deciders{} (seed-level Wilcoxon): {}.",
+        "Visible labels, all deciders{} (seed-level Wilcoxon): {}. The grey band is the paper's per-model range \
+         (+0.84 to +4.06 points/target).",
         main_selection(context),
         tests
             .iter()
@@ -262,6 +263,12 @@ fn favouritism_by_minority_size(context: &Context, tables: &MinimalGroupTables) 
             series,
             y_limits: None,
             reference_y: Some(0.0),
+            // The paper's per-model favouritism (all deciders, pooled over m): its four models' range.
+            paper: Some(PaperBand {
+                low: 0.84,
+                high: 4.06,
+                label: "paper: +0.84 to +4.06 per model (all deciders, m pooled)".into(),
+            }),
         }),
     })
 }
@@ -324,7 +331,8 @@ fn favouritism_visible_vs_hidden(context: &Context, tables: &MinimalGroupTables)
     let visible = seed_test(context, tables, "visible", "all", "favouritism");
     let hidden = seed_test(context, tables, "hidden", "all", "favouritism");
     let reading = format!(
-        "Bars by decider group (minority, majority); the tests on all deciders, visible vs hidden labels{}: {}.",
+        "Bars by decider group (minority, majority); the tests on all deciders, visible vs hidden labels{}: {}. The \
+         grey band is the paper's hidden-label floor (within ±0.03 points/target).",
         main_selection(context),
         hidden
             .iter()
@@ -347,6 +355,8 @@ fn favouritism_visible_vs_hidden(context: &Context, tables: &MinimalGroupTables)
             legend_title: "condition · labels · deciders".into(),
             categories,
             series,
+            // The group-blind floor the paper reports for every model and m.
+            paper: Some(PaperBand { low: -0.03, high: 0.03, label: "paper, hidden labels: within ±0.03".into() }),
         }),
     })
 }
@@ -385,6 +395,7 @@ fn excess_share_by_minority_size(context: &Context) -> FigureResult {
             series,
             y_limits: None,
             reference_y: Some(0.0),
+            paper: None,
         }),
     })
 }
@@ -447,6 +458,7 @@ fn favouritism_distribution_per_decider(context: &Context) -> FigureResult {
             series,
             y_limits: None,
             reference_y: None,
+            paper: None,
         }),
     })
 }
@@ -497,6 +509,7 @@ fn extreme_allocations_by_minority_size(context: &Context) -> FigureResult {
             legend_title: "condition · labels · deciders".into(),
             categories,
             series,
+            paper: None,
         }),
     })
 }
@@ -566,6 +579,7 @@ fn favouritism_by_reasoning_mode(context: &Context, tables: &MinimalGroupTables)
             legend_title: "model · reasoning (95% over seeds)".into(),
             categories: sets.iter().map(|s| s.name().to_owned()).collect(),
             series,
+            paper: None,
         }),
     })
 }
@@ -629,6 +643,7 @@ fn favouritism_across_swap_pass_and_paraphrase(context: &Context, tables: &Minim
             legend_title: "condition · instrument · pass".into(),
             categories,
             series,
+            paper: None,
         }),
     })
 }

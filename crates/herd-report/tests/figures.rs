@@ -229,6 +229,12 @@ fn few_units_get_t_tests_and_named_t_bands_and_fig_4c_keeps_the_papers_order() {
         panic!("a bar chart")
     };
     assert_eq!(sources.categories, ["participants", "chatbots", "kids", "experts", "judges"]);
+    // Each source's bar carries its interval over trial indices, around the bar's own AUC.
+    for bar in sources.series.iter().flat_map(|s| s.bars.iter().flatten()) {
+        let (lo, hi) = bar.interval.expect("a bar over several trial indices has its interval");
+        assert!(lo < bar.value && bar.value < hi, "{lo} {} {hi}", bar.value);
+    }
+    assert!(sources.legend_title.contains("95% t-interval over trial indices"), "{}", sources.legend_title);
 }
 
 #[test]
@@ -247,6 +253,21 @@ fn axes_and_legends_say_what_the_design_and_the_drawing_have() {
         panic!("a line chart")
     };
     assert_eq!((curve.y_limits, curve.reference_y), (Some((0.0, 1.0)), Some(0.0)));
+    // The papers' values are drawn: the human plateau the conformity paper cites, the minimal-group
+    // paper's per-model favouritism and its hidden-label floor, each named in the figure's reading.
+    let band = |name: &str| match &full[name].0.chart {
+        herd_report::Chart::Line(c) => c.paper.clone(),
+        herd_report::Chart::Bar(c) => c.paper.clone(),
+        herd_report::Chart::Heat(_) => None,
+    };
+    let bands = ["p_wrong_by_group_size_per_model", "favouritism_by_minority_size", "favouritism_visible_vs_hidden"]
+        .map(|name| band(name).map(|b| (b.low, b.high)));
+    assert_eq!(bands, [Some((0.30, 0.40)), Some((0.84, 4.06)), Some((-0.03, 0.03))]);
+    for name in ["p_wrong_by_group_size_per_model", "favouritism_by_minority_size", "favouritism_visible_vs_hidden"] {
+        assert!(full[name].0.reading.contains("grey band"), "{name}: {}", full[name].0.reading);
+        let label = band(name).unwrap().label;
+        assert!(full[name].2.contains(&label), "{name}: the SVG draws the band's label {label:?}");
+    }
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! The conformity paper's figures: one function per figure, each from the trial rows (for curves
 //! with confidence bands from the trials themselves) or the analysis tables (AUC, contrasts).
 
+use std::collections::BTreeMap;
+
 use herd_analysis::{ConformityTable, ConformityTables, ConformityTrial, PWrong};
 
 mod difficulty;
@@ -12,7 +14,7 @@ pub use social::{
     proximity_auc_differences, public_minus_private_auc_per_model,
 };
 
-use crate::chart::{Chart, LineChart, LineSeries, Point};
+use crate::chart::{Chart, LineChart, LineSeries, PaperBand, Point};
 use crate::figure::{AbsentFigure, Figure, FigureResult, band_name, num};
 use herd_analysis::conformity::curves_by_key;
 
@@ -43,13 +45,13 @@ pub fn conformity_figures(trials: &ConformityTable, tables: &ConformityTables, m
         p_wrong_by_group_size_per_model(trials, tables, measure),
         p_wrong_by_group_size_per_task(trials, measure),
         p_wrong_by_unanimity(trials, tables, measure),
-        auc_by_difficulty(tables, measure),
+        auc_by_difficulty(trials, tables, measure),
         conformity_by_difficulty_and_performance(trials, tables, measure),
         public_minus_private_auc_per_model(tables, measure),
         p_wrong_by_source_strength(trials, measure),
         p_wrong_same_vs_different_group(trials, tables, measure),
         p_wrong_near_vs_far(trials, tables, measure),
-        auc_by_source_strength_per_task(tables, measure),
+        auc_by_source_strength_per_task(trials, tables, measure),
         proximity_auc_differences(tables, measure),
     ]
 }
@@ -120,6 +122,7 @@ fn curve_chart(
         series,
         y_limits: Some((0.0, 1.0)),
         reference_y: Some(reference_y),
+        paper: None,
     })
 }
 
@@ -206,11 +209,16 @@ pub fn p_wrong_by_group_size_per_model(
     let chance =
         if measure == PWrong::Ab { " The black line is chance (0.5, an even guess between A and B)." } else { "" };
     let reading = format!(
-        "p_wrong per model, tasks pooled: {}.{}{chance} In the paper (fig. 2a) p_wrong rises with N for every model, some reaching about 1 by N = 10.",
+        "p_wrong per model, tasks pooled: {}.{}{chance} In the paper (fig. 2a) p_wrong rises with N for every model, some reaching about 1 by N = 10; the grey band is the human plateau it cites (30–40% wrong from N ≈ 3–4).",
         curves.0.iter().map(rise).collect::<Vec<_>>().join("; "),
         saturation(tables, measure, None)
     );
-    let chart = curve_chart("Conformity by group size, per model", "model", curves, measure);
+    let mut chart = curve_chart("Conformity by group size, per model", "model", curves, measure);
+    // The human plateau the paper sets its models against (section 2.1): 30–40% wrong from N ≈ 3–4.
+    if let Chart::Line(c) = &mut chart {
+        c.paper =
+            Some(PaperBand { low: 0.30, high: 0.40, label: "humans (Asch), as the paper cites: 30–40%".into() });
+    }
     Ok(Figure {
         name: NAME,
         paper_figure: PAPER,
@@ -247,6 +255,33 @@ pub fn p_wrong_by_group_size_per_task(trials: &ConformityTable, measure: PWrong)
             measure,
         ),
     })
+}
+
+/// Each trial index's AUC of one level's curve (`model`, `task`, `level` of `family`; a difficulty level is
+/// the trials' `difficulty_level`, as the `auc` table names it), for the interval of that level's AUC: a
+/// family's levels share a trial index's images and wordings, so its spread is the one the paired
+/// contrasts see.
+pub(super) fn unit_aucs(
+    trials: &ConformityTable,
+    measure: PWrong,
+    family_name: &str,
+    (model, task, level): (&str, &str, &str),
+) -> Vec<f64> {
+    let level_of = |t: &ConformityTrial| match (t.level.is_empty(), t.difficulty_level) {
+        (true, Some(d)) if t.family == "difficulty" => d.to_string(),
+        _ => t.level.clone(),
+    };
+    let mut curves: BTreeMap<i64, BTreeMap<u32, (f64, usize)>> = BTreeMap::new();
+    for t in family(trials, family_name).filter(|t| t.model == model && t.task == task && level_of(t) == level) {
+        let Some(p) = t.p_wrong(measure) else { continue };
+        let e = curves.entry(t.seed).or_default().entry(t.n).or_default();
+        e.0 += p;
+        e.1 += 1;
+    }
+    curves
+        .into_values()
+        .filter_map(|curve| herd_analysis::conformity::auc(curve.into_iter().map(|(n, (s, k))| (n, s / k as f64))))
+        .collect()
 }
 
 /// AUCs of one family from the `auc` table, (model, task, level) → AUC.

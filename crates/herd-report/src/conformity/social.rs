@@ -1,9 +1,9 @@
 //! Fig. 4 and the contrasts: public − private framing, source strength, social / spatial / temporal
 //! proximity, each with the paired test its headline uses.
 
-use super::{SOURCE_ORDER, absent, curve_chart, curves_by, family, family_auc, levels_in_order, models};
+use super::{SOURCE_ORDER, absent, curve_chart, curves_by, family, family_auc, levels_in_order, models, unit_aucs};
 use crate::chart::{Bar, BarChart, BarSeries, Chart, LineSeries};
-use crate::figure::{Figure, FigureResult, num, p_is, signed};
+use crate::figure::{Figure, FigureResult, mean_interval, num, p_is, signed};
 use herd_analysis::rows::{AucDelta, NORMAL_MIN_UNITS};
 use herd_analysis::{ConformityTable, ConformityTables, ConformityTrial, PWrong, SOCIAL_MEAN};
 
@@ -72,6 +72,7 @@ pub fn public_minus_private_auc_per_model(tables: &ConformityTables, measure: PW
                 label: "public − private".into(),
                 bars: rows.iter().map(|c| Some(contrast_bar(c))).collect(),
             }],
+            paper: None,
         }),
     })
 }
@@ -218,8 +219,12 @@ pub fn p_wrong_near_vs_far(trials: &ConformityTable, tables: &ConformityTables, 
     )
 }
 
-/// Paper fig. 4c: AUC by source strength per task.
-pub fn auc_by_source_strength_per_task(tables: &ConformityTables, measure: PWrong) -> FigureResult {
+/// Paper fig. 4c: AUC by source strength per task, each bar with its 95% t-interval over trial indices.
+pub fn auc_by_source_strength_per_task(
+    trials: &ConformityTable,
+    tables: &ConformityTables,
+    measure: PWrong,
+) -> FigureResult {
     const NAME: &str = "auc_by_source_strength_per_task";
     const PAPER: &str = "conformity paper, fig. 4c";
     let aucs = family_auc(tables, "source_strength", measure);
@@ -253,10 +258,13 @@ pub fn auc_by_source_strength_per_task(tables: &ConformityTables, measure: PWron
             bars: levels
                 .iter()
                 .map(|l| {
-                    aucs.iter().find(|a| &format!("{} · {}", a.0, a.1) == s && &a.2 == l).map(|a| Bar {
-                        value: a.3,
-                        interval: None,
-                        note: None,
+                    aucs.iter().find(|a| &format!("{} · {}", a.0, a.1) == s && &a.2 == l).map(|a| {
+                        // The mean of the trial indices' AUCs is the mean curve's AUC where every index
+                        // ran the same N; the interval is drawn only where it is that mean's.
+                        let units = unit_aucs(trials, measure, "source_strength", (&a.0, &a.1, l));
+                        let (mean, interval) = mean_interval(&units);
+                        let interval = interval.filter(|_| (mean - a.3).abs() < 1e-9);
+                        Bar { value: a.3, interval, note: None }
                     })
                 })
                 .collect(),
@@ -275,9 +283,10 @@ pub fn auc_by_source_strength_per_task(tables: &ConformityTables, measure: PWron
             title: "Conformity AUC by source strength and task".into(),
             x_label: "source named before the replies".into(),
             y_label: "conformity AUC (0–1)".into(),
-            legend_title: "model · task".into(),
+            legend_title: "model · task (95% t-interval over trial indices)".into(),
             categories: levels,
             series,
+            paper: None,
         }),
     })
 }
@@ -332,6 +341,7 @@ pub fn proximity_auc_differences(tables: &ConformityTables, measure: PWrong) -> 
             legend_title: "model · task (95% t-interval over the paired units; normal from 30 on)".into(),
             categories,
             series,
+            paper: None,
         }),
     })
 }
