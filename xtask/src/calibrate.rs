@@ -30,10 +30,11 @@ pub fn run(replications: u32, out: &Path) -> Result<()> {
          as `herd report` would and every headline claim judged. `data/sim/paper-effects.toml` carries the papers' \
          headline effects at their magnitudes: the share of *replicates* is a rule's power. \
          `data/sim/null.toml` carries none: *replicates* on an effect claim is the rule's false-verdict rate, and a \
-         null claim (the hidden-label floor, tasks alike) should read *replicates*. Each cell is the share of \
-         replications with that verdict and its 95% Wilson interval. The papers' agent is one model like the \
-         paper's typical ones, so a claim about one model's exception (the majority reversal, the paraphrase's hidden \
-         floor) is not expected to replicate under either agent. Regenerate after changing a rule or an agent.\n"
+         null claim (the hidden-label floor, tasks alike, the robustness bounds) should read *replicates*: its \
+         false verdict is *does not replicate*. Each cell is the share of replications with that verdict and its 95% \
+         Wilson interval. The papers' agent is one model like the paper's typical ones, so a claim about one model's \
+         exception (the majority reversal, the paraphrase's hidden floor) or about some models (saturation by N = 4) \
+         is not expected to replicate under either agent. Regenerate after changing a rule or an agent.\n"
     );
     for (name, experiment) in DESIGNS {
         let table = Path::new(out).join(format!("calibration-{}.csv", name.replace(' ', "-")));

@@ -17,6 +17,7 @@ mod minimal_group_claims;
 mod minimal_group_population;
 mod per_model;
 mod population;
+mod robustness;
 mod societies;
 
 use serde::{Deserialize, Serialize};
@@ -53,6 +54,10 @@ pub struct PaperHeadline {
     /// The paper's number in a few words, for the scorecard; `paper` where absent.
     #[serde(default)]
     pub paper_value: Option<String>,
+    /// One of the papers' robustness checks (S3, S5, S5.7), which the scorecard folds under the main
+    /// claims.
+    #[serde(default)]
+    pub robustness: bool,
 }
 
 impl PaperHeadline {
@@ -268,6 +273,7 @@ fn measure_of(id: &str) -> Option<Measure> {
     use Measure::{Conformity, MinimalGroup};
     Some(match id {
         "group_size_rise" => Conformity(conformity::group_size_rise),
+        "saturation" => Conformity(conformity::saturation),
         "unanimity_dissent" => Conformity(conformity::unanimity_dissent),
         "difficulty_rho" => Conformity(conformity::difficulty_rho),
         "performance_effect" => Conformity(conformity::performance_effect),
@@ -290,6 +296,9 @@ fn measure_of(id: &str) -> Option<Measure> {
         "prevalence" => MinimalGroup(minimal_group::prevalence),
         "extreme_allocations" => MinimalGroup(minimal_group::extreme_allocations),
         "bh_survivors" => MinimalGroup(minimal_group::bh_survivors),
+        "roster_position" => MinimalGroup(robustness::roster_position),
+        "fills_change" => MinimalGroup(robustness::fills_change),
+        "parse_success" => MinimalGroup(robustness::parse_success),
         "reasoning_interaction" => MinimalGroup(minimal_group::reasoning_interaction),
         "gap_closes_equal_groups" => MinimalGroup(minimal_group_claims::gap_closes_equal_groups),
         "excess_share_gap" => MinimalGroup(minimal_group_claims::excess_share_gap),
@@ -415,6 +424,10 @@ mod tests {
             "prevalence",
             "extreme_allocations",
             "bh_survivors",
+            "roster_position",
+            "fills_change",
+            "parse_success",
+            "saturation",
             "reasoning_interaction",
             "gap_closes_equal_groups",
             "excess_share_gap",

@@ -46,8 +46,8 @@ fn the_shipped_agents_calibrate_the_conformity_rules_reproducibly() {
     assert!(stdout.contains("agent data/sim/paper-effects.toml: 4 replications"), "{stdout}");
     assert!(stdout.contains("agent data/sim/null.toml: 4 replications"), "{stdout}");
     let table = rows(&first);
-    // Conformity's 14 claims × 5 verdicts × 2 agents, and no minimal-group claim.
-    assert_eq!(table.len(), 14 * 5 * 2);
+    // Conformity's 15 claims × 5 verdicts × 2 agents, and no minimal-group claim.
+    assert_eq!(table.len(), 15 * 5 * 2);
     assert!(table.iter().all(|r| r[2] == "conformity"));
     for agent in ["paper-effects.toml", "null.toml"] {
         for claim in ["group_size_rise", "public_private", "near_far"] {

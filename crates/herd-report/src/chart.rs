@@ -277,6 +277,7 @@ fn draw_legend<DB: DrawingBackend>(
     title: &str,
     labels: &[String],
     bars: bool,
+    paper: Option<&PaperBand>,
 ) -> Result<(), String> {
     let mut y = 60;
     for line in wrap(title, 26) {
@@ -317,6 +318,15 @@ fn draw_legend<DB: DrawingBackend>(
                 .map_err(draw_error)?;
         }
         y += 24 + 17 * (wrap(label, 24).len() as i32 - 1);
+    }
+    if let Some(band) = paper {
+        y += 6;
+        legend.draw(&Rectangle::new([(12, y - 8), (44, y + 8)], PAPER_SHADE.filled())).map_err(draw_error)?;
+        legend.draw(&Rectangle::new([(12, y - 8), (44, y + 8)], PAPER_EDGE.stroke_width(1))).map_err(draw_error)?;
+        for (k, line) in wrap(&band.label, 24).iter().enumerate() {
+            let style = legend_text_style(14).color(&PAPER_TEXT);
+            legend.draw(&Text::new(line.clone(), (56, y + 17 * k as i32), style)).map_err(draw_error)?;
+        }
     }
     Ok(())
 }
@@ -365,10 +375,9 @@ fn dodges(c: &LineChart, x_range: f64) -> Vec<f64> {
     offsets
 }
 
-/// The papers' band across the plot from `x0` to `x1`: a grey shade, and its label inside the band's top
-/// left corner (above the band where it is too thin to hold it).
+/// The papers' band across the plot from `x0` to `x1`: a grey shade behind the data with darker edges;
+/// its label is the legend's last entry, where no bar or point can cover it.
 fn draw_paper_band<DB: DrawingBackend>(
-    root: &DrawingArea<DB, Shift>,
     chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
     band: &PaperBand,
     (x0, x1): (f64, f64),
@@ -381,15 +390,7 @@ fn draw_paper_band<DB: DrawingBackend>(
     chart
         .draw_series([low, high].map(|y| PathElement::new(vec![(x0, y), (x1, y)], PAPER_EDGE.stroke_width(1))))
         .map_err(draw_error)?;
-    let (px, top) = chart.backend_coord(&(x0, high));
-    let (_, bottom) = chart.backend_coord(&(x0, low));
-    let style = TextStyle::from((FONT, 12).into_font()).color(&PAPER_TEXT);
-    let (y, style) = if bottom - top >= 16 {
-        (top + 2, style.pos(Pos::new(HPos::Left, VPos::Top)))
-    } else {
-        (top - 2, style.pos(Pos::new(HPos::Left, VPos::Bottom)))
-    };
-    root.draw(&Text::new(band.label.clone(), (px + 6, y), style)).map_err(draw_error)
+    Ok(())
 }
 
 fn draw_lines<DB: DrawingBackend>(
@@ -438,7 +439,7 @@ fn draw_lines<DB: DrawingBackend>(
         .draw()
         .map_err(draw_error)?;
     if let Some(band) = &c.paper {
-        draw_paper_band(plot, &mut chart, band, (x0, x1), (y0, y1))?;
+        draw_paper_band(&mut chart, band, (x0, x1), (y0, y1))?;
     }
     if let Some(y) = c.reference_y {
         chart
@@ -499,7 +500,7 @@ fn draw_lines<DB: DrawingBackend>(
         .map_err(draw_error)?;
     }
     let labels: Vec<String> = c.series.iter().map(|s| s.label.clone()).collect();
-    draw_legend(legend, &c.legend_title, &labels, false)
+    draw_legend(legend, &c.legend_title, &labels, false, c.paper.as_ref())
 }
 
 fn draw_bars<DB: DrawingBackend>(
@@ -549,7 +550,7 @@ fn draw_bars<DB: DrawingBackend>(
         .draw()
         .map_err(draw_error)?;
     if let Some(band) = &c.paper {
-        draw_paper_band(plot, &mut chart, band, (x0, x1), (y0, y1))?;
+        draw_paper_band(&mut chart, band, (x0, x1), (y0, y1))?;
     }
     chart
         .draw_series(std::iter::once(PathElement::new(vec![(x0, 0.0), (x1, 0.0)], BLACK.stroke_width(1))))
@@ -610,7 +611,7 @@ fn draw_bars<DB: DrawingBackend>(
         root.draw(&Text::new(name.clone(), (px, py + dy), style)).map_err(draw_error)?;
     }
     let labels: Vec<String> = c.series.iter().map(|s| s.label.clone()).collect();
-    draw_legend(legend, &c.legend_title, &labels, true)
+    draw_legend(legend, &c.legend_title, &labels, true, c.paper.as_ref())
 }
 
 /// Viridis, sampled at five points and interpolated: perceptually uniform and monotone in

@@ -208,6 +208,7 @@ mod tests {
             verdict: word.to_owned(),
             verdict_word: word,
             samples: None,
+            robustness: false,
         };
         let study = |title, rows, not_in_run: &[&str]| StudyScorecard {
             study: String::new(),

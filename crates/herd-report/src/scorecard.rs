@@ -28,6 +28,8 @@ pub struct ScorecardRow {
     /// The samples page filtered to the trials the claim rests on ([`samples_link`]); `None` where the
     /// report has no samples page beside it.
     pub samples: Option<String>,
+    /// One of the papers' robustness checks, folded under the study's main claims.
+    pub robustness: bool,
 }
 
 /// The link into the samples page (herd-samples' `samples.html`, whose fragment sets its filters) that
@@ -35,7 +37,7 @@ pub struct ScorecardRow {
 /// and instrument arm for a minimal-group claim; the whole study where a claim spans it.
 pub fn samples_link(study: &str, id: &str) -> String {
     let filter = match id {
-        "group_size_rise" | "tasks_alike" => "family=group_size",
+        "group_size_rise" | "saturation" | "tasks_alike" => "family=group_size",
         "unanimity_dissent" => "family=unanimity",
         "difficulty_rho" | "difficulty_predicts" | "performance_effect" => "family=difficulty",
         "public_private" => "family=normative",
@@ -48,7 +50,8 @@ pub fn samples_link(study: &str, id: &str) -> String {
         | "minority_gap"
         | "gap_closes_equal_groups"
         | "majority_proportional"
-        | "reasoning_majority_share" => "labels=visible&instrument=base",
+        | "reasoning_majority_share"
+        | "roster_position" => "labels=visible&instrument=base",
         "hidden_floor" | "hidden_floor_reasoning" => "labels=hidden&instrument=base",
         "hidden_floor_paraphrase" => "labels=hidden&instrument=paraphrase",
         "favouritism_paraphrase" => "labels=visible&instrument=paraphrase",
@@ -125,6 +128,7 @@ pub fn scorecard(comparisons: &[HeadlineComparison], absent_studies: &[&str]) ->
                 verdict: c.verdict_text(),
                 verdict_word: verdict.text(),
                 samples: None,
+                robustness: c.headline.robustness,
             }),
             _ => card.not_in_run.push(c.headline.short_claim().to_owned()),
         }
@@ -151,6 +155,7 @@ mod tests {
             source: String::new(),
             claim: Some(format!("claim {id}")),
             paper_value: Some(format!("paper {id}")),
+            robustness: false,
         };
         let number = (verdict != Verdict::NotInRun).then(|| RunNumber {
             label: "model-a".into(),

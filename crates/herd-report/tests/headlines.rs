@@ -883,6 +883,11 @@ fn every_conformity_row_of_a_model_at_chance_is_outside_the_population() {
     let solver = compare_headlines(&conformity_results(every_family("solver", 0.04))).unwrap();
     for id in conformity_ids(&solver) {
         let h = headline(&solver, &id);
+        // Its curve rises steadily: the saturation claim has its row, and it is not that claim's subject.
+        if id == "saturation" {
+            assert!(h.basis.contains("not the claim's subject"), "{}", h.basis);
+            continue;
+        }
         assert_ne!(h.verdict, Verdict::NotInRun, "{id}: {h:?}");
         assert_ne!(h.verdict, Verdict::NotPaperPopulation, "{id}: {h:?}");
         assert!(!h.this_run.contains("not the paper's population"), "{id}: {}", h.this_run);

@@ -219,6 +219,9 @@ fn the_scorecard_fits_one_screen_at_1400_px() {
         .filter(|c| c.verdict != herd_analysis::Verdict::NotInRun)
         .count();
     assert!(tested >= 12, "the fixture tests most claims ({tested})");
+    // The papers' robustness checks are folded under the main claims, one click away.
+    let html = std::fs::read_to_string(&written.html).unwrap();
+    assert!(html.contains("<details class=\"robustness\"><summary>Robustness checks (S3, S5): "), "no folded checks");
 
     // The screen as a reader sees it.
     let shot = work.path().join("scorecard.png");
@@ -417,11 +420,11 @@ fn the_quick_report_opens_with_a_summary_and_a_reason_and_next_step_per_unusual_
     assert!(summary < scorecard.find("<table>").unwrap(), "the summary line opens the scorecard");
     assert!(
         scorecard
-            .contains("Conformity: 14 claims tested, 14 not the paper's population. Minimal groups: 9 claims tested"),
+            .contains("Conformity: 15 claims tested, 15 not the paper's population. Minimal groups: 12 claims tested"),
         "{scorecard}"
     );
     // The conformity model at chance, with its accuracy, and the paper's smallest vision model next.
-    let at_chance = "14 claims not the paper's population: qwen2.5-coder-0.5b (two-way accuracy 0.50 over 24 trials on \
+    let at_chance = "15 claims not the paper's population: qwen2.5-coder-0.5b (two-way accuracy 0.50 over 24 trials on \
                      color, dots and lines) is at or near chance at N = 0";
     assert!(scorecard.contains(at_chance), "{scorecard}");
     let next = "e.g. <code>herd run --experiment data/experiments/conformity.quick.toml --model qwen2.5-vl-3b --device \
@@ -458,7 +461,7 @@ fn the_quick_report_opens_with_a_summary_and_a_reason_and_next_step_per_unusual_
             .map(|l| format!("smollm2-135m · {l}")),
     );
     // The Markdown twin says the same, commands as code.
-    assert!(md.contains("**Conformity: 14 claims tested, 14 not the paper's population."), "{md}");
+    assert!(md.contains("**Conformity: 15 claims tested, 15 not the paper's population."), "{md}");
     assert!(
         md.contains(at_chance) && md.contains("`cargo xtask replicate --profile full --model qwen3-8b --device cuda`")
     );

@@ -17,13 +17,18 @@ const NULL_AGENT: &str = "data/sim/null.toml";
 /// The claims that the paper states as an absence (no effect, no difference, a floor): their false
 /// verdict is "does not replicate" on an agent that has the absence; every other claim's is
 /// "replicates" on an agent without the effect.
-pub const NULL_CLAIMS: [&str; 6] = [
+pub const NULL_CLAIMS: [&str; 11] = [
     "hidden_floor",
     "tasks_alike",
     "temporal_vs_spatial",
     "performance_effect",
     "gap_closes_equal_groups",
     "bootstrap_se_agreement",
+    "roster_position",
+    "fills_change",
+    "parse_success",
+    "majority_proportional",
+    "hidden_floor_reasoning",
 ];
 
 /// One verdict's share of the replications, with its 95% Wilson interval.

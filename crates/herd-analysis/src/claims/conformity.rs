@@ -12,7 +12,7 @@ use herd_stats::Alternative;
 use super::evidence::{
     Claim, Combine, Evidence, Row, spearman_interval, spearman_min_p, t_quantile, wilcoxon_evidence,
 };
-use super::{Outcome, PaperHeadline, population};
+use super::{Outcome, PaperHeadline, Verdict, population};
 use crate::format::{num, p_is, signed};
 use crate::results::Results;
 use crate::table::rows_where;
@@ -130,6 +130,66 @@ pub(super) fn group_size_rise(h: &PaperHeadline, results: &Results, measure: PWr
         })
         .collect();
     Some(Outcome { summary: String::new(), rows, combine: Combine::All })
+}
+
+/// Fig. 2a's "others saturate around N ∼ 3–4": a model whose group-size curve rises (the rise of
+/// [`group_size_rise`], tested the same way) and reaches 90% of that rise by N = `effect` on every task
+/// it ran (the `auc` table's `saturation_n`). The paper names no model and says most rise steadily, so
+/// a model rising past N = `effect` is like those, not the claim's subject; the claim replicates when
+/// some model saturates, and a model without a significant rise has nothing to saturate (inconclusive).
+pub(super) fn saturation(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {
+    let (trials, tables) = conformity(results)?;
+    let by = h.effect?;
+    let pairs = model_tasks(trials, "group_size");
+    let aucs = tables.curve_aucs();
+    let rows = group_size_rises(trials, measure)
+        .into_iter()
+        .map(|rise| {
+            let members: Vec<(String, String)> = pairs.iter().filter(|(m, _)| m == &rise.model).cloned().collect();
+            let at: Vec<(String, Option<i64>)> = aucs
+                .iter()
+                .filter(|a| a.family == "group_size" && a.model == rise.model && a.measure == measure.column())
+                .map(|a| (a.task.clone(), a.saturation_n))
+                .collect();
+            let listing = at
+                .iter()
+                .map(|(task, n)| format!("{task} {}", n.map_or("none".to_owned(), |n| format!("N = {n}"))))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let mut row = contrast_row(
+                rise.model.clone(),
+                format!("90% of the rise reached at {listing}; rise {}", signed(rise.mean_high - rise.mean_low)),
+                &rise.differences,
+                GroupSizeRise::ALTERNATIVE,
+                "trial pairs",
+                Claim::positive(None),
+            );
+            let latest = at.iter().map(|(_, n)| n.map_or(f64::INFINITY, |n| n as f64)).fold(f64::NAN, f64::max);
+            (row.verdict, row.reason) = if row.verdict != Verdict::Replicates {
+                (
+                    Verdict::Inconclusive,
+                    format!("the curve does not rise significantly, so nothing saturates ({})", row.reason),
+                )
+            } else if latest <= by {
+                (Verdict::Replicates, format!("the curve rises and reaches 90% of its rise by N = {by:.0}"))
+            } else {
+                (
+                    Verdict::NotInRun,
+                    format!(
+                        "the curve rises without saturating by N = {by:.0}, like the paper's models that rise \
+                         steadily: not the claim's subject"
+                    ),
+                )
+            };
+            row.claim = None;
+            row.on(members)
+        })
+        .collect();
+    let summary = format!(
+        "Per model: the first N whose mean p_wrong reaches 90% of the rise from N = 0 to the largest N, per task, on \
+         a rise that is significant; saturated by N = {by:.0}"
+    );
+    Some(Outcome { summary, rows, combine: Combine::Any })
 }
 
 pub(super) fn unanimity_dissent(h: &PaperHeadline, results: &Results, measure: PWrong) -> Option<Outcome> {

@@ -1,0 +1,212 @@
+//! The minimal-group paper's robustness bounds (S3, S5) and the conformity paper's saturation (fig. 2a),
+//! each judged on planted data that carries the paper's finding, data that breaks it, and data that
+//! lacks what the claim needs: roster position, removing uniform fills, parse success, and a curve
+//! saturating by N = 4.
+
+#[allow(dead_code)]
+mod common;
+mod planted;
+
+use std::path::PathBuf;
+
+use common::noise;
+use herd_analysis::{
+    DesignKey, Dyad, DyadTable, HeadlineComparison, Labels, MinimalGroupOptions, MinimalGroupResults, Provenance,
+    Results, Verdict, analyze_minimal_group, compare_headlines,
+};
+use planted::*;
+
+/// What a planted society does beside favouring its group.
+#[derive(Clone, Copy, Default)]
+struct Plant {
+    /// In-group targets presented first (else roster positions are shuffled independently of group).
+    in_group_first: bool,
+    /// Weight added per roster position (a target presented later draws more when positive).
+    per_position: f64,
+    /// Every `fill_every`-th decider's reply failed to parse and was filled uniformly (0: none).
+    fill_every: i64,
+    /// Without the optional columns (positions, names, fills) a plain table would lack.
+    bare: bool,
+}
+
+const NAMES: [&str; 4] = ["wug", "dax", "blick", "fep"];
+
+/// Societies of 10 (m = 3 and 4, 8 seeds, visible and hidden labels, two swap passes) of model `q`:
+/// visible minority deciders weight their group by 1.5, majority deciders by 0.3, hidden labels by
+/// none, each with a little noise.
+fn societies(plant: Plant) -> Results {
+    let mut rows = Vec::new();
+    let mut decider_index = 0_i64;
+    for labels in [Labels::Visible, Labels::Hidden] {
+        for m in [3_i64, 4] {
+            for seed in 0..8_i64 {
+                let minority = |agent: i64| (agent * 7 + seed * 3) % 10 < m;
+                let names = (NAMES[(seed % 4) as usize], NAMES[((seed + 1) % 4) as usize]);
+                for (pass_index, pass) in ["original", "swapped"].into_iter().enumerate() {
+                    // The minority's name in this pass; the swap gives each group the other's.
+                    let name_of = |agent: i64| match (minority(agent), pass_index) {
+                        (true, 0) | (false, 1) => names.0,
+                        _ => names.1,
+                    };
+                    for decider in 0..10_i64 {
+                        decider_index += 1;
+                        let filled = plant.fill_every > 0 && decider_index % plant.fill_every == 0;
+                        let visible = labels == Labels::Visible;
+                        let bias = match (visible, minority(decider)) {
+                            (false, _) => 0.0,
+                            (true, true) => 1.5,
+                            (true, false) => 0.3,
+                        };
+                        let mut targets: Vec<i64> = (0..10).filter(|&t| t != decider).collect();
+                        let order_key = |t: &i64| {
+                            let same = minority(*t) == minority(decider);
+                            let shuffled = noise(&[seed, m, decider, *t, pass_index as i64, 17]);
+                            if plant.in_group_first { (!same as i64) as f64 * 10.0 + shuffled } else { shuffled }
+                        };
+                        targets.sort_by(|a, b| order_key(a).total_cmp(&order_key(b)));
+                        let weights: Vec<f64> = targets
+                            .iter()
+                            .enumerate()
+                            .map(|(position, &t)| {
+                                let same = minority(t) == minority(decider);
+                                let e = 0.1 * noise(&[seed, m, decider, t, visible as i64, pass_index as i64]);
+                                let place = plant.per_position * (position as f64 + 1.0);
+                                (1.0 + if same { bias } else { 0.0 } + place + e).max(0.05)
+                            })
+                            .collect();
+                        let total: f64 = weights.iter().sum();
+                        for (position, (&target, w)) in targets.iter().zip(&weights).enumerate() {
+                            rows.push(Dyad {
+                                design: DesignKey([Some("q".into()), Some("on".into()), None, Some(pass.into())]),
+                                labels,
+                                m: m as u32,
+                                seed,
+                                decider,
+                                target,
+                                minority_decider: minority(decider),
+                                minority_target: minority(target),
+                                same_group: minority(target) == minority(decider),
+                                points: if filled { 100.0 / 9.0 } else { 100.0 * w / total },
+                                target_position: (!plant.bare).then_some(position as f64 + 1.0),
+                                filled: (!plant.bare).then_some(filled),
+                                target_group: (!plant.bare).then(|| name_of(target).to_owned()),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let dyads = DyadTable::new("planted societies", rows).unwrap();
+    let options = MinimalGroupOptions {
+        bootstrap: herd_analysis::BootstrapPlan::Seeded { resamples: 200, seed: 7 },
+        ..MinimalGroupOptions::default()
+    };
+    let tables = analyze_minimal_group(&dyads, &options).unwrap();
+    Results {
+        source: PathBuf::from("test"),
+        conformity: None,
+        minimal_group: Some(MinimalGroupResults {
+            runs: Vec::new(),
+            dyads,
+            tables,
+            quality: empty("quality"),
+            analysis: Provenance::default(),
+        }),
+        empty_runs: Vec::new(),
+        plain_tables: Vec::new(),
+    }
+}
+
+fn judged(plant: Plant) -> Vec<HeadlineComparison> {
+    compare_headlines(&societies(plant)).unwrap()
+}
+
+#[test]
+fn a_society_that_behaves_as_the_papers_passes_every_robustness_bound() {
+    let all = judged(Plant { fill_every: 200, ..Plant::default() });
+    for id in ["roster_position", "fills_change", "parse_success"] {
+        let h = headline(&all, id);
+        assert_eq!(h.verdict, Verdict::Replicates, "{id}: {h:?}");
+        assert!(h.headline.robustness, "{id} is folded with the robustness checks");
+    }
+    // One row per visible cell (m = 3, 4), per model and label arm, per model.
+    let position = headline(&all, "roster_position");
+    assert!(position.this_run.contains("q · m = 3: position effect ") && position.this_run.contains("q · m = 4: "));
+    let fills = headline(&all, "fills_change");
+    assert!(fills.this_run.contains("q · visible: ") && fills.this_run.contains("q · hidden: "), "{}", fills.this_run);
+    assert!(fills.this_run.contains("(3 of 640 deciders filled)"), "{}", fills.this_run);
+    let parsed = headline(&all, "parse_success");
+    assert!(parsed.this_run.contains("99.5% parsed (3 of 640 replies filled)"), "{}", parsed.this_run);
+    // The main claims are not folded.
+    assert!(!headline(&all, "favouritism_visible").headline.robustness);
+}
+
+#[test]
+fn each_robustness_bound_fails_when_its_check_is_broken() {
+    // In-group targets always listed first, and a target listed later drawing fewer points: position
+    // itself favours the in-group.
+    let h = judged(Plant { in_group_first: true, per_position: -0.05, ..Plant::default() });
+    let position = headline(&h, "roster_position");
+    assert_eq!(position.verdict, Verdict::DoesNotReplicate, "{position:?}");
+    assert!(position.basis.contains("position drives favouritism"), "{}", position.basis);
+    // Either alone cannot: a position effect over a balanced roster, or an imbalance that draws nothing.
+    for plant in [Plant { per_position: -0.05, ..Plant::default() }, Plant { in_group_first: true, ..Plant::default() }]
+    {
+        let position = headline(&judged(plant), "roster_position").clone();
+        assert_ne!(position.verdict, Verdict::DoesNotReplicate, "{position:?}");
+    }
+
+    // One reply in 20 filled: parse success 95%, and removing them moves favouritism by more than 0.03.
+    let h = judged(Plant { fill_every: 20, ..Plant::default() });
+    let parsed = headline(&h, "parse_success");
+    assert_eq!(parsed.verdict, Verdict::DoesNotReplicate, "{parsed:?}");
+    assert!(parsed.basis.contains("is not above the paper's 0.988"), "{}", parsed.basis);
+    let fills = headline(&h, "fills_change");
+    assert_eq!(fills.verdict, Verdict::DoesNotReplicate, "{fills:?}");
+    assert!(fills.basis.contains("q · visible"), "{}", fills.basis);
+}
+
+#[test]
+fn without_positions_or_fills_the_bounds_are_not_in_the_run() {
+    let all = judged(Plant { bare: true, ..Plant::default() });
+    for id in ["roster_position", "fills_change", "parse_success"] {
+        let h = headline(&all, id);
+        assert_eq!(h.verdict, Verdict::NotInRun, "{id}: {h:?}");
+    }
+    // The planted fixture of the other headline tests has neither column either.
+    let plain =
+        compare_headlines(&planted(&[("q", "on")], &[3, 4], 8, |_, _, _, m| if m { 1.5 } else { 0.3 }, false)).unwrap();
+    assert_eq!(headline(&plain, "parse_success").verdict, Verdict::NotInRun);
+}
+
+/// p_wrong(N) for group-size trials of model "m": `curve(n)` plus a little noise per trial index.
+fn group_size(curve: fn(u32) -> f64) -> Vec<herd_analysis::ConformityTrial> {
+    family_trials("group_size", &[""], &["lines", "color"], &[0, 1, 2, 3, 4, 6, 8, 10], |_, _, n, seed| {
+        curve(n) + wobble(seed)
+    })
+}
+
+#[test]
+fn a_curve_that_levels_off_by_n_4_saturates_and_a_steady_one_is_not_the_claims_subject() {
+    // Rises to 0.6 by N = 3 and stays: saturated at N = 3.
+    let all = compare_headlines(&conformity_results(group_size(|n| if n >= 3 { 0.6 } else { 0.1 + 0.15 * n as f64 })))
+        .unwrap();
+    let h = headline(&all, "saturation");
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.this_run.contains("lines N = 3") && h.this_run.contains("color N = 3"), "{}", h.this_run);
+
+    // Rises steadily to N = 10, as most of the paper's models: not the claim's subject.
+    let all = compare_headlines(&conformity_results(group_size(|n| 0.1 + 0.05 * n as f64))).unwrap();
+    let h = headline(&all, "saturation");
+    assert_eq!(h.verdict, Verdict::NotInRun, "{h:?}");
+    assert!(h.basis.contains("like the paper's models that rise steadily"), "{}", h.basis);
+    // The rise itself replicates there.
+    assert_eq!(headline(&all, "group_size_rise").verdict, Verdict::Replicates);
+
+    // A flat curve (a model that solves the images and ignores the group) has nothing to saturate.
+    let all = compare_headlines(&conformity_results(group_size(|_| 0.1))).unwrap();
+    let h = headline(&all, "saturation");
+    assert_eq!(h.verdict, Verdict::Inconclusive, "{h:?}");
+    assert!(h.basis.contains("nothing saturates"), "{}", h.basis);
+}
