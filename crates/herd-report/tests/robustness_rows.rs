@@ -7,13 +7,8 @@
 mod common;
 mod planted;
 
-use std::path::PathBuf;
-
 use common::noise;
-use herd_analysis::{
-    DesignKey, Dyad, DyadTable, HeadlineComparison, Labels, MinimalGroupOptions, MinimalGroupResults, Provenance,
-    Results, Verdict, analyze_minimal_group, compare_headlines,
-};
+use herd_analysis::{DesignKey, Dyad, DyadTable, HeadlineComparison, Labels, Results, Verdict, compare_headlines};
 use planted::*;
 
 /// What a planted society does beside favouring its group.
@@ -97,25 +92,7 @@ fn societies(plant: Plant) -> Results {
             }
         }
     }
-    let dyads = DyadTable::new("planted societies", rows).unwrap();
-    let options = MinimalGroupOptions {
-        bootstrap: herd_analysis::BootstrapPlan::Seeded { resamples: 200, seed: 7 },
-        ..MinimalGroupOptions::default()
-    };
-    let tables = analyze_minimal_group(&dyads, &options).unwrap();
-    Results {
-        source: PathBuf::from("test"),
-        conformity: None,
-        minimal_group: Some(MinimalGroupResults {
-            runs: Vec::new(),
-            dyads,
-            tables,
-            quality: empty("quality"),
-            analysis: Provenance::default(),
-        }),
-        empty_runs: Vec::new(),
-        plain_tables: Vec::new(),
-    }
+    minimal_group_results(DyadTable::new("planted societies", rows).unwrap(), false)
 }
 
 fn judged(plant: Plant) -> Vec<HeadlineComparison> {

@@ -156,7 +156,11 @@ pub fn planted_with_hidden(
             }
         }
     }
-    let dyads = DyadTable::new("test", rows).unwrap();
+    minimal_group_results(DyadTable::new("test", rows).unwrap(), gee_bootstrap)
+}
+
+/// The results of a minimal-group dyad table analysed in memory (400 seeded bootstrap resamples).
+pub fn minimal_group_results(dyads: DyadTable, gee_bootstrap: bool) -> Results {
     let options = MinimalGroupOptions {
         bootstrap: herd_analysis::BootstrapPlan::Seeded { resamples: 400, seed: 7 },
         gee_bootstrap,
