@@ -88,6 +88,9 @@ pub struct LineChart {
     pub reference_y: Option<f64>,
     /// The papers' values, shaded across the plot.
     pub paper: Option<PaperBand>,
+    /// Each series' value at x = 0 (N = 0: no confederates) drawn on as a thin dotted line in its colour,
+    /// so that a curve's rise reads against its own baseline.
+    pub baselines: bool,
 }
 
 /// The range the papers report for what a chart shows, shaded across the plot behind the data and
@@ -446,6 +449,21 @@ fn draw_lines<DB: DrawingBackend>(
             .draw_series(std::iter::once(PathElement::new(vec![(x0, y), (x1, y)], BLACK.stroke_width(1))))
             .map_err(draw_error)?;
     }
+    if c.baselines {
+        for (i, series) in c.series.iter().enumerate() {
+            let Some(first) = series.points.first().filter(|p| p.x == 0.0) else { continue };
+            let y = clamp(first.y);
+            let to_pixel = |p: (f64, f64)| {
+                let (x, y) = chart.backend_coord(&p);
+                (f64::from(x), f64::from(y))
+            };
+            for piece in dashed(&[(first.x, y), (x1, y)], &[2.0, 5.0], to_pixel) {
+                chart
+                    .draw_series(std::iter::once(PathElement::new(piece, colour(i).mix(0.5).stroke_width(1))))
+                    .map_err(draw_error)?;
+            }
+        }
+    }
     let dodge = dodges(c, x1 - x0);
     for (i, series) in c.series.iter().enumerate() {
         let band: Vec<(f64, f64)> = series
@@ -713,6 +731,7 @@ mod tests {
             series: vec![LineSeries { label: "a".into(), points }],
             y_limits: Some((0.0, 1.0)),
             reference_y: Some(0.0),
+            baselines: false,
             paper: None,
         })
     }
@@ -755,6 +774,27 @@ mod tests {
     }
 
     #[test]
+    fn each_curves_value_at_zero_is_drawn_on_as_its_baseline() {
+        let point = |x: f64, y: f64| Point { x, y, interval: None };
+        let mut chart = line(vec![point(0.0, 0.1), point(5.0, 0.4), point(10.0, 0.6)]);
+        let (_, without) = render("without", &chart).unwrap();
+        if let Chart::Line(c) = &mut chart {
+            c.baselines = true;
+        }
+        let (_, with) = render("with", &chart).unwrap();
+        // The dotted baseline is drawn at half the series' opacity; nothing else is.
+        let dotted = |svg: &str| svg.matches("opacity=\"0.5\"").count();
+        assert_eq!(dotted(&without), 0);
+        assert!(dotted(&with) > 5, "{} dots", dotted(&with));
+        // A curve that starts after N = 0 has no baseline to draw.
+        let mut late = line(vec![point(2.0, 0.1), point(10.0, 0.6)]);
+        if let Chart::Line(c) = &mut late {
+            c.baselines = true;
+        }
+        assert_eq!(dotted(&render("late", &late).unwrap().1), 0);
+    }
+
+    #[test]
     fn a_lone_points_interval_is_drawn() {
         let with = |interval| line(vec![Point { x: 3.0, y: 0.4, interval }]);
         let (_, bare) = render("bare", &with(None)).unwrap();
@@ -779,6 +819,7 @@ mod tests {
                 series,
                 y_limits: None,
                 reference_y: Some(0.0),
+                baselines: false,
                 paper: None,
             })
         };

@@ -263,6 +263,7 @@ fn favouritism_by_minority_size(context: &Context, tables: &MinimalGroupTables) 
             series,
             y_limits: None,
             reference_y: Some(0.0),
+            baselines: false,
             // The paper's per-model favouritism (all deciders, pooled over m): its four models' range.
             paper: Some(PaperBand {
                 low: 0.84,
@@ -395,6 +396,7 @@ fn excess_share_by_minority_size(context: &Context) -> FigureResult {
             series,
             y_limits: None,
             reference_y: Some(0.0),
+            baselines: false,
             paper: None,
         }),
     })
@@ -458,6 +460,7 @@ fn favouritism_distribution_per_decider(context: &Context) -> FigureResult {
             series,
             y_limits: None,
             reference_y: None,
+            baselines: false,
             paper: None,
         }),
     })

@@ -253,6 +253,12 @@ fn axes_and_legends_say_what_the_design_and_the_drawing_have() {
         panic!("a line chart")
     };
     assert_eq!((curve.y_limits, curve.reference_y), (Some((0.0, 1.0)), Some(0.0)));
+    // Each model's curve is read against its own N = 0 (no confederates), drawn on and named.
+    assert!(
+        curve.baselines && curve.legend_title.contains("dotted: the curve's value at N = 0"),
+        "{}",
+        curve.legend_title
+    );
     // The papers' values are drawn: the human plateau the conformity paper cites, the minimal-group
     // paper's per-model favouritism and its hidden-label floor, each named in the figure's reading.
     let band = |name: &str| match &full[name].0.chart {

@@ -75,6 +75,7 @@ pub fn auc_by_difficulty(trials: &ConformityTable, tables: &ConformityTables, me
             series,
             y_limits: Some((0.0, 1.0)),
             reference_y: None,
+            baselines: false,
             paper: None,
         }),
     })

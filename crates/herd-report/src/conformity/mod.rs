@@ -118,10 +118,14 @@ fn curve_chart(
         title: title.to_owned(),
         x_label: GROUP_SIZE.into(),
         y_label,
-        legend_title: format!("{legend_title}; band: {}", band_name(counts.into_iter(), "trials")),
+        legend_title: format!(
+            "{legend_title}; band: {}; dotted: the curve's value at N = 0",
+            band_name(counts.into_iter(), "trials")
+        ),
         series,
         y_limits: Some((0.0, 1.0)),
         reference_y: Some(reference_y),
+        baselines: true,
         paper: None,
     })
 }
