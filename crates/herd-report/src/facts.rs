@@ -116,8 +116,9 @@ fn grouped(n: u64) -> String {
     out
 }
 
-/// One run in a line: study · model, units, time over its sessions, machine, herd version.
-fn run_fact(study: &str, run: &RunFolder, tokens: Option<u64>) -> String {
+/// One run in a line: study · model, units, time over its sessions, what the model produced (`work`:
+/// tokens generated, or that it was scored without generating), machine, herd version.
+fn run_fact(study: &str, run: &RunFolder, work: Option<String>) -> String {
     let m = &run.manifest;
     let seconds: u64 = m.sessions.iter().filter_map(|s| s.ended.map(|e| e.saturating_sub(s.started))).sum();
     let sessions = match m.sessions.len() {
@@ -131,7 +132,7 @@ fn run_fact(study: &str, run: &RunFolder, tokens: Option<u64>) -> String {
         _ => m.sessions.last().map_or("an unrecorded device".to_owned(), |s| s.device.clone()),
     };
     let version = m.sessions.last().map_or_else(|| "?".to_owned(), |s| s.herd_version.clone());
-    let tokens = tokens.map_or(String::new(), |t| format!(", {} tokens generated", grouped(t)));
+    let work = work.map_or(String::new(), |w| format!(", {w}"));
     // A run folder written without a plan (a plain store, a test fixture) knows only its commits.
     let units = if m.units_total > 0 {
         format!("{} of {} experiment units", grouped(m.experiment_units_stored), grouped(m.units_total))
@@ -139,7 +140,7 @@ fn run_fact(study: &str, run: &RunFolder, tokens: Option<u64>) -> String {
         format!("{} units committed", grouped(m.units_stored))
     };
     format!(
-        "{study} · {}: {units} in {} over {sessions}{tokens}; {machine}; herd {version}",
+        "{study} · {}: {units} in {} over {sessions}{work}; {machine}; herd {version}",
         m.identity.model,
         duration(seconds)
     )
@@ -164,14 +165,18 @@ fn generated_tokens(results: &Results) -> BTreeMap<String, u64> {
 /// One line per run of `results`.
 pub(crate) fn run_facts(results: &Results) -> Vec<String> {
     let tokens = generated_tokens(results);
-    let conformity = results.conformity.iter().flat_map(|c| &c.runs).map(|r| run_fact("conformity", r, None));
+    // A conformity trial reads the answer's probability from one forward pass: nothing is generated.
+    let scored = || Some("scored from next-token probabilities, no tokens generated".to_owned());
+    let conformity = results.conformity.iter().flat_map(|c| &c.runs).map(|r| run_fact("conformity", r, scored()));
     let runs: Vec<&RunFolder> = results.minimal_group.iter().flat_map(|m| &m.runs).collect();
     let minimal_group = runs.iter().map(|r| {
         // The quality table counts per model: a model's tokens are one run's only where no other run
         // (a shard, a second session folder) has that model.
         let model = &r.manifest.identity.model;
         let alone = runs.iter().filter(|o| &o.manifest.identity.model == model).count() == 1;
-        run_fact("minimal groups", r, tokens.get(model).copied().filter(|_| alone))
+        let generated =
+            tokens.get(model).copied().filter(|_| alone).map(|t| format!("{} tokens generated", grouped(t)));
+        run_fact("minimal groups", r, generated)
     });
     conformity.chain(minimal_group).collect()
 }

@@ -505,6 +505,8 @@ fn data_quality_banners_show_for_repaired_allocations_and_low_answer_mass_only()
     assert!(md.contains("- minimal groups · smollm2-135m: 16 units committed in "), "{md}");
     // 320 deciders × 224 tokens.
     assert!(md.contains(" over 1 session, 71,680 tokens generated; cpu; herd "), "{md}");
+    // A conformity run generates nothing: it says how it was scored instead.
+    assert!(md.contains(" over 1 session, scored from next-token probabilities, no tokens generated; "), "{md}");
 }
 
 #[test]
