@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::conformity::{ImageConformity, TaskFit, difficulty_fits};
+use crate::conformity::{ImageConformity, TaskFit, difficulty_fits, unit_aucs};
 use crate::{ConformityTable, ConformityTables, GroupSizeRise, PWrong, group_size_rises};
 use herd_design::{SourceClass, SourceStrengthFamily};
 use herd_stats::Alternative;
@@ -31,34 +31,6 @@ pub(super) fn model_tasks(trials: &ConformityTable, family: &str) -> Vec<(String
     let set: BTreeSet<(String, String)> =
         trials.rows.iter().filter(|t| t.family == family).map(|t| (t.model.clone(), t.task.clone())).collect();
     set.into_iter().collect()
-}
-
-/// Each unit's AUC (trapezoid of mean p_wrong over N, divided by the N range) for one model, task,
-/// family and level; units by trial index, or by paraphrase when `by_paraphrase`.
-#[allow(clippy::too_many_arguments)]
-fn unit_aucs(
-    trials: &ConformityTable,
-    measure: PWrong,
-    model: &str,
-    task: &str,
-    family: &str,
-    level: &str,
-    by_paraphrase: bool,
-) -> BTreeMap<String, f64> {
-    let mut curves: BTreeMap<String, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
-    for t in trials.rows.iter().filter(|t| t.model == model && t.task == task && t.family == family && t.level == level)
-    {
-        let Some(p) = t.p_wrong(measure) else { continue };
-        let unit = if by_paraphrase { t.paraphrase.clone().unwrap_or_default() } else { t.seed.to_string() };
-        curves.entry(unit).or_default().entry(t.n).or_default().push(p);
-    }
-    curves
-        .into_iter()
-        .filter_map(|(unit, curve)| {
-            let means = curve.into_iter().map(|(n, v)| (n, v.iter().sum::<f64>() / v.len() as f64));
-            crate::conformity::auc(means).map(|a| (unit, a))
-        })
-        .collect()
 }
 
 /// Unit differences a − b over the units both levels have.

@@ -38,22 +38,13 @@ fn cell_label(table: &ResultTable, r: usize) -> String {
     format!("{model} · m = {m}")
 }
 
-/// A seed-level mean of the `robustness` table as evidence: its n seeds, its Wilcoxon p and the 95%
-/// t-interval from its standard error (ddof 1) on n − 1 degrees of freedom.
-fn seed_mean_evidence(table: &ResultTable, r: usize, test: &str) -> Evidence {
-    let n = table.number("n", r).unwrap_or(0.0) as usize;
-    let mut e = Evidence::new(test, n, "seeds").with_note(table.text("note", r));
-    e.estimate = table.number("estimate", r);
-    e.p = table.number("p", r);
-    if let (Some(estimate), Some(se)) = (e.estimate, table.number("se", r))
-        && n >= 2
-    {
-        let half = t_quantile(0.975, n as f64 - 1.0) * se;
-        e.interval = Some((estimate - half, estimate + half));
-        e.interval_name = "95% t-interval";
-        e.df = Some(n as f64 - 1.0);
-    }
-    e
+/// A seed-level mean of the `robustness` table: its n seeds, the mean and its 95% t-interval from the
+/// standard error (ddof 1) on n − 1 degrees of freedom; `None` where either is undefined.
+fn seed_mean_interval(table: &ResultTable, r: usize) -> Option<(usize, f64, (f64, f64))> {
+    let n = table.number("n", r)? as usize;
+    let (estimate, se) = (table.number("estimate", r)?, table.number("se", r)?);
+    let half = (n >= 2).then(|| t_quantile(0.975, n as f64 - 1.0) * se)?;
+    Some((n, estimate, (estimate - half, estimate + half)))
 }
 
 /// A row judged against a descriptive bound: "replicates" when `value` is at most `bound` (above it
@@ -91,9 +82,8 @@ pub(super) fn roster_position(h: &PaperHeadline, results: &Results) -> Option<Ou
     let rows: Vec<Row> = visible_checks(t, &selection, "position_balance")
         .into_iter()
         .filter_map(|r| {
-            let balance = seed_mean_evidence(t, r, test);
+            let (n, b, b_range) = seed_mean_interval(t, r)?;
             let effect = *effects.iter().find(|&&x| same_cell(x, r))?;
-            let (b, b_range) = (balance.estimate?, balance.interval?);
             let (beta, se) = (t.number("estimate", effect)?, t.number("se", effect)?);
             let beta_range = (beta - Z95 * se, beta + Z95 * se);
             let corners = [
@@ -106,7 +96,7 @@ pub(super) fn roster_position(h: &PaperHeadline, results: &Results) -> Option<Ou
                 corners.iter().copied().fold(f64::INFINITY, f64::min),
                 corners.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             );
-            let mut e = Evidence::new(test, balance.n, "seeds");
+            let mut e = Evidence::new(test, n, "seeds");
             e.estimate = Some(b * beta);
             e.interval = Some(range);
             e.interval_name = "range over both 95% intervals";
@@ -185,11 +175,11 @@ pub(super) fn fills_change(h: &PaperHeadline, results: &Results) -> Option<Outco
     let selection = Selection::new(&m.dyads, None);
     let fills = fill_counts(&m.dyads, |k| selection.takes_design(k))?;
     let with = model_claims(&m.dyads, |k| selection.takes_design(k)).ok()?;
-    let kept: Vec<crate::Dyad> = m.dyads.rows.iter().filter(|d| d.filled != Some(true)).cloned().collect();
     // With no fills the estimate cannot change; without any decider left it is undefined.
     let without = if fills.values().all(|&(_, f)| f == 0) {
         Some(with.clone())
     } else {
+        let kept: Vec<crate::Dyad> = m.dyads.rows.iter().filter(|d| d.filled != Some(true)).cloned().collect();
         DyadTable::new(m.dyads.origin.clone(), kept)
             .ok()
             .and_then(|d| model_claims(&d, |k| selection.takes_design(k)).ok())

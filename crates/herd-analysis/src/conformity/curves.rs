@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use herd_stats::trapezoid;
 
-use super::{ConformityTrial, mean};
+use super::{ConformityTable, ConformityTrial, PWrong, mean};
 use crate::table::Value;
 
 /// (model, task, family, level)
@@ -20,6 +20,31 @@ pub(super) fn curve_level(t: &ConformityTrial) -> String {
         ("difficulty", true, Some(d)) => d.to_string(),
         _ => t.level.clone(),
     }
+}
+
+/// Each unit's AUC (trapezoid of mean p_wrong over N, divided by the N range) for one model, task,
+/// family and level (a level as the `auc` table names it, [`curve_level`]); units by trial index, or
+/// by paraphrase when `by_paraphrase`. The unit AUCs the headlines' paired contrasts compare and the
+/// figures' intervals over trial indices rest on.
+#[allow(clippy::too_many_arguments)]
+pub fn unit_aucs(
+    trials: &ConformityTable,
+    measure: PWrong,
+    model: &str,
+    task: &str,
+    family: &str,
+    level: &str,
+    by_paraphrase: bool,
+) -> BTreeMap<String, f64> {
+    // The level compared without building each trial's `curve_level` (only a difficulty level needs it).
+    let at_level = |t: &ConformityTrial| t.level == level || (t.level.is_empty() && curve_level(t) == level);
+    let mut curves: BTreeMap<String, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
+    for t in trials.rows.iter().filter(|t| t.model == model && t.task == task && t.family == family && at_level(t)) {
+        let Some(p) = t.p_wrong(measure) else { continue };
+        let unit = if by_paraphrase { t.paraphrase.clone().unwrap_or_default() } else { t.seed.to_string() };
+        curves.entry(unit).or_default().entry(t.n).or_default().push(p);
+    }
+    curves.into_iter().filter_map(|(unit, curve)| curve_auc(&curve).map(|a| (unit, a))).collect()
 }
 
 /// Mean per N and the AUC of those means ([`auc`]).

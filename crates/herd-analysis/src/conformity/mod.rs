@@ -41,8 +41,8 @@ use herd_stats::sample_std;
 
 use crate::error::AnalysisError;
 use crate::table::{ResultTable, TableBuilder};
-pub use curves::auc;
 use curves::{CurveKey, curve_auc, curve_level, curve_row, saturation_n};
+pub use curves::{auc, unit_aucs};
 pub use deltas::SOCIAL_MEAN;
 use deltas::deltas_table;
 pub use difficulty::DIFFICULTY_HEXBIN_GRIDSIZE;

@@ -1,10 +1,10 @@
 //! Fig. 3: conformity against difficulty (AUC by level with Spearman ρ, and the hexagon heat map of
 //! performance and difficulty).
 
-use super::{absent, family_auc, unit_aucs};
+use super::{absent, family_auc};
 use crate::chart::{Chart, Heatmap, LineChart, LineSeries, Point};
 use crate::figure::{Figure, FigureResult, mean_interval, num, p_is};
-use herd_analysis::conformity::normalised_images;
+use herd_analysis::conformity::{normalised_images, unit_aucs};
 use herd_analysis::{ConformityTable, ConformityTables, PWrong};
 use std::collections::BTreeMap;
 
@@ -50,8 +50,8 @@ pub fn auc_by_difficulty(trials: &ConformityTable, tables: &ConformityTables, me
                 .into_iter()
                 .map(|(x, y)| {
                     // Drawn where the trial indices' mean is the level's AUC (every index ran the same N).
-                    let units = unit_aucs(trials, measure, "difficulty", (&model, &task, &format!("{x}")));
-                    let (mean, interval) = mean_interval(&units);
+                    let units = unit_aucs(trials, measure, &model, &task, "difficulty", &format!("{x}"), false);
+                    let (mean, interval) = mean_interval(&units.into_values().collect::<Vec<_>>());
                     Point { x, y, interval: interval.filter(|_| (mean - y).abs() < 1e-9) }
                 })
                 .collect();

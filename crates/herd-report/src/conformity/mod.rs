@@ -1,8 +1,6 @@
 //! The conformity paper's figures: one function per figure, each from the trial rows (for curves
 //! with confidence bands from the trials themselves) or the analysis tables (AUC, contrasts).
 
-use std::collections::BTreeMap;
-
 use herd_analysis::{ConformityTable, ConformityTables, ConformityTrial, PWrong};
 
 mod difficulty;
@@ -259,33 +257,6 @@ pub fn p_wrong_by_group_size_per_task(trials: &ConformityTable, measure: PWrong)
             measure,
         ),
     })
-}
-
-/// Each trial index's AUC of one level's curve (`model`, `task`, `level` of `family`; a difficulty level is
-/// the trials' `difficulty_level`, as the `auc` table names it), for the interval of that level's AUC: a
-/// family's levels share a trial index's images and wordings, so its spread is the one the paired
-/// contrasts see.
-pub(super) fn unit_aucs(
-    trials: &ConformityTable,
-    measure: PWrong,
-    family_name: &str,
-    (model, task, level): (&str, &str, &str),
-) -> Vec<f64> {
-    let level_of = |t: &ConformityTrial| match (t.level.is_empty(), t.difficulty_level) {
-        (true, Some(d)) if t.family == "difficulty" => d.to_string(),
-        _ => t.level.clone(),
-    };
-    let mut curves: BTreeMap<i64, BTreeMap<u32, (f64, usize)>> = BTreeMap::new();
-    for t in family(trials, family_name).filter(|t| t.model == model && t.task == task && level_of(t) == level) {
-        let Some(p) = t.p_wrong(measure) else { continue };
-        let e = curves.entry(t.seed).or_default().entry(t.n).or_default();
-        e.0 += p;
-        e.1 += 1;
-    }
-    curves
-        .into_values()
-        .filter_map(|curve| herd_analysis::conformity::auc(curve.into_iter().map(|(n, (s, k))| (n, s / k as f64))))
-        .collect()
 }
 
 /// AUCs of one family from the `auc` table, (model, task, level) → AUC.

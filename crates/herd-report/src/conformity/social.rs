@@ -1,9 +1,10 @@
 //! Fig. 4 and the contrasts: public − private framing, source strength, social / spatial / temporal
 //! proximity, each with the paired test its headline uses.
 
-use super::{SOURCE_ORDER, absent, curve_chart, curves_by, family, family_auc, levels_in_order, models, unit_aucs};
+use super::{SOURCE_ORDER, absent, curve_chart, curves_by, family, family_auc, levels_in_order, models};
 use crate::chart::{Bar, BarChart, BarSeries, Chart, LineSeries};
 use crate::figure::{Figure, FigureResult, mean_interval, num, p_is, signed};
+use herd_analysis::conformity::unit_aucs;
 use herd_analysis::rows::{AucDelta, NORMAL_MIN_UNITS};
 use herd_analysis::{ConformityTable, ConformityTables, ConformityTrial, PWrong, SOCIAL_MEAN};
 
@@ -261,8 +262,8 @@ pub fn auc_by_source_strength_per_task(
                     aucs.iter().find(|a| &format!("{} · {}", a.0, a.1) == s && &a.2 == l).map(|a| {
                         // The mean of the trial indices' AUCs is the mean curve's AUC where every index
                         // ran the same N; the interval is drawn only where it is that mean's.
-                        let units = unit_aucs(trials, measure, "source_strength", (&a.0, &a.1, l));
-                        let (mean, interval) = mean_interval(&units);
+                        let units = unit_aucs(trials, measure, &a.0, &a.1, "source_strength", l, false);
+                        let (mean, interval) = mean_interval(&units.into_values().collect::<Vec<_>>());
                         let interval = interval.filter(|_| (mean - a.3).abs() < 1e-9);
                         Bar { value: a.3, interval, note: None }
                     })
