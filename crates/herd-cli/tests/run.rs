@@ -146,6 +146,12 @@ fn two_shards_concatenated_equal_the_unsharded_run() {
         // The run ends with how its claims came out, per study, and says how long it took.
         assert!(said.contains(" claims replicate"), "{name}: {said}");
         assert!(said.lines().next().is_some_and(|l| l.contains(" run now in ")), "{name}: {said}");
+        // Three units per call (societies decoded as one batch, images' trials scored together) store what
+        // one unit at a time stores: each unit gets its own answers back.
+        let together = dir.path().join(format!("{name}-batch3"));
+        run_to_completion(&file, &together, &["--batch", "3", "--no-quick-look"]);
+        let manifest = std::fs::read_to_string(together.join("manifest.json")).unwrap();
+        assert!(manifest.contains("\"batch_units\": 3"), "the manifest records --batch");
         let shards: Vec<PathBuf> = (1..=2).map(|k| dir.path().join(format!("{name}-shard{k}"))).collect();
         for (k, out) in shards.iter().enumerate() {
             // A shard's quick look is its own units' numbers, and says so.
@@ -161,6 +167,8 @@ fn two_shards_concatenated_equal_the_unsharded_run() {
             let (a, b) = (rows(std::slice::from_ref(&whole), table, &skip), rows(&shards, table, &skip));
             assert_eq!(a.len(), b.len(), "{name} {table}: row counts differ");
             assert!(a == b, "{name} {table}: shards differ from the whole run");
+            let c = rows(std::slice::from_ref(&together), table, &skip);
+            assert!(a == c, "{name} {table}: three units per call differ from one at a time");
         }
         let per_shard: Vec<usize> =
             shards.iter().map(|s| herd_store::read_run_manifest(s).unwrap().experiment_units_stored as usize).collect();
@@ -188,6 +196,25 @@ fn bad_inputs_fail_clearly_and_leave_stored_data_intact() {
     // An unknown model alias names the alias and lists the known ones.
     let stderr = fails(&["run", "--experiment", e, "--model", "no-such-model", "--out", o]);
     assert!(stderr.contains("no-such-model") && stderr.contains(herd_backend::DEFAULT_MODEL), "{stderr}");
+    assert_eq!(snapshot(&out), before);
+
+    // --batch is for a model on this machine: servers batch by themselves; 0 units per call is no call.
+    let stderr = fails(&[
+        "run",
+        "--experiment",
+        e,
+        "--backend",
+        "openai",
+        "--endpoint",
+        "http://127.0.0.1:9",
+        "--batch",
+        "4",
+        "--out",
+        o,
+    ]);
+    assert!(stderr.contains("--batch 4") && stderr.contains("--max-in-flight"), "{stderr}");
+    let stderr = fails(&["run", "--experiment", e, "--backend", "sim", "--batch", "0", "--out", o]);
+    assert!(stderr.contains("--batch"), "{stderr}");
     assert_eq!(snapshot(&out), before);
 
     // Another experiment into the same folder is refused: the folder holds a different run.

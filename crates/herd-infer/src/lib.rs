@@ -49,7 +49,8 @@ pub use model::WeightFormat;
 pub use model::{Decoder, KvCache, causal_mask, gguf_decoder_config, load_hf_folder, read_gguf};
 pub use openai::{
     DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_REASONING_BYTES, DEFAULT_MAX_REPLY_BYTES, MASS_ROUNDING, OpenAiBackend,
-    OpenAiBatch, OpenAiOptions, RetryPolicy, ScoreApi, ServedModel, StructuredOutput, checked_score,
+    OpenAiBatch, OpenAiOptions, REQUEST_SHAPE_INPUT, RetryPolicy, ScoreApi, ServedModel, StructuredOutput,
+    checked_score,
 };
 pub use prepared::{LoadReport, PreparedCache, PreparedStatus};
 pub use redact::{REDACTED, redact_secrets};

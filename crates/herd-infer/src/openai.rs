@@ -166,7 +166,25 @@ impl OpenAiOptions {
             max_reasoning_bytes: DEFAULT_MAX_REASONING_BYTES,
         }
     }
+
+    /// The options that shape what a request asks: the model name, the scoring endpoint, the
+    /// log-probabilities asked for and the JSON constraint's form. A run's rows depend on them, so they
+    /// join its input fingerprint ([`REQUEST_SHAPE_INPUT`]): a resume, or a batch file's import, under
+    /// other ones is refused instead of mixing two ways of asking in one run.
+    pub fn request_shape(&self) -> serde_json::Value {
+        serde_json::json!({
+            "served_model": self.served_model,
+            "score_api": self.score_api,
+            "top_logprobs": self.top_logprobs,
+            "structured_output": self.structured_output,
+        })
+    }
 }
+
+/// The input fingerprint's name for [`OpenAiOptions::request_shape`]: the flags that set it, so that a
+/// refusal says which to give as the run began (its manifest's `model.server` records them).
+pub const REQUEST_SHAPE_INPUT: &str =
+    "requests asked with --served-model, --score-api, --top-logprobs, --structured-output";
 
 /// What the runner needs to know about the model behind the servers.
 #[derive(Clone, Debug)]

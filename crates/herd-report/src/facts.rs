@@ -104,7 +104,7 @@ fn duration(seconds: u64) -> String {
 }
 
 /// A number with thousands separators: `95,360`.
-fn grouped(n: u64) -> String {
+pub fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

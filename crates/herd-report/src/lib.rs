@@ -52,6 +52,7 @@ mod matrix;
 mod minimal_group;
 mod report;
 mod scorecard;
+mod terminal;
 
 pub use chart::{
     Bar, BarChart, BarSeries, Chart, FIGURE_HEIGHT, FIGURE_WIDTH, Heatmap, LineChart, LineSeries, PaperBand, Point,
@@ -64,7 +65,9 @@ pub use conformity::{
 };
 pub use error::ReportError;
 pub use explain::summary_line;
+pub use facts::grouped;
 pub use figure::{AbsentFigure, Figure, FigureResult};
 pub use minimal_group::minimal_group_figures;
 pub use report::{ReportOptions, WrittenReport, markdown_cell, write_report, write_report_with};
 pub use scorecard::{ScorecardRow, StudyScorecard, samples_link, scorecard};
+pub use terminal::claims_lines;

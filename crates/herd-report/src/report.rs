@@ -43,6 +43,8 @@ pub struct WrittenReport {
     pub figures: Vec<PathBuf>,
     /// Figures the data could not support, with the reason.
     pub absent: Vec<AbsentFigure>,
+    /// The claims as a terminal shows them ([`crate::claims_lines`]).
+    pub claims: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -394,7 +396,8 @@ pub fn write_report_with(
     write_atomic(&md_path, render_markdown(&page).as_bytes())?;
     let deviations = out.join("deviations.md");
     write_atomic(&deviations, DEVIATIONS.as_bytes())?;
-    Ok(WrittenReport { html: html_path, markdown: md_path, deviations, figures: written, absent })
+    let claims = crate::claims_lines(&comparisons);
+    Ok(WrittenReport { html: html_path, markdown: md_path, deviations, figures: written, absent, claims })
 }
 
 /// `card` with each row's link into the samples page, when there is one.

@@ -11,7 +11,7 @@ use herd_prompts::{ConformityPlan, ConformityPrompter, Modality};
 use herd_stimuli::{ImagePools, Stimulus};
 use herd_store::ConformityTrialRow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn trial_of(unit: &Unit) -> &ConformityTrial {
     match &unit.plan {
@@ -101,86 +101,70 @@ pub(crate) fn run(run: &mut RunContext<'_, '_>, exp: &ConformityExperiment, unit
         backend: &info.backend,
         modality,
     };
-    let mut guard = FailureGuard::new(run.options.max_consecutive_failures);
+    let guard = FailureGuard::new(run.options.max_consecutive_failures);
     let batches = batches(pending);
     let images = RenderedImages::new();
     let draw = Draw { pools: &pools, prompter: &prompter, modality, images: &images };
-    let batch_file = run.respondent.batch_file();
-    if let Some(backend) = batch_file.map(|b| b as &dyn SharedBackend).or_else(|| run.respondent.shared()) {
-        let mut stage = Pipelined {
-            batches: batches.iter(),
-            draw,
-            labels,
-            sink: &mut *run.sink,
-            summary: &mut *run.summary,
-            progress,
-            guard,
-            stopped: None,
-        };
-        // A batch file in plan order; servers with many batches in flight.
-        if batch_file.is_some() {
-            crate::pipeline::run_in_order(&mut stage, backend)?;
-            return stage.stopped.map_or(Ok(()), Err);
-        }
+    let local = run.respondent.batch_file().is_none() && run.respondent.shared().is_none();
+    let mut stage = Pipelined {
+        batches: batches.iter(),
+        draw,
+        labels,
+        sink: &mut *run.sink,
+        summary: &mut *run.summary,
+        progress,
+        guard,
+        stopped: None,
+    };
+    if local {
+        // `batch_units` batches per call. A text model scores as many images' trials together (its packed
+        // prefix tree keeps each image's shared prefix); a vision model shares computation only within
+        // one image, so it scores one image's trials per call.
+        let batch_units = run.options.batch_units.max(1);
+        let images_per_call = if info.vision { 1 } else { batch_units };
+        let respondent = &mut run.respondent;
+        crate::pipeline::run_together(&mut stage, batch_units, |batches| {
+            let trials: Vec<&Prepared<'_>> = batches.iter().flatten().collect();
+            score_by_image(respondent, &trials, images_per_call)
+        })?;
+    } else if let Some(backend) = run.respondent.batch_file() {
+        // A batch file in plan order.
+        crate::pipeline::run_in_order(&mut stage, backend)?;
+    } else if let Some(backend) = run.respondent.shared() {
+        // Servers with many batches in flight.
         let throughput = crate::pipeline::run(&mut stage, backend, progress)?;
-        let Pipelined { stopped, summary, .. } = stage;
-        crate::record_throughput(summary, &throughput, backend);
-        return stopped.map_or(Ok(()), Err);
+        crate::record_throughput(stage.summary, &throughput, backend);
     }
-    for batch in &batches {
-        let prepared = draw.prepare(batch, run.summary, progress)?;
-        if prepared.is_empty() {
-            continue;
-        }
-        // Requests that show the same image share the longest prompt prefix: score them together.
-        let mut results: Vec<Option<(ScoreResult, f64)>> = vec![None; prepared.len()];
-        let mut failure = None;
-        for indices in by_image(&prepared).values() {
-            let requests: Vec<ScoreRequest> = indices.iter().map(|&i| prepared[i].request.clone()).collect();
-            let facts: Vec<ConformityFacts> = indices.iter().map(|&i| prepared[i].facts.clone()).collect();
-            let started = Instant::now();
-            match crate::all_results(requests.len(), run.respondent.score(&requests, &facts)) {
-                Ok(scores) => {
-                    let latency = started.elapsed().as_secs_f64() / indices.len() as f64;
-                    for (&i, score) in indices.iter().zip(scores) {
-                        results[i] = Some((score, latency));
-                    }
-                }
-                Err(error) => {
-                    failure = Some(error);
-                    break;
-                }
-            }
-        }
-        let units: Vec<String> = prepared.iter().map(|p| p.unit.key.id()).collect();
-        if let Some(error) = failure {
-            guard.record(&units, error, run.summary)?;
-            continue;
-        }
-        guard.success();
-        let rows: Vec<ConformityTrialRow> = prepared
-            .iter()
-            .zip(results)
-            .map(|(p, result)| {
-                let (score, latency) = result.expect("every request scored");
-                trial_row(p, &score, latency, &labels)
-            })
-            .collect::<Result<_>>()?;
-        let counts: Vec<String> = prepared.iter().map(|p| p.unit.key.cell.family.clone()).collect();
-        run.sink.store(units, TrialRows { conformity: rows, ..TrialRows::default() })?;
-        run.summary.units_run += counts.len() as u64;
-        for family in counts {
-            progress.advance(&family, 1);
-        }
-    }
-    Ok(())
+    stage.stopped.map_or(Ok(()), Err)
 }
 
-/// The indices of a batch's trials, grouped by the image they show (in image order).
-fn by_image<'p>(prepared: &'p [Prepared<'_>]) -> BTreeMap<&'p str, Vec<usize>> {
+/// Scores `trials` through a model here, `images_per_call` images' trials per call (requests that show
+/// the same image share the longest prompt prefix, so each image's trials go to one call together);
+/// results in `trials`' order. A failed call fails them all.
+fn score_by_image(
+    respondent: &mut crate::Respondent<'_>,
+    trials: &[&Prepared<'_>],
+    images_per_call: usize,
+) -> herd_backend::Result<Vec<ScoreResult>> {
+    let images: Vec<Vec<usize>> = by_image(trials.iter().map(|p| p.stimulus.id.as_str())).into_values().collect();
+    let mut results: Vec<Option<ScoreResult>> = vec![None; trials.len()];
+    for indices in images.chunks(images_per_call.max(1)).map(<[Vec<usize>]>::concat) {
+        let requests: Vec<ScoreRequest> = indices.iter().map(|&i| trials[i].request.clone()).collect();
+        let facts: Vec<ConformityFacts> = indices.iter().map(|&i| trials[i].facts.clone()).collect();
+        let scores = crate::all_results(requests.len(), respondent.score(&requests, &facts))?;
+        for (&i, score) in indices.iter().zip(scores) {
+            results[i] = Some(score);
+        }
+    }
+    Ok(results.into_iter().map(|r| r.expect("every trial is in one image's group")).collect())
+}
+
+/// The indices of trials showing `images` (each trial's image id, in order), grouped by image (in image
+/// order).
+fn by_image<'p>(images: impl Iterator<Item = &'p str>) -> BTreeMap<&'p str, Vec<usize>> {
     let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for (i, p) in prepared.iter().enumerate() {
-        groups.entry(p.stimulus.id.as_str()).or_default().push(i);
+    for (i, image) in images.enumerate() {
+        groups.entry(image).or_default().push(i);
     }
     groups
 }
@@ -226,8 +210,8 @@ impl<'d> Draw<'d> {
     }
 }
 
-/// The conformity study through a shared backend: shard groups drawn as slots free, each trial's unit
-/// stored when its request succeeds and failed alone when it does not.
+/// The conformity study as pipeline stages (through servers, a batch file or a model here): shard groups
+/// drawn as slots free, each trial's unit stored when its request succeeds and failed alone when it does not.
 struct Pipelined<'a, 'r> {
     batches: std::slice::Iter<'a, Vec<Unit>>,
     draw: Draw<'a>,
@@ -261,7 +245,7 @@ impl<'a> Stage for Pipelined<'a, '_> {
     fn send(backend: &dyn SharedBackend, batch: &Self::Batch) -> Vec<herd_backend::Result<ScoreResult>> {
         // One call per image (its trials share the prompt's start, so the backend keeps them on one
         // server), the images of a batch at once.
-        let groups: Vec<Vec<usize>> = by_image(batch).into_values().collect();
+        let groups: Vec<Vec<usize>> = by_image(batch.iter().map(|p| p.stimulus.id.as_str())).into_values().collect();
         let score = |indices: &Vec<usize>| {
             let requests: Vec<ScoreRequest> = indices.iter().map(|&i| batch[i].request.clone()).collect();
             backend.score_each(&requests)

@@ -162,6 +162,12 @@ pub struct RunOptions {
     /// A trial run (`herd run --limit N`): only the first N units of the plan (of this shard) that the
     /// model runs; units it skips by design on the way are recorded as skipped, not counted.
     pub limit: Option<usize>,
+    /// Units a local backend (a model on this machine, the simulated agent) computes in one call: that
+    /// many societies' deciders decoded as one batch, that many images' trials scored together (a text
+    /// model's; a vision model scores one image's trials per call). Each unit's results are what it gets
+    /// alone, and each is still committed on its own. 1: one unit at a time. Servers ignore it (their
+    /// concurrency is their own).
+    pub batch_units: usize,
 }
 
 impl Default for RunOptions {
@@ -178,6 +184,7 @@ impl Default for RunOptions {
             sampling_defaults: herd_backend::ModelSampling::none("none: no model (simulated agent)"),
             sampling_fallback: herd_backend::SamplingFallback::HfDefaults,
             limit: None,
+            batch_units: 1,
         }
     }
 }
@@ -242,6 +249,10 @@ pub struct RunSummary {
     /// What the session's batch files gave and took (the backend is a batch file).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchReport>,
+    /// Tokens the model generated for the units stored this session (a minimal-group run); `None` where
+    /// the study generates nothing (a conformity trial is scored from next-token probabilities).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_generated: Option<u64>,
 }
 
 /// What a session through a batch file leaves for a later import: requests without answers yet (written
@@ -263,6 +274,13 @@ impl Awaiting {
     }
 }
 
+impl TrialRows {
+    /// Tokens the model generated for these rows.
+    fn tokens_generated(&self) -> u64 {
+        self.deciders.iter().map(|d| d.tokens_generated.max(0) as u64).sum()
+    }
+}
+
 impl RunSummary {
     /// Every unit of the plan is stored or skipped by design.
     pub fn complete(&self) -> bool {
@@ -270,6 +288,11 @@ impl RunSummary {
             && self.failed.is_empty()
             && self.left_by_limit == 0
             && self.awaiting.is_empty()
+    }
+
+    /// Counts `tokens` generated for units stored this session.
+    fn count_generated(&mut self, tokens: u64) {
+        *self.tokens_generated.get_or_insert(0) += tokens;
     }
 
     /// Units skipped by design (the run is complete without them).

@@ -1,4 +1,5 @@
-//! The minimal-group study: each society pass is one generation batch of its 20 deciders.
+//! The minimal-group study: each society pass is one generation batch of its 20 deciders (a model here
+//! decodes `RunOptions::batch_units` passes as one batch).
 
 use crate::pipeline::{Flow, Stage};
 use crate::progress::Progress;
@@ -11,7 +12,7 @@ use herd_design::{Labels, MinimalGroupExperiment, SocietyRun, Unit, UnitPlan};
 use herd_parse::{ParseStatus, Roster, parse_allocation, strip_reasoning};
 use herd_prompts::{AllocationBank, AllocationPrompt, GroupNames, Society, allocation_prompts, draw_society};
 use herd_store::{AllocationDeciderRow, AllocationDyadRow};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn society_of(unit: &Unit) -> &SocietyRun {
     match &unit.plan {
@@ -40,88 +41,49 @@ pub(crate) fn run(ctx: &mut RunContext<'_, '_>, exp: &MinimalGroupExperiment, un
     let info = ctx.respondent.info();
     // The values every request samples with, and where each came from, for the run manifest.
     ctx.summary.notes.insert("generation.effective".into(), effective_sampling(exp, options).manifest_record());
+    // A generating study says what it generated, even when nothing was left to run.
+    ctx.summary.tokens_generated.get_or_insert(0);
     let run_id = ctx.sink.run_id();
-    let mut guard = FailureGuard::new(options.max_consecutive_failures);
-    let pool = f64::from(exp.society.pool);
-    let (mut parsed, mut filled) = (0u64, 0u64);
-    let batch_file = ctx.respondent.batch_file();
-    if let Some(backend) = batch_file.map(|b| b as &dyn SharedBackend).or_else(|| ctx.respondent.shared()) {
-        let mut stage = Pipelined {
-            pending: pending.iter(),
-            exp,
-            bank: &bank,
-            names: &names,
-            options,
-            run_id: &run_id,
-            model: &info.model,
-            backend: &info.backend,
-            pool,
-            sink: &mut *ctx.sink,
-            summary: &mut *ctx.summary,
-            progress,
-            guard,
-            stopped: None,
-            parsed: 0,
-            filled: 0,
-        };
-        // A batch file in plan order; servers with many batches in flight.
-        let throughput = match batch_file {
-            Some(_) => {
-                crate::pipeline::run_in_order(&mut stage, backend)?;
-                None
-            }
-            None => Some(crate::pipeline::run(&mut stage, backend, progress)?),
-        };
-        let Pipelined { stopped, summary, parsed, filled, .. } = stage;
-        if let Some(throughput) = throughput {
-            crate::record_throughput(summary, &throughput, backend);
-        }
-        note_parse_rate(summary, parsed, filled);
-        return stopped.map_or(Ok(()), Err);
+    let local = ctx.respondent.batch_file().is_none() && ctx.respondent.shared().is_none();
+    let mut stage = Pipelined {
+        pending: pending.iter(),
+        exp,
+        bank: &bank,
+        names: &names,
+        options,
+        run_id: &run_id,
+        model: &info.model,
+        backend: &info.backend,
+        pool: f64::from(exp.society.pool),
+        sink: &mut *ctx.sink,
+        summary: &mut *ctx.summary,
+        progress,
+        guard: FailureGuard::new(options.max_consecutive_failures),
+        stopped: None,
+        parsed: 0,
+        filled: 0,
+    };
+    // A model here: `batch_units` societies per call; a batch file in plan order; servers with many
+    // batches in flight.
+    let mut throughput = None;
+    if local {
+        let respondent = &mut ctx.respondent;
+        crate::pipeline::run_together(&mut stage, options.batch_units, |passes| {
+            let requests: Vec<GenerateRequest> = passes.iter().flat_map(|p| p.requests.iter().cloned()).collect();
+            let facts: Vec<AllocationFacts> = passes.iter().flat_map(|p| p.facts.iter().cloned()).collect();
+            respondent.generate(&requests, &facts)
+        })?;
+    } else if let Some(backend) = ctx.respondent.batch_file() {
+        crate::pipeline::run_in_order(&mut stage, backend)?;
+    } else if let Some(backend) = ctx.respondent.shared() {
+        throughput = Some((crate::pipeline::run(&mut stage, backend, progress)?, backend));
     }
-    for unit in &pending {
-        let run = society_of(unit);
-        let id = unit.key.id();
-        if let Some(reason) = options.skipped_by_design(unit) {
-            ctx.summary.skip(reason, &id, true);
-            progress.advance("allocation", 1);
-            continue;
-        }
-        let society = draw_society(exp, &unit.key, run, &names);
-        let prompts = allocation_prompts(exp, &bank, &society, &unit.key, run)?;
-        let (requests, facts): (Vec<GenerateRequest>, Vec<AllocationFacts>) =
-            prompts.iter().enumerate().map(|(i, p)| request(exp, unit, run, i, p, options)).unzip();
-        let started = Instant::now();
-        let generations = match crate::all_results(requests.len(), ctx.respondent.generate(&requests, &facts)) {
-            Ok(g) => g,
-            Err(error) => {
-                guard.record(std::slice::from_ref(&id), error, ctx.summary)?;
-                progress.advance("allocation", 1);
-                continue;
-            }
-        };
-        guard.success();
-        let latency = started.elapsed().as_secs_f64() / requests.len().max(1) as f64;
-        let labels = PassLabels {
-            run_id: &run_id,
-            unit_id: id.clone(),
-            experiment: &exp.experiment.name,
-            model: &info.model,
-            backend: &info.backend,
-            run,
-        };
-        let mut rows = TrialRows::default();
-        for (prompt, generation) in prompts.iter().zip(&generations) {
-            let was_filled = decider_rows(&labels, &society, prompt, generation, pool, latency, &mut rows);
-            parsed += 1;
-            filled += u64::from(was_filled);
-        }
-        ctx.sink.store(vec![id], rows)?;
-        ctx.summary.units_run += 1;
-        progress.advance("allocation", 1);
+    let Pipelined { stopped, summary, parsed, filled, .. } = stage;
+    if let Some((throughput, backend)) = throughput {
+        crate::record_throughput(summary, &throughput, backend);
     }
-    note_parse_rate(ctx.summary, parsed, filled);
-    Ok(())
+    note_parse_rate(summary, parsed, filled);
+    stopped.map_or(Ok(()), Err)
 }
 
 fn note_parse_rate(summary: &mut RunSummary, parsed: u64, filled: u64) {
@@ -139,10 +101,12 @@ struct Pass<'a> {
     society: Society,
     prompts: Vec<AllocationPrompt>,
     requests: Vec<GenerateRequest>,
+    /// What each decider is, for the simulated agent.
+    facts: Vec<AllocationFacts>,
 }
 
-/// The minimal-group study through a shared backend: society passes drawn as slots free, each stored
-/// when all its deciders are answered, failed (alone) when one is not.
+/// The minimal-group study as pipeline stages (through servers, a batch file or a model here): society
+/// passes drawn as slots free, each stored when all its deciders are answered, failed (alone) when one is not.
 struct Pipelined<'a, 'r> {
     pending: std::slice::Iter<'a, Unit>,
     exp: &'a MinimalGroupExperiment,
@@ -176,9 +140,9 @@ impl<'a> Stage for Pipelined<'a, '_> {
             }
             let society = draw_society(self.exp, &unit.key, run, self.names);
             let prompts = allocation_prompts(self.exp, self.bank, &society, &unit.key, run)?;
-            let requests =
-                prompts.iter().enumerate().map(|(i, p)| request(self.exp, unit, run, i, p, self.options).0).collect();
-            return Ok(Some(Pass { unit, society, prompts, requests }));
+            let (requests, facts) =
+                prompts.iter().enumerate().map(|(i, p)| request(self.exp, unit, run, i, p, self.options)).unzip();
+            return Ok(Some(Pass { unit, society, prompts, requests, facts }));
         }
         Ok(None)
     }
@@ -243,7 +207,9 @@ impl<'a> Stage for Pipelined<'a, '_> {
             self.parsed += 1;
             self.filled += u64::from(was_filled);
         }
+        let tokens = rows.tokens_generated();
         self.sink.store(vec![id], rows)?;
+        self.summary.count_generated(tokens);
         self.summary.units_run += 1;
         Ok(if self.stopped.is_some() { Flow::Stop } else { Flow::Go })
     }

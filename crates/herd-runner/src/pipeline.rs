@@ -147,6 +147,58 @@ pub(crate) fn run_in_order<S: Stage>(stage: &mut S, backend: &dyn SharedBackend)
     Ok(())
 }
 
+/// Runs `stage`'s batches through a backend that computes one call at a time (a model on this machine,
+/// the simulated agent), `per_call` batches drawn in plan order sent to `call` together (a local model
+/// decodes all their requests as one batch), each then committed on its own, in plan order, with its
+/// own results. A failed call fails each of its batches: the first with the call's error, the others
+/// with an error naming it.
+pub(crate) fn run_together<S: Stage>(
+    stage: &mut S,
+    per_call: usize,
+    mut call: impl FnMut(&[S::Batch]) -> herd_backend::Result<Vec<S::Output>>,
+) -> Result<()> {
+    loop {
+        let mut batches = Vec::with_capacity(per_call.max(1));
+        while batches.len() < per_call.max(1) {
+            match stage.next()? {
+                Some(batch) => batches.push(batch),
+                None => break,
+            }
+        }
+        if batches.is_empty() {
+            return Ok(());
+        }
+        let requested: usize = batches.iter().map(S::requests).sum();
+        let started = Instant::now();
+        let outcome = crate::all_results(requested, call(&batches));
+        // Each batch's share of the call's time, so that a row's latency is the call's per request.
+        let share = |requests: usize| started.elapsed().mul_f64(requests as f64 / requested.max(1) as f64);
+        let mut stop = false;
+        match outcome {
+            Ok(outputs) => {
+                let mut outputs = outputs.into_iter();
+                for batch in batches {
+                    let n = S::requests(&batch);
+                    let results = outputs.by_ref().take(n).map(Ok).collect();
+                    stop |= stage.commit(batch, results, share(n))? == Flow::Stop;
+                }
+            }
+            Err(error) => {
+                let why = format!("computed in one call with a unit whose call failed: {error}");
+                let mut error = Some(error);
+                for batch in batches {
+                    let n = S::requests(&batch);
+                    let failed = error.take().unwrap_or_else(|| BackendError::Request(why.clone()));
+                    stop |= stage.commit(batch, vec![Err(failed)], share(n))? == Flow::Stop;
+                }
+            }
+        }
+        if stop {
+            return Ok(());
+        }
+    }
+}
+
 /// The error of a request that got no result (its batch's thread panicked).
 pub(crate) fn no_result() -> BackendError {
     BackendError::Request("the backend gave no result for this request (its thread panicked)".into())

@@ -36,6 +36,8 @@ pub struct SessionPlan<'a> {
     pub progress: bool,
     /// A trial run: only the first N units.
     pub limit: Option<usize>,
+    /// Units a local backend computes in one call ([`RunOptions::batch_units`]; at least 1).
+    pub batch_units: usize,
     /// Takes secrets (an API key) out of a text before it reaches the manifest.
     pub redact: &'a dyn Fn(&str) -> String,
 }
@@ -141,6 +143,7 @@ pub fn run_session(
         sampling_defaults: plan.sampling_defaults.unwrap_or_else(|| defaults.sampling_defaults.clone()),
         sampling_fallback: plan.sampling_fallback,
         limit: plan.limit,
+        batch_units: plan.batch_units.max(1),
         ..defaults
     };
     let mut inputs = experiment_inputs(file, &options)?;
@@ -161,6 +164,7 @@ pub fn run_session(
             "modality": options.modality.as_str(),
             "reasoning_modes": options.reasoning_modes,
             "baseline_override": options.baseline_override,
+            "batch_units": options.batch_units,
         }}),
         files,
         units_total: crate::shard_units(file, options.shard).len() as u64,
