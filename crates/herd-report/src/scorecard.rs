@@ -51,6 +51,7 @@ pub fn samples_link(study: &str, id: &str) -> String {
         | "gap_closes_equal_groups"
         | "majority_proportional"
         | "reasoning_majority_share"
+        | "minority_blocks_survive"
         | "roster_position" => "labels=visible&instrument=base",
         "hidden_floor" | "hidden_floor_reasoning" => "labels=hidden&instrument=base",
         "hidden_floor_paraphrase" => "labels=hidden&instrument=paraphrase",

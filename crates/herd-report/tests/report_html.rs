@@ -420,7 +420,7 @@ fn the_quick_report_opens_with_a_summary_and_a_reason_and_next_step_per_unusual_
     assert!(summary < scorecard.find("<table>").unwrap(), "the summary line opens the scorecard");
     assert!(
         scorecard
-            .contains("Conformity: 15 claims tested, 15 not the paper's population. Minimal groups: 12 claims tested"),
+            .contains("Conformity: 15 claims tested, 15 not the paper's population. Minimal groups: 13 claims tested"),
         "{scorecard}"
     );
     // The conformity model at chance, with its accuracy, and the paper's smallest vision model next.

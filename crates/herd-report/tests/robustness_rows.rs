@@ -1,7 +1,7 @@
 //! The minimal-group paper's robustness bounds (S3, S5) and the conformity paper's saturation (fig. 2a),
 //! each judged on planted data that carries the paper's finding, data that breaks it, and data that
-//! lacks what the claim needs: roster position, removing uniform fills, parse success, and a curve
-//! saturating by N = 4.
+//! lacks what the claim needs: roster position, removing uniform fills, parse success, every minority
+//! block surviving correction, and a curve saturating by N = 4.
 
 #[allow(dead_code)]
 mod common;
@@ -186,4 +186,32 @@ fn a_curve_that_levels_off_by_n_4_saturates_and_a_steady_one_is_not_the_claims_s
     let h = headline(&all, "saturation");
     assert_eq!(h.verdict, Verdict::Inconclusive, "{h:?}");
     assert!(h.basis.contains("nothing saturates"), "{}", h.basis);
+}
+
+#[test]
+fn every_minority_block_survives_when_minorities_favour_their_group_in_every_cell() {
+    let judge = |ms: &[i64], seeds: i64, bias: Bias| {
+        headline(
+            &compare_headlines(&planted(&[("q", "on")], ms, seeds, bias, false)).unwrap(),
+            "minority_blocks_survive",
+        )
+        .clone()
+    };
+    // Minorities favour their group at every m: every block survives, its largest rank-biserial named.
+    let h = judge(&[3, 4], 8, |_, _, _, minority| if minority { 1.5 } else { 0.3 });
+    assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
+    assert!(h.headline.robustness);
+    assert!(
+        h.this_run.contains("2 of 2 visible minority-decider blocks; largest rank-biserial +1.00"),
+        "{}",
+        h.this_run
+    );
+    // At m = 4 minorities favour nobody: that block falls, and is named.
+    let h = judge(&[3, 4], 8, |_, _, m, minority| if minority && m == 3 { 1.5 } else { 0.0 });
+    assert_eq!(h.verdict, Verdict::DoesNotReplicate, "{h:?}");
+    assert!(h.basis.contains("q m = 4 do not survive"), "{}", h.basis);
+    // Five seeds: no Wilcoxon test can reach p < 0.05, so no block can survive.
+    let h = judge(&[3], 5, |_, _, _, minority| if minority { 1.5 } else { 0.3 });
+    assert_eq!(h.verdict, Verdict::Inconclusive, "{h:?}");
+    assert!(h.basis.contains("no block can survive"), "{}", h.basis);
 }

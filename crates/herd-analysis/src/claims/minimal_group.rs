@@ -485,6 +485,58 @@ pub(super) fn bh_survivors(_: &PaperHeadline, results: &Results) -> Option<Outco
     Some(Outcome { summary, rows: vec![row], combine: Combine::All })
 }
 
+/// The paper's "every minority-decider block survived correction, with rank-biserial effect sizes up to
+/// +1.00" (S5): every visible minority-decider cell (model × m, base instrument, default mode) survives
+/// Benjamini–Hochberg as in [`bh_survivors`] (q < 0.05 over the same family) with positive favouritism
+/// (its seed mean). The row lists the cells that do not.
+pub(super) fn minority_blocks_survive(_: &PaperHeadline, results: &Results) -> Option<Outcome> {
+    let m = results.minimal_group.as_ref()?;
+    let tables = &m.tables;
+    let selection = Selection::new(&m.dyads, None);
+    let t = &tables.seed_tests;
+    let blocks = seed_rows(tables, &selection, "visible", "minority");
+    if blocks.is_empty() {
+        return None;
+    }
+    let cell = |r: usize| {
+        let model = t.text("model", r).map_or(String::new(), |model| format!("{model} "));
+        format!("{model}m = {}", t.number("m", r).map_or("?".into(), |m| format!("{m}")))
+    };
+    let q = |r: usize| t.number("q_paper_family", r).filter(|q| q.is_finite());
+    let survives = |r: usize| q(r).is_some_and(|q| q < ALPHA) && t.number("mean", r).is_some_and(|mean| mean > 0.0);
+    let undefined: Vec<String> = blocks.iter().filter(|&&r| q(r).is_none()).map(|&r| cell(r)).collect();
+    let fallen: Vec<String> = blocks.iter().filter(|&&r| !survives(r)).map(|&r| cell(r)).collect();
+    let n = blocks.iter().filter_map(|&r| t.number("n_seeds", r)).fold(0.0, f64::max) as usize;
+    let min_p = wilcoxon_min_p(n, true);
+    let kept = blocks.len() - fallen.len();
+    let largest_rb = blocks.iter().filter_map(|&r| t.number("rank_biserial", r)).fold(f64::NAN, f64::max);
+    let (verdict, reason) = if !undefined.is_empty() {
+        (Verdict::Inconclusive, format!("q is undefined for {}", undefined.join(", ")))
+    } else if min_p >= ALPHA {
+        (
+            Verdict::Inconclusive,
+            format!("with {} the smallest attainable p is {}: no block can survive", seeds(n), p_value(min_p)),
+        )
+    } else if fallen.is_empty() {
+        (Verdict::Replicates, format!("all {} minority-decider blocks survive with positive favouritism", blocks.len()))
+    } else {
+        (Verdict::DoesNotReplicate, format!("{} do not survive (or favour the out-group)", fallen.join(", ")))
+    };
+    let mut e = Evidence::new(
+        "Benjamini–Hochberg per label arm over model × m × decider block, Wilcoxon signed-rank tests",
+        n,
+        "seeds",
+    );
+    e.min_p = Some(min_p);
+    let largest =
+        if largest_rb.is_finite() { format!("; largest rank-biserial {largest_rb:+.2}") } else { String::new() };
+    let value = format!("{kept} of {} visible minority-decider blocks{largest}", blocks.len());
+    let row =
+        Row { label: "minority blocks".into(), value, evidence: e, verdict, reason, members: Vec::new(), claim: None };
+    let summary = format!("Visible minority-decider blocks on {}", selection.describe());
+    Some(Outcome { summary, rows: vec![row], combine: Combine::All })
+}
+
 /// Societies per reasoning mode behind a pooled reasoning fit (the fewest over the modes).
 fn societies_per_mode(dyads: &DyadTable, gee: &ResultTable, r: usize) -> usize {
     let matches = |d: &Dyad| {
