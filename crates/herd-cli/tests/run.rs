@@ -53,13 +53,9 @@ fn run_to_completion(experiment: &Path, out: &Path, extra: &[&str]) -> Output {
 /// Every row of `table` in the given run folders as text, sorted; `skip` columns (timings, run ids that
 /// name the shard) are left out.
 fn rows(dirs: &[PathBuf], table: Table, skip: &[&str]) -> Vec<String> {
-    let Some(frame) = read_table(dirs, table).unwrap().map(stored_table::frame) else { return Vec::new() };
-    let columns: Vec<_> = frame.columns().iter().filter(|c| !skip.contains(&c.name().as_str())).collect();
-    let mut rows: Vec<String> = (0..frame.height())
-        .map(|i| columns.iter().map(|c| format!("{}={}", c.name(), c.get(i).unwrap())).collect::<Vec<_>>().join("|"))
-        .collect();
-    rows.sort();
-    rows
+    read_table(dirs, table)
+        .unwrap()
+        .map_or_else(Vec::new, |parquet| stored_table::row_texts(&stored_table::frame(parquet), skip))
 }
 
 /// Every file under `dir` with its bytes, for checking that a failed command changed nothing.

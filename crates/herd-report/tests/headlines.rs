@@ -10,7 +10,7 @@ use planted::*;
 use std::path::PathBuf;
 
 use herd_analysis::{
-    ColumnValues, ConformityTable, ConformityTrial, DesignKey, Dyad, DyadTable, HeadlineComparison, Labels,
+    ColumnValues, ConformityTable, ConformityTrial, DesignKey, DyadTable, HeadlineComparison, Labels,
     MinimalGroupOptions, MinimalGroupResults, PWrong, Provenance, ResultTable, Results, Verdict, analyze_minimal_group,
     compare_headlines, group_size_rises, load_results,
 };
@@ -242,21 +242,13 @@ fn societies_with(seeds: i64, hidden_bias: f64) -> Results {
                     .collect();
                 let total: f64 = weights.iter().sum();
                 for (&target, w) in targets.iter().zip(&weights) {
-                    rows.push(Dyad {
-                        design: DesignKey::default(),
-                        labels,
-                        m: 5,
+                    rows.push(dyad(
+                        (DesignKey::default(), labels, 5),
                         seed,
-                        decider,
-                        target,
-                        minority_decider: minority(decider),
-                        minority_target: minority(target),
-                        same_group: minority(target) == minority(decider),
-                        points: 100.0 * w / total,
-                        target_position: None,
-                        filled: None,
-                        target_group: None,
-                    });
+                        (decider, target),
+                        minority,
+                        100.0 * w / total,
+                    ));
                 }
             }
         }

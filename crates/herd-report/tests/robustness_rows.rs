@@ -71,20 +71,13 @@ fn societies(plant: Plant) -> Results {
                             .collect();
                         let total: f64 = weights.iter().sum();
                         for (position, (&target, w)) in targets.iter().zip(&weights).enumerate() {
+                            let design = DesignKey([Some("q".into()), Some("on".into()), None, Some(pass.into())]);
+                            let points = if filled { 100.0 / 9.0 } else { 100.0 * w / total };
                             rows.push(Dyad {
-                                design: DesignKey([Some("q".into()), Some("on".into()), None, Some(pass.into())]),
-                                labels,
-                                m: m as u32,
-                                seed,
-                                decider,
-                                target,
-                                minority_decider: minority(decider),
-                                minority_target: minority(target),
-                                same_group: minority(target) == minority(decider),
-                                points: if filled { 100.0 / 9.0 } else { 100.0 * w / total },
                                 target_position: (!plant.bare).then_some(position as f64 + 1.0),
                                 filled: (!plant.bare).then_some(filled),
                                 target_group: (!plant.bare).then(|| name_of(target).to_owned()),
+                                ..dyad((design, labels, m), seed, (decider, target), minority, points)
                             });
                         }
                     }

@@ -171,8 +171,10 @@ pub(crate) fn run_together<S: Stage>(
         let requested: usize = batches.iter().map(S::requests).sum();
         let started = Instant::now();
         let outcome = crate::all_results(requested, call(&batches));
-        // Each batch's share of the call's time, so that a row's latency is the call's per request.
-        let share = |requests: usize| started.elapsed().mul_f64(requests as f64 / requested.max(1) as f64);
+        // Each batch's share of the call's time (taken before any commit), so that a row's latency is the
+        // call's per request.
+        let elapsed = started.elapsed();
+        let share = |requests: usize| elapsed.mul_f64(requests as f64 / requested.max(1) as f64);
         let mut stop = false;
         match outcome {
             Ok(outputs) => {

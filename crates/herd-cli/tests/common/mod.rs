@@ -123,13 +123,7 @@ pub fn assert_each_once(ids: &[String], what: &str) {
 
 /// Every row of `table` as text, sorted, without `latency_s` (a timing).
 pub fn rows(dir: &Path, table: Table) -> Vec<String> {
-    let Some(frame) = read_table(&[dir.to_path_buf()], table).unwrap().map(stored_table::frame) else {
-        return Vec::new();
-    };
-    let columns: Vec<_> = frame.columns().iter().filter(|c| c.name().as_str() != "latency_s").collect();
-    let mut rows: Vec<String> = (0..frame.height())
-        .map(|i| columns.iter().map(|c| format!("{}={}", c.name(), c.get(i).unwrap())).collect::<Vec<_>>().join("|"))
-        .collect();
-    rows.sort();
-    rows
+    read_table(&[dir.to_path_buf()], table)
+        .unwrap()
+        .map_or_else(Vec::new, |parquet| stored_table::row_texts(&stored_table::frame(parquet), &["latency_s"]))
 }
