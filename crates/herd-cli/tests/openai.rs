@@ -467,7 +467,8 @@ fn a_run_through_a_proxy_injecting_faults_stores_every_unit_exactly_once() {
         let manifest = std::fs::read_to_string(out.join("manifest.json")).unwrap();
         assert!(!manifest.contains(secret), "the API key is not in the manifest");
         if table == Table::AllocationDeciders {
-            // Generations never outlast the 120 s timeout here, so no forward overlaps its own retry.
+            // The proxy counts a forward while its client waits for it: one a session gave up on (a
+            // timeout) or left behind (an earlier session's) runs on upstream but is not this limit's.
             assert_eq!(peak, 2, "requests in flight are bounded by --max-in-flight 2, and a society uses both");
         }
     }

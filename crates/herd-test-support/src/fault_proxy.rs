@@ -2,10 +2,11 @@
 //! 500, a hang past the client's timeout, a reply whose JSON is cut short, and a dropped connection.
 //! Every other request is forwarded untouched. It serves 127.0.0.1 only and stops when dropped.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::http::read_request;
@@ -26,8 +27,10 @@ pub struct FaultProxy {
     /// Requests seen, and how many of them were given a fault.
     pub requests: Arc<AtomicUsize>,
     pub faults: Arc<AtomicUsize>,
-    /// The most requests forwarded upstream at once. A client's request is open for as long as its
-    /// forward is (a hung or refused one may overlap its own retry, so those are not counted).
+    /// The most requests at once that were forwarded upstream while their client still waited for the
+    /// answer: what a client's concurrency limit bounds. A forward whose client gave up (a timeout, a
+    /// finished run) runs on upstream but no longer counts, since the client's retry may overlap it; a
+    /// hung or refused request is never forwarded, so never counted.
     pub peak_in_flight: Arc<AtomicUsize>,
     /// Requests forwarded upstream now: a client that gave up on one (timeout, or exit) leaves it here
     /// until the server answers.
@@ -46,6 +49,7 @@ impl FaultProxy {
         let (stop2, requests2, faults2) = (stop.clone(), requests.clone(), faults.clone());
         let (open, peak_in_flight) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let (peak2, in_flight) = (peak_in_flight.clone(), open.clone());
+        let waiting = Arc::new(WaitingClients::default());
         let accept = std::thread::spawn(move || {
             while !stop2.load(Ordering::Relaxed) {
                 match listener.accept() {
@@ -56,8 +60,12 @@ impl FaultProxy {
                         if fault != Fault::Forward {
                             faults2.fetch_add(1, Ordering::Relaxed);
                         }
-                        let (stop, open, peak) = (stop2.clone(), open.clone(), peak2.clone());
-                        std::thread::spawn(move || serve(client, upstream_port, fault, hang, &stop, &open, &peak));
+                        let (stop, open) = (stop2.clone(), open.clone());
+                        let (waiting, peak) = (waiting.clone(), peak2.clone());
+                        std::thread::spawn(move || {
+                            let counters = Counters { open: &open, waiting: &waiting, peak: &peak };
+                            serve(client, i, upstream_port, fault, hang, &stop, counters)
+                        });
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         std::thread::sleep(Duration::from_millis(5))
@@ -127,14 +135,58 @@ fn respond(client: &mut TcpStream, status: &str, extra_headers: &str, body: &[u8
     let _ = client.flush();
 }
 
+/// The clients whose requests are being forwarded now, by request number.
+#[derive(Default)]
+struct WaitingClients(Mutex<HashMap<usize, TcpStream>>);
+
+impl WaitingClients {
+    /// Adds a client whose request is about to be forwarded and returns how many clients wait now. Those
+    /// that closed their connection since (gave up, or exited) are dropped first: a client closes before
+    /// it retries, so its closed connection is seen here before the retry is counted.
+    fn add(&self, request: usize, client: &TcpStream) -> usize {
+        let mut waiting = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        waiting.retain(|_, c| still_connected(c));
+        if let Ok(c) = client.try_clone()
+            && still_connected(&c)
+        {
+            waiting.insert(request, c);
+        }
+        waiting.len()
+    }
+
+    fn remove(&self, request: usize) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&request);
+    }
+}
+
+/// Whether the client has not closed its side. Peeks with a read timeout (a socket option that leaves
+/// writes alone) rather than non-blocking mode, which would also make the reply's write non-blocking.
+fn still_connected(client: &TcpStream) -> bool {
+    let _ = client.set_read_timeout(Some(Duration::from_millis(1)));
+    let mut byte = [0u8; 1];
+    match client.peek(&mut byte) {
+        Ok(0) => false,
+        Ok(_) => true,
+        // Nothing to read before the timeout: still waiting. A reset: gone.
+        Err(e) => matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+    }
+}
+
+struct Counters<'a> {
+    /// Forwards open upstream, whether or not their client still waits.
+    open: &'a AtomicUsize,
+    waiting: &'a WaitingClients,
+    peak: &'a AtomicUsize,
+}
+
 fn serve(
     mut client: TcpStream,
+    request: usize,
     upstream_port: u16,
     fault: Fault,
     hang: Duration,
     stop: &AtomicBool,
-    open: &AtomicUsize,
-    peak: &AtomicUsize,
+    counters: Counters<'_>,
 ) {
     let Some((head, body)) = read_request(&mut client) else { return };
     match fault {
@@ -157,9 +209,11 @@ fn serve(
             let _ = client.shutdown(Shutdown::Both);
         }
         Fault::Forward | Fault::TruncatedJson => {
-            peak.fetch_max(open.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+            counters.peak.fetch_max(counters.waiting.add(request, &client), Ordering::SeqCst);
+            counters.open.fetch_add(1, Ordering::SeqCst);
             let reply = forward(&head, &body, upstream_port);
-            open.fetch_sub(1, Ordering::SeqCst);
+            counters.waiting.remove(request);
+            counters.open.fetch_sub(1, Ordering::SeqCst);
             let Some((upstream_head, mut upstream_body)) = reply else {
                 respond(&mut client, "502 Bad Gateway", "", br#"{"error":"upstream unreachable"}"#);
                 return;
@@ -175,5 +229,72 @@ fn serve(
             }
             respond(&mut client, &status, "", &upstream_body);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An upstream that holds every request until `release` is set, then answers `{}`.
+    fn held_upstream(release: Arc<AtomicBool>) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let release = release.clone();
+                std::thread::spawn(move || {
+                    if read_request(&mut stream).is_some() {
+                        while !release.load(Ordering::SeqCst) {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        let _ = stream.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    fn send(port: u16) -> TcpStream {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}").unwrap();
+        stream
+    }
+
+    fn wait_for_forwards(proxy: &FaultProxy, forwards: usize) {
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while proxy.in_flight.load(Ordering::SeqCst) != forwards {
+            assert!(std::time::Instant::now() < until, "{forwards} forwards never opened");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_forward_counts_while_its_client_waits_and_not_after_the_client_gave_up() {
+        let release = Arc::new(AtomicBool::new(false));
+        let proxy = FaultProxy::start(held_upstream(release.clone()), vec![Fault::Forward], Duration::ZERO);
+        let peak = || proxy.peak_in_flight.load(Ordering::SeqCst);
+
+        // A client that gives up (its timeout) and retries: both forwards run upstream, one client waits.
+        let gave_up = send(proxy.port);
+        wait_for_forwards(&proxy, 1);
+        drop(gave_up);
+        let mut retry = send(proxy.port);
+        wait_for_forwards(&proxy, 2);
+        assert_eq!(peak(), 1, "the abandoned forward no longer counts once its client closed");
+
+        // Another client while the retry waits: two clients wait at once.
+        let mut other = send(proxy.port);
+        wait_for_forwards(&proxy, 3);
+        assert_eq!(peak(), 2, "two clients waiting on forwards");
+
+        release.store(true, Ordering::SeqCst);
+        for client in [&mut retry, &mut other] {
+            let mut reply = String::new();
+            client.read_to_string(&mut reply).unwrap();
+            assert!(reply.starts_with("HTTP/1.1 200") && reply.ends_with("{}"), "forwarded reply: {reply}");
+        }
+        assert!(proxy.wait_until_idle(Duration::from_secs(30)));
     }
 }
