@@ -15,6 +15,7 @@ mod labels;
 mod minimal_group;
 mod minimal_group_claims;
 mod minimal_group_population;
+mod nonce_labels;
 mod per_model;
 mod population;
 mod robustness;
@@ -300,6 +301,8 @@ fn measure_of(id: &str) -> Option<Measure> {
         "roster_position" => MinimalGroup(robustness::roster_position),
         "fills_change" => MinimalGroup(robustness::fills_change),
         "parse_success" => MinimalGroup(robustness::parse_success),
+        "swap_pass_bound" => MinimalGroup(nonce_labels::swap_pass_bound),
+        "token_receipt_bound" => MinimalGroup(nonce_labels::token_receipt_bound),
         "reasoning_interaction" => MinimalGroup(minimal_group::reasoning_interaction),
         "gap_closes_equal_groups" => MinimalGroup(minimal_group_claims::gap_closes_equal_groups),
         "excess_share_gap" => MinimalGroup(minimal_group_claims::excess_share_gap),
@@ -429,6 +432,8 @@ mod tests {
             "roster_position",
             "fills_change",
             "parse_success",
+            "swap_pass_bound",
+            "token_receipt_bound",
             "saturation",
             "reasoning_interaction",
             "gap_closes_equal_groups",

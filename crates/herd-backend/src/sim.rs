@@ -9,8 +9,9 @@
 //! family_shift[family] + ε`, ε ~ N(0, noise_sd²) per trial, d ∈ [0, 1] the image's normalised difficulty
 //! level and x its difficulty index as the conformity paper defines it ([`ConformityFacts::difficulty_index`]).
 //!
-//! Allocation: each target's weight is `exp(bias·same_group + ε)`, bias the in-group log-weight of the
-//! decider (by its group's size and the labels: [`SimParams::allocation_behaviour`]), ε ~ N(0, noise_sd²);
+//! Allocation: each target's weight is `exp(bias·same_group + v[name] + ε)`, bias the in-group log-weight
+//! of the decider (by its group's size and the labels: [`SimParams::allocation_behaviour`]), v[name] the
+//! valence of the group name the target carries (visible labels, `name_valence`), ε ~ N(0, noise_sd²);
 //! with probability `zero_outgroup` a decider with visible labels gives the out-group nothing (its weights
 //! 0). Points are the pool split in proportion, rounded to integers by largest remainder and written as a
 //! JSON object. Some replies are planted to exercise herd-parse: no JSON object at all (a parse failure,
@@ -61,6 +62,8 @@ pub struct AllocationFacts {
     /// Roster ids in the order shown, and whether each target shares the decider's group.
     pub roster: Vec<String>,
     pub same_group: Vec<bool>,
+    /// The group name each target carries in this pass, in roster order (shown only with visible labels).
+    pub target_names: Vec<String>,
     pub labels_visible: bool,
     pub minority_decider: bool,
     pub pool: u32,
@@ -160,6 +163,12 @@ pub struct SimAllocation {
     #[serde(skip_serializing_if = "is_zero")]
     pub ingroup_hidden: f64,
     pub noise_sd: f64,
+    /// The standard deviation of a group name's own log-weight: each name draws one, N(0, name_valence²),
+    /// from a stream keyed by the seed and the name, so a name weighs the same in every society, pass and
+    /// decider, whichever group carries it (the valence the swap pass cancels). Visible labels only. 0 by
+    /// default: no name counts.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub name_valence: f64,
     /// Probability that a decider with visible labels gives every out-group target 0 points (its points
     /// go to its own group in proportion to their weights). 0 by default.
     #[serde(skip_serializing_if = "is_zero")]
@@ -205,6 +214,7 @@ impl Default for SimAllocation {
             ingroup_equal: None,
             ingroup_hidden: 0.0,
             noise_sd: 0.5,
+            name_valence: 0.0,
             zero_outgroup_rate: 0.0,
             zero_outgroup_minority: None,
             zero_outgroup_majority: None,
@@ -235,6 +245,8 @@ pub struct AllocationOverride {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise_sd: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_valence: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zero_outgroup_rate: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zero_outgroup_minority: Option<f64>,
@@ -260,12 +272,13 @@ enum KeyKind {
 
 impl AllocationOverride {
     /// The key names an override table takes (those of [`SimAllocation`] it may replace).
-    pub const KEYS: [&'static str; 12] = [
+    pub const KEYS: [&'static str; 13] = [
         "ingroup_minority",
         "ingroup_majority",
         "ingroup_equal",
         "ingroup_hidden",
         "noise_sd",
+        "name_valence",
         "zero_outgroup_rate",
         "zero_outgroup_minority",
         "zero_outgroup_majority",
@@ -284,6 +297,7 @@ impl AllocationOverride {
             ("ingroup_equal", Effect, self.ingroup_equal),
             ("ingroup_hidden", Effect, self.ingroup_hidden),
             ("noise_sd", Noise, self.noise_sd),
+            ("name_valence", Noise, self.name_valence),
             ("zero_outgroup_rate", Rate, self.zero_outgroup_rate),
             ("zero_outgroup_minority", Rate, self.zero_outgroup_minority),
             ("zero_outgroup_majority", Rate, self.zero_outgroup_majority),
@@ -305,6 +319,8 @@ pub struct AllocationBehaviour {
     /// The in-group log-weight.
     pub ingroup: f64,
     pub noise_sd: f64,
+    /// The SD of the names' own log-weights (0 with hidden labels: no name is shown).
+    pub name_valence: f64,
     /// Probability of giving every out-group target 0 points (0 with hidden labels).
     pub zero_outgroup: f64,
     pub parse_failure_rate: f64,
@@ -407,6 +423,7 @@ impl SimParams {
             ingroup_equal: a.ingroup_equal,
             ingroup_hidden: Some(a.ingroup_hidden),
             noise_sd: Some(a.noise_sd),
+            name_valence: Some(a.name_valence),
             zero_outgroup_rate: Some(a.zero_outgroup_rate),
             zero_outgroup_minority: a.zero_outgroup_minority,
             zero_outgroup_majority: a.zero_outgroup_majority,
@@ -499,6 +516,7 @@ impl SimParams {
         AllocationBehaviour {
             ingroup,
             noise_sd: value(|o| o.noise_sd, a.noise_sd),
+            name_valence: if facts.labels_visible { value(|o| o.name_valence, a.name_valence) } else { 0.0 },
             zero_outgroup,
             parse_failure_rate: value(|o| o.parse_failure_rate, a.parse_failure_rate),
             rescale_rate: value(|o| o.rescale_rate, a.rescale_rate),
@@ -515,6 +533,11 @@ impl SimParams {
             hash.update(part.as_bytes());
         }
         ChaCha20Rng::from_seed(hash.finalize().into())
+    }
+
+    /// A group name's standard-normal valence draw, the same wherever the name appears.
+    fn name_valence_draw(&self, name: &str) -> f64 {
+        standard_normal(&mut self.rng(name, "allocation/name_valence"))
     }
 
     /// Whether this decider gives every out-group target 0 points (only where it has targets in both
@@ -535,9 +558,15 @@ impl SimParams {
         let weights: Vec<f64> = facts
             .same_group
             .iter()
-            .map(|&same| {
+            .enumerate()
+            .map(|(i, &same)| {
                 // The draw is made for every target, so the in-group's weights are the same either way.
-                let weight = (bias * f64::from(u8::from(same)) + noise_sd * standard_normal(&mut rng)).exp();
+                let mut log_weight = bias * f64::from(u8::from(same)) + noise_sd * standard_normal(&mut rng);
+                // Left out at 0 (not added as 0), so an agent without valence keeps its bits.
+                if let Some(name) = facts.target_names.get(i).filter(|_| behaviour.name_valence != 0.0) {
+                    log_weight += behaviour.name_valence * self.name_valence_draw(name);
+                }
+                let weight = log_weight.exp();
                 if zero_outgroup && !same { 0.0 } else { weight }
             })
             .collect();
@@ -755,6 +784,7 @@ mod tests {
             key: "k".into(),
             roster: vec!["a".into(), "b".into()],
             same_group: vec![true, false],
+            target_names: vec!["Alpha".into(), "Beta".into()],
             labels_visible: true,
             minority_decider: true,
             pool: 100,
@@ -778,6 +808,7 @@ mod tests {
             key: format!("society/{m}/{minority}/{visible}"),
             roster: targets.iter().map(|i| format!("agent_{i:02}")).collect(),
             same_group: targets.iter().map(|&i| (i < m) == minority).collect(),
+            target_names: targets.iter().map(|&i| if i < m { "Alpha" } else { "Beta" }.to_owned()).collect(),
             labels_visible: visible,
             minority_decider: minority,
             pool: 100,
@@ -787,6 +818,32 @@ mod tests {
             minority_size: m,
             society_size: size,
         }
+    }
+
+    #[test]
+    fn a_name_weighs_the_same_whichever_group_carries_it_and_only_when_shown() {
+        let mut params = SimParams::default();
+        (params.allocation.ingroup_minority, params.allocation.ingroup_majority) = (0.0, 0.0);
+        params.allocation.noise_sd = 0.0;
+        let ratio = |params: &SimParams, facts: &AllocationFacts| {
+            let shares = params.allocation_shares(facts);
+            let alpha = facts.target_names.iter().position(|n| n == "Alpha").unwrap();
+            let beta = facts.target_names.iter().position(|n| n == "Beta").unwrap();
+            shares[alpha] / shares[beta]
+        };
+        let shown = decider(3, 20, true, true);
+        assert_eq!(ratio(&params, &shown), 1.0, "no valence: every target weighs the same");
+        params.allocation.name_valence = 1.0;
+        let planted = ratio(&params, &shown);
+        assert!((planted - 1.0).abs() > 1e-6, "a name with a valence of its own: {planted}");
+        // The swap pass: the names change groups, and each keeps its weight.
+        let mut swapped = decider(3, 20, true, true);
+        swapped.key = "another society".into();
+        for name in &mut swapped.target_names {
+            *name = if name == "Alpha" { "Beta".into() } else { "Alpha".into() };
+        }
+        assert!((ratio(&params, &swapped) - planted).abs() < 1e-12);
+        assert_eq!(ratio(&params, &decider(3, 20, true, false)), 1.0, "hidden labels show no name");
     }
 
     #[test]

@@ -88,6 +88,7 @@ fn allocation_facts(d: &Decider, decider: usize) -> AllocationFacts {
         key: key.into(),
         roster: targets.iter().map(|i| format!("agent_{:02}", i + 1)).collect(),
         same_group: targets.iter().map(|&i| (i < m as usize) == minority_decider).collect(),
+        target_names: targets.iter().map(|&i| if i < m as usize { "Alpha" } else { "Beta" }.to_owned()).collect(),
         labels_visible,
         minority_decider,
         pool: 100,

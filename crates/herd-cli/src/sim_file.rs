@@ -49,7 +49,7 @@ pub fn sim_help() -> String {
          \x20                        (and the baseline filter), unanimity, difficulty, normative,\n\
          \x20                        source_strength, nationality, ethnicity, minimal_group,\n\
          \x20                        spatial, temporal\n\
-         [allocation]             each target's weight is exp(ingroup·same_group + ε)\n\
+         [allocation]             each target's weight is exp(ingroup·same_group + valence + ε)\n\
          ingroup = …              both deciders' in-group log-weight; --effect ingroup=…\n\
          ingroup_minority = {imin}   a minority decider's (over ingroup)\n\
          ingroup_majority = {imaj}   a majority decider's (over ingroup)\n\
@@ -57,6 +57,8 @@ pub fn sim_help() -> String {
          \x20                        society); left out: by the minority flag\n\
          ingroup_hidden = 0       with hidden labels (0: the group-blind floor)\n\
          noise = {anoise}              sd of ε per target\n\
+         name_valence = 0         sd of each group name's own log-weight, drawn once per name\n\
+         \x20                        (visible labels): what the swap pass cancels\n\
          zero_outgroup_rate = 0   probability that a decider (labels visible) gives every\n\
          \x20                        out-group target 0 points\n\
          zero_outgroup_minority = …, zero_outgroup_majority = …, zero_outgroup_equal = …\n\

@@ -52,7 +52,9 @@ pub fn samples_link(study: &str, id: &str) -> String {
         | "majority_proportional"
         | "reasoning_majority_share"
         | "minority_blocks_survive"
-        | "roster_position" => "labels=visible&instrument=base",
+        | "roster_position"
+        | "swap_pass_bound"
+        | "token_receipt_bound" => "labels=visible&instrument=base",
         "hidden_floor" | "hidden_floor_reasoning" => "labels=hidden&instrument=base",
         "hidden_floor_paraphrase" => "labels=hidden&instrument=paraphrase",
         "favouritism_paraphrase" => "labels=visible&instrument=paraphrase",

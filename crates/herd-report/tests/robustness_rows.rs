@@ -1,7 +1,8 @@
 //! The minimal-group paper's robustness bounds (S3, S5) and the conformity paper's saturation (fig. 2a),
 //! each judged on planted data that carries the paper's finding, data that breaks it, and data that
-//! lacks what the claim needs: roster position, removing uniform fills, parse success, every minority
-//! block surviving correction, and a curve saturating by N = 4.
+//! lacks what the claim needs: roster position, removing uniform fills, parse success, the nonce-label
+//! bounds (swap-pass difference, token receipt), every minority block surviving correction, and a curve
+//! saturating by N = 4.
 
 #[allow(dead_code)]
 mod common;
@@ -22,6 +23,10 @@ struct Plant {
     fill_every: i64,
     /// Without the optional columns (positions, names, fills) a plain table would lack.
     bare: bool,
+    /// Weight added to every target named "wug", whichever group it is in (a name's own valence).
+    wug_valence: f64,
+    /// Added to visible minority deciders' bias in the swapped pass (a pass effect).
+    swapped_minority_bias: f64,
 }
 
 const NAMES: [&str; 4] = ["wug", "dax", "blick", "fep"];
@@ -49,7 +54,7 @@ fn societies(plant: Plant) -> Results {
                         let visible = labels == Labels::Visible;
                         let bias = match (visible, minority(decider)) {
                             (false, _) => 0.0,
-                            (true, true) => 1.5,
+                            (true, true) => 1.5 + if pass_index == 1 { plant.swapped_minority_bias } else { 0.0 },
                             (true, false) => 0.3,
                         };
                         let mut targets: Vec<i64> = (0..10).filter(|&t| t != decider).collect();
@@ -66,7 +71,8 @@ fn societies(plant: Plant) -> Results {
                                 let same = minority(t) == minority(decider);
                                 let e = 0.1 * noise(&[seed, m, decider, t, visible as i64, pass_index as i64]);
                                 let place = plant.per_position * (position as f64 + 1.0);
-                                (1.0 + if same { bias } else { 0.0 } + place + e).max(0.05)
+                                let valence = if visible && name_of(t) == "wug" { plant.wug_valence } else { 0.0 };
+                                (1.0 + if same { bias } else { 0.0 } + place + valence + e).max(0.05)
                             })
                             .collect();
                         let total: f64 = weights.iter().sum();
@@ -151,6 +157,49 @@ fn without_positions_or_fills_the_bounds_are_not_in_the_run() {
 }
 
 /// p_wrong(N) for group-size trials of model "m": `curve(n)` plus a little noise per trial index.
+#[test]
+fn the_nonce_label_bounds_hold_without_a_name_or_pass_effect_and_fail_with_one() {
+    let all = judged(Plant::default());
+    for id in ["swap_pass_bound", "token_receipt_bound"] {
+        let h = headline(&all, id);
+        assert_eq!(h.verdict, Verdict::Replicates, "{id}: {h:?}");
+        assert!(h.headline.robustness, "{id} is folded with the robustness checks");
+    }
+    // One row per model, every visible cell pooled: 16 societies under 4 name pairs.
+    let receipts = headline(&all, "token_receipt_bound");
+    assert!(
+        receipts.this_run.contains("q: net SD ") && receipts.this_run.contains("F(4, 12)"),
+        "{}",
+        receipts.this_run
+    );
+    assert!(receipts.this_run.contains("the names' receipt SD as the paper's "), "{}", receipts.this_run);
+    assert!(headline(&all, "swap_pass_bound").this_run.contains("over 16 societies"));
+
+    // "wug" draws points in either group: its receipts stand apart from its partners', in every pair.
+    let h = judged(Plant { wug_valence: 1.0, ..Plant::default() });
+    let receipts = headline(&h, "token_receipt_bound");
+    assert_eq!(receipts.verdict, Verdict::DoesNotReplicate, "{receipts:?}");
+    assert!(receipts.basis.contains("the group names carry a valence"), "{}", receipts.basis);
+    // A valence that changes groups with its name leaves the favouritism of the pooled passes alone.
+    assert_eq!(headline(&h, "favouritism_visible").verdict, Verdict::Replicates);
+    // The swap-pass difference only sees it as noise: "wug" is the first pass's minority name in one of
+    // its pairs and the majority's in the other, so the societies' differences take both signs.
+    assert_eq!(headline(&h, "swap_pass_bound").verdict, Verdict::Inconclusive);
+
+    // Minorities favour their group more in the second pass, where they carry their pair's other name:
+    // a name that strengthens its group's favouritism. The passes differ, and that name draws more.
+    let h = judged(Plant { swapped_minority_bias: 1.5, ..Plant::default() });
+    for id in ["swap_pass_bound", "token_receipt_bound"] {
+        let h = headline(&h, id);
+        assert_eq!(h.verdict, Verdict::DoesNotReplicate, "{id}: {h:?}");
+    }
+
+    // Without the names, no token receipt; the passes still compare.
+    let bare = judged(Plant { bare: true, ..Plant::default() });
+    assert_eq!(headline(&bare, "token_receipt_bound").verdict, Verdict::NotInRun);
+    assert_eq!(headline(&bare, "swap_pass_bound").verdict, Verdict::Replicates);
+}
+
 fn group_size(curve: fn(u32) -> f64) -> Vec<herd_analysis::ConformityTrial> {
     family_trials("group_size", &[""], &["lines", "color"], &[0, 1, 2, 3, 4, 6, 8, 10], |_, _, n, seed| {
         curve(n) + wobble(seed)

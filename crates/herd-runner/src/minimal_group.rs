@@ -140,8 +140,11 @@ impl<'a> Stage for Pipelined<'a, '_> {
             }
             let society = draw_society(self.exp, &unit.key, run, self.names);
             let prompts = allocation_prompts(self.exp, self.bank, &society, &unit.key, run)?;
-            let (requests, facts) =
-                prompts.iter().enumerate().map(|(i, p)| request(self.exp, unit, run, i, p, self.options)).unzip();
+            let (requests, facts) = prompts
+                .iter()
+                .enumerate()
+                .map(|(i, p)| request(self.exp, unit, run, &society, i, p, self.options))
+                .unzip();
             return Ok(Some(Pass { unit, society, prompts, requests, facts }));
         }
         Ok(None)
@@ -235,6 +238,7 @@ fn request(
     exp: &MinimalGroupExperiment,
     unit: &Unit,
     run: &SocietyRun,
+    society: &Society,
     index: usize,
     prompt: &AllocationPrompt,
     options: &RunOptions,
@@ -247,6 +251,11 @@ fn request(
     let facts = AllocationFacts {
         key: format!("{}/{}", unit.key.id(), prompt.decider),
         same_group: prompt.roster.iter().map(|r| r.minority == decider_minority).collect(),
+        target_names: prompt
+            .roster
+            .iter()
+            .map(|r| if r.minority { society.minority_name.clone() } else { society.majority_name.clone() })
+            .collect(),
         roster: ids.clone(),
         labels_visible: run.labels == Labels::Visible,
         minority_decider: decider_minority,

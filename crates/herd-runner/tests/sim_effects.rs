@@ -79,6 +79,10 @@ fn planted_favouritism(params: &SimParams, m: usize, minority_decider: bool, vis
         let facts = AllocationFacts {
             key: format!("truth/{m}/{minority_decider}/{visible}/{i}"),
             roster: (0..19).map(|t| format!("t{t}")).collect(),
+            target_names: same_group
+                .iter()
+                .map(|&same| if same == minority_decider { "Alpha" } else { "Beta" }.to_owned())
+                .collect(),
             same_group,
             labels_visible: visible,
             minority_decider,

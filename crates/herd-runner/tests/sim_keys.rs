@@ -125,6 +125,7 @@ fn template(m: u32, minority: bool, reasoning: &str, instrument: &str, pass: &st
         key: String::new(),
         roster: (0..19).map(|t| format!("t{t}")).collect(),
         same_group: (0..19).map(|t| t < own - 1).collect(),
+        target_names: (0..19).map(|t| if (t < own - 1) == minority { "Alpha" } else { "Beta" }.to_owned()).collect(),
         labels_visible: true,
         minority_decider: minority,
         pool: 100,

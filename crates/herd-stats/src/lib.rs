@@ -14,6 +14,8 @@
 //! - [`bootstrap`]: seeded cluster bootstrap and replay of given resamples.
 //! - [`correlation`], [`regression`], [`ttest`], [`auc`]: Spearman, OLS, one-sample and Welch t tests,
 //!   z tests, trapezoid.
+//! - [`noncentral_f`]: the noncentral F's CDF (scipy's `ncf.cdf`) and the interval of the
+//!   noncentrality an observed F gives.
 //!
 //! Ties and zeros: values within `isclose(rel_tol=1e-9, abs_tol=1e-9)` of each other are tied
 //! (see [`rank`]), so seed means that differ only by summation order always count as ties.
@@ -44,6 +46,7 @@ pub mod formula;
 pub mod gee;
 mod linalg;
 pub mod multiple;
+pub mod noncentral_f;
 pub mod rank;
 pub mod regression;
 pub mod ttest;
@@ -63,6 +66,7 @@ pub use gee::{
     gee_gaussian_independence_within,
 };
 pub use multiple::{benjamini_hochberg, holm};
+pub use noncentral_f::{noncentral_f_cdf, noncentrality_interval};
 pub use rank::{Ranking, TIE_TOLERANCE, approx_equal, average_ranks};
 pub use regression::{OlsCoefficient, OlsFit, ols};
 pub use ttest::{TTestResult, WelchResult, ttest_one_sample, ttest_welch, z_test};

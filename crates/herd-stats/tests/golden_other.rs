@@ -4,8 +4,9 @@ mod common;
 
 use common::*;
 use herd_stats::{
-    Alternative, Formula, bootstrap_replay, ols, percentile, spearman, students_t_cdf, students_t_quantile,
-    students_t_sf, trapezoid, trapezoid_uniform, ttest_one_sample, ttest_welch, z_test,
+    Alternative, Formula, bootstrap_replay, noncentral_f_cdf, noncentrality_interval, ols, percentile, spearman,
+    students_t_cdf, students_t_quantile, students_t_sf, trapezoid, trapezoid_uniform, ttest_one_sample, ttest_welch,
+    z_test,
 };
 
 #[test]
@@ -161,4 +162,25 @@ fn trapezoid_matches_numpy() {
         assert_close(uniform, num(&case["area_uniform"]), ESTIMATE_ABS_FLOOR, &format!("case {k}"));
     }
     assert!(trapezoid(&[1.0, 2.0], &[0.0]).is_err());
+}
+
+#[test]
+fn noncentral_f_matches_scipy() {
+    let fixture = load("noncentral_f");
+    let cdf = cases(&fixture, "cdf");
+    assert_eq!(cdf.len(), 144);
+    for case in cdf {
+        let (f, d1, d2, nc) = (num(&case["f"]), num(&case["d1"]), num(&case["d2"]), num(&case["nc"]));
+        let what = format!("ncf.cdf({f}, {d1}, {d2}, {nc})");
+        assert_p(noncentral_f_cdf(f, d1, d2, nc), num(&case["cdf"]), &what);
+    }
+    let intervals = cases(&fixture, "intervals");
+    assert_eq!(intervals.len(), 15);
+    for case in intervals {
+        let (f, d1, d2) = (num(&case["f"]), num(&case["d1"]), num(&case["d2"]));
+        let (low, high) = noncentrality_interval(f, d1, d2, num(&case["level"])).unwrap();
+        let what = format!("noncentrality interval of F = {f} on ({d1}, {d2})");
+        assert_close(low, num(&case["low"]), 1e-9, &format!("{what}: low"));
+        assert_close(high, num(&case["high"]), 1e-9, &format!("{what}: high"));
+    }
 }

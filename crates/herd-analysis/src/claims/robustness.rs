@@ -6,9 +6,7 @@
 //! what position could do there, its effect × the in − out-group imbalance, over both intervals; the
 //! other two count deciders in the dyads and compare the paper's descriptive number (a change of an
 //! estimate, a share of replies) with its bound, as the paper does, and say so. The nonce-label checks
-//! (swap-pass difference at most 0.41, token-receipt SD at most 0.24) have no row: as bounds they fail an
-//! agent without any name valence (docs/deviations.md); the `robustness` table and the robustness figure
-//! report them.
+//! (swap-pass difference at most 0.41, token-receipt SD at most 0.24) are in `nonce_labels`.
 
 use std::collections::BTreeMap;
 

@@ -62,6 +62,7 @@ mod cells;
 mod claims;
 mod deciders;
 mod gee;
+mod nonce_labels;
 mod robustness;
 mod seed_tests;
 
@@ -75,6 +76,7 @@ pub use self::claims::{
 };
 pub use self::deciders::{DeciderOutcome, decider_outcomes};
 use self::gee::{FitPlan, GEE_KINDS, gee_rows, plan_gee};
+pub use self::nonce_labels::{NetSpread, NonceLabelChecks, SwapPassDifference, TokenReceiptSpread, nonce_label_checks};
 use self::robustness::{plan_position_fits, robustness_table};
 pub use self::seed_tests::default_reasoning;
 use self::seed_tests::seed_tests_table;

@@ -24,7 +24,7 @@ import pandas as pd
 import scipy
 import statsmodels
 import statsmodels.formula.api as smf
-from scipy import stats
+from scipy import optimize, stats
 from statsmodels.genmod.cov_struct import Exchangeable, Independence
 from statsmodels.genmod.families import Gaussian
 from statsmodels.stats.multitest import multipletests
@@ -516,6 +516,28 @@ def auc_cases():
     return cases
 
 
+def noncentral_f_cases():
+    """scipy's ncf.cdf over a grid, and the 90% interval of the noncentrality an observed F gives: the
+    noncentralities where ncf.cdf(F) is 0.95 and 0.05 (0 where even 0 leaves it below), by brentq."""
+    cdf = [{"f": fv, "d1": d1, "d2": d2, "nc": nc, "cdf": f(stats.ncf.cdf(fv, d1, d2, nc))}
+           for fv in [0.05, 0.5, 1.0, 2.0, 4.0, 12.0] for d1, d2 in [(1, 5), (3, 10), (10, 80), (30, 600)]
+           for nc in [0.0, 0.3, 2.0, 15.0, 80.0, 400.0]]
+
+    def solve(fv, d1, d2, p):
+        g = lambda nc: stats.ncf.cdf(fv, d1, d2, nc) - p
+        if stats.ncf.cdf(fv, d1, d2, 0.0) <= p:
+            return 0.0
+        hi = 1.0
+        while g(hi) > 0:
+            hi *= 2.0
+        return optimize.brentq(g, 0.0, hi, xtol=1e-14, rtol=1e-13)
+
+    intervals = [{"f": fv, "d1": d1, "d2": d2, "level": 0.9,
+                  "low": f(solve(fv, d1, d2, 0.95)), "high": f(solve(fv, d1, d2, 0.05))}
+                 for fv in [0.4, 1.0, 1.7, 3.0, 9.0] for d1, d2 in [(10, 80), (4, 20), (20, 250)]]
+    return cdf, intervals
+
+
 def main():
     datasets, cases = wilcoxon_cases()
     dump("wilcoxon", {"datasets": datasets, "cases": cases, "tie_robustness": tie_robustness()})
@@ -531,6 +553,8 @@ def main():
     welch, quantiles = welch_cases()
     dump("welch", {"cases": welch, "quantiles": quantiles})
     dump("auc", {"cases": auc_cases()})
+    ncf_cdf, ncf_intervals = noncentral_f_cases()
+    dump("noncentral_f", {"cdf": ncf_cdf, "intervals": ncf_intervals})
     print(f"wrote golden files to {OUT}: {len(cases)} wilcoxon cases")
 
 
