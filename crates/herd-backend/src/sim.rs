@@ -204,6 +204,9 @@ pub struct SimAllocation {
     /// Keys replaced for deciders in a swap pass (`original`, `swapped`); over `instrument`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub swap_pass: BTreeMap<String, AllocationOverride>,
+    /// Keys replaced for deciders of societies with one minority size m (`3`, `5`, …); over `swap_pass`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub minority_size: BTreeMap<String, AllocationOverride>,
 }
 
 impl Default for SimAllocation {
@@ -225,12 +228,13 @@ impl Default for SimAllocation {
             reasoning: BTreeMap::new(),
             instrument: BTreeMap::new(),
             swap_pass: BTreeMap::new(),
+            minority_size: BTreeMap::new(),
         }
     }
 }
 
 /// A partial table of [`SimAllocation`]'s bias and rate keys (and `noise_sd`): the keys it gives replace
-/// the base values for the deciders of one reasoning mode, instrument or swap pass.
+/// the base values for the deciders of one reasoning mode, instrument, swap pass or minority size.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AllocationOverride {
@@ -313,7 +317,7 @@ impl AllocationOverride {
 }
 
 /// The bias and rates one decider applies: [`SimAllocation`]'s keys after the overrides of its reasoning
-/// mode, instrument and swap pass, resolved for its labels and its group's size.
+/// mode, instrument, swap pass and minority size, resolved for its labels and its group's size.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AllocationBehaviour {
     /// The in-group log-weight.
@@ -435,9 +439,12 @@ impl SimParams {
         for (key, kind, value) in base.given() {
             check(format!("allocation.{key}"), kind, value)?;
         }
-        for (table, overrides) in
-            [("reasoning", &a.reasoning), ("instrument", &a.instrument), ("swap_pass", &a.swap_pass)]
-        {
+        for (table, overrides) in [
+            ("reasoning", &a.reasoning),
+            ("instrument", &a.instrument),
+            ("swap_pass", &a.swap_pass),
+            ("minority_size", &a.minority_size),
+        ] {
             for (name, o) in overrides {
                 for (key, kind, value) in o.given() {
                     check(format!("allocation.{table}.{name}.{key}"), kind, value)?;
@@ -475,7 +482,8 @@ impl SimParams {
     }
 
     /// The bias and rates a decider applies: the base keys, replaced by those its reasoning mode's,
-    /// instrument's and swap pass's override tables give (in that order, the last given winning), then
+    /// instrument's, swap pass's and minority size's override tables give (in that order, the last given
+    /// winning), then
     /// resolved for its role. With hidden labels the in-group log-weight is `ingroup_hidden` and no
     /// decider gives the out-group nothing. With visible labels and groups of the same size,
     /// `ingroup_equal` and `zero_outgroup_equal` apply where given; otherwise the minority flag picks
@@ -483,11 +491,15 @@ impl SimParams {
     /// where given, else `zero_outgroup_rate`.
     pub fn allocation_behaviour(&self, facts: &AllocationFacts) -> AllocationBehaviour {
         let a = &self.allocation;
-        let overrides: Vec<&AllocationOverride> =
-            [a.reasoning.get(&facts.reasoning), a.instrument.get(&facts.instrument), a.swap_pass.get(&facts.swap_pass)]
-                .into_iter()
-                .flatten()
-                .collect();
+        let overrides: Vec<&AllocationOverride> = [
+            a.reasoning.get(&facts.reasoning),
+            a.instrument.get(&facts.instrument),
+            a.swap_pass.get(&facts.swap_pass),
+            a.minority_size.get(&facts.minority_size.to_string()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         let given = |key: fn(&AllocationOverride) -> Option<f64>| overrides.iter().rev().find_map(|o| key(o));
         let value = |key: fn(&AllocationOverride) -> Option<f64>, base: f64| given(key).unwrap_or(base);
         let optional = |key: fn(&AllocationOverride) -> Option<f64>, base: Option<f64>| given(key).or(base);
@@ -879,7 +891,7 @@ mod tests {
     }
 
     #[test]
-    fn overrides_replace_the_keys_they_give_base_reasoning_instrument_swap_pass() {
+    fn overrides_replace_the_keys_they_give_base_reasoning_instrument_swap_pass_minority_size() {
         let mut params = SimParams::default();
         let a = &mut params.allocation;
         a.reasoning.insert(
@@ -909,6 +921,20 @@ mod tests {
         // A majority decider keeps the base majority weight: the tables gave only the minority's.
         let majority = AllocationFacts { reasoning: "off".into(), ..decider(3, 20, false, true) };
         assert_eq!(params.allocation_behaviour(&majority).ingroup, 0.2);
+        // A majority that favours the out-group at m = 3 only, over every other table.
+        let mut by_m = params.clone();
+        by_m.allocation
+            .minority_size
+            .insert("3".into(), AllocationOverride { ingroup_majority: Some(-0.4), ..Default::default() });
+        assert_eq!(by_m.allocation_behaviour(&majority).ingroup, -0.4);
+        assert_eq!(by_m.allocation_behaviour(&decider(5, 20, false, true)).ingroup, 0.2);
+        let minority = AllocationFacts {
+            reasoning: "off".into(),
+            instrument: "paraphrase".into(),
+            swap_pass: "swapped".into(),
+            ..decider(3, 20, true, true)
+        };
+        assert_eq!(by_m.allocation_behaviour(&minority).ingroup, 3.0, "the minority keeps the other tables' key");
     }
 
     #[test]

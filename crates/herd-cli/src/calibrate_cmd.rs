@@ -4,7 +4,8 @@
 //! a rerun repeats them), analyses it as `herd report` would and judges every claim; the table counts
 //! the verdicts per claim, each rate with its 95% Wilson interval (herd-analysis's `calibration`).
 //! With an agent that has the papers' effects, "replicates" is the rule's power; with an agent that has
-//! none, "replicates" on an effect claim is its false-verdict rate.
+//! none, "replicates" on an effect claim is its false-verdict rate. `--model` names the model the answers
+//! are stored under, for the claims about one named model (the paper's exception).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,12 @@ pub struct CalibrateArgs {
     /// Replications of the design per agent.
     #[arg(long, default_value_t = 20)]
     replications: u32,
+    /// The model id the agent's answers are stored under. A claim about one named model (the paper's
+    /// exception, R1-Distill-Llama-8B: the majority reversal and the paraphrase's hidden floor) is judged
+    /// only on a model of that name, so its power needs an agent named as that model, e.g.
+    /// `--model deepseek-ai/DeepSeek-R1-Distill-Llama-8B --agent data/sim/exception-model.toml`.
+    #[arg(long, default_value = "sim")]
+    model: String,
     /// Seed-bootstrap resamples per minimal-group cell in each replication. The claims read the
     /// bootstrap only for its count (bootstrap_se_agreement, which needs the GEE bootstrap that
     /// calibration leaves out), so a few suffice.
@@ -74,11 +81,12 @@ pub fn run(args: CalibrateArgs) -> Result<()> {
     let mut done = Vec::new();
     for (agent, params) in agents.iter().zip(params) {
         let started = Instant::now();
-        let mut calibration = calibrate(&file, &params, args.replications, args.resamples, agent)?.ordered_as(&order);
+        let plan = Plan { replications: args.replications, resamples: args.resamples, model: &args.model };
+        let mut calibration = calibrate(&file, &params, &plan, agent)?.ordered_as(&order);
         // The other study's claims are never in a replication of this one.
         calibration.claims.retain(|(_, counts)| counts.study == study);
         let seconds = started.elapsed().as_secs_f64();
-        print_table(&file, agent, &calibration, args.replications, seconds);
+        print_table(&file, agent, &args.model, &calibration, args.replications, seconds);
         done.push(AgentCalibration { agent: agent.clone(), calibration, seconds });
     }
     if let Some(out) = &args.out {
@@ -88,15 +96,23 @@ pub fn run(args: CalibrateArgs) -> Result<()> {
     Ok(())
 }
 
+/// What each agent's calibration runs.
+struct Plan<'a> {
+    replications: u32,
+    resamples: usize,
+    /// The model id the rows carry.
+    model: &'a str,
+}
+
 /// The run folder a replication stands for: the manifest facts the claims read (the experiment's
 /// parameters: lead measure, source-strength classes, pool).
-fn memory_run(file: &ExperimentFile) -> RunFolder {
+fn memory_run(file: &ExperimentFile, model: &str) -> RunFolder {
     let meta = file.experiment.meta();
     let identity = RunIdentity {
         experiment: meta.name.clone(),
         study: meta.study.as_str().into(),
         experiment_sha256: file.sha256.clone(),
-        model: "sim".into(),
+        model: model.into(),
         backend: "sim".into(),
         shard: "all".into(),
     };
@@ -104,13 +120,21 @@ fn memory_run(file: &ExperimentFile) -> RunFolder {
     RunFolder { path: PathBuf::from("(in memory)"), manifest }
 }
 
-/// One replication: the design run by the agent with `seed`, analysed and judged.
-fn replication(file: &ExperimentFile, params: &SimParams, seed: u64, resamples: usize) -> Result<Results> {
+/// One replication: the design run by the agent with `seed`, its rows stored under `plan.model`,
+/// analysed and judged.
+fn replication(file: &ExperimentFile, params: &SimParams, seed: u64, plan: &Plan<'_>) -> Result<Results> {
     let params = SimParams { seed, ..params.clone() };
     let mut sink = MemorySink::default();
     run_experiment(file, Respondent::Sim(&mut SimAgent::new(params)), &mut sink, &RunOptions::default())?;
+    for row in &mut sink.rows.conformity {
+        row.model = plan.model.to_owned();
+    }
+    for row in &mut sink.rows.dyads {
+        row.model = plan.model.to_owned();
+    }
+    let resamples = plan.resamples;
     let origin = format!("replication with sim seed {seed}");
-    let run = memory_run(file);
+    let run = memory_run(file, plan.model);
     let (mut conformity, mut minimal_group) = (None, None);
     match &file.experiment {
         Experiment::Conformity(_) => {
@@ -138,13 +162,8 @@ fn replication(file: &ExperimentFile, params: &SimParams, seed: u64, resamples: 
 
 /// `replications` replications of `file` by the agent, spread over the machine's cores; replication r
 /// draws with the sim seed `params.seed + r`, so the table does not depend on the number of cores.
-fn calibrate(
-    file: &ExperimentFile,
-    params: &SimParams,
-    replications: u32,
-    resamples: usize,
-    agent: &Path,
-) -> Result<Calibration> {
+fn calibrate(file: &ExperimentFile, params: &SimParams, plan: &Plan<'_>, agent: &Path) -> Result<Calibration> {
+    let replications = plan.replications;
     let workers = std::thread::available_parallelism().map_or(1, usize::from).min(replications as usize).max(1);
     let on_terminal = std::io::stderr().is_terminal();
     let bar = if on_terminal {
@@ -169,7 +188,7 @@ fn calibrate(
                             return Ok(calibration);
                         }
                         let seed = params.seed.wrapping_add(u64::from(r));
-                        let results = replication(file, params, seed, resamples)
+                        let results = replication(file, params, seed, plan)
                             .with_context(|| format!("replication {r} (sim seed {seed}) of {}", agent.display()))?;
                         calibration.add(&compare_headlines(&results)?);
                         bar.inc(1);
@@ -205,10 +224,18 @@ fn verdict_header(verdict: herd_analysis::Verdict) -> &'static str {
 }
 
 /// The agent's table: per claim, each verdict's share of the replications and its 95% Wilson interval.
-fn print_table(file: &ExperimentFile, agent: &Path, calibration: &Calibration, replications: u32, seconds: f64) {
+fn print_table(
+    file: &ExperimentFile,
+    agent: &Path,
+    model: &str,
+    calibration: &Calibration,
+    replications: u32,
+    seconds: f64,
+) {
+    let named = if model == "sim" { String::new() } else { format!(" as model {model}") };
     println!(
-        "\nagent {}: {replications} replications of {} ({:.1} s, {:.2} s each); share of replications with each \
-         verdict [95% Wilson interval]",
+        "\nagent {}{named}: {replications} replications of {} ({:.1} s, {:.2} s each); share of replications with \
+         each verdict [95% Wilson interval]",
         agent.display(),
         file.path.display(),
         seconds,

@@ -13,8 +13,8 @@ use anyhow::{Result, bail};
 use herd_backend::{AllocationOverride, SimParams};
 
 /// The override tables of `[allocation]`, each keyed by the name of a unit's reasoning mode, instrument
-/// or swap pass.
-const OVERRIDE_TABLES: [&str; 3] = ["reasoning", "instrument", "swap_pass"];
+/// or swap pass, or by its minority size.
+const OVERRIDE_TABLES: [&str; 4] = ["reasoning", "instrument", "swap_pass", "minority_size"];
 
 /// `herd run --sim`'s long help: every key with its default and meaning.
 pub fn sim_help() -> String {
@@ -67,10 +67,11 @@ pub fn sim_help() -> String {
          rescale_rate = 0         probability of points summing to another total (rescaled)\n\
          missing_target_rate = 0  probability of a reply leaving out one recipient (0 points)\n\
          [allocation.reasoning.on], [allocation.reasoning.off], [allocation.instrument.NAME],\n\
-         [allocation.swap_pass.original], [allocation.swap_pass.swapped]\n\
+         [allocation.swap_pass.original], [allocation.swap_pass.swapped],\n\
+         [allocation.minority_size.M] (societies whose minority has M members)\n\
          \x20                        any [allocation] key above, for those deciders only; applied\n\
-         \x20                        in the order base, reasoning, instrument, swap pass (the last\n\
-         \x20                        that gives a key wins)\n\n\
+         \x20                        in the order base, reasoning, instrument, swap pass, minority\n\
+         \x20                        size (the last that gives a key wins)\n\n\
          Effects are logits or log-weights in [-50, 50]; noise in [0, 10]; rates in [0, 1].",
         seed = d.seed,
         intercept = c.intercept,
@@ -166,6 +167,14 @@ pub fn check_names(params: &SimParams) -> Result<()> {
                 let hint = herd_design::did_you_mean(name, allowed.iter().copied());
                 bail!("`{table}.{name}`: no {what} is called `{name}`{hint}; use {}", allowed.join(", "));
             }
+        }
+    }
+    for m in a.minority_size.keys() {
+        // Matched against the society's m written in decimal: `03` or `three` would plant nothing.
+        if m.parse::<u32>().ok().filter(|&v| v > 0).map(|v| v.to_string()).as_deref() != Some(m.as_str()) {
+            bail!(
+                "`allocation.minority_size.{m}`: a minority size is a whole number of agents, e.g. [allocation.minority_size.3]"
+            );
         }
     }
     Ok(())
@@ -374,12 +383,16 @@ mod tests {
             ),
             ("[allocation.reasoning.thinking]\ningroup = 1\n", "no reasoning mode is called `thinking`; use on, off"),
             ("[allocation.swap_pass.swap]\ningroup = 1\n", "no swap pass is called `swap`"),
+            ("[allocation.minority_size.03]\ningroup = 1\n", "a minority size is a whole number of agents"),
+            ("[allocation.minority_size.three]\ningroup = 1\n", "`allocation.minority_size.three`"),
         ] {
             let e = parse_sim(file).unwrap_err().to_string();
             assert!(e.contains(err), "{file}: {e}");
         }
         // Instruments and condition levels are the experiment's own names.
         parse_sim("[allocation.instrument.my_wording]\ningroup = 1\n[conformity.level_shift]\nsurgeons = 1\n").unwrap();
+        let p = parse_sim("[allocation.minority_size.3]\ningroup_majority = -0.4\nnoise = 0.2\n").unwrap();
+        assert_eq!(p.allocation.minority_size["3"].noise_sd, Some(0.2), "the table takes the file's names");
     }
 
     #[test]

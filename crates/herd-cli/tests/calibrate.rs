@@ -93,3 +93,40 @@ fn a_sim_file_without_the_sim_backend_is_refused() {
     assert!(stderr.contains("--sim data/sim/null.toml") && stderr.contains("fix: add --backend sim"), "{stderr}");
     assert!(!dir.path().join("run").exists(), "nothing was started");
 }
+
+/// `calibrate` with `--agent FILE` and extra arguments, the CSV rows.
+fn calibrate_with(experiment: &str, agent: &Path, extra: &[&str], out: &Path) -> (String, Vec<Vec<String>>) {
+    let output = Command::new(env!("CARGO_BIN_EXE_herd"))
+        .current_dir(root())
+        .args(["calibrate", "--experiment", experiment, "--replications", "2", "--agent"])
+        .arg(agent)
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    (String::from_utf8(output.stdout).unwrap(), rows(out))
+}
+
+#[test]
+fn a_claim_about_the_papers_exception_model_is_calibrated_on_an_agent_named_as_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // Majority deciders favouring the out-group at the quick design's only minority size (m = 5), and the
+    // default agent without that.
+    let exception = dir.path().join("exception.toml");
+    std::fs::write(&exception, "[allocation.minority_size.5]\ningroup_majority = -1.0\n").unwrap();
+    let typical = dir.path().join("typical.toml");
+    std::fs::write(&typical, "seed = 1\n").unwrap();
+    let quick = "data/experiments/minimal-group.quick.toml";
+    let as_exception = ["--model", "deepseek-ai/DeepSeek-R1-Distill-Llama-8B"];
+    let (stdout, table) = calibrate_with(quick, &exception, &as_exception, &dir.path().join("a.csv"));
+    assert!(stdout.contains("as model deepseek-ai/DeepSeek-R1-Distill-Llama-8B: 2 replications"), "{stdout}");
+    assert_eq!(count(&table, "exception.toml", "majority_reversal", "replicates"), 2);
+    // The paper's exception model without its exception refutes the claim; another model without it is
+    // like the paper's other three, which the claim is not about.
+    let (_, table) = calibrate_with(quick, &typical, &as_exception, &dir.path().join("b.csv"));
+    assert_eq!(count(&table, "typical.toml", "majority_reversal", "does not replicate"), 2);
+    let (_, table) = calibrate_with(quick, &typical, &[], &dir.path().join("c.csv"));
+    assert_eq!(count(&table, "typical.toml", "majority_reversal", "not in this run"), 2);
+}
