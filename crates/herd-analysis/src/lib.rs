@@ -27,11 +27,8 @@
 //!             for &target in &targets {
 //!                 let same = minority(target) == minority(decider);
 //!                 let points = if same { in_points } else { (100.0 - in_points) / 2.0 };
-//!                 rows.push(Dyad {
-//!                     design: DesignKey::default(), labels, m: 2, seed, decider, target,
-//!                     minority_decider: minority(decider), minority_target: minority(target),
-//!                     same_group: same, points, target_position: None, filled: None, target_group: None,
-//!                 });
+//!                 let cell = (DesignKey::default(), labels, 2);
+//!                 rows.push(Dyad::from_membership(cell, seed, (decider, target), minority, points));
 //!             }
 //!         }
 //!     }

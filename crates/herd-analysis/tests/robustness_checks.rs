@@ -50,20 +50,11 @@ fn table(design: &Design) -> DyadTable {
                 };
                 let total: f64 = targets.iter().map(|&t| weight(t)).sum();
                 for (position, &target) in targets.iter().enumerate() {
+                    let cell = (DesignKey([None, None, None, Some(pass.into())]), Labels::Visible, MINORITY as u32);
                     rows.push(Dyad {
-                        design: DesignKey([None, None, None, Some(pass.into())]),
-                        labels: Labels::Visible,
-                        m: MINORITY as u32,
-                        seed,
-                        decider,
-                        target,
-                        minority_decider: minority(decider),
-                        minority_target: minority(target),
-                        same_group: minority(target) == minority(decider),
-                        points: 100.0 * weight(target) / total,
                         target_position: Some(position as f64 + 1.0),
-                        filled: None,
                         target_group: design.names.then(|| name(minority(target)).to_owned()),
+                        ..Dyad::from_membership(cell, seed, (decider, target), minority, 100.0 * weight(target) / total)
                     });
                 }
             }

@@ -78,21 +78,8 @@ fn uniform_allocations_give_seed_tests_and_claims_rows_that_say_why() {
             for decider in 0..4_i64 {
                 let minority = |agent: i64| agent < 2;
                 for target in (0..4).filter(|&t| t != decider) {
-                    rows.push(Dyad {
-                        design: DesignKey::default(),
-                        labels,
-                        m: 2,
-                        seed,
-                        decider,
-                        target,
-                        minority_decider: minority(decider),
-                        minority_target: minority(target),
-                        same_group: minority(target) == minority(decider),
-                        points: 100.0 / 3.0,
-                        target_position: None,
-                        filled: None,
-                        target_group: None,
-                    });
+                    let cell = (DesignKey::default(), labels, 2);
+                    rows.push(Dyad::from_membership(cell, seed, (decider, target), minority, 100.0 / 3.0));
                 }
             }
         }

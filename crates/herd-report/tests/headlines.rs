@@ -10,7 +10,7 @@ use planted::*;
 use std::path::PathBuf;
 
 use herd_analysis::{
-    ColumnValues, ConformityTable, ConformityTrial, DesignKey, DyadTable, HeadlineComparison, Labels,
+    ColumnValues, ConformityTable, ConformityTrial, DesignKey, Dyad, DyadTable, HeadlineComparison, Labels,
     MinimalGroupOptions, MinimalGroupResults, PWrong, Provenance, ResultTable, Results, Verdict, analyze_minimal_group,
     compare_headlines, group_size_rises, load_results,
 };
@@ -242,7 +242,7 @@ fn societies_with(seeds: i64, hidden_bias: f64) -> Results {
                     .collect();
                 let total: f64 = weights.iter().sum();
                 for (&target, w) in targets.iter().zip(&weights) {
-                    rows.push(dyad(
+                    rows.push(Dyad::from_membership(
                         (DesignKey::default(), labels, 5),
                         seed,
                         (decider, target),

@@ -83,7 +83,13 @@ fn societies(plant: Plant) -> Results {
                                 target_position: (!plant.bare).then_some(position as f64 + 1.0),
                                 filled: (!plant.bare).then_some(filled),
                                 target_group: (!plant.bare).then(|| name_of(target).to_owned()),
-                                ..dyad((design, labels, m), seed, (decider, target), minority, points)
+                                ..Dyad::from_membership(
+                                    (design, labels, m as u32),
+                                    seed,
+                                    (decider, target),
+                                    minority,
+                                    points,
+                                )
                             });
                         }
                     }

@@ -1,13 +1,14 @@
 //! S5's nonce-label counterbalancing: "swap-pass differences were at most 0.41 points/target, and
 //! token-receipt standard deviations were at most 0.24 points/target", judged per model on the headline
-//! selection's visible societies, every m pooled ([`crate::minimal_group::nonce_label_checks`] computes
-//! both; its docs say why pooled and how the token-receipt SD nets out noise).
+//! selection's visible societies, every m pooled ([`crate::minimal_group::swap_pass_differences`] and
+//! [`crate::minimal_group::token_receipt_spreads`] compute them; their module docs say why pooled and how
+//! the token-receipt SD nets out noise).
 //!
 //! Each bound is an equivalence judged on a 90% interval (two one-sided tests at 5%): *replicates* when
 //! the interval lies within the bound, *does not replicate* when it lies wholly beyond it, inconclusive
 //! otherwise. The paper's "at most" is over its four models, so every model must pass.
 
-use crate::minimal_group::{NonceLabelChecks, nonce_label_checks};
+use crate::minimal_group::{swap_pass_differences, token_receipt_spreads};
 use crate::results::Results;
 
 use super::evidence::{Combine, Evidence, Row};
@@ -15,15 +16,8 @@ use super::societies::Selection;
 use super::{Outcome, PaperHeadline, Verdict};
 use crate::format::{num, signed};
 
-/// The checks of the headline selection, or `None` without a minimal-group study.
-fn checks(results: &Results) -> Option<(Vec<NonceLabelChecks>, Selection)> {
-    let m = results.minimal_group.as_ref()?;
-    let selection = Selection::new(&m.dyads, None);
-    Some((nonce_label_checks(&m.dyads, |k| selection.takes_design(k)), selection))
-}
-
-fn label(c: &NonceLabelChecks) -> String {
-    c.model.clone().unwrap_or_else(|| "model".to_owned())
+fn label(model: &Option<String>) -> String {
+    model.clone().unwrap_or_else(|| "model".to_owned())
 }
 
 /// The verdict of `interval` against ±`bound` (a two-sided bound; an SD is never below 0); `beyond` says
@@ -44,11 +38,11 @@ fn judged(interval: (f64, f64), bound: f64, what: &str, beyond: &str) -> (Verdic
 /// visible societies) within ±0.41 points/target.
 pub(super) fn swap_pass_bound(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
     let bound = h.effect?;
-    let (checks, selection) = checks(results)?;
-    let rows: Vec<Row> = checks
-        .iter()
-        .filter_map(|c| {
-            let d = c.swap_pass.as_ref()?;
+    let m = results.minimal_group.as_ref()?;
+    let selection = Selection::new(&m.dyads, None);
+    let rows: Vec<Row> = swap_pass_differences(&m.dyads, |k| selection.takes_design(k))
+        .into_iter()
+        .map(|d| {
             let mut e =
                 Evidence::new("mean over societies of second − first pass favouritism", d.societies, "societies");
             e.estimate = Some(d.mean);
@@ -61,7 +55,7 @@ pub(super) fn swap_pass_bound(h: &PaperHeadline, results: &Results) -> Option<Ou
                 }
                 None => (Verdict::Inconclusive, "one society gives no interval".to_owned()),
             };
-            Some(Row { label: label(c), value, evidence: e, verdict, reason, members: Vec::new(), claim: None })
+            Row { label: label(&d.model), value, evidence: e, verdict, reason, members: Vec::new(), claim: None }
         })
         .collect();
     if rows.is_empty() {
@@ -79,11 +73,11 @@ pub(super) fn swap_pass_bound(h: &PaperHeadline, results: &Results) -> Option<Ou
 /// Per model: the SD of the names' receipts net of the societies' noise at most 0.24 points/target.
 pub(super) fn token_receipt_bound(h: &PaperHeadline, results: &Results) -> Option<Outcome> {
     let bound = h.effect?;
-    let (checks, selection) = checks(results)?;
-    let rows: Vec<Row> = checks
-        .iter()
-        .filter_map(|c| {
-            let t = c.token_receipt.as_ref()?;
+    let m = results.minimal_group.as_ref()?;
+    let selection = Selection::new(&m.dyads, None);
+    let rows: Vec<Row> = token_receipt_spreads(&m.dyads, |k| selection.takes_design(k))
+        .into_iter()
+        .map(|t| {
             let test = "names' receipt SD net of noise (noncentral F on name pairs)";
             let mut e = Evidence::new(test, t.societies, "societies");
             let raw = format!("the names' receipt SD as the paper's {} (noise included)", num(t.raw_sd));
@@ -112,7 +106,7 @@ pub(super) fn token_receipt_bound(h: &PaperHeadline, results: &Results) -> Optio
                         .to_owned(),
                 ),
             };
-            Some(Row { label: label(c), value, evidence: e, verdict, reason, members: Vec::new(), claim: None })
+            Row { label: label(&t.model), value, evidence: e, verdict, reason, members: Vec::new(), claim: None }
         })
         .collect();
     if rows.is_empty() {

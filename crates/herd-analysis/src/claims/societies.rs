@@ -235,21 +235,9 @@ mod tests {
         target: i64,
         points: f64,
     ) -> Dyad {
-        Dyad {
-            design: DesignKey([Some(model.into()), Some(reasoning.into()), Some(instrument.into()), Some(pass.into())]),
-            labels: Labels::Visible,
-            m: 1,
-            seed: 0,
-            decider,
-            target,
-            minority_decider: decider == 0,
-            minority_target: target == 0,
-            same_group: (decider == 0) == (target == 0),
-            points,
-            target_position: None,
-            filled: None,
-            target_group: None,
-        }
+        let design =
+            DesignKey([Some(model.into()), Some(reasoning.into()), Some(instrument.into()), Some(pass.into())]);
+        Dyad::from_membership((design, Labels::Visible, 1), 0, (decider, target), |agent| agent == 0, points)
     }
 
     #[test]

@@ -298,20 +298,9 @@ mod tests {
     /// dyads said 3 agents; every member named by any dyad says 4.
     #[test]
     fn a_society_is_as_large_as_the_agents_its_dyads_name() {
-        let dyad = |decider: i64, target: i64| super::super::Dyad {
-            design: DesignKey::default(),
-            labels: Labels::Visible,
-            m: 2,
-            seed: 1,
-            decider,
-            target,
-            minority_decider: decider < 2,
-            minority_target: target < 2,
-            same_group: (decider < 2) == (target < 2),
-            points: 50.0,
-            target_position: None,
-            filled: None,
-            target_group: None,
+        let dyad = |decider: i64, target: i64| {
+            let cell = (DesignKey::default(), Labels::Visible, 2);
+            super::super::Dyad::from_membership(cell, 1, (decider, target), |agent| agent < 2, 50.0)
         };
         let mut rows = vec![dyad(0, 1), dyad(0, 2)];
         for decider in 1..4 {

@@ -76,7 +76,9 @@ pub use self::claims::{
 };
 pub use self::deciders::{DeciderOutcome, decider_outcomes};
 use self::gee::{FitPlan, GEE_KINDS, gee_rows, plan_gee};
-pub use self::nonce_labels::{NetSpread, NonceLabelChecks, SwapPassDifference, TokenReceiptSpread, nonce_label_checks};
+pub use self::nonce_labels::{
+    NetSpread, SwapPassDifference, TokenReceiptSpread, swap_pass_differences, token_receipt_spreads,
+};
 use self::robustness::{plan_position_fits, robustness_table};
 pub use self::seed_tests::default_reasoning;
 use self::seed_tests::seed_tests_table;
@@ -190,6 +192,35 @@ pub struct Dyad {
     /// The nonce name the target's group carried in this pass (optional column `target_group`; the
     /// `robustness` table's token receipt needs it).
     pub target_group: Option<String>,
+}
+
+impl Dyad {
+    /// The dyad `decider` → `target` of a society whose membership `minority` gives (whether an agent is
+    /// in the minority), so that its three group flags agree; no optional column (position, fill, name).
+    pub fn from_membership(
+        (design, labels, m): (DesignKey, Labels, u32),
+        seed: i64,
+        (decider, target): (i64, i64),
+        minority: impl Fn(i64) -> bool,
+        points: f64,
+    ) -> Self {
+        let (minority_decider, minority_target) = (minority(decider), minority(target));
+        Dyad {
+            design,
+            labels,
+            m,
+            seed,
+            decider,
+            target,
+            minority_decider,
+            minority_target,
+            same_group: minority_decider == minority_target,
+            points,
+            target_position: None,
+            filled: None,
+            target_group: None,
+        }
+    }
 }
 
 /// A validated dyad table: every row has the same optional columns.

@@ -25,20 +25,11 @@ use herd_stats::{noncentrality_interval, sample_std, students_t_quantile};
 
 use super::{DesignKey, DyadTable, Labels, MODEL, REASONING, SWAP_PASS, decider_outcomes};
 
-/// One model's (and reasoning mode's) nonce-label checks.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NonceLabelChecks {
-    pub model: Option<String>,
-    pub reasoning: Option<String>,
-    /// `None` without societies run in two passes.
-    pub swap_pass: Option<SwapPassDifference>,
-    /// `None` without the `target_group` column or societies run in two passes under two names.
-    pub token_receipt: Option<TokenReceiptSpread>,
-}
-
-/// The swap-pass difference pooled over a model's visible societies.
+/// The swap-pass difference pooled over a model's (and reasoning mode's) visible societies.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SwapPassDifference {
+    pub model: Option<String>,
+    pub reasoning: Option<String>,
     pub societies: usize,
     /// Mean over societies of second − first pass favouritism (points/target).
     pub mean: f64,
@@ -46,9 +37,11 @@ pub struct SwapPassDifference {
     pub interval90: Option<(f64, f64)>,
 }
 
-/// The spread of the names' receipts pooled over a model's visible societies.
+/// The spread of the names' receipts pooled over a model's (and reasoning mode's) visible societies.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TokenReceiptSpread {
+    pub model: Option<String>,
+    pub reasoning: Option<String>,
     pub societies: usize,
     /// Name pairs (k).
     pub pairs: usize,
@@ -79,14 +72,20 @@ type PassFavouritism = BTreeMap<Option<String>, (f64, usize)>;
 /// Per (swap pass, name): (points received, dyads).
 type Receipts = BTreeMap<(Option<String>, String), (f64, usize)>;
 
-/// The checks per (model, reasoning) over the visible-label dyads `take` selects.
-pub fn nonce_label_checks(dyads: &DyadTable, take: impl Fn(&DesignKey) -> bool) -> Vec<NonceLabelChecks> {
-    let group_of = |design: &DesignKey| (design.0[MODEL].clone(), design.0[REASONING].clone());
-    let society_of = |design: &DesignKey, m: u32, seed: i64| {
-        let mut pooled = design.clone();
-        pooled.0[SWAP_PASS] = None;
-        (pooled, m, seed)
-    };
+fn group_of(design: &DesignKey) -> Group {
+    (design.0[MODEL].clone(), design.0[REASONING].clone())
+}
+
+/// The society a row of either pass belongs to.
+fn society_of(design: &DesignKey, m: u32, seed: i64) -> Society {
+    let mut pooled = design.clone();
+    pooled.0[SWAP_PASS] = None;
+    (pooled, m, seed)
+}
+
+/// The swap-pass difference per (model, reasoning) over the visible-label deciders `take` selects; none
+/// for a model without societies run in two passes.
+pub fn swap_pass_differences(dyads: &DyadTable, take: impl Fn(&DesignKey) -> bool) -> Vec<SwapPassDifference> {
     let mut passes: BTreeMap<Group, BTreeMap<Society, PassFavouritism>> = BTreeMap::new();
     for o in decider_outcomes(dyads).into_iter().filter(|o| o.labels == Labels::Visible && take(&o.design)) {
         let pass = o.design.0[SWAP_PASS].clone();
@@ -100,34 +99,32 @@ pub fn nonce_label_checks(dyads: &DyadTable, take: impl Fn(&DesignKey) -> bool) 
         e.0 += o.favouritism;
         e.1 += 1;
     }
-    let mut receipts: BTreeMap<Group, BTreeMap<Society, Receipts>> = BTreeMap::new();
-    if dyads.has_target_group() {
-        for d in dyads.rows.iter().filter(|d| d.labels == Labels::Visible && take(&d.design)) {
-            let Some(name) = &d.target_group else { continue };
-            let e = receipts
-                .entry(group_of(&d.design))
-                .or_default()
-                .entry(society_of(&d.design, d.m, d.seed))
-                .or_default()
-                .entry((d.design.0[SWAP_PASS].clone(), name.clone()))
-                .or_default();
-            e.0 += d.points;
-            e.1 += 1;
-        }
-    }
-    let groups: std::collections::BTreeSet<Group> = passes.keys().chain(receipts.keys()).cloned().collect();
-    groups
-        .into_iter()
-        .map(|group| NonceLabelChecks {
-            swap_pass: passes.get(&group).and_then(swap_pass_difference),
-            token_receipt: receipts.get(&group).and_then(token_receipt_spread),
-            model: group.0,
-            reasoning: group.1,
-        })
-        .collect()
+    passes.into_iter().filter_map(|(group, societies)| swap_pass_difference(group, &societies)).collect()
 }
 
-fn swap_pass_difference(societies: &BTreeMap<Society, PassFavouritism>) -> Option<SwapPassDifference> {
+/// The names' receipt spread per (model, reasoning) over the visible-label dyads `take` selects; none
+/// without the `target_group` column, or for a model without societies run in two passes under two names.
+pub fn token_receipt_spreads(dyads: &DyadTable, take: impl Fn(&DesignKey) -> bool) -> Vec<TokenReceiptSpread> {
+    let mut receipts: BTreeMap<Group, BTreeMap<Society, Receipts>> = BTreeMap::new();
+    for d in dyads.rows.iter().filter(|d| d.labels == Labels::Visible && take(&d.design)) {
+        let Some(name) = &d.target_group else { continue };
+        let e = receipts
+            .entry(group_of(&d.design))
+            .or_default()
+            .entry(society_of(&d.design, d.m, d.seed))
+            .or_default()
+            .entry((d.design.0[SWAP_PASS].clone(), name.clone()))
+            .or_default();
+        e.0 += d.points;
+        e.1 += 1;
+    }
+    receipts.into_iter().filter_map(|(group, societies)| token_receipt_spread(group, &societies)).collect()
+}
+
+fn swap_pass_difference(
+    (model, reasoning): Group,
+    societies: &BTreeMap<Society, PassFavouritism>,
+) -> Option<SwapPassDifference> {
     let differences: Vec<f64> = societies
         .values()
         .filter(|p| p.len() == 2)
@@ -147,10 +144,13 @@ fn swap_pass_difference(societies: &BTreeMap<Society, PassFavouritism>) -> Optio
         let half = students_t_quantile(0.95, (n - 1) as f64) * (var / n as f64).sqrt();
         (mean - half, mean + half)
     });
-    Some(SwapPassDifference { societies: n, mean, interval90 })
+    Some(SwapPassDifference { model, reasoning, societies: n, mean, interval90 })
 }
 
-fn token_receipt_spread(societies: &BTreeMap<Society, Receipts>) -> Option<TokenReceiptSpread> {
+fn token_receipt_spread(
+    (model, reasoning): Group,
+    societies: &BTreeMap<Society, Receipts>,
+) -> Option<TokenReceiptSpread> {
     // Per name pair: each society's δ; per name: (points, dyads) over its societies.
     let mut pairs: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
     let mut names: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
@@ -200,7 +200,7 @@ fn token_receipt_spread(societies: &BTreeMap<Society, Receipts>) -> Option<Token
             Some(NetSpread { sd, interval90: (sd_of(low), sd_of(high)), f, df: (k, df_within) })
         })
         .flatten();
-    Some(TokenReceiptSpread { societies, pairs: k, names: names.len(), raw_sd, net })
+    Some(TokenReceiptSpread { model, reasoning, societies, pairs: k, names: names.len(), raw_sd, net })
 }
 
 #[cfg(test)]
@@ -228,8 +228,11 @@ mod tests {
     #[test]
     fn the_names_spread_is_netted_of_the_noise_within_pairs() {
         // Pair means 2 and 0 over 3 societies each: Σ n·δ̄² = 12 on 2 pairs; within-pair SS 2 + 2 on 4 df.
-        let t =
-            token_receipt_spread(&societies(&[("a", "b", &[1.0, 2.0, 3.0]), ("c", "d", &[-1.0, 0.0, 1.0])])).unwrap();
+        let t = token_receipt_spread(
+            (None, None),
+            &societies(&[("a", "b", &[1.0, 2.0, 3.0]), ("c", "d", &[-1.0, 0.0, 1.0])]),
+        )
+        .unwrap();
         assert_eq!((t.societies, t.pairs, t.names), (6, 2, 4));
         let net = t.net.unwrap();
         assert_eq!((net.df, net.f), ((2, 4), 6.0));
@@ -241,8 +244,12 @@ mod tests {
         assert!((t.raw_sd - sample_std(&[6.0, 4.0, 5.0, 5.0]).unwrap()).abs() < 1e-12);
 
         // Noise alone (pair means at 0) nets to 0; one society per pair gives no noise estimate.
-        let t = token_receipt_spread(&societies(&[("a", "b", &[1.0, -1.0]), ("c", "d", &[0.5, -0.5])])).unwrap();
+        let t = token_receipt_spread((None, None), &societies(&[("a", "b", &[1.0, -1.0]), ("c", "d", &[0.5, -0.5])]))
+            .unwrap();
         assert_eq!(t.net.unwrap().sd, 0.0);
-        assert_eq!(token_receipt_spread(&societies(&[("a", "b", &[1.0]), ("c", "d", &[2.0])])).unwrap().net, None);
+        assert_eq!(
+            token_receipt_spread((None, None), &societies(&[("a", "b", &[1.0]), ("c", "d", &[2.0])])).unwrap().net,
+            None
+        );
     }
 }

@@ -95,32 +95,6 @@ pub fn wobble(seed: i64) -> f64 {
     [0.011, -0.007, 0.004, -0.013, 0.009, -0.002, 0.006, -0.008][seed as usize]
 }
 
-/// The dyad of society `seed` (cell `design`, `labels`, `m`) in which `decider` gives `target` `points`,
-/// group membership read from `minority`; without the optional columns (roster positions, fills, names).
-pub fn dyad(
-    (design, labels, m): (DesignKey, Labels, i64),
-    seed: i64,
-    (decider, target): (i64, i64),
-    minority: impl Fn(i64) -> bool,
-    points: f64,
-) -> Dyad {
-    Dyad {
-        design,
-        labels,
-        m: m as u32,
-        seed,
-        decider,
-        target,
-        minority_decider: minority(decider),
-        minority_target: minority(target),
-        same_group: minority(target) == minority(decider),
-        points,
-        target_position: None,
-        filled: None,
-        target_group: None,
-    }
-}
-
 /// In-group weight bias of a visible-label decider: (model, reasoning, m, minority decider) → bias.
 pub type Bias = fn(&str, &str, i64, bool) -> f64;
 
@@ -162,7 +136,13 @@ pub fn planted_with_hidden(
                         let total: f64 = weights.iter().sum();
                         for (&target, w) in targets.iter().zip(&weights) {
                             let design = DesignKey([Some(model.into()), Some(reasoning.into()), None, None]);
-                            rows.push(dyad((design, labels, m), seed, (decider, target), minority, 100.0 * w / total));
+                            rows.push(Dyad::from_membership(
+                                (design, labels, m as u32),
+                                seed,
+                                (decider, target),
+                                minority,
+                                100.0 * w / total,
+                            ));
                         }
                     }
                 }
