@@ -69,6 +69,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     herd_kernels::keep_freed_pages();
+    quiet_when_the_reader_leaves();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Stimuli(args) => stimuli_cmd::run(args),
@@ -92,6 +93,23 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// A reader that stops early (`herd prompts … | head`) closes the pipe, and `println!` then panics
+/// with "failed printing to stdout: Broken pipe". Rust ignores SIGPIPE and resetting it needs unsafe
+/// code (denied here), so the panic is caught in the hook: herd exits 0 without a word, as ripgrep
+/// does, since everything the reader wanted was written. Any other panic is reported as before.
+fn quiet_when_the_reader_leaves() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload.downcast_ref::<String>().map(String::as_str).or(payload.downcast_ref::<&str>().copied());
+        let message = message.unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        report(info);
+    }));
 }
 
 /// The `herd` command lines that README.md and docs/*.md show in their code blocks, each parsed by `Cli`

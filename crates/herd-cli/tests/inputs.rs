@@ -248,3 +248,19 @@ fn model_files_that_are_not_models_are_named_as_such() {
     let stderr = fails(&["score", "--registry", r, "--model", "device", "--prompt-file", "Cargo.toml"]);
     assert!(stderr.contains("/dev/zero is not a regular file") && !stderr.contains("does not exist"), "{stderr}");
 }
+
+#[test]
+fn a_reader_that_stops_early_ends_herd_quietly() {
+    // `herd prompts … | head`: the reader closes the pipe before herd has written its prompts (more than
+    // a pipe's buffer holds, so a write fails whenever the reader leaves).
+    let mut child = herd(&["prompts", "--experiment", "data/experiments/minimal-group.quick.toml", "--limit", "100"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{:?}: {stderr}", output.status);
+    assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{stderr}");
+}

@@ -141,6 +141,8 @@ fn two_shards_concatenated_equal_the_unsharded_run() {
         assert!(said.contains("\nquick look (the papers' claims this run tests"), "{name}: {said}");
         // The run ends with how its claims came out, per study, and says how long it took.
         assert!(said.contains(" claims replicate"), "{name}: {said}");
+        // ... of its own study only: a conformity run says nothing of minimal groups.
+        assert!(!said.contains("0 of 0 claims"), "{name}: {said}");
         assert!(said.lines().next().is_some_and(|l| l.contains(" run now in ")), "{name}: {said}");
         // Three units per call (societies decoded as one batch, images' trials scored together) store what
         // one unit at a time stores: each unit gets its own answers back.

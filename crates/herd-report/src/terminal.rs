@@ -7,8 +7,8 @@ use herd_analysis::claims::{HeadlineComparison, Verdict};
 use crate::scorecard::scorecard;
 
 /// The lines for `comparisons`: every scorecard row (`  Minimal groups · claim: number (row) — verdict`),
-/// then one count per study (`  Minimal groups: 2 of 15 claims replicate, …`). Empty when no claim is
-/// tested.
+/// then one count per study that the results test (`  Minimal groups: 2 of 15 claims replicate, …`; a
+/// conformity run says nothing of minimal groups). Empty when no claim is tested.
 pub fn claims_lines(comparisons: &[HeadlineComparison]) -> Vec<String> {
     let studies = scorecard(comparisons, &[]);
     let mut lines: Vec<String> = studies
@@ -20,7 +20,10 @@ pub fn claims_lines(comparisons: &[HeadlineComparison]) -> Vec<String> {
         return lines;
     }
     lines.extend(
-        studies.iter().map(|study| format!("  {}: {}", study.title, verdict_counts(comparisons, &study.study))),
+        studies
+            .iter()
+            .filter(|study| !study.rows.is_empty())
+            .map(|study| format!("  {}: {}", study.title, verdict_counts(comparisons, &study.study))),
     );
     lines
 }
@@ -54,12 +57,15 @@ mod tests {
     #[test]
     fn each_study_ends_with_how_its_claims_came_out() {
         let verdicts = [Verdict::Replicates, Verdict::DoesNotReplicate, Verdict::NotInRun, Verdict::NotPaperPopulation];
-        let comparisons: Vec<HeadlineComparison> = herd_analysis::paper_headlines()
-            .unwrap()
+        let headlines = herd_analysis::paper_headlines().unwrap();
+        // A minimal-group run: four of its claims, and a conformity claim it does not test.
+        let conformity = headlines.iter().find(|h| h.study == "conformity").unwrap().clone();
+        let comparisons: Vec<HeadlineComparison> = headlines
             .into_iter()
             .filter(|h| h.study == "minimal_group")
             .take(4)
             .zip(verdicts)
+            .chain([(conformity, Verdict::NotInRun)])
             .map(|(headline, verdict)| HeadlineComparison {
                 headline,
                 this_run: String::new(),
@@ -83,9 +89,9 @@ mod tests {
             verdict_counts(&comparisons, "minimal_group"),
             "1 of 3 claims replicate, 1 do not, 1 not the paper's population (1 not in this run)"
         );
-        assert_eq!(verdict_counts(&comparisons, "conformity"), "0 of 0 claims replicate");
+        assert_eq!(verdict_counts(&comparisons, "conformity"), "0 of 0 claims replicate (1 not in this run)");
         let lines = claims_lines(&comparisons);
-        // Three claims tested, one line each, then the study's count.
+        // Three claims tested, one line each, then the study's count; no line for the untested study.
         assert_eq!(lines.len(), 4, "{lines:#?}");
         assert!(
             lines[..3]
