@@ -45,6 +45,10 @@ enum XtaskCommand {
         /// Replications of each design per agent
         #[arg(long, default_value_t = 100)]
         replications: u32,
+        /// Replications per agent of the minimal-group design with the GEE bootstrap (2,000 resamples, as
+        /// `herd analyze`), for bootstrap_se_agreement alone: each takes about a minute of one core
+        #[arg(long, default_value_t = 20)]
+        bootstrap_replications: u32,
         /// Folder for calibration.md and calibration.csv
         #[arg(long, value_name = "DIR", default_value = "docs")]
         out: PathBuf,
@@ -164,7 +168,9 @@ fn main() -> Result<()> {
         }
         XtaskCommand::Test => test::run(),
         XtaskCommand::Replicate(args) => replicate::replicate(args),
-        XtaskCommand::Calibrate { replications, out } => calibrate::run(replications, &out),
+        XtaskCommand::Calibrate { replications, bootstrap_replications, out } => {
+            calibrate::run(replications, bootstrap_replications, &out)
+        }
         XtaskCommand::CudaBuild { out } => cuda_build::build(out),
         XtaskCommand::Demo { out } => demo(&out),
         XtaskCommand::Install { to, device } => install::run(to, &device),

@@ -8,7 +8,7 @@ use crate::claims::{HeadlineComparison, Verdict};
 use crate::summary::Z95;
 
 mod shipped;
-pub use shipped::{NULL_CLAIMS, RuleRates, shipped_rates};
+pub use shipped::{Agent, NULL_CLAIMS, RuleRates, shipped_rates};
 
 /// Every verdict, in the order a calibration table shows them.
 pub const VERDICTS: [Verdict; 5] = [

@@ -8,6 +8,8 @@
 //! right replies) + difficulty·d + difficulty_index[task]·x + level_shift[level] + task_shift[task] +
 //! family_shift[family] + ε`, ε ~ N(0, noise_sd²) per trial, d ∈ [0, 1] the image's normalised difficulty
 //! level and x its difficulty index as the conformity paper defines it ([`ConformityFacts::difficulty_index`]).
+//! With `saturates_at` = K the wrong replies count up to K (`ln(1 + min(wrong replies, K))`): a curve that
+//! levels off, as fig. 2a's "others saturate around N ∼ 3–4".
 //!
 //! Allocation: each target's weight is `exp(bias·same_group + v[name] + ε)`, bias the in-group log-weight
 //! of the decider (by its group's size and the labels: [`SimParams::allocation_behaviour`]), v[name] the
@@ -115,6 +117,10 @@ pub struct SimConformity {
     /// Added to the logit of every trial of a family, N = 0 included.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub family_shift: BTreeMap<String, f64>,
+    /// The wrong replies past which the crowd pulls no harder: `per_log_wrong` multiplies
+    /// `ln(1 + min(wrong replies, saturates_at))`. None (the default): the curve rises with every reply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub saturates_at: Option<f64>,
     pub noise_sd: f64,
 }
 
@@ -139,6 +145,7 @@ impl Default for SimConformity {
             level_shift: level_shift.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
             task_shift: BTreeMap::new(),
             family_shift: BTreeMap::new(),
+            saturates_at: None,
             noise_sd: 0.5,
         }
     }
@@ -420,6 +427,14 @@ impl SimParams {
             }
         }
         check_noise("conformity.noise_sd".into(), c.noise_sd)?;
+        if let Some(k) = c.saturates_at
+            && !(k.is_finite() && k > 0.0)
+        {
+            let allowed = "use a positive number of wrong replies (e.g. 3), or leave the key out for a curve that \
+                           never levels off"
+                .into();
+            return Err(SimParamError { key: "conformity.saturates_at".into(), value: k, allowed });
+        }
         let a = &self.allocation;
         let base = AllocationOverride {
             ingroup_minority: Some(a.ingroup_minority),
@@ -464,8 +479,9 @@ impl SimParams {
     pub fn conformity_logit(&self, facts: &ConformityFacts) -> f64 {
         let c = &self.conformity;
         let shift = facts.level.as_ref().and_then(|l| c.level_shift.get(l)).copied().unwrap_or(0.0);
+        let wrong = f64::from(facts.wrong_replies);
         let logit = c.intercept
-            + c.per_log_wrong * f64::from(facts.wrong_replies).ln_1p()
+            + c.per_log_wrong * c.saturates_at.map_or(wrong, |k| wrong.min(k)).ln_1p()
             + c.per_log_right * f64::from(facts.right_replies).ln_1p()
             + c.difficulty * facts.difficulty
             + shift;
@@ -786,6 +802,36 @@ mod tests {
         params.conformity.noise_sd = MAX_NOISE_SD;
         params.allocation.ingroup_minority = -MAX_LOG_EFFECT;
         assert_eq!(params.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_saturating_curve_stops_rising_at_its_cap_and_rises_as_before_below_it() {
+        let trial = |wrong_replies: u32| ConformityFacts {
+            key: format!("t{wrong_replies}"),
+            correct: "A".into(),
+            wrong: "B".into(),
+            wrong_replies,
+            right_replies: 0,
+            difficulty: 0.0,
+            level: None,
+            task: "lines".into(),
+            family: "group_size".into(),
+            difficulty_index: 0.5,
+        };
+        let steady = SimParams::default();
+        let mut saturating = SimParams::default();
+        saturating.conformity.saturates_at = Some(3.0);
+        for n in 0..=3 {
+            assert_eq!(saturating.conformity_logit(&trial(n)), steady.conformity_logit(&trial(n)), "N = {n}");
+        }
+        for n in [4, 6, 10] {
+            assert_eq!(saturating.conformity_logit(&trial(n)), saturating.conformity_logit(&trial(3)), "N = {n}");
+            assert!(steady.conformity_logit(&trial(n)) > steady.conformity_logit(&trial(3)), "N = {n}");
+        }
+        for bad in [0.0, -1.0, f64::NAN] {
+            saturating.conformity.saturates_at = Some(bad);
+            assert_eq!(saturating.validate().unwrap_err().key, "conformity.saturates_at");
+        }
     }
 
     #[test]

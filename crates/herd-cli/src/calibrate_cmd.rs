@@ -44,13 +44,18 @@ pub struct CalibrateArgs {
     /// `--model deepseek-ai/DeepSeek-R1-Distill-Llama-8B --agent data/sim/exception-model.toml`.
     #[arg(long, default_value = "sim")]
     model: String,
-    /// Seed-bootstrap resamples per minimal-group cell in each replication. The claims read the
-    /// bootstrap only for its count (bootstrap_se_agreement, which needs the GEE bootstrap that
-    /// calibration leaves out), so a few suffice.
+    /// Seed-bootstrap resamples per minimal-group cell in each replication. Without --gee-bootstrap the
+    /// claims read the bootstrap only for its count, so a few suffice; with it, the resamples set
+    /// bootstrap_se_agreement's Monte Carlo tolerance, so give what your analysis uses.
     #[arg(long, default_value_t = 20)]
     resamples: usize,
+    /// Refit each visible cell's GEE on every resample, as `herd analyze` does, so that
+    /// bootstrap_se_agreement is judged (without it that claim is "not in this run"). One refit per
+    /// resample and cell makes each replication many times slower.
+    #[arg(long)]
+    gee_bootstrap: bool,
     /// Also write the table as CSV: agent, claim, study, verdict, count, replications, rate, ci_low,
-    /// ci_high.
+    /// ci_high, seconds, model.
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -67,6 +72,13 @@ pub fn run(args: CalibrateArgs) -> Result<()> {
     if args.replications == 0 {
         bail!("--replications must be at least 1");
     }
+    if args.model.trim().is_empty() || args.model.trim() != args.model {
+        bail!(
+            "--model {:?}: a model id is a name without surrounding spaces, e.g. \
+             deepseek-ai/DeepSeek-R1-Distill-Llama-8B (leave --model out to store the answers as `sim`)",
+            args.model
+        );
+    }
     let agents: Vec<PathBuf> =
         if args.agents.is_empty() { SHIPPED_AGENTS.iter().map(PathBuf::from).collect() } else { args.agents.clone() };
     // Every agent file is read and checked before the first replication runs.
@@ -81,7 +93,12 @@ pub fn run(args: CalibrateArgs) -> Result<()> {
     let mut done = Vec::new();
     for (agent, params) in agents.iter().zip(params) {
         let started = Instant::now();
-        let plan = Plan { replications: args.replications, resamples: args.resamples, model: &args.model };
+        let plan = Plan {
+            replications: args.replications,
+            resamples: args.resamples,
+            gee_bootstrap: args.gee_bootstrap,
+            model: &args.model,
+        };
         let mut calibration = calibrate(&file, &params, &plan, agent)?.ordered_as(&order);
         // The other study's claims are never in a replication of this one.
         calibration.claims.retain(|(_, counts)| counts.study == study);
@@ -90,7 +107,7 @@ pub fn run(args: CalibrateArgs) -> Result<()> {
         done.push(AgentCalibration { agent: agent.clone(), calibration, seconds });
     }
     if let Some(out) = &args.out {
-        write_csv(out, &done)?;
+        write_csv(out, &done, &args.model)?;
         println!("wrote {}", out.display());
     }
     Ok(())
@@ -100,6 +117,8 @@ pub fn run(args: CalibrateArgs) -> Result<()> {
 struct Plan<'a> {
     replications: u32,
     resamples: usize,
+    /// Whether the GEE fits are refitted on each resample (`bootstrap_se_agreement`).
+    gee_bootstrap: bool,
     /// The model id the rows carry.
     model: &'a str,
 }
@@ -146,6 +165,7 @@ fn replication(file: &ExperimentFile, params: &SimParams, seed: u64, plan: &Plan
             let options = MinimalGroupOptions {
                 pool: f64::from(e.society.pool),
                 bootstrap: BootstrapPlan::Seeded { resamples, seed: herd_analysis::study::BOOTSTRAP_SEED },
+                gee_bootstrap: plan.gee_bootstrap,
                 ..MinimalGroupOptions::default()
             };
             minimal_group = Some(minimal_group_in_memory(vec![run], dyads, &options)?);
@@ -261,20 +281,23 @@ fn print_table(
     }
 }
 
-fn write_csv(out: &Path, done: &[AgentCalibration]) -> Result<()> {
-    let mut text = String::from("agent,claim,study,verdict,count,replications,rate,ci_low,ci_high,seconds\n");
+/// The table as CSV; `model` (the id the answers were stored under) is the last column, so a reader of
+/// the first ten keeps working.
+fn write_csv(out: &Path, done: &[AgentCalibration], model: &str) -> Result<()> {
+    let mut text = String::from("agent,claim,study,verdict,count,replications,rate,ci_low,ci_high,seconds,model\n");
     for a in done {
         for (id, counts) in &a.calibration.claims {
             for verdict in VERDICTS {
                 let (rate, (low, high)) = counts.rate(verdict);
                 text.push_str(&format!(
-                    "{},{id},{},{},{},{},{rate},{low},{high},{:.3}\n",
+                    "{},{id},{},{},{},{},{rate},{low},{high},{:.3},{}\n",
                     csv_field(&a.agent.display().to_string()),
                     counts.study,
                     csv_field(verdict.text()),
                     counts.count(verdict),
                     counts.replications(),
-                    a.seconds
+                    a.seconds,
+                    csv_field(model)
                 ));
             }
         }

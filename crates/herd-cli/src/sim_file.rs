@@ -38,6 +38,9 @@ pub fn sim_help() -> String {
          \x20                        1/|Δlength| (lines), 1/|Δcount| (dots) in (0, 1];\n\
          \x20                        255·√3 − ‖ΔRGB‖ (color) in (0, 441.7)\n\
          noise = {cnoise}              sd of ε per trial; --effect noise=… sets both sections'\n\
+         saturates_at = …         the wrong replies counted stop at this many: per_log_wrong·\n\
+         \x20                        ln(1 + min(wrong replies, saturates_at)), a curve that levels\n\
+         \x20                        off; left out: it rises with every reply\n\
          [conformity.difficulty_index_by_task]\n\
          \x20                        a task's own difficulty_index, e.g. color = 0.04, dots = 20\n\
          [conformity.level_shift] added at a family level; a table given replaces the default:\n\
@@ -431,15 +434,26 @@ mod tests {
         for block in blocks {
             parse_sim(block).unwrap_or_else(|e| panic!("{e:#}\n{block}"));
         }
-        for agent in ["paper-effects.toml", "null.toml"] {
-            let text = std::fs::read_to_string(root.join("data/sim").join(agent)).unwrap();
-            let params = parse_sim(&text).unwrap_or_else(|e| panic!("{agent}: {e:#}"));
-            params.validate().unwrap();
+        let mut shipped = 0;
+        for entry in std::fs::read_dir(root.join("data/sim")).unwrap() {
+            let agent = entry.unwrap().path();
+            let text = std::fs::read_to_string(&agent).unwrap();
+            let params = parse_sim(&text).unwrap_or_else(|e| panic!("{}: {e:#}", agent.display()));
+            params.validate().unwrap_or_else(|e| panic!("{}: {e}", agent.display()));
+            shipped += 1;
         }
+        assert!(shipped >= 5, "the shipped agents: paper effects, null, name effects, exception and saturating model");
         // Every key of the agent is named in the section.
         for key in AllocationOverride::KEYS.iter().map(|k| k.replace("noise_sd", "noise")).chain(
-            ["difficulty_index", "difficulty_index_by_task", "level_shift", "task_shift", "family_shift"]
-                .map(String::from),
+            [
+                "difficulty_index",
+                "difficulty_index_by_task",
+                "level_shift",
+                "task_shift",
+                "family_shift",
+                "saturates_at",
+            ]
+            .map(String::from),
         ) {
             assert!(keys.contains(&format!("`{key}`")) || keys.contains(&format!("{key}]")), "{key}");
         }

@@ -123,10 +123,48 @@ fn a_claim_about_the_papers_exception_model_is_calibrated_on_an_agent_named_as_i
     let (stdout, table) = calibrate_with(quick, &exception, &as_exception, &dir.path().join("a.csv"));
     assert!(stdout.contains("as model deepseek-ai/DeepSeek-R1-Distill-Llama-8B: 2 replications"), "{stdout}");
     assert_eq!(count(&table, "exception.toml", "majority_reversal", "replicates"), 2);
+    let csv = std::fs::read_to_string(dir.path().join("a.csv")).unwrap();
+    assert!(csv.lines().skip(1).all(|l| l.ends_with(",deepseek-ai/DeepSeek-R1-Distill-Llama-8B")), "{csv}");
     // The paper's exception model without its exception refutes the claim; another model without it is
     // like the paper's other three, which the claim is not about.
     let (_, table) = calibrate_with(quick, &typical, &as_exception, &dir.path().join("b.csv"));
     assert_eq!(count(&table, "typical.toml", "majority_reversal", "does not replicate"), 2);
     let (_, table) = calibrate_with(quick, &typical, &[], &dir.path().join("c.csv"));
     assert_eq!(count(&table, "typical.toml", "majority_reversal", "not in this run"), 2);
+}
+
+#[test]
+fn saturation_is_calibrated_on_an_agent_whose_curve_levels_off() {
+    let dir = tempfile::tempdir().unwrap();
+    // A strong rise that stops after two wrong replies (the quick design's N are 0, 2, 5, 10), and the
+    // same rise without the cap, which keeps climbing to N = 10.
+    let steady = "seed = 3\n[conformity]\nintercept = -2.0\nper_log_wrong = 3.0\n";
+    let (saturating, rising) = (dir.path().join("saturating.toml"), dir.path().join("rising.toml"));
+    std::fs::write(&saturating, format!("{steady}saturates_at = 2\n")).unwrap();
+    std::fs::write(&rising, steady).unwrap();
+    let quick = "data/experiments/conformity.quick.toml";
+    let (_, table) = calibrate_with(quick, &saturating, &[], &dir.path().join("a.csv"));
+    assert_eq!(count(&table, "saturating.toml", "saturation", "replicates"), 2);
+    assert_eq!(count(&table, "saturating.toml", "group_size_rise", "replicates"), 2);
+    // A curve still rising past N = 4 is like the paper's steadily rising models: not the claim's subject.
+    let (_, table) = calibrate_with(quick, &rising, &[], &dir.path().join("b.csv"));
+    assert_eq!(count(&table, "rising.toml", "saturation", "not in this run"), 2);
+    // The CSV says which model id the answers were stored under.
+    let csv = std::fs::read_to_string(dir.path().join("b.csv")).unwrap();
+    assert!(csv.starts_with("agent,claim,study,verdict,count,replications,rate,ci_low,ci_high,seconds,model\n"));
+    assert!(csv.lines().skip(1).all(|l| l.ends_with(",sim")), "{csv}");
+}
+
+#[test]
+fn an_empty_model_id_is_refused() {
+    for model in ["", " ", " sim"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_herd"))
+            .current_dir(root())
+            .args(["calibrate", "--experiment", "data/experiments/conformity.quick.toml", "--model", model])
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "--model {model:?} was taken");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("--model") && stderr.contains("model id"), "{stderr}");
+    }
 }

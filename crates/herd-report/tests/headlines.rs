@@ -766,27 +766,49 @@ fn the_gap_falls_with_thinking_off_and_stays_above_zero() {
 
 #[test]
 fn bootstrap_and_robust_standard_errors_agree() {
-    let mut results = planted(&[("q", "on")], &[3, 4], 8, closing, true);
+    let results = planted(&[("q", "on")], &[3, 4], 8, closing, true);
     let all = compare_headlines(&results).unwrap();
     let h = headline(&all, "bootstrap_se_agreement");
     assert_eq!(h.verdict, Verdict::Replicates, "{h:?}");
     assert!(h.this_run.contains("q · on · m = 3 · same_group: bootstrap SE "), "{}", h.this_run);
     assert!(h.this_run.contains("q · on · m = 4 · same_group:minority_decider: "), "{}", h.this_run);
-    assert!(h.this_run.contains("from 400 resamples"), "{}", h.this_run);
+    // Four comparisons (two cells, two terms): each allows the normal quantile at 1 − 0.025/4 Monte Carlo
+    // errors, so that the four together exceed it by resampling noise in at most 5% of runs.
+    assert!(h.this_run.contains("from 400 resamples, z = 2.50)"), "{}", h.this_run);
 
+    // The favouritism rows' robust SE set to 0.5 (so the paper's 0.003 is never the tolerance), their
+    // bootstrap SE a share `by` above it, from `resamples` resamples.
+    let shifted = |by: f64, resamples: f64| {
+        let mut results = results.clone();
+        let tables = &mut results.minimal_group.as_mut().unwrap().tables;
+        let gee = &mut tables.gee;
+        let term = |r: usize| gee.text("term", r) == Some("same_group") && gee.text("analysis", r) == Some("cell");
+        let rows: Vec<usize> = (0..gee.n_rows()).filter(|&r| term(r)).collect();
+        for (name, se) in [("se_robust", 0.5), ("se_bootstrap", 0.5 * (1.0 + by))] {
+            let column = gee.columns.iter_mut().find(|(n, _)| n == name).unwrap();
+            let ColumnValues::Float(values) = &mut column.1 else { panic!("{name} is a float column") };
+            for &r in &rows {
+                values[r] = Some(se);
+            }
+        }
+        let column = tables.bootstrap.columns.iter_mut().find(|(n, _)| n == "resamples").unwrap();
+        match &mut column.1 {
+            ColumnValues::Integer(values) => values.iter_mut().for_each(|v| *v = Some(resamples as i64)),
+            ColumnValues::Float(values) => values.iter_mut().for_each(|v| *v = Some(resamples)),
+            _ => panic!("resamples is a number column"),
+        }
+        headline(&compare_headlines(&results).unwrap(), "bootstrap_se_agreement").verdict
+    };
+    // 400 resamples: the Monte Carlo error (2.50 · SE / √798 = 8.9% of it) is below a tenth of the SE,
+    // which is the tolerance: 9% apart agree, 11% do not.
+    assert_eq!(shifted(0.09, 400.0), Verdict::Replicates);
+    assert_eq!(shifted(0.11, 400.0), Verdict::DoesNotReplicate);
+    // 50 resamples: the family-wise Monte Carlo error (2.50 / √98 = 25%) is: 20% apart agree (beyond a
+    // single comparison's 1.96 / √98 = 19.8%), 30% do not.
+    assert_eq!(shifted(0.20, 50.0), Verdict::Replicates);
+    assert_eq!(shifted(0.30, 50.0), Verdict::DoesNotReplicate);
     // A bootstrap SE half again the robust one is no agreement.
-    let gee = &mut results.minimal_group.as_mut().unwrap().tables.gee;
-    let term = |r: usize| gee.text("term", r) == Some("same_group") && gee.text("analysis", r) == Some("cell");
-    let rows: Vec<usize> = (0..gee.n_rows()).filter(|&r| term(r)).collect();
-    let se: Vec<Option<f64>> = (0..gee.n_rows()).map(|r| gee.number("se_robust", r)).collect();
-    let column = gee.columns.iter_mut().find(|(n, _)| n == "se_bootstrap").unwrap();
-    let ColumnValues::Float(values) = &mut column.1 else { panic!("se_bootstrap is a float column") };
-    for r in rows {
-        values[r] = se[r].map(|s| 1.5 * s);
-    }
-    let all = compare_headlines(&results).unwrap();
-    let h = headline(&all, "bootstrap_se_agreement");
-    assert_eq!(h.verdict, Verdict::DoesNotReplicate, "{h:?}");
+    assert_eq!(shifted(0.5, 400.0), Verdict::DoesNotReplicate);
 
     // Five societies: too few to compare; no GEE bootstrap: not in the run.
     let all = compare_headlines(&planted(&[("q", "on")], &[3, 4], 5, closing, true)).unwrap();

@@ -50,16 +50,30 @@ pub fn students_t_cdf(t: f64, df: f64) -> f64 {
 /// the upper tail (`sf`, accurate where `1 − cdf` is not) rather than statrs' inverse, whose accuracy
 /// is not documented; the lower half by symmetry. NaN unless `0 < q < 1` and `df > 0`.
 pub fn students_t_quantile(q: f64, df: f64) -> f64 {
-    if !(q > 0.0 && q < 1.0) || students_t(df).is_none() {
+    if students_t(df).is_none() {
+        return f64::NAN;
+    }
+    symmetric_quantile(q, |x| students_t_sf(x, df))
+}
+
+/// The `q` quantile of the standard normal (scipy's `norm.ppf`), by the same bisection on its upper
+/// tail. NaN unless `0 < q < 1`.
+pub fn normal_quantile(q: f64) -> f64 {
+    symmetric_quantile(q, normal_sf)
+}
+
+/// The `q` quantile of a distribution symmetric about 0 with upper tail `sf`: bisection for the x > 0
+/// with `sf(x)` the smaller tail, negated below the median.
+fn symmetric_quantile(q: f64, sf: impl Fn(f64) -> f64) -> f64 {
+    if !(q > 0.0 && q < 1.0) {
         return f64::NAN;
     }
     if q == 0.5 {
         return 0.0;
     }
-    // x > 0 with P(T > x) = tail.
     let upper = |tail: f64| {
         let mut hi = 1.0_f64;
-        while students_t_sf(hi, df) > tail && hi < 1e300 {
+        while sf(hi) > tail && hi < 1e300 {
             hi *= 2.0;
         }
         let mut lo = 0.0_f64;
@@ -68,7 +82,7 @@ pub fn students_t_quantile(q: f64, df: f64) -> f64 {
             if mid <= lo || mid >= hi {
                 break;
             }
-            if students_t_sf(mid, df) > tail { lo = mid } else { hi = mid }
+            if sf(mid) > tail { lo = mid } else { hi = mid }
         }
         0.5 * (lo + hi)
     };

@@ -56,8 +56,8 @@ pub use auc::{trapezoid, trapezoid_uniform};
 pub use bootstrap::{BootstrapResult, bootstrap_replay, cluster_bootstrap, cluster_resamples, percentile, sample_std};
 pub use correlation::{SpearmanResult, pearson, spearman};
 pub use distributions::{
-    Alternative, normal_cdf, normal_p_value, normal_sf, students_t_cdf, students_t_p_value, students_t_quantile,
-    students_t_sf,
+    Alternative, normal_cdf, normal_p_value, normal_quantile, normal_sf, students_t_cdf, students_t_p_value,
+    students_t_quantile, students_t_sf,
 };
 pub use error::StatsError;
 pub use formula::{DesignMatrix, Formula};

@@ -4,9 +4,9 @@ mod common;
 
 use common::*;
 use herd_stats::{
-    Alternative, Formula, bootstrap_replay, noncentral_f_cdf, noncentrality_interval, ols, percentile, spearman,
-    students_t_cdf, students_t_quantile, students_t_sf, trapezoid, trapezoid_uniform, ttest_one_sample, ttest_welch,
-    z_test,
+    Alternative, Formula, bootstrap_replay, noncentral_f_cdf, noncentrality_interval, normal_quantile, ols, percentile,
+    spearman, students_t_cdf, students_t_quantile, students_t_sf, trapezoid, trapezoid_uniform, ttest_one_sample,
+    ttest_welch, z_test,
 };
 
 #[test]
@@ -110,6 +110,12 @@ fn welch_ttest_and_t_quantiles_match_scipy() {
     for case in cases(&fixture, "quantiles") {
         let (q, df) = (num(&case["q"]), num(&case["df"]));
         assert_close(students_t_quantile(q, df), num(&case["ppf"]), ESTIMATE_ABS_FLOOR, &format!("t.ppf({q}, {df})"));
+    }
+    let normal = cases(&fixture, "normal_quantiles");
+    assert_eq!(normal.len(), 10);
+    for case in normal {
+        let q = num(&case["q"]);
+        assert_close(normal_quantile(q), num(&case["ppf"]), ESTIMATE_ABS_FLOOR, &format!("norm.ppf({q})"));
     }
     // Too few observations or no variance are errors, not NaN.
     assert!(ttest_welch(&[1.0], &[1.0, 2.0], Alternative::TwoSided).is_err());

@@ -551,7 +551,9 @@ def main():
     t_cases, z_cases, t_tail = ttest_cases()
     dump("ttest", {"cases": t_cases, "z_cases": z_cases, "t_tail": t_tail})
     welch, quantiles = welch_cases()
-    dump("welch", {"cases": welch, "quantiles": quantiles})
+    normal_quantiles = [{"q": q, "ppf": f(stats.norm.ppf(q))}
+                        for q in [0.5, 0.9, 0.95, 0.975, 0.995, 0.999, 0.9993, 1 - 1e-12, 0.025, 1e-30]]
+    dump("welch", {"cases": welch, "quantiles": quantiles, "normal_quantiles": normal_quantiles})
     dump("auc", {"cases": auc_cases()})
     ncf_cdf, ncf_intervals = noncentral_f_cases()
     dump("noncentral_f", {"cdf": ncf_cdf, "intervals": ncf_intervals})
