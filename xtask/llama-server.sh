@@ -5,20 +5,10 @@
 # Called by `cargo xtask llama-server` and by .ci/run (which thus needs no xtask build).
 set -euo pipefail
 
-package="llama-cpp-python[server]==0.3.36"
-# Built for the instruction sets of the CPU it runs on (read from /proc/cpuinfo), never with llama.cpp's
-# AMX kernels: they crash in sandboxes that do not grant AMX state (a build with AMX segfaults on the first
-# evaluation here). Not GGML_NATIVE: -march=native would turn AMX back on where the CPU has it. A cache
-# shared with a CPU of other instruction sets rebuilds (the flags are the marker below).
-cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
-has() { case "$cpu_flags" in *" $1 "*) echo ON ;; *) echo OFF ;; esac; }
-avx512=OFF
-if [ "$(has avx512f)" = ON ] && [ "$(has avx512bw)" = ON ] && [ "$(has avx512vl)" = ON ]; then avx512=ON; fi
-flags="-DGGML_NATIVE=OFF -DGGML_AVX2=$(has avx2) -DGGML_FMA=$(has fma) -DGGML_F16C=$(has f16c) -DGGML_AVX512=$avx512 -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
-
-if [ -n "${HERD_CACHE:-}" ]; then cache="$HERD_CACHE"
-elif [ -n "${XDG_CACHE_HOME:-}" ]; then cache="$XDG_CACHE_HOME/herd"
-else cache="${HOME:-.}/.cache/herd"; fi
+here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=xtask/llama-cpp-flags.sh
+. "$here/llama-cpp-flags.sh"
+package="llama-cpp-python[server]==$llama_cpp_python_version"
 venv="$cache/venvs/llama-server"
 marker="$venv/herd-build-flags.txt"
 

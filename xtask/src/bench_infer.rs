@@ -60,10 +60,7 @@ pub fn run(alias: &str, paths: &[String]) -> Result<()> {
     let dir = Path::new("target/bench-infer");
     std::fs::create_dir_all(dir)?;
     println!("model {alias}");
-    let gguf = herd(&binary, &["models", "--fetch", alias])?
-        .split_once(": ")
-        .map(|(_, p)| p.trim().to_string())
-        .context("herd models --fetch printed no path")?;
+    let gguf = crate::llama_server::gguf(&binary, alias)?;
 
     // 200 conformity prompts, grouped by image as the runner groups them (all N of one image together).
     let all = herd(
@@ -114,7 +111,7 @@ pub fn run(alias: &str, paths: &[String]) -> Result<()> {
     let out = Command::new(&python)
         .args([
             "xtask/bench/llamacpp_infer.py",
-            gguf.as_str(),
+            path_str(&gguf)?,
             path_str(&scoring_path)?,
             path_str(&society_path)?,
             MAX_TOKENS,
@@ -132,7 +129,7 @@ pub fn run(alias: &str, paths: &[String]) -> Result<()> {
             "\n======== herd on the {path} path (HERD_CPU_PATH={path}) against llama.cpp at its own best ========"
         );
         let out = Command::new(&example)
-            .args([alias, gguf.as_str(), path_str(&scoring_path)?, path_str(&society_path)?, MAX_TOKENS])
+            .args([alias, path_str(&gguf)?, path_str(&scoring_path)?, path_str(&society_path)?, MAX_TOKENS])
             .env("HERD_CPU_PATH", path)
             .output()?;
         if !out.status.success() {

@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod bench_infer;
@@ -139,7 +139,9 @@ enum Bench {
     /// herd's share of the ceiling of loopback servers of known capacity (a slot per request held for a
     /// fixed latency): both studies' full designs through `herd run --backend openai` at default settings,
     /// for a bounded number of units, on 1 and 4 endpoints; requests/s, share of the ceiling, and the
-    /// concurrency each endpoint reached
+    /// concurrency each endpoint reached. Then the conformity design against llama.cpp's own server
+    /// with 4 slots serving the default model (built once into the herd cache: about 10 minutes on 2
+    /// cores the first time), with the share of its slots herd keeps busy
     Serve {
         /// Scales the units each case runs (1: about a minute per case at the ceiling)
         #[arg(long, default_value_t = 1.0)]
@@ -189,8 +191,16 @@ fn bench(what: Bench) -> Result<()> {
         Bench::Serve { scale } => {
             // The example runs the release `herd` as a user would; both are built once.
             let herd = replicate::build_herd("cpu")?;
-            let herd = herd.to_str().context("the herd binary's path is not UTF-8")?.to_owned();
-            example("herd-test-support", "bench_serve", &[&herd, "--scale", &scale.to_string()])
+            let server = llama_server::cpp_server()?;
+            let gguf = llama_server::gguf(&herd, "smollm2-135m")?;
+            let utf8 = |p: &Path| p.to_str().map(str::to_owned).context("a path that is not UTF-8");
+            let (herd, server, gguf) = (utf8(&herd)?, utf8(&server)?, utf8(&gguf)?);
+            let scale = scale.to_string();
+            example(
+                "herd-test-support",
+                "bench_serve",
+                &[&herd, "--scale", &scale, "--llama-server", &server, "--gguf", &gguf],
+            )
         }
         Bench::Replicate(args) => bench_replicate::run(args),
     }

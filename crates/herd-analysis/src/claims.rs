@@ -180,6 +180,8 @@ pub struct RunNumber {
     pub unit: &'static str,
     /// How many rows the headline has, this one among them.
     pub rows: usize,
+    /// Whether the estimate is a size (an SD, a share): written without a sign.
+    pub magnitude: bool,
 }
 
 impl RunNumber {
@@ -194,10 +196,12 @@ impl RunNumber {
             n: e.n,
             unit: if e.n == 1 { evidence::singular(e.unit) } else { e.unit },
             rows,
+            magnitude: e.magnitude,
         }
     }
 
-    /// `+0.412 [0.301, 0.523], 8 seeds`: the estimate, its interval and n; an interval whose bounds
+    /// `+0.412 [0.301, 0.523], 8 seeds`: the estimate (a size unsigned: `0.120 [0.000, 0.290]`), its
+    /// interval and n; an interval whose bounds
     /// print alike is no interval (`no variation: every seed +0.000, 8 seeds`); without an estimate,
     /// the row's reading (a count of cells; up to its first `;`, and at most 48 characters, where
     /// long: the detail table has the rest), or `undefined`.
@@ -212,6 +216,7 @@ impl RunNumber {
             reading = reading.chars().take(LONGEST - 1).collect::<String>() + "…";
         }
         let estimate = match self.estimate {
+            Some(estimate) if self.magnitude => crate::format::num(estimate),
             Some(estimate) => crate::format::signed(estimate),
             None if !reading.is_empty() => reading,
             None => "undefined".to_owned(),
@@ -486,8 +491,12 @@ mod tests {
             n: 8,
             unit: "seeds",
             rows: 4,
+            magnitude: false,
         };
         assert_eq!(number.value_text(), "+0.412 [0.301, 0.523], 8 seeds");
+        // A size (an SD, a share) is no difference: no sign.
+        let spread = RunNumber { estimate: Some(0.0), interval: Some((0.0, 0.029)), magnitude: true, ..number.clone() };
+        assert_eq!(spread.value_text(), "0.000 [0.000, 0.029], 8 seeds");
         assert_eq!(number.row_text(), "model-a · colour (1 of 4 rows)");
         // A zero-width interval is no evidence of precision: it says the units did not vary.
         let constant = RunNumber { estimate: Some(0.0), interval: Some((0.0, 0.0)), ..number.clone() };

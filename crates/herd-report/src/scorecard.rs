@@ -169,6 +169,7 @@ mod tests {
             n: 8,
             unit: "seeds",
             rows: 2,
+            magnitude: false,
         });
         HeadlineComparison {
             headline,

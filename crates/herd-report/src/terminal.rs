@@ -80,6 +80,7 @@ mod tests {
                     n: 8,
                     unit: "seeds",
                     rows: 1,
+                    magnitude: false,
                 }),
                 undefined: None,
                 per_model: Vec::new(),

@@ -7,10 +7,14 @@
 //! and the concurrency each endpoint reached. Each case also prints herd's own CPU time per request (the
 //! `herd` child's user + system time; the servers are threads of this process, so theirs is not counted)
 //! and the requests/s two cores would drive at that cost; the last case, scoring against a server far
-//! faster than herd, is the one where herd itself is the limit. Usage: bench_serve HERD [--scale F] (F
-//! scales the units run; 1 by default).
+//! faster than herd, is the one where herd itself is the limit. Then, given `--llama-server BIN --gguf
+//! FILE`, the same conformity design against llama.cpp's own server with several slots serving that
+//! model (`herd_test_support::llama_cpp_server`; 2 threads): its requests/s and the share of its slots
+//! herd keeps busy, polled from `/slots`. Usage: bench_serve HERD [--scale F] [--llama-server BIN --gguf
+//! FILE] (F scales the units run; 1 by default).
 
 use herd_test_support::capacity_server::{Capacity, CapacityServer};
+use herd_test_support::llama_cpp_server::SlotServer;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
@@ -32,7 +36,9 @@ struct Case {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(herd) = args.first().map(PathBuf::from) else {
-        eprintln!("usage: bench_serve HERD [--scale F]  (HERD: the herd binary, e.g. target/release/herd)");
+        eprintln!(
+            "usage: bench_serve HERD [--scale F] [--llama-server BIN --gguf FILE]  (HERD: the herd binary, e.g. target/release/herd)"
+        );
         std::process::exit(2);
     };
     let scale: f64 = match args.iter().position(|a| a == "--scale") {
@@ -44,6 +50,15 @@ fn main() {
             }
         },
         None => 1.0,
+    };
+    let path_after = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).map(PathBuf::from);
+    let llama_cpp = match (path_after("--llama-server"), path_after("--gguf")) {
+        (Some(binary), Some(gguf)) => Some((binary, gguf)),
+        (None, None) => None,
+        _ => {
+            eprintln!("--llama-server BIN and --gguf FILE go together (cargo xtask bench serve passes both)");
+            std::process::exit(2);
+        }
     };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mg = "data/experiments/minimal-group.toml";
@@ -113,45 +128,11 @@ fn main() {
             .map(|_| CapacityServer::start(Capacity::new(case.capacity, case.latency, case.latency)))
             .collect();
         let run_dir = out.join(format!("run-{i}"));
-        let mut command = Command::new(&herd);
-        command.current_dir(&root).args([
-            "run",
-            "--backend",
-            "openai",
-            "--model",
-            case.model,
-            "--experiment",
-            case.experiment,
-            "--out",
-            run_dir.to_str().expect("UTF-8 temp path"),
-            "--limit",
-            &units.to_string(),
-            "--quiet",
-            "--no-quick-look",
-        ]);
-        for server in &servers {
-            command.args(["--endpoint", &server.url()]);
-        }
-        let started = Instant::now();
-        let cpu_before = children_cpu_seconds();
-        let output = command.output().unwrap_or_else(|e| panic!("starting {}: {e}", herd.display()));
-        let wall = started.elapsed().as_secs_f64();
-        let herd_cpu = children_cpu_seconds() - cpu_before;
-        if !output.status.success() {
-            eprintln!("herd run failed:\n{}", String::from_utf8_lossy(&output.stderr));
-            std::process::exit(1);
-        }
-        let manifest: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(run_dir.join("manifest.json")).expect("manifest.json"))
-                .expect("manifest JSON");
-        let throughput = &manifest["notes"]["throughput"];
-        let rate = throughput["requests_per_s"].as_f64().unwrap_or(0.0);
+        let urls: Vec<String> = servers.iter().map(CapacityServer::url).collect();
+        let run = run_herd(&herd, &root, case.experiment, case.model, &urls, units, &run_dir);
+        let rate = run.requests_per_s();
         let answered: usize = servers.iter().map(|s| s.stats.answered.load(Ordering::Relaxed)).sum();
         let ceiling = case.endpoints as f64 * case.capacity as f64 / case.latency.as_secs_f64();
-        let endpoints: Vec<String> = manifest["notes"]["endpoints"]
-            .as_array()
-            .map(|e| e.iter().map(|e| format!("{}/{}", e["peak_in_flight"], e["peak_limit"])).collect())
-            .unwrap_or_default();
         println!(
             "{:<15} {:>9} {:>9} {:>6}ms {:>10} {:>10.0} {:>9.0} {:>7.1}%  {}",
             case.study,
@@ -162,23 +143,133 @@ fn main() {
             rate,
             ceiling,
             100.0 * rate / ceiling,
-            endpoints.join(" ")
+            run.endpoints()
         );
         println!(
-            "{:<15} wall {wall:.1} s for {answered} answered requests (herd's start and commit included): {:.1}% of the ceiling",
+            "{:<15} wall {:.1} s for {answered} answered requests (herd's start and commit included): {:.1}% of the ceiling",
             "",
-            100.0 * answered as f64 / wall / ceiling
+            run.wall,
+            100.0 * answered as f64 / run.wall / ceiling
         );
-        let per_request = herd_cpu / answered.max(1) as f64;
+        let per_request = run.herd_cpu / answered.max(1) as f64;
         println!(
-            "{:<15} herd's CPU: {herd_cpu:.1} s, {:.0} µs per request: two cores drive about {:.0} requests/s",
+            "{:<15} herd's CPU: {:.1} s, {:.0} µs per request: two cores drive about {:.0} requests/s",
             "",
+            run.herd_cpu,
             per_request * 1e6,
             2.0 / per_request
         );
         let _ = std::fs::remove_dir_all(&run_dir);
     }
+    if let Some((binary, gguf)) = &llama_cpp {
+        llama_cpp_case(&herd, &root, binary, gguf, scale, &out.join("run-llama-cpp"));
+    } else {
+        println!(
+            "(llama.cpp's server with several slots: pass --llama-server BIN --gguf FILE, as cargo xtask bench serve does)"
+        );
+    }
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// llama.cpp's server with 4 slots on 2 threads, serving `gguf` (smollm2-135m's file: herd's requests
+/// name that model) the conformity design's scoring requests: herd's requests/s and the share of the
+/// slots it keeps busy while it has work.
+fn llama_cpp_case(herd: &Path, root: &Path, binary: &Path, gguf: &Path, scale: f64, run_dir: &Path) {
+    const SLOTS: usize = 4;
+    let server = SlotServer::start(binary, gguf, SLOTS, 2).unwrap_or_else(|e| {
+        eprintln!("llama.cpp's server did not start: {e}");
+        std::process::exit(1);
+    });
+    // About 80 s at the 3 requests/s a 2-core machine serves: the ramp and the tail are a small part.
+    let units = ((240.0 * scale).round() as usize).max(1);
+    println!(
+        "\nllama.cpp's llama-server ({SLOTS} slots, 2 threads) serving {}, conformity scoring, {units} units:",
+        gguf.file_name().map_or_else(|| gguf.display().to_string(), |n| n.to_string_lossy().into_owned())
+    );
+    let sampler = server.sample_slots(Duration::from_millis(20));
+    let run = run_herd(herd, root, "data/experiments/conformity.toml", "smollm2-135m", &[server.url()], units, run_dir);
+    let occupancy = sampler.finish();
+    let percent = |share: Option<f64>| share.map_or_else(|| "n/a".to_owned(), |s| format!("{:.1}%", 100.0 * s));
+    println!(
+        "  {:.1} requests/s; per endpoint peak in flight / limit reached: {}; wall {:.1} s",
+        run.requests_per_s(),
+        run.endpoints(),
+        run.wall
+    );
+    println!(
+        "  slot occupancy while herd had work ({} polls of /slots): {} of slot time busy, all {SLOTS} slots busy in {} of polls",
+        occupancy.serving_polls(),
+        percent(occupancy.mean_busy()),
+        percent(occupancy.all_busy())
+    );
+    let _ = std::fs::remove_dir_all(run_dir);
+}
+
+/// One `herd run --backend openai` and what it cost.
+struct HerdRun {
+    manifest: serde_json::Value,
+    wall: f64,
+    /// herd's user + system CPU seconds.
+    herd_cpu: f64,
+}
+
+impl HerdRun {
+    fn requests_per_s(&self) -> f64 {
+        self.manifest["notes"]["throughput"]["requests_per_s"].as_f64().unwrap_or(0.0)
+    }
+
+    /// Each endpoint's peak requests in flight and the peak of its adaptive limit, as `peak/limit`.
+    fn endpoints(&self) -> String {
+        self.manifest["notes"]["endpoints"]
+            .as_array()
+            .map(|e| e.iter().map(|e| format!("{}/{}", e["peak_in_flight"], e["peak_limit"])).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .join(" ")
+    }
+}
+
+/// Runs `herd run --backend openai` on `experiment` for `units` units against `endpoints`, at default
+/// settings, and reads its manifest.
+fn run_herd(
+    herd: &Path,
+    root: &Path,
+    experiment: &str,
+    model: &str,
+    endpoints: &[String],
+    units: usize,
+    run_dir: &Path,
+) -> HerdRun {
+    let mut command = Command::new(herd);
+    command.current_dir(root).args([
+        "run",
+        "--backend",
+        "openai",
+        "--model",
+        model,
+        "--experiment",
+        experiment,
+        "--out",
+        run_dir.to_str().expect("UTF-8 temp path"),
+        "--limit",
+        &units.to_string(),
+        "--quiet",
+        "--no-quick-look",
+    ]);
+    for url in endpoints {
+        command.args(["--endpoint", url]);
+    }
+    let started = Instant::now();
+    let cpu_before = children_cpu_seconds();
+    let output = command.output().unwrap_or_else(|e| panic!("starting {}: {e}", herd.display()));
+    let wall = started.elapsed().as_secs_f64();
+    let herd_cpu = children_cpu_seconds() - cpu_before;
+    if !output.status.success() {
+        eprintln!("herd run failed:\n{}", String::from_utf8_lossy(&output.stderr));
+        std::process::exit(1);
+    }
+    let manifest = serde_json::from_slice(&std::fs::read(run_dir.join("manifest.json")).expect("manifest.json"))
+        .expect("manifest JSON");
+    HerdRun { manifest, wall, herd_cpu }
 }
 
 /// A fresh folder under the system's temporary folder for the runs.

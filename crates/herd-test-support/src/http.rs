@@ -1,5 +1,6 @@
-//! The HTTP/1.1 request reading the loopback servers share (the hostile server and the fault proxy):
-//! one exchange per connection, a Content-Length body, nothing else of HTTP.
+//! The HTTP/1.1 the loopback fixtures share: reading a request (the hostile server and the fault proxy:
+//! one exchange per connection, a Content-Length body, nothing else of HTTP) and a polling `GET` (the
+//! llama.cpp servers' health and slots).
 
 use std::io::Read;
 use std::net::TcpStream;
@@ -38,4 +39,50 @@ pub(crate) fn header(head: &str, name: &str) -> Option<String> {
     head.lines().find_map(|l| {
         l.split_once(':').filter(|(k, _)| k.trim().eq_ignore_ascii_case(name)).map(|(_, v)| v.trim().to_owned())
     })
+}
+
+/// `GET path` on 127.0.0.1:`port` with `Connection: close`: the status and the body, or `None` when
+/// nothing answers within `timeout`. For polling a server's health and state, not for large bodies.
+pub(crate) fn get(port: u16, path: &str, timeout: Duration) -> Option<(u16, Vec<u8>)> {
+    use std::io::Write;
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes()).ok()?;
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).ok()?;
+    let head_end = reply.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = String::from_utf8_lossy(&reply[..head_end]);
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    let mut body = reply[head_end..].to_vec();
+    if header(&head, "transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        body = dechunk(&body)?;
+    }
+    Some((status, body))
+}
+
+/// The payload of a chunked body (hex size line, data, CRLF; a zero size ends it).
+fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = body.windows(2).position(|w| w == b"\r\n")?;
+        let size_text = std::str::from_utf8(&body[..line_end]).ok()?;
+        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
+        body = &body[line_end + 2..];
+        if size == 0 {
+            return Some(out);
+        }
+        out.extend_from_slice(body.get(..size)?);
+        body = body.get(size + 2..)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunked_body_is_joined_and_a_cut_one_refused() {
+        assert_eq!(dechunk(b"4\r\n[{\"a\r\n6;ext=1\r\n\":1}]\n\r\n0\r\n\r\n").as_deref(), Some(&b"[{\"a\":1}]\n"[..]));
+        assert_eq!(dechunk(b"a\r\nshort\r\n"), None);
+    }
 }

@@ -2,8 +2,7 @@
 //! 127.0.0.1, for the openai backend's tests and `cargo xtask bench openai`. The Python environment is
 //! made once by `cargo xtask llama-server` (which `.ci/run` calls).
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -118,12 +117,5 @@ impl Drop for LlamaServer {
 
 /// Whether `GET /v1/models` answers 200.
 fn models_answer(port: u16) -> bool {
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else { return false };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    if stream.write_all(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").is_err() {
-        return false;
-    }
-    let mut reply = Vec::new();
-    let _ = stream.read_to_end(&mut reply);
-    reply.starts_with(b"HTTP/1.1 200")
+    crate::http::get(port, "/v1/models", Duration::from_secs(2)).is_some_and(|(status, _)| status == 200)
 }

@@ -40,6 +40,9 @@ pub(crate) struct Evidence {
     /// The degrees of freedom of the t distribution behind `interval`, where they are not `n` − 1
     /// (Welch's, a regression's residual ones).
     pub df: Option<f64>,
+    /// Whether the estimate is a size that cannot be negative (an SD, a share): written without the
+    /// `+` of a difference.
+    pub magnitude: bool,
 }
 
 impl Evidence {
@@ -57,6 +60,7 @@ impl Evidence {
             interval_name: "",
             note: None,
             df: None,
+            magnitude: false,
         }
     }
 

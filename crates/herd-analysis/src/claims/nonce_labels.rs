@@ -84,6 +84,7 @@ pub(super) fn token_receipt_bound(h: &PaperHeadline, results: &Results) -> Optio
             let (value, verdict, reason) = match &t.net {
                 Some(net) => {
                     e.estimate = Some(net.sd);
+                    e.magnitude = true;
                     e.interval = Some(net.interval90);
                     e.interval_name = "90% interval (noncentral F)";
                     let value = format!(

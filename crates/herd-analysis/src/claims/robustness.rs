@@ -236,6 +236,7 @@ pub(super) fn parse_success(h: &PaperHeadline, results: &Results) -> Option<Outc
             let share = 1.0 - filled as f64 / deciders.max(1) as f64;
             let mut e = Evidence::new("share of replies parsed against the paper's bound", deciders, "deciders");
             e.estimate = Some(share);
+            e.magnitude = true;
             let value = format!("{:.1}% parsed ({filled} of {deciders} replies filled)", 100.0 * share);
             bounded(model, value, e, false, bound, "parse success")
         })
