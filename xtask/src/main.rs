@@ -141,7 +141,8 @@ enum Bench {
     /// for a bounded number of units, on 1 and 4 endpoints; requests/s, share of the ceiling, and the
     /// concurrency each endpoint reached. Then the conformity design against llama.cpp's own server
     /// with 4 slots serving the default model (built once into the herd cache: about 10 minutes on 2
-    /// cores the first time), with the share of its slots herd keeps busy
+    /// cores the first time): the share of its slots herd keeps busy and its requests/s against a plain
+    /// client's on the same requests
     Serve {
         /// Scales the units each case runs (1: about a minute per case at the ceiling)
         #[arg(long, default_value_t = 1.0)]

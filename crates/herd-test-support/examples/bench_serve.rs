@@ -10,11 +10,11 @@
 //! faster than herd, is the one where herd itself is the limit. Then, given `--llama-server BIN --gguf
 //! FILE`, the same conformity design against llama.cpp's own server with several slots serving that
 //! model (`herd_test_support::llama_cpp_server`; 2 threads): its requests/s and the share of its slots
-//! herd keeps busy, polled from `/slots`. Usage: bench_serve HERD [--scale F] [--llama-server BIN --gguf
+//! herd keeps busy, polled from `/slots`, beside a plain client's on the same requests. Usage: bench_serve HERD [--scale F] [--llama-server BIN --gguf
 //! FILE] (F scales the units run; 1 by default).
 
 use herd_test_support::capacity_server::{Capacity, CapacityServer};
-use herd_test_support::llama_cpp_server::SlotServer;
+use herd_test_support::llama_cpp_server::{SlotOccupancy, SlotServer, plain_client};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
@@ -173,36 +173,93 @@ fn main() {
 
 /// llama.cpp's server with 4 slots on 2 threads, serving `gguf` (smollm2-135m's file: herd's requests
 /// name that model) the conformity design's scoring requests: herd's requests/s and the share of the
-/// slots it keeps busy while it has work.
+/// slots it keeps busy while it has work, against the same requests (`herd run --backend batch --export`)
+/// from a plain client with 16 connections, each on a fresh server.
 fn llama_cpp_case(herd: &Path, root: &Path, binary: &Path, gguf: &Path, scale: f64, run_dir: &Path) {
     const SLOTS: usize = 4;
-    let server = SlotServer::start(binary, gguf, SLOTS, 2).unwrap_or_else(|e| {
-        eprintln!("llama.cpp's server did not start: {e}");
-        std::process::exit(1);
-    });
+    const PEER_CONNECTIONS: usize = 16;
+    let conformity = "data/experiments/conformity.toml";
     // About 80 s at the 3 requests/s a 2-core machine serves: the ramp and the tail are a small part.
     let units = ((240.0 * scale).round() as usize).max(1);
     println!(
         "\nllama.cpp's llama-server ({SLOTS} slots, 2 threads) serving {}, conformity scoring, {units} units:",
         gguf.file_name().map_or_else(|| gguf.display().to_string(), |n| n.to_string_lossy().into_owned())
     );
-    let sampler = server.sample_slots(Duration::from_millis(20));
-    let run = run_herd(herd, root, "data/experiments/conformity.toml", "smollm2-135m", &[server.url()], units, run_dir);
-    let occupancy = sampler.finish();
+    let start = || {
+        SlotServer::start(binary, gguf, SLOTS, 2).unwrap_or_else(|e| {
+            eprintln!("llama.cpp's server did not start: {e}");
+            std::process::exit(1);
+        })
+    };
     let percent = |share: Option<f64>| share.map_or_else(|| "n/a".to_owned(), |s| format!("{:.1}%", 100.0 * s));
+    let occupancy_text = |o: &SlotOccupancy| {
+        format!(
+            "{} of slot time busy, all {SLOTS} busy in {} of {} polls of /slots",
+            percent(o.mean_busy()),
+            percent(o.all_busy()),
+            o.serving_polls()
+        )
+    };
+
+    let requests = exported_requests(herd, root, conformity, units, &run_dir.with_extension("export"));
+    let peer_server = start();
+    let sampler = peer_server.sample_slots(Duration::from_millis(20));
+    let (answered, seconds) = plain_client(peer_server.port, &requests, PEER_CONNECTIONS);
+    let peer_occupancy = sampler.finish();
+    drop(peer_server);
+    if answered < requests.len() {
+        eprintln!("the plain client had {} of {} requests answered 200", answered, requests.len());
+        std::process::exit(1);
+    }
+    let peer_rate = answered as f64 / seconds;
     println!(
-        "  {:.1} requests/s; per endpoint peak in flight / limit reached: {}; wall {:.1} s",
-        run.requests_per_s(),
-        run.endpoints(),
-        run.wall
+        "  plain client, {PEER_CONNECTIONS} connections: {peer_rate:.2} requests/s; {}",
+        occupancy_text(&peer_occupancy)
     );
+
+    let server = start();
+    let sampler = server.sample_slots(Duration::from_millis(20));
+    let run = run_herd(herd, root, conformity, "smollm2-135m", &[server.url()], units, run_dir);
+    let occupancy = sampler.finish();
     println!(
-        "  slot occupancy while herd had work ({} polls of /slots): {} of slot time busy, all {SLOTS} slots busy in {} of polls",
-        occupancy.serving_polls(),
-        percent(occupancy.mean_busy()),
-        percent(occupancy.all_busy())
+        "  herd, default settings:      {:.2} requests/s ({:.2}× the plain client); {}; peak in flight / limit {}",
+        run.requests_per_s(),
+        run.requests_per_s() / peer_rate,
+        occupancy_text(&occupancy),
+        run.endpoints()
     );
     let _ = std::fs::remove_dir_all(run_dir);
+}
+
+/// The requests of the first `units` units of `experiment` as `herd run --backend batch --export`
+/// writes them: (path, JSON body) each.
+fn exported_requests(herd: &Path, root: &Path, experiment: &str, units: usize, dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let file = dir.with_extension("jsonl");
+    let output = Command::new(herd)
+        .current_dir(root)
+        .args(["run", "--backend", "batch", "--model", "smollm2-135m", "--experiment", experiment, "--quiet"])
+        .args(["--limit", &units.to_string(), "--out"])
+        .arg(dir)
+        .arg("--export")
+        .arg(&file)
+        .output()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", herd.display()));
+    if !output.status.success() {
+        eprintln!("herd run --backend batch --export failed:\n{}", String::from_utf8_lossy(&output.stderr));
+        std::process::exit(1);
+    }
+    let text = std::fs::read_to_string(&file).expect("the exported requests");
+    let requests: Vec<(String, Vec<u8>)> = text
+        .lines()
+        .map(|line| {
+            let entry: serde_json::Value = serde_json::from_str(line).expect("an export line is JSON");
+            let path = entry["url"].as_str().expect("an export line has a url").to_owned();
+            (path, serde_json::to_vec(&entry["body"]).expect("a JSON body"))
+        })
+        .collect();
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_file(&file);
+    requests
 }
 
 /// One `herd run --backend openai` and what it cost.

@@ -44,20 +44,69 @@ pub(crate) fn header(head: &str, name: &str) -> Option<String> {
 /// `GET path` on 127.0.0.1:`port` with `Connection: close`: the status and the body, or `None` when
 /// nothing answers within `timeout`. For polling a server's health and state, not for large bodies.
 pub(crate) fn get(port: u16, path: &str, timeout: Duration) -> Option<(u16, Vec<u8>)> {
+    exchange(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").into_bytes(),
+        timeout,
+    )
+}
+
+/// `POST path` of a JSON `body`, as [`get`].
+pub(crate) fn post_json(port: u16, path: &str, body: &[u8], timeout: Duration) -> Option<(u16, Vec<u8>)> {
+    let mut request = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(body);
+    exchange(port, &request, timeout)
+}
+
+/// Sends one request on a fresh connection and reads its reply: a Content-Length body, a chunked one,
+/// or (with neither) up to the server's close. A server that keeps the connection open past its reply
+/// (as the capacity server does) is not waited for.
+fn exchange(port: u16, request: &[u8], timeout: Duration) -> Option<(u16, Vec<u8>)> {
     use std::io::Write;
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(timeout)).ok()?;
-    stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes()).ok()?;
+    stream.write_all(request).ok()?;
     let mut reply = Vec::new();
-    stream.read_to_end(&mut reply).ok()?;
-    let head_end = reply.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
-    let head = String::from_utf8_lossy(&reply[..head_end]);
+    let mut buf = [0u8; 8192];
+    let mut read_more = |reply: &mut Vec<u8>| -> Option<bool> {
+        let n = stream.read(&mut buf).ok()?;
+        reply.extend_from_slice(&buf[..n]);
+        Some(n > 0)
+    };
+    let head_end = loop {
+        if let Some(at) = reply.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        if !read_more(&mut reply)? {
+            return None;
+        }
+    };
+    let head = String::from_utf8_lossy(&reply[..head_end]).into_owned();
     let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    let mut body = reply[head_end..].to_vec();
-    if header(&head, "transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
-        body = dechunk(&body)?;
+    if let Some(length) = header(&head, "content-length").and_then(|v| v.parse::<usize>().ok()) {
+        while reply.len() < head_end + length {
+            if !read_more(&mut reply)? {
+                return None;
+            }
+        }
+        return Some((status, reply[head_end..head_end + length].to_vec()));
     }
-    Some((status, body))
+    if header(&head, "transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        loop {
+            if let Some(body) = dechunk(&reply[head_end..]) {
+                return Some((status, body));
+            }
+            if !read_more(&mut reply)? {
+                return None;
+            }
+        }
+    }
+    while read_more(&mut reply)? {}
+    Some((status, reply[head_end..].to_vec()))
 }
 
 /// The payload of a chunked body (hex size line, data, CRLF; a zero size ends it).

@@ -1,5 +1,6 @@
-//! llama.cpp's own server (`llama-server`, C++) with several slots on 127.0.0.1, and a sampler of how
-//! many of its slots are busy (`GET /slots`): `cargo xtask bench serve` prints the occupancy herd keeps.
+//! llama.cpp's own server (`llama-server`, C++) with several slots on 127.0.0.1, a sampler of how many
+//! of its slots are busy (`GET /slots`) and a plain client as the peer: `cargo xtask bench serve`
+//! prints the occupancy and requests/s herd reaches against the peer's on the same requests.
 //! Unlike llama-cpp-python's server ([`crate::llama_server`]), which answers one request at a time, it
 //! decodes one sequence per slot in a shared batch and queues the requests beyond its slots, as vLLM
 //! queues beyond its batch. The binary is built once by `xtask/llama-cpp-server.sh`.
@@ -8,7 +9,7 @@ use crate::llama_server::free_port;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -107,6 +108,28 @@ impl SlotSampler {
     }
 }
 
+/// The peer of a client under test: `connections` threads, each posting the next of `requests` (a path
+/// and a JSON body, e.g. the lines of `herd run --backend batch --export`) and waiting for its answer,
+/// with no logic of its own. Returns the requests answered 200 and the seconds from the first post to
+/// the last answer.
+pub fn plain_client(port: u16, requests: &[(String, Vec<u8>)], connections: usize) -> (usize, f64) {
+    let next = AtomicUsize::new(0);
+    let answered = AtomicUsize::new(0);
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..connections.max(1) {
+            scope.spawn(|| {
+                while let Some((path, body)) = requests.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    if let Some((200, _)) = crate::http::post_json(port, path, body, Duration::from_secs(600)) {
+                        answered.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    (answered.into_inner(), started.elapsed().as_secs_f64())
+}
+
 /// The busy slots of each `/slots` poll, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SlotOccupancy {
@@ -159,6 +182,7 @@ pub fn busy_slots(body: &[u8]) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capacity_server::{Capacity, CapacityServer};
 
     #[test]
     fn busy_slots_counts_the_slots_processing() {
@@ -166,6 +190,28 @@ mod tests {
         assert_eq!(busy_slots(body), Ok(2));
         assert!(busy_slots(br#"[{"id":0}]"#).unwrap_err().contains("is_processing"));
         assert!(busy_slots(br#"{"error":"slots endpoint disabled"}"#).unwrap_err().contains("not an array"));
+    }
+
+    #[test]
+    fn the_plain_client_posts_every_request_once_on_at_most_its_connections() {
+        let mut capacity = Capacity::new(2, Duration::from_millis(10), Duration::from_millis(10));
+        capacity.record = true;
+        let server = CapacityServer::start(capacity);
+        let requests: Vec<(String, Vec<u8>)> = (0..12)
+            .map(|i| {
+                let body = format!(r#"{{"model":"m","messages":[{{"role":"user","content":"{i}"}}],"max_tokens":1,"logprobs":true,"top_logprobs":20}}"#);
+                ("/v1/chat/completions".to_owned(), body.into_bytes())
+            })
+            .collect();
+        let (answered, seconds) = plain_client(server.port, &requests, 3);
+        assert_eq!(answered, 12);
+        assert!(seconds > 0.0);
+        let mut recorded = server.stats.recorded.lock().unwrap().clone();
+        recorded.sort();
+        let mut sent = requests.clone();
+        sent.sort();
+        assert_eq!(recorded, sent, "each request reaches the server once, as exported");
+        assert!(server.stats.peak_open.load(Ordering::Relaxed) <= 3, "no more at once than its connections");
     }
 
     #[test]
