@@ -201,10 +201,9 @@ impl RunNumber {
     }
 
     /// `+0.412 [0.301, 0.523], 8 seeds`: the estimate (a size unsigned: `0.120 [0.000, 0.290]`), its
-    /// interval and n; an interval whose bounds
-    /// print alike is no interval (`no variation: every seed +0.000, 8 seeds`); without an estimate,
-    /// the row's reading (a count of cells; up to its first `;`, and at most 48 characters, where
-    /// long: the detail table has the rest), or `undefined`.
+    /// interval and n; an interval whose bounds print alike is no interval (`no variation: every seed
+    /// +0.000, 8 seeds`); without an estimate, the row's reading (a count of cells; up to its first
+    /// `;`, and at most 48 characters, where long: the detail table has the rest), or `undefined`.
     pub fn value_text(&self) -> String {
         const LONGEST: usize = 48;
         let mut reading = if self.value.chars().count() <= LONGEST {
