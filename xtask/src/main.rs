@@ -147,6 +147,9 @@ enum Bench {
         /// Scales the units each case runs (1: about a minute per case at the ceiling)
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
+        /// Only the capacity servers: no llama.cpp build, no model fetch
+        #[arg(long)]
+        no_llama_cpp: bool,
     },
     /// Minutes per study of `cargo xtask replicate` on each CPU path (HERD_CPU_PATH), with the CPU
     /// named: README's times. --estimate projects a profile's whole grid (e.g. --profile full
@@ -189,19 +192,17 @@ fn bench(what: Bench) -> Result<()> {
         Bench::Stats { venv: Some(venv) } => example("herd-analysis", "bench_stats", &["--venv", &venv]),
         Bench::Infer { model, paths } => bench_infer::run(&model, &paths),
         Bench::Openai => llama_server::bench(),
-        Bench::Serve { scale } => {
+        Bench::Serve { scale, no_llama_cpp } => {
             // The example runs the release `herd` as a user would; both are built once.
             let herd = replicate::build_herd("cpu")?;
-            let server = llama_server::cpp_server()?;
-            let gguf = llama_server::gguf(&herd, "smollm2-135m")?;
             let utf8 = |p: &Path| p.to_str().map(str::to_owned).context("a path that is not UTF-8");
-            let (herd, server, gguf) = (utf8(&herd)?, utf8(&server)?, utf8(&gguf)?);
-            let scale = scale.to_string();
-            example(
-                "herd-test-support",
-                "bench_serve",
-                &[&herd, "--scale", &scale, "--llama-server", &server, "--gguf", &gguf],
-            )
+            let mut args = vec![utf8(&herd)?, "--scale".to_owned(), scale.to_string()];
+            if !no_llama_cpp {
+                let server = llama_server::cpp_server()?;
+                let gguf = llama_server::gguf(&herd, "smollm2-135m")?;
+                args.extend(["--llama-server".to_owned(), utf8(&server)?, "--gguf".to_owned(), utf8(&gguf)?]);
+            }
+            example("herd-test-support", "bench_serve", &args.iter().map(String::as_str).collect::<Vec<_>>())
         }
         Bench::Replicate(args) => bench_replicate::run(args),
     }

@@ -165,7 +165,7 @@ fn main() {
         llama_cpp_case(&herd, &root, binary, gguf, scale, &out.join("run-llama-cpp"));
     } else {
         println!(
-            "(llama.cpp's server with several slots: pass --llama-server BIN --gguf FILE, as cargo xtask bench serve does)"
+            "(llama.cpp's server with several slots: pass --llama-server BIN --gguf FILE, as cargo xtask bench serve does unless --no-llama-cpp)"
         );
     }
     let _ = std::fs::remove_dir_all(&out);
