@@ -10,8 +10,9 @@
 //! faster than herd, is the one where herd itself is the limit. Then, given `--llama-server BIN --gguf
 //! FILE`, the same conformity design against llama.cpp's own server with several slots serving that
 //! model (`herd_test_support::llama_cpp_server`; 2 threads): its requests/s and the share of its slots
-//! herd keeps busy, polled from `/slots`, beside a plain client's on the same requests. Usage: bench_serve HERD [--scale F] [--llama-server BIN --gguf
-//! FILE] (F scales the units run; 1 by default).
+//! herd keeps busy, polled from `/slots`, beside a plain client's on the same requests.
+//! Usage: bench_serve HERD [--scale F] [--llama-server BIN --gguf FILE] (F scales the units run; 1 by
+//! default).
 
 use herd_test_support::capacity_server::{Capacity, CapacityServer};
 use herd_test_support::llama_cpp_server::{SlotOccupancy, SlotServer, plain_client};
@@ -178,6 +179,7 @@ fn main() {
 fn llama_cpp_case(herd: &Path, root: &Path, binary: &Path, gguf: &Path, scale: f64, run_dir: &Path) {
     const SLOTS: usize = 4;
     const PEER_CONNECTIONS: usize = 16;
+    const MODEL: &str = "smollm2-135m";
     let conformity = "data/experiments/conformity.toml";
     // About 80 s at the 3 requests/s a 2-core machine serves: the ramp and the tail are a small part.
     let units = ((240.0 * scale).round() as usize).max(1);
@@ -201,7 +203,7 @@ fn llama_cpp_case(herd: &Path, root: &Path, binary: &Path, gguf: &Path, scale: f
         )
     };
 
-    let requests = exported_requests(herd, root, conformity, units, &run_dir.with_extension("export"));
+    let requests = exported_requests(herd, root, conformity, MODEL, units, &run_dir.with_extension("export"));
     let peer_server = start();
     let sampler = peer_server.sample_slots(Duration::from_millis(20));
     let (answered, seconds) = plain_client(peer_server.port, &requests, PEER_CONNECTIONS);
@@ -219,7 +221,7 @@ fn llama_cpp_case(herd: &Path, root: &Path, binary: &Path, gguf: &Path, scale: f
 
     let server = start();
     let sampler = server.sample_slots(Duration::from_millis(20));
-    let run = run_herd(herd, root, conformity, "smollm2-135m", &[server.url()], units, run_dir);
+    let run = run_herd(herd, root, conformity, MODEL, &[server.url()], units, run_dir);
     let occupancy = sampler.finish();
     println!(
         "  herd, default settings:      {:.2} requests/s ({:.2}× the plain client); {}; peak in flight / limit {}",
@@ -231,13 +233,20 @@ fn llama_cpp_case(herd: &Path, root: &Path, binary: &Path, gguf: &Path, scale: f
     let _ = std::fs::remove_dir_all(run_dir);
 }
 
-/// The requests of the first `units` units of `experiment` as `herd run --backend batch --export`
-/// writes them: (path, JSON body) each.
-fn exported_requests(herd: &Path, root: &Path, experiment: &str, units: usize, dir: &Path) -> Vec<(String, Vec<u8>)> {
+/// The requests of the first `units` units of `experiment` for `model` as `herd run --backend batch
+/// --export` writes them: (path, JSON body) each.
+fn exported_requests(
+    herd: &Path,
+    root: &Path,
+    experiment: &str,
+    model: &str,
+    units: usize,
+    dir: &Path,
+) -> Vec<(String, Vec<u8>)> {
     let file = dir.with_extension("jsonl");
     let output = Command::new(herd)
         .current_dir(root)
-        .args(["run", "--backend", "batch", "--model", "smollm2-135m", "--experiment", experiment, "--quiet"])
+        .args(["run", "--backend", "batch", "--model", model, "--experiment", experiment, "--quiet"])
         .args(["--limit", &units.to_string(), "--out"])
         .arg(dir)
         .arg("--export")

@@ -1,6 +1,7 @@
-//! The HTTP/1.1 the loopback fixtures share: reading a request (the hostile server and the fault proxy:
-//! one exchange per connection, a Content-Length body, nothing else of HTTP) and a polling `GET` (the
-//! llama.cpp servers' health and slots).
+//! The HTTP/1.1 the loopback fixtures share: reading a request (the hostile server, the fault proxy and
+//! the capacity server: a Content-Length body, nothing else of HTTP) and a one-exchange client, `GET`
+//! and `POST` (the llama.cpp servers' health and slots, the plain client's requests), on the same
+//! readers of a head and a body.
 
 use std::io::Read;
 use std::net::TcpStream;
@@ -11,27 +12,42 @@ use std::time::Duration;
 pub(crate) fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     stream.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
     let mut data = Vec::new();
-    let mut buf = [0u8; 8192];
-    let head_end = loop {
-        if let Some(at) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        let n = stream.read(&mut buf).ok()?;
-        if n == 0 || data.len() > 1 << 20 {
-            return None;
-        }
-        data.extend_from_slice(&buf[..n]);
-    };
+    let head_end = read_head(stream, &mut data, 1 << 20)?;
     let head = String::from_utf8_lossy(&data[..head_end]).into_owned();
     let length = header(&head, "content-length").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0).min(64 << 20);
-    while data.len() < head_end + length {
-        let n = stream.read(&mut buf).ok()?;
-        if n == 0 {
+    read_to(stream, &mut data, head_end + length)?;
+    Some((head, data[head_end..head_end + length].to_vec()))
+}
+
+/// Reads from `stream` into `data` until it holds a whole message head; where the head ends (after its
+/// blank line). `None` when the peer closes first or sends more than `max_head` bytes without one.
+pub(crate) fn read_head(stream: &mut TcpStream, data: &mut Vec<u8>, max_head: usize) -> Option<usize> {
+    loop {
+        if let Some(at) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            return Some(at + 4);
+        }
+        if data.len() > max_head || !read_more(stream, data)? {
             return None;
         }
-        data.extend_from_slice(&buf[..n]);
     }
-    Some((head, data[head_end..head_end + length].to_vec()))
+}
+
+/// Reads until `data` holds `len` bytes; `None` when the peer closes first.
+fn read_to(stream: &mut TcpStream, data: &mut Vec<u8>, len: usize) -> Option<()> {
+    while data.len() < len {
+        if !read_more(stream, data)? {
+            return None;
+        }
+    }
+    Some(())
+}
+
+/// Appends what `stream` has next to `data`: `false` at the peer's close, `None` on an error or timeout.
+fn read_more(stream: &mut TcpStream, data: &mut Vec<u8>) -> Option<bool> {
+    let mut buf = [0u8; 8192];
+    let n = stream.read(&mut buf).ok()?;
+    data.extend_from_slice(&buf[..n]);
+    Some(n > 0)
 }
 
 /// The value of header `name` (any case) in a request head.
@@ -71,28 +87,11 @@ fn exchange(port: u16, request: &[u8], timeout: Duration) -> Option<(u16, Vec<u8
     stream.set_read_timeout(Some(timeout)).ok()?;
     stream.write_all(request).ok()?;
     let mut reply = Vec::new();
-    let mut buf = [0u8; 8192];
-    let mut read_more = |reply: &mut Vec<u8>| -> Option<bool> {
-        let n = stream.read(&mut buf).ok()?;
-        reply.extend_from_slice(&buf[..n]);
-        Some(n > 0)
-    };
-    let head_end = loop {
-        if let Some(at) = reply.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        if !read_more(&mut reply)? {
-            return None;
-        }
-    };
+    let head_end = read_head(&mut stream, &mut reply, 1 << 20)?;
     let head = String::from_utf8_lossy(&reply[..head_end]).into_owned();
     let status = head.split_whitespace().nth(1)?.parse().ok()?;
     if let Some(length) = header(&head, "content-length").and_then(|v| v.parse::<usize>().ok()) {
-        while reply.len() < head_end + length {
-            if !read_more(&mut reply)? {
-                return None;
-            }
-        }
+        read_to(&mut stream, &mut reply, head_end + length)?;
         return Some((status, reply[head_end..head_end + length].to_vec()));
     }
     if header(&head, "transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
@@ -100,12 +99,12 @@ fn exchange(port: u16, request: &[u8], timeout: Duration) -> Option<(u16, Vec<u8
             if let Some(body) = dechunk(&reply[head_end..]) {
                 return Some((status, body));
             }
-            if !read_more(&mut reply)? {
+            if !read_more(&mut stream, &mut reply)? {
                 return None;
             }
         }
     }
-    while read_more(&mut reply)? {}
+    while read_more(&mut stream, &mut reply)? {}
     Some((status, reply[head_end..].to_vec()))
 }
 

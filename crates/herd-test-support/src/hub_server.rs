@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -257,20 +257,7 @@ impl Request {
 fn read_request(stream: &mut TcpStream) -> Option<Request> {
     stream.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
     let mut data = Vec::new();
-    let mut buf = [0u8; 4096];
-    let head_end = loop {
-        if let Some(at) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at;
-        }
-        if data.len() > 64 * 1024 {
-            return None;
-        }
-        let n = stream.read(&mut buf).ok()?;
-        if n == 0 {
-            return None;
-        }
-        data.extend_from_slice(&buf[..n]);
-    };
+    let head_end = crate::http::read_head(stream, &mut data, 64 * 1024)? - 4;
     let head = String::from_utf8_lossy(&data[..head_end]).into_owned();
     let mut lines = head.split("\r\n");
     let mut request_line = lines.next()?.split(' ');
@@ -603,6 +590,7 @@ fn percent_encode(segment: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
 
     struct Reply {
         status: u16,
